@@ -1,0 +1,403 @@
+//! Record batch v2 ("magic 2"): the header view, the record iterator, control record keys.
+//! Layout: see Kafka's `DefaultRecordBatch` and shared/reference/kafka-formats.md §2.
+
+use crate::compression::{self, Codec};
+use crate::crc;
+use crate::error::{Error, ErrorKind, Result};
+use crate::varint::{read_varint, read_varlong};
+use std::ops::Range;
+
+pub const LOG_OVERHEAD: usize = 12;
+pub const RECORD_BATCH_OVERHEAD: usize = 61;
+pub const MAGIC_OFFSET: usize = 16;
+pub const CRC_OFFSET: usize = 17;
+pub const ATTRIBUTES_OFFSET: usize = 21;
+pub const HEADER_SIZE_UP_TO_MAGIC: usize = 17;
+
+pub const ATTR_COMPRESSION_MASK: i16 = 0x07;
+pub const ATTR_TIMESTAMP_TYPE: i16 = 0x08;
+pub const ATTR_TRANSACTIONAL: i16 = 0x10;
+pub const ATTR_CONTROL: i16 = 0x20;
+pub const ATTR_DELETE_HORIZON: i16 = 0x40;
+
+pub const NO_SEQUENCE: i32 = -1;
+
+#[inline(always)]
+fn be_i16(b: &[u8], at: usize) -> i16 {
+    i16::from_be_bytes([b[at], b[at + 1]])
+}
+#[inline(always)]
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes(b[at..at + 4].try_into().unwrap())
+}
+#[inline(always)]
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    i64::from_be_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// Every field of a v2 batch header, decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHeader {
+    pub base_offset: i64,
+    /// The Length field: batch size minus LOG_OVERHEAD.
+    pub length: i32,
+    pub partition_leader_epoch: i32,
+    pub magic: i8,
+    pub crc: u32,
+    pub attributes: i16,
+    pub last_offset_delta: i32,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub records_count: i32,
+}
+
+impl BatchHeader {
+    /// Decodes the 61-byte header. `b` must hold at least RECORD_BATCH_OVERHEAD bytes.
+    #[inline]
+    pub fn parse(b: &[u8]) -> BatchHeader {
+        BatchHeader {
+            base_offset: be_i64(b, 0),
+            length: be_i32(b, 8),
+            partition_leader_epoch: be_i32(b, 12),
+            magic: b[16] as i8,
+            crc: be_i32(b, 17) as u32,
+            attributes: be_i16(b, 21),
+            last_offset_delta: be_i32(b, 23),
+            base_timestamp: be_i64(b, 27),
+            max_timestamp: be_i64(b, 35),
+            producer_id: be_i64(b, 43),
+            producer_epoch: be_i16(b, 51),
+            base_sequence: be_i32(b, 53),
+            records_count: be_i32(b, 57),
+        }
+    }
+    pub fn size(&self) -> usize {
+        self.length as usize + LOG_OVERHEAD
+    }
+    pub fn last_offset(&self) -> i64 {
+        self.base_offset + self.last_offset_delta as i64
+    }
+    pub fn codec_id(&self) -> u8 {
+        (self.attributes & ATTR_COMPRESSION_MASK) as u8
+    }
+    pub fn codec(&self) -> Option<Codec> {
+        Codec::from_id(self.codec_id())
+    }
+    pub fn is_log_append_time(&self) -> bool {
+        self.attributes & ATTR_TIMESTAMP_TYPE != 0
+    }
+    pub fn timestamp_type_name(&self) -> &'static str {
+        if self.is_log_append_time() {
+            "LogAppendTime"
+        } else {
+            "CreateTime"
+        }
+    }
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & ATTR_TRANSACTIONAL != 0
+    }
+    pub fn is_control(&self) -> bool {
+        self.attributes & ATTR_CONTROL != 0
+    }
+    pub fn has_delete_horizon(&self) -> bool {
+        self.attributes & ATTR_DELETE_HORIZON != 0
+    }
+    /// `deleteHorizonMs` as Kafka reports it: the base timestamp when the flag is set.
+    pub fn delete_horizon_ms(&self) -> Option<i64> {
+        if self.has_delete_horizon() {
+            Some(self.base_timestamp)
+        } else {
+            None
+        }
+    }
+    /// Kafka's `DefaultRecordBatch.lastSequence`: base + delta, wrapping at i32::MAX.
+    pub fn last_sequence(&self) -> i32 {
+        if self.base_sequence == NO_SEQUENCE {
+            return NO_SEQUENCE;
+        }
+        let delta = self.last_offset_delta as i64;
+        let s = self.base_sequence as i64 + delta;
+        if s > i32::MAX as i64 {
+            (s - i32::MAX as i64 - 1) as i32
+        } else {
+            s as i32
+        }
+    }
+    /// Sequence of the record at `offset_delta` (Kafka's `DefaultRecord.sequence`).
+    pub fn record_sequence(&self, offset_delta: i32) -> i32 {
+        if self.base_sequence == NO_SEQUENCE {
+            return NO_SEQUENCE;
+        }
+        let s = self.base_sequence as i64 + offset_delta as i64;
+        if s > i32::MAX as i64 {
+            (s - i32::MAX as i64 - 1) as i32
+        } else {
+            s as i32
+        }
+    }
+}
+
+/// The outcome of locating one batch in a buffer.
+pub enum NextBatch {
+    /// A complete batch: its header and its byte range in the buffer.
+    Batch(BatchHeader, Range<usize>),
+    /// No bytes left.
+    End,
+}
+
+/// Locates the batch starting at `pos`. Validates sizes and magic, but not the CRC.
+/// `base` is the file position of `buf[0]`, used in error messages.
+#[inline]
+pub fn next_batch(buf: &[u8], pos: usize, base: u64) -> Result<NextBatch> {
+    let remaining = buf.len() - pos;
+    if remaining == 0 {
+        return Ok(NextBatch::End);
+    }
+    let fpos = base + pos as u64;
+    if remaining < LOG_OVERHEAD {
+        return Err(Error::truncated(fpos, None, format!("{remaining} trailing bytes, fewer than the 12-byte log overhead")));
+    }
+    let b = &buf[pos..];
+    let base_offset = be_i64(b, 0);
+    let length = be_i32(b, 8);
+    if remaining < HEADER_SIZE_UP_TO_MAGIC {
+        return Err(Error::truncated(fpos, Some(base_offset), format!("{remaining} trailing bytes, too few to hold a batch header")));
+    }
+    let magic = b[MAGIC_OFFSET] as i8;
+    if magic != 2 {
+        if magic == 0 || magic == 1 {
+            return Err(Error {
+                kind: ErrorKind::Unsupported,
+                position: Some(fpos),
+                offset: Some(base_offset),
+                reason: format!("message format v{magic} (magic {magic}, Kafka < 0.11) is not supported; only record batch v2"),
+            });
+        }
+        return Err(Error::corrupt(fpos, Some(base_offset), format!("invalid magic byte {magic}")));
+    }
+    if length < (RECORD_BATCH_OVERHEAD - LOG_OVERHEAD) as i32 {
+        return Err(Error::corrupt(fpos, Some(base_offset), format!("batch length {length} is smaller than the minimum {}", RECORD_BATCH_OVERHEAD - LOG_OVERHEAD)));
+    }
+    let size = length as usize + LOG_OVERHEAD;
+    if size > remaining {
+        return Err(Error::truncated(fpos, Some(base_offset), format!("batch of {size} bytes runs past the end ({remaining} bytes left)")));
+    }
+    let h = BatchHeader::parse(b);
+    Ok(NextBatch::Batch(h, pos..pos + size))
+}
+
+/// CRC-32C over bytes [21, end) of a complete batch.
+#[inline]
+pub fn compute_crc(batch: &[u8]) -> u32 {
+    crc::crc32c(&batch[ATTRIBUTES_OFFSET..])
+}
+
+/// Checks the stored CRC and the header's internal consistency.
+pub fn validate(h: &BatchHeader, batch: &[u8], fpos: u64) -> Result<()> {
+    let computed = compute_crc(batch);
+    if computed != h.crc {
+        return Err(Error::corrupt(fpos, Some(h.base_offset), format!("CRC mismatch: stored {} computed {computed}", h.crc)));
+    }
+    if h.records_count < 0 {
+        return Err(Error::corrupt(fpos, Some(h.base_offset), format!("negative records count {}", h.records_count)));
+    }
+    if h.last_offset_delta < 0 {
+        return Err(Error::corrupt(fpos, Some(h.base_offset), format!("negative last offset delta {}", h.last_offset_delta)));
+    }
+    if h.codec().is_none() {
+        return Err(Error::corrupt(fpos, Some(h.base_offset), format!("unknown compression codec id {}", h.codec_id())));
+    }
+    Ok(())
+}
+
+/// One record inside a batch; ranges index into the (decompressed) records buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordView {
+    pub attributes: i8,
+    pub timestamp_delta: i64,
+    pub offset_delta: i32,
+    pub key: Option<Range<u32>>,
+    pub value: Option<Range<u32>>,
+    /// Raw header area (after the headers count) and the count.
+    pub headers: Range<u32>,
+    pub header_count: u32,
+    /// Total size of the record including its length varint.
+    pub size: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderView {
+    pub key: Range<u32>,
+    pub value: Option<Range<u32>>,
+}
+
+/// Reads a length-prefixed (zig-zag varint) byte field; -1 = null.
+#[inline(always)]
+fn read_bytes_field(buf: &[u8], pos: &mut usize, end: usize, what: &str) -> std::result::Result<Option<Range<u32>>, String> {
+    let n = read_varint(&buf[..end], pos).ok_or_else(|| format!("invalid {what} length varint"))?;
+    if n < 0 {
+        if n != -1 {
+            return Err(format!("invalid {what} length {n}"));
+        }
+        return Ok(None);
+    }
+    let n = n as usize;
+    if end - *pos < n {
+        return Err(format!("{what} of {n} bytes runs past the end of the record"));
+    }
+    let r = *pos as u32..(*pos + n) as u32;
+    *pos += n;
+    Ok(Some(r))
+}
+
+/// Parses one record at `*pos` (which ends no later than `end`).
+#[inline]
+pub fn read_record(buf: &[u8], pos: &mut usize, end: usize) -> std::result::Result<RecordView, String> {
+    let start = *pos;
+    let len = read_varint(&buf[..end], pos).ok_or("invalid record length varint")?;
+    if len <= 0 {
+        return Err(format!("invalid record size {len}"));
+    }
+    let body_start = *pos;
+    let len = len as usize;
+    if end - body_start < len {
+        return Err(format!("record of {len} bytes runs past the end of the batch"));
+    }
+    let rend = body_start + len;
+    let attributes = buf[*pos] as i8;
+    *pos += 1;
+    let timestamp_delta = read_varlong(&buf[..rend], pos).ok_or("invalid timestamp delta varlong")?;
+    let offset_delta = read_varint(&buf[..rend], pos).ok_or("invalid offset delta varint")?;
+    let key = read_bytes_field(buf, pos, rend, "key")?;
+    let value = read_bytes_field(buf, pos, rend, "value")?;
+    let hc = read_varint(&buf[..rend], pos).ok_or("invalid headers count varint")?;
+    if hc < 0 {
+        return Err(format!("invalid negative header count {hc}"));
+    }
+    let hstart = *pos;
+    for _ in 0..hc {
+        let k = read_bytes_field(buf, pos, rend, "header key")?;
+        if k.is_none() {
+            return Err("invalid null header key".into());
+        }
+        read_bytes_field(buf, pos, rend, "header value")?;
+    }
+    if *pos != rend {
+        return Err(format!("invalid record size: expected to read {len} bytes in record payload, but instead read {}", *pos - body_start));
+    }
+    Ok(RecordView {
+        attributes,
+        timestamp_delta,
+        offset_delta,
+        key,
+        value,
+        headers: hstart as u32..rend as u32,
+        header_count: hc as u32,
+        size: (rend - start) as u32,
+    })
+}
+
+/// Parses the headers of a record again (they were validated by `read_record`).
+pub fn read_headers(buf: &[u8], r: &RecordView) -> Vec<HeaderView> {
+    let mut out = Vec::with_capacity(r.header_count as usize);
+    let mut pos = r.headers.start as usize;
+    let end = r.headers.end as usize;
+    for _ in 0..r.header_count {
+        let k = read_bytes_field(buf, &mut pos, end, "header key").ok().flatten().unwrap_or(0..0);
+        let v = read_bytes_field(buf, &mut pos, end, "header value").ok().flatten();
+        out.push(HeaderView { key: k, value: v });
+    }
+    out
+}
+
+/// The records area of a batch: borrowed when uncompressed, owned after decompression.
+pub enum RecordsData<'a> {
+    Borrowed(&'a [u8]),
+    Owned(Vec<u8>),
+}
+
+impl RecordsData<'_> {
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            RecordsData::Borrowed(b) => b,
+            RecordsData::Owned(v) => v,
+        }
+    }
+}
+
+/// Returns the (decompressed) records area of a complete batch.
+pub fn records_data<'a>(h: &BatchHeader, batch: &'a [u8], fpos: u64) -> Result<RecordsData<'a>> {
+    let area = &batch[RECORD_BATCH_OVERHEAD..];
+    match h.codec() {
+        Some(Codec::None) => Ok(RecordsData::Borrowed(area)),
+        Some(c) => compression::decompress(c, area, (h.records_count.max(0) as usize).saturating_mul(24))
+            .map(RecordsData::Owned)
+            .map_err(|e| e.at(fpos, Some(h.base_offset))),
+        None => Err(Error::corrupt(fpos, Some(h.base_offset), format!("unknown compression codec id {}", h.codec_id()))),
+    }
+}
+
+/// Parses every record of the records area, checking counts and sizes like Kafka does.
+pub fn parse_records(h: &BatchHeader, data: &[u8], fpos: u64, out: &mut Vec<RecordView>) -> Result<()> {
+    let n = h.records_count;
+    if n < 0 {
+        return Err(Error::corrupt(fpos, Some(h.base_offset), format!("negative records count {n}")));
+    }
+    // Each record takes at least 7 bytes; refuse absurd counts before allocating.
+    if (n as usize) > data.len() / 7 + 1 {
+        return Err(Error::corrupt(fpos, Some(h.base_offset), format!("records count {n} cannot fit in {} bytes", data.len())));
+    }
+    out.reserve(n as usize);
+    let mut pos = 0usize;
+    for i in 0..n {
+        match read_record(data, &mut pos, data.len()) {
+            Ok(r) => out.push(r),
+            Err(reason) => {
+                return Err(Error::corrupt(fpos, Some(h.base_offset), format!("record {i} of {n}: {reason}")));
+            }
+        }
+    }
+    if pos != data.len() {
+        return Err(Error::corrupt(fpos, Some(h.base_offset), format!("incorrect declared batch size: {} bytes remain after {n} records", data.len() - pos)));
+    }
+    Ok(())
+}
+
+/// Control record types (`ControlRecordType` in Kafka).
+pub fn control_type_name(t: i16) -> &'static str {
+    match t {
+        0 => "ABORT",
+        1 => "COMMIT",
+        2 => "LEADER_CHANGE",
+        3 => "SNAPSHOT_HEADER",
+        4 => "SNAPSHOT_FOOTER",
+        5 => "KRAFT_VERSION",
+        6 => "KRAFT_VOTERS",
+        _ => "UNKNOWN",
+    }
+}
+
+/// Decodes a control record key: int16 version, int16 type.
+pub fn parse_control_key(key: Option<&[u8]>) -> std::result::Result<(i16, i16), String> {
+    let k = key.ok_or("control record has a null key")?;
+    if k.len() < 4 {
+        return Err(format!("control record key of {} bytes is shorter than 4", k.len()));
+    }
+    let version = be_i16(k, 0);
+    if version < 0 {
+        return Err(format!("invalid control record key version {version}"));
+    }
+    Ok((version, be_i16(k, 2)))
+}
+
+/// An `EndTransactionMarker` value: int16 version, int32 coordinator epoch.
+pub fn parse_end_txn_marker(value: Option<&[u8]>) -> std::result::Result<(i16, i32), String> {
+    let v = value.ok_or("end transaction marker has a null value")?;
+    if v.len() < 6 {
+        return Err(format!("end transaction marker value of {} bytes is shorter than 6", v.len()));
+    }
+    Ok((be_i16(v, 0), be_i32(v, 2)))
+}

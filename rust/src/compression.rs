@@ -1,0 +1,175 @@
+//! Compression codecs framed the way Kafka frames them inside a v2 batch:
+//! gzip (RFC 1952), snappy (xerial block framing, raw snappy accepted on read),
+//! lz4 (LZ4 frame, 64 KiB independent blocks) and zstd (standard frame).
+
+use crate::error::{Error, ErrorKind, Result};
+use std::io::{Read, Write};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Codec {
+    None = 0,
+    Gzip = 1,
+    Snappy = 2,
+    Lz4 = 3,
+    Zstd = 4,
+}
+
+impl Codec {
+    pub fn from_id(id: u8) -> Option<Codec> {
+        Some(match id {
+            0 => Codec::None,
+            1 => Codec::Gzip,
+            2 => Codec::Snappy,
+            3 => Codec::Lz4,
+            4 => Codec::Zstd,
+            _ => return None,
+        })
+    }
+    pub fn from_name(name: &str) -> Option<Codec> {
+        Some(match name {
+            "none" => Codec::None,
+            "gzip" => Codec::Gzip,
+            "snappy" => Codec::Snappy,
+            "lz4" => Codec::Lz4,
+            "zstd" => Codec::Zstd,
+            _ => return None,
+        })
+    }
+    /// The name Kafka uses (`CompressionType.name`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Codec::None => "none",
+            Codec::Gzip => "gzip",
+            Codec::Snappy => "snappy",
+            Codec::Lz4 => "lz4",
+            Codec::Zstd => "zstd",
+        }
+    }
+}
+
+fn cerr(codec: Codec, e: impl std::fmt::Display) -> Error {
+    Error::new(ErrorKind::Compression, format!("{} decompression failed: {e}", codec.name()))
+}
+
+/// The xerial snappy-java stream header: magic, version 1, compatible version 1.
+const XERIAL_MAGIC: [u8; 8] = [0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0];
+const XERIAL_HEADER_LEN: usize = 16;
+/// snappy-java's default block size, which Kafka uses.
+const XERIAL_BLOCK: usize = 32 * 1024;
+
+/// Decompresses a batch's record area. `size_hint` (e.g. records count * 16) sizes the output.
+pub fn decompress(codec: Codec, data: &[u8], size_hint: usize) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(size_hint.max(data.len() * 2).min(64 << 20));
+    match codec {
+        Codec::None => out.extend_from_slice(data),
+        Codec::Gzip => {
+            flate2::read::GzDecoder::new(data).read_to_end(&mut out).map_err(|e| cerr(codec, e))?;
+        }
+        Codec::Snappy => snappy_decompress(data, &mut out)?,
+        Codec::Lz4 => {
+            lz4_flex::frame::FrameDecoder::new(data).read_to_end(&mut out).map_err(|e| cerr(codec, e))?;
+        }
+        Codec::Zstd => {
+            let mut d = zstd::stream::read::Decoder::with_buffer(data).map_err(|e| cerr(codec, e))?;
+            d.read_to_end(&mut out).map_err(|e| cerr(codec, e))?;
+        }
+    }
+    Ok(out)
+}
+
+fn snappy_decompress(data: &[u8], out: &mut Vec<u8>) -> Result<()> {
+    let codec = Codec::Snappy;
+    if data.len() >= XERIAL_HEADER_LEN && data[..8] == XERIAL_MAGIC {
+        let mut pos = XERIAL_HEADER_LEN;
+        let mut dec = snap::raw::Decoder::new();
+        while pos < data.len() {
+            if data.len() - pos < 4 {
+                return Err(cerr(codec, "truncated xerial block length"));
+            }
+            let n = u32::from_be_bytes(data[pos..pos + 4].try_into().unwrap()) as usize;
+            pos += 4;
+            if data.len() - pos < n {
+                return Err(cerr(codec, format!("xerial block of {n} bytes runs past the end")));
+            }
+            let block = &data[pos..pos + n];
+            let len = snap::raw::decompress_len(block).map_err(|e| cerr(codec, e))?;
+            let start = out.len();
+            out.resize(start + len, 0);
+            dec.decompress(block, &mut out[start..]).map_err(|e| cerr(codec, e))?;
+            pos += n;
+        }
+        Ok(())
+    } else {
+        let v = snap::raw::Decoder::new().decompress_vec(data).map_err(|e| cerr(codec, e))?;
+        out.extend_from_slice(&v);
+        Ok(())
+    }
+}
+
+/// Compresses `data` as Kafka's producer would for `codec`; `level` None = Kafka's default level.
+pub fn compress(codec: Codec, data: &[u8], level: Option<i32>, out: &mut Vec<u8>) -> Result<()> {
+    let werr = |e: std::io::Error| Error::new(ErrorKind::Compression, format!("{} compression failed: {e}", codec.name()));
+    match codec {
+        Codec::None => out.extend_from_slice(data),
+        Codec::Gzip => {
+            // Kafka's GzipCompression default level is Deflater.DEFAULT_COMPRESSION (zlib's 6).
+            let lvl = level.unwrap_or(6).clamp(1, 9) as u32;
+            let mut e = flate2::write::GzEncoder::new(out, flate2::Compression::new(lvl));
+            e.write_all(data).map_err(werr)?;
+            e.finish().map_err(werr)?;
+        }
+        Codec::Snappy => {
+            out.extend_from_slice(&XERIAL_MAGIC);
+            out.extend_from_slice(&1i32.to_be_bytes());
+            out.extend_from_slice(&1i32.to_be_bytes());
+            let mut enc = snap::raw::Encoder::new();
+            let mut buf = vec![0u8; snap::raw::max_compress_len(XERIAL_BLOCK)];
+            for chunk in data.chunks(XERIAL_BLOCK) {
+                let n = enc.compress(chunk, &mut buf).map_err(|e| werr(std::io::Error::other(e)))?;
+                out.extend_from_slice(&(n as u32).to_be_bytes());
+                out.extend_from_slice(&buf[..n]);
+            }
+        }
+        Codec::Lz4 => {
+            // Kafka's Lz4BlockOutputStream: 64 KiB blocks, independent, no block or content checksum.
+            let info = lz4_flex::frame::FrameInfo::new()
+                .block_size(lz4_flex::frame::BlockSize::Max64KB)
+                .block_mode(lz4_flex::frame::BlockMode::Independent)
+                .block_checksums(false)
+                .content_checksum(false);
+            let mut e = lz4_flex::frame::FrameEncoder::with_frame_info(info, out);
+            e.write_all(data).map_err(werr)?;
+            e.finish().map_err(|e| werr(std::io::Error::other(e)))?;
+        }
+        Codec::Zstd => {
+            // Kafka's ZstdCompression default level is 3.
+            let v = zstd::bulk::compress(data, level.unwrap_or(3)).map_err(werr)?;
+            out.extend_from_slice(&v);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_all_codecs() {
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8 ^ (i / 1000) as u8).collect();
+        for codec in [Codec::None, Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd] {
+            let mut c = Vec::new();
+            compress(codec, &data, None, &mut c).unwrap();
+            let d = decompress(codec, &c, 0).unwrap();
+            assert_eq!(d, data, "{}", codec.name());
+        }
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        let junk = [0x82u8, b'S', b'N', b'A', b'P', b'P', b'Y', 0, 0, 0, 0, 1, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff];
+        for codec in [Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd] {
+            assert!(decompress(codec, &junk, 0).is_err(), "{}", codec.name());
+        }
+    }
+}

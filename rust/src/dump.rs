@@ -1,0 +1,412 @@
+//! Rendering a segment the way `kafka-dump-log` prints it (text), or as JSON lines.
+//! Formatting lives here because it is the hot loop of `kraftkit dump-log`.
+
+use crate::batch::{self, BatchHeader, NextBatch, RecordView};
+use crate::error::Error;
+use base64::Engine;
+
+#[derive(Debug, Clone, Copy)]
+pub struct DumpOptions {
+    pub deep: bool,
+    pub print_data: bool,
+    pub json: bool,
+    pub max_bytes: usize,
+}
+
+/// Counters and findings of a dump.
+#[derive(Default)]
+pub struct DumpState {
+    pub batches: u64,
+    pub records: u64,
+    pub invalid_batches: u64,
+    /// (previous offset, offset) pairs that are not consecutive.
+    pub non_consecutive: Vec<(i64, i64)>,
+    /// The first error met (a bad record, or what stopped the dump).
+    pub error: Option<Error>,
+    /// Bytes after the last complete batch.
+    pub trailing_bytes: u64,
+    last_offset: Option<i64>,
+    recs: Vec<RecordView>,
+}
+
+/// Incremental renderer: each `next_chunk` call appends roughly `chunk` bytes of output.
+pub struct Dumper<B: AsRef<[u8]>> {
+    buf: B,
+    limit: usize,
+    opts: DumpOptions,
+    pos: usize,
+    done: bool,
+    pub state: DumpState,
+}
+
+fn num(out: &mut Vec<u8>, v: impl itoa::Integer) {
+    let mut b = itoa::Buffer::new();
+    out.extend_from_slice(b.format(v).as_bytes());
+}
+
+fn s(out: &mut Vec<u8>, t: &str) {
+    out.extend_from_slice(t.as_bytes());
+}
+
+fn json_str(out: &mut Vec<u8>, t: &[u8]) {
+    out.push(b'"');
+    let text = String::from_utf8_lossy(t);
+    for c in text.chars() {
+        match c {
+            '"' => s(out, "\\\""),
+            '\\' => s(out, "\\\\"),
+            '\n' => s(out, "\\n"),
+            '\r' => s(out, "\\r"),
+            '\t' => s(out, "\\t"),
+            c if (c as u32) < 0x20 => {
+                out.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes());
+            }
+            c => {
+                let mut b = [0u8; 4];
+                out.extend_from_slice(c.encode_utf8(&mut b).as_bytes());
+            }
+        }
+    }
+    out.push(b'"');
+}
+
+/// A key or value in JSON: a string when it is UTF-8, else {"base64": ...}.
+fn json_bytes(out: &mut Vec<u8>, b: Option<&[u8]>) {
+    match b {
+        None => s(out, "null"),
+        Some(b) => match std::str::from_utf8(b) {
+            Ok(t) => json_str(out, t.as_bytes()),
+            Err(_) => {
+                s(out, "{\"base64\":\"");
+                s(out, &base64::engine::general_purpose::STANDARD.encode(b));
+                s(out, "\"}");
+            }
+        },
+    }
+}
+
+fn bool_str(b: bool) -> &'static str {
+    if b {
+        "true"
+    } else {
+        "false"
+    }
+}
+
+fn slice(r: &Option<std::ops::Range<u32>>) -> Option<std::ops::Range<usize>> {
+    r.as_ref().map(|r| r.start as usize..r.end as usize)
+}
+
+impl<B: AsRef<[u8]>> Dumper<B> {
+    pub fn new(buf: B, opts: DumpOptions) -> Self {
+        let limit = buf.as_ref().len().min(opts.max_bytes);
+        Dumper { buf, limit, opts, pos: 0, done: false, state: DumpState::default() }
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Renders batches until `out` has grown by at least `chunk` bytes or the end is reached.
+    pub fn next_chunk(&mut self, out: &mut Vec<u8>, chunk: usize) {
+        let start = out.len();
+        while !self.done && out.len() - start < chunk {
+            let buf = &self.buf.as_ref()[..self.limit];
+            match batch::next_batch(buf, self.pos, 0) {
+                Ok(NextBatch::End) => self.done = true,
+                Ok(NextBatch::Batch(h, r)) => {
+                    let end = r.end;
+                    self.state.render_batch(&self.opts, &h, &buf[r], self.pos as u64, out);
+                    self.pos = end;
+                }
+                Err(e) => {
+                    // Like kafka-dump-log: what follows the last complete batch is reported, not dumped.
+                    self.state.trailing_bytes = (self.limit - self.pos) as u64;
+                    self.state.error = Some(e);
+                    self.done = true;
+                }
+            }
+        }
+    }
+
+}
+
+impl DumpState {
+    fn render_batch(&mut self, opts: &DumpOptions, h: &BatchHeader, bytes: &[u8], fpos: u64, out: &mut Vec<u8>) {
+        let computed = batch::compute_crc(bytes);
+        let valid = computed == h.crc;
+        if !valid {
+            self.invalid_batches += 1;
+        }
+        self.batches += 1;
+        self.records += h.records_count.max(0) as u64;
+        let json = opts.json;
+        if json {
+            s(out, "{\"type\":\"batch\",\"baseOffset\":");
+            num(out, h.base_offset);
+            s(out, ",\"lastOffset\":");
+            num(out, h.last_offset());
+            s(out, ",\"count\":");
+            num(out, h.records_count);
+            s(out, ",\"baseSequence\":");
+            num(out, h.base_sequence);
+            s(out, ",\"lastSequence\":");
+            num(out, h.last_sequence());
+            s(out, ",\"producerId\":");
+            num(out, h.producer_id);
+            s(out, ",\"producerEpoch\":");
+            num(out, h.producer_epoch);
+            s(out, ",\"partitionLeaderEpoch\":");
+            num(out, h.partition_leader_epoch);
+            s(out, ",\"isTransactional\":");
+            s(out, bool_str(h.is_transactional()));
+            s(out, ",\"isControl\":");
+            s(out, bool_str(h.is_control()));
+            s(out, ",\"deleteHorizonMs\":");
+            match h.delete_horizon_ms() {
+                Some(v) => num(out, v),
+                None => s(out, "null"),
+            }
+            s(out, ",\"position\":");
+            num(out, fpos);
+            s(out, ",\"timestampType\":\"");
+            s(out, h.timestamp_type_name());
+            s(out, "\",\"maxTimestamp\":");
+            num(out, h.max_timestamp);
+            s(out, ",\"baseTimestamp\":");
+            num(out, h.base_timestamp);
+            s(out, ",\"size\":");
+            num(out, bytes.len());
+            s(out, ",\"magic\":2,\"compresscodec\":\"");
+            s(out, h.codec().map_or("unknown", |c| c.name()));
+            s(out, "\",\"crc\":");
+            num(out, h.crc);
+            s(out, ",\"isvalid\":");
+            s(out, bool_str(valid));
+        } else {
+            s(out, "baseOffset: ");
+            num(out, h.base_offset);
+            s(out, " lastOffset: ");
+            num(out, h.last_offset());
+            s(out, " count: ");
+            num(out, h.records_count);
+            s(out, " baseSequence: ");
+            num(out, h.base_sequence);
+            s(out, " lastSequence: ");
+            num(out, h.last_sequence());
+            s(out, " producerId: ");
+            num(out, h.producer_id);
+            s(out, " producerEpoch: ");
+            num(out, h.producer_epoch);
+            s(out, " partitionLeaderEpoch: ");
+            num(out, h.partition_leader_epoch);
+            s(out, " isTransactional: ");
+            s(out, bool_str(h.is_transactional()));
+            s(out, " isControl: ");
+            s(out, bool_str(h.is_control()));
+            s(out, " deleteHorizonMs: ");
+            match h.delete_horizon_ms() {
+                Some(v) => {
+                    s(out, "OptionalLong[");
+                    num(out, v);
+                    s(out, "]");
+                }
+                None => s(out, "OptionalLong.empty"),
+            }
+            s(out, " position: ");
+            num(out, fpos);
+            s(out, " ");
+            s(out, h.timestamp_type_name());
+            s(out, ": ");
+            num(out, h.max_timestamp);
+            s(out, " size: ");
+            num(out, bytes.len());
+            s(out, " magic: 2 compresscodec: ");
+            s(out, h.codec().map_or("unknown", |c| c.name()));
+            s(out, " crc: ");
+            num(out, h.crc);
+            s(out, " isvalid: ");
+            s(out, bool_str(valid));
+            out.push(b'\n');
+        }
+        if opts.deep {
+            self.render_records(opts, h, bytes, fpos, out);
+        }
+        if json {
+            s(out, "}\n");
+        }
+    }
+
+    fn render_records(&mut self, opts: &DumpOptions, h: &BatchHeader, bytes: &[u8], fpos: u64, out: &mut Vec<u8>) {
+        let json = opts.json;
+        let data = match batch::records_data(h, bytes, fpos) {
+            Ok(d) => d,
+            Err(e) => {
+                self.note_record_error(json, e, out);
+                return;
+            }
+        };
+        let mut recs = std::mem::take(&mut self.recs);
+        recs.clear();
+        let parsed = batch::parse_records(h, data.bytes(), fpos, &mut recs);
+        let d = data.bytes();
+        if json {
+            s(out, ",\"records\":[");
+        }
+        for (i, r) in recs.iter().enumerate() {
+            let offset = h.base_offset + r.offset_delta as i64;
+            if let Some(last) = self.last_offset {
+                if offset != last + 1 {
+                    self.non_consecutive.push((last, offset));
+                }
+            }
+            self.last_offset = Some(offset);
+            let ts = if h.is_log_append_time() { h.max_timestamp } else { h.base_timestamp.wrapping_add(r.timestamp_delta) };
+            let key = slice(&r.key).map(|x| &d[x]);
+            let value = slice(&r.value).map(|x| &d[x]);
+            let headers = batch::read_headers(d, r);
+            if json {
+                if i > 0 {
+                    out.push(b',');
+                }
+                s(out, "{\"offset\":");
+                num(out, offset);
+                s(out, ",\"timestamp\":");
+                num(out, ts);
+                s(out, ",\"keySize\":");
+                num(out, key.map_or(-1, |k| k.len() as i64));
+                s(out, ",\"valueSize\":");
+                num(out, value.map_or(-1, |v| v.len() as i64));
+                s(out, ",\"sequence\":");
+                num(out, h.record_sequence(r.offset_delta));
+                s(out, ",\"headerKeys\":[");
+                for (j, hd) in headers.iter().enumerate() {
+                    if j > 0 {
+                        out.push(b',');
+                    }
+                    json_str(out, &d[hd.key.start as usize..hd.key.end as usize]);
+                }
+                s(out, "]");
+            } else {
+                s(out, "| offset: ");
+                num(out, offset);
+                s(out, " ");
+                s(out, h.timestamp_type_name());
+                s(out, ": ");
+                num(out, ts);
+                s(out, " keySize: ");
+                num(out, key.map_or(-1, |k| k.len() as i64));
+                s(out, " valueSize: ");
+                num(out, value.map_or(-1, |v| v.len() as i64));
+                s(out, " sequence: ");
+                num(out, h.record_sequence(r.offset_delta));
+                s(out, " headerKeys: [");
+                for (j, hd) in headers.iter().enumerate() {
+                    if j > 0 {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(String::from_utf8_lossy(&d[hd.key.start as usize..hd.key.end as usize]).as_bytes());
+                }
+                s(out, "]");
+            }
+            if h.is_control() {
+                self.render_control(key, value, json, out);
+            } else if opts.print_data {
+                if json {
+                    s(out, ",\"key\":");
+                    json_bytes(out, key);
+                    s(out, ",\"payload\":");
+                    json_bytes(out, value);
+                } else {
+                    if let Some(k) = key {
+                        s(out, " key: ");
+                        out.extend_from_slice(String::from_utf8_lossy(k).as_bytes());
+                    }
+                    if let Some(v) = value {
+                        s(out, " payload: ");
+                        out.extend_from_slice(String::from_utf8_lossy(v).as_bytes());
+                    }
+                }
+            }
+            if json {
+                out.push(b'}');
+            } else {
+                out.push(b'\n');
+            }
+        }
+        if json {
+            s(out, "]");
+        }
+        self.recs = recs;
+        if let Err(e) = parsed {
+            self.note_record_error(json, e, out);
+        }
+    }
+
+    fn note_record_error(&mut self, json: bool, e: Error, out: &mut Vec<u8>) {
+        if json {
+            s(out, ",\"error\":");
+            json_str(out, e.to_string().as_bytes());
+        } else {
+            s(out, "| error: ");
+            s(out, &e.to_string());
+            out.push(b'\n');
+        }
+        if self.error.is_none() {
+            self.error = Some(e);
+        }
+    }
+
+    fn render_control(&self, key: Option<&[u8]>, value: Option<&[u8]>, json: bool, out: &mut Vec<u8>) {
+        match batch::parse_control_key(key) {
+            Err(reason) => {
+                if json {
+                    s(out, ",\"controlError\":");
+                    json_str(out, reason.as_bytes());
+                } else {
+                    s(out, " controlError: ");
+                    s(out, &reason);
+                }
+            }
+            Ok((_, t)) => {
+                let name = batch::control_type_name(t);
+                if t == 0 || t == 1 {
+                    match batch::parse_end_txn_marker(value) {
+                        Ok((_, epoch)) => {
+                            if json {
+                                s(out, ",\"endTxnMarker\":\"");
+                                s(out, name);
+                                s(out, "\",\"coordinatorEpoch\":");
+                                num(out, epoch);
+                            } else {
+                                s(out, " endTxnMarker: ");
+                                s(out, name);
+                                s(out, " coordinatorEpoch: ");
+                                num(out, epoch);
+                            }
+                        }
+                        Err(reason) => {
+                            s(out, if json { ",\"controlError\":" } else { " controlError: " });
+                            if json {
+                                json_str(out, reason.as_bytes());
+                            } else {
+                                s(out, &reason);
+                            }
+                        }
+                    }
+                } else if json {
+                    s(out, ",\"controlType\":\"");
+                    s(out, name);
+                    s(out, "\",\"controlTypeId\":");
+                    num(out, t);
+                } else {
+                    s(out, " controlType: ");
+                    s(out, name);
+                    s(out, "(");
+                    num(out, t);
+                    s(out, ")");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! kraftkit's byte-level core: Kafka record batches v2, CRC-32C, compression, segment files and
+//! their indexes. Policy lives in Python; this crate only reads, checks and writes bytes.
+//! The PyO3 face is in `py/`, behind the `python` feature, so `cargo test` needs no Python.
+
+pub mod batch;
+pub mod builder;
+pub mod compression;
+pub mod crc;
+pub mod dump;
+pub mod error;
+pub mod index;
+pub mod segment;
+pub mod varint;
+
+#[cfg(feature = "python")]
+mod py;

@@ -1,0 +1,433 @@
+//! Segment files from Python: reading (mmap), scanning, recovery, index checks, dumping,
+//! appending, truncation.
+
+use super::batch::{split_batches, Backing, RecordBatch};
+use super::errors::{io_err, to_pyerr};
+use crate::batch::{self, NextBatch};
+use crate::dump::{DumpOptions, Dumper};
+use crate::index::{self, DEFAULT_INDEX_INTERVAL};
+use crate::segment::{self, ActiveSegment, ScanOptions, ScanReport};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+use rayon::prelude::*;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// `Arc<Backing>` as a byte slice, for the generic renderer.
+struct Shared(Arc<Backing>);
+impl AsRef<[u8]> for Shared {
+    fn as_ref(&self) -> &[u8] {
+        self.0.bytes()
+    }
+}
+
+fn map_file(path: &str) -> PyResult<Backing> {
+    let f = std::fs::File::open(path).map_err(|e| io_err(path, e))?;
+    let len = f.metadata().map_err(|e| io_err(path, e))?.len();
+    if len == 0 {
+        return Ok(Backing::Vec(Vec::new()));
+    }
+    // SAFETY: the map is read-only; a file truncated by another process while mapped could
+    // fault, as with any mmap reader (Kafka's own tools share this limit).
+    let m = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| io_err(path, e))?;
+    Ok(Backing::Mmap(m))
+}
+
+/// Base offset from a segment name (`00000000000000000042.log` → 42); 0 when it has none.
+fn base_offset_of(path: &str) -> i64 {
+    let name = Path::new(path).file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let digits: String = name.chars().take_while(|c| c.is_ascii_digit()).collect();
+    if digits.len() == 20 {
+        digits.parse().unwrap_or(0)
+    } else {
+        0
+    }
+}
+
+fn report_dict<'py>(py: Python<'py>, rep: &ScanReport, file: &str) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("file", file)?;
+    d.set_item("batches", rep.batches)?;
+    d.set_item("records", rep.records)?;
+    d.set_item("valid_bytes", rep.valid_bytes)?;
+    d.set_item("total_bytes", rep.total_bytes)?;
+    d.set_item("first_offset", rep.first_offset)?;
+    d.set_item("last_offset", rep.last_offset)?;
+    d.set_item("max_timestamp", rep.max_timestamp)?;
+    d.set_item("epochs", rep.epochs.clone())?;
+    let err = rep.error.as_ref().map(|e| to_pyerr(py, e, Some(file)).into_value(py));
+    d.set_item("error", err)?;
+    Ok(d)
+}
+
+/// A segment file (`.log`, or any file of v2 batches such as a `.checkpoint`), memory-mapped.
+#[pyclass(module = "kraftkit.log")]
+pub struct Segment {
+    data: Arc<Backing>,
+    #[pyo3(get)]
+    path: String,
+    #[pyo3(get)]
+    base_offset: i64,
+    file: Arc<str>,
+}
+
+impl Segment {
+    fn buf(&self) -> &[u8] {
+        self.data.bytes()
+    }
+    fn sibling(&self, suffix: &str) -> PathBuf {
+        let p = Path::new(&self.path);
+        let stem = p.file_name().and_then(|n| n.to_str()).unwrap_or("").split('.').next().unwrap_or("").to_string();
+        p.with_file_name(format!("{stem}{suffix}"))
+    }
+    fn read_sibling(&self, suffix: &str) -> PyResult<Option<Vec<u8>>> {
+        let p = self.sibling(suffix);
+        match std::fs::read(&p) {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_err(&p.to_string_lossy(), e)),
+        }
+    }
+}
+
+#[pymethods]
+impl Segment {
+    #[new]
+    fn new(path: PathBuf) -> PyResult<Self> {
+        let path = path.to_string_lossy().into_owned();
+        let data = Arc::new(map_file(&path)?);
+        Ok(Segment { base_offset: base_offset_of(&path), file: Arc::from(path.as_str()), path, data })
+    }
+    /// Size of the file in bytes (when it was opened).
+    #[getter]
+    fn size(&self) -> usize {
+        self.buf().len()
+    }
+    /// Batches from byte `start` (default 0), reading at most `max_bytes`. Raises
+    /// CorruptRecordError / TruncatedError at the first bad batch, naming file and position.
+    #[pyo3(signature = (start = 0, max_bytes = None, verify_crc = false))]
+    fn batches(&self, py: Python<'_>, start: usize, max_bytes: Option<usize>, verify_crc: bool) -> PyResult<BatchIter> {
+        let n = self.buf().len();
+        let limit = max_bytes.map_or(n, |m| start.saturating_add(m).min(n));
+        if start > n {
+            return Err(PyValueError::new_err(format!("start position {start} is past the end ({n} bytes)")));
+        }
+        let _ = py;
+        Ok(BatchIter { data: self.data.clone(), file: self.file.clone(), pos: start, limit, verify_crc, failed: false })
+    }
+    /// Reads all batches into a list (see `batches`).
+    #[pyo3(signature = (verify_crc = false))]
+    fn read_batches(&self, py: Python<'_>, verify_crc: bool) -> PyResult<Vec<RecordBatch>> {
+        split_batches(py, self.data.clone(), Some(self.file.clone()), 0, self.buf().len(), verify_crc, true)
+    }
+    /// Validates every batch (CRC, sizes, offsets; records too with deep=True) without
+    /// creating Python objects. Returns a report dict; its "error" is the first problem
+    /// (an exception instance, not raised) or None.
+    #[pyo3(signature = (deep = false, verify_crc = true))]
+    fn scan<'py>(&self, py: Python<'py>, deep: bool, verify_crc: bool) -> PyResult<Bound<'py, PyDict>> {
+        let buf = self.buf();
+        let rep = py.allow_threads(|| segment::scan(buf, ScanOptions { verify_crc, deep, check_offsets: true }, None));
+        report_dict(py, &rep, &self.path)
+    }
+    /// Rebuilds the `.index` and `.timeindex` contents exactly as Kafka's recovery does.
+    /// Returns (report, index bytes, timeindex bytes).
+    #[pyo3(signature = (index_interval_bytes = DEFAULT_INDEX_INTERVAL))]
+    fn rebuild_indexes<'py>(&self, py: Python<'py>, index_interval_bytes: usize) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+        let buf = self.buf();
+        let base = self.base_offset;
+        let rec = py.allow_threads(|| segment::recover(buf, base, index_interval_bytes));
+        Ok((report_dict(py, &rec.report, &self.path)?, PyBytes::new(py, &rec.index.offset_index), PyBytes::new(py, &rec.index.time_index)))
+    }
+    /// Entries of the sibling `.index` file as (offset, position); empty if it is missing.
+    fn offset_index(&self) -> PyResult<Vec<(i64, u32)>> {
+        Ok(self.read_sibling(".index")?.map_or(Vec::new(), |d| index::read_offset_index(&d, self.base_offset).into_iter().map(|e| (e.offset, e.position)).collect()))
+    }
+    /// Entries of the sibling `.timeindex` file as (timestamp, offset).
+    fn time_index(&self) -> PyResult<Vec<(i64, i64)>> {
+        Ok(self.read_sibling(".timeindex")?.map_or(Vec::new(), |d| index::read_time_index(&d, self.base_offset).into_iter().map(|e| (e.timestamp, e.offset)).collect()))
+    }
+    /// Checks the sibling index files against the log (like kafka-dump-log --verify-index-only
+    /// and --index-sanity-check). Returns a list of problems as (file suffix, entry, reason).
+    fn verify_indexes(&self, py: Python<'_>) -> PyResult<Vec<(String, usize, String)>> {
+        let oi = self.read_sibling(".index")?;
+        let ti = self.read_sibling(".timeindex")?;
+        let buf = self.buf();
+        let base = self.base_offset;
+        let probs = py.allow_threads(|| segment::verify_indexes(buf, base, oi.as_deref(), ti.as_deref()));
+        Ok(probs.into_iter().map(|p| (p.file.to_string(), p.entry, p.reason)).collect())
+    }
+    /// Byte position of the batch holding `offset` (via the offset index, then a scan);
+    /// None when the segment ends before it.
+    fn position_of(&self, py: Python<'_>, offset: i64) -> PyResult<Option<u64>> {
+        let entries = self.read_sibling(".index")?.map_or(Vec::new(), |d| index::read_offset_index(&d, self.base_offset));
+        let (pos, h) = segment::position_of_offset(self.buf(), &entries, offset).map_err(|e| to_pyerr(py, &e, Some(&self.path)))?;
+        Ok(h.map(|_| pos as u64))
+    }
+    /// (offset, timestamp) of the first record with timestamp >= `timestamp`, or None.
+    fn offset_for_timestamp(&self, py: Python<'_>, timestamp: i64) -> PyResult<Option<(i64, i64)>> {
+        let oe = self.read_sibling(".index")?.map_or(Vec::new(), |d| index::read_offset_index(&d, self.base_offset));
+        let te = self.read_sibling(".timeindex")?.map_or(Vec::new(), |d| index::read_time_index(&d, self.base_offset));
+        segment::offset_for_timestamp(self.buf(), &oe, &te, timestamp).map_err(|e| to_pyerr(py, &e, Some(&self.path)))
+    }
+    /// Renders the segment as kafka-dump-log prints it (or JSON lines): an iterator of bytes chunks.
+    #[pyo3(signature = (deep = false, print_data = false, json = false, max_bytes = None))]
+    fn dump(&self, deep: bool, print_data: bool, json: bool, max_bytes: Option<usize>) -> DumpIter {
+        let opts = DumpOptions { deep: deep || print_data, print_data, json, max_bytes: max_bytes.unwrap_or(usize::MAX) };
+        DumpIter { inner: Dumper::new(Shared(self.data.clone()), opts), file: self.file.clone() }
+    }
+    fn __repr__(&self) -> String {
+        format!("Segment({:?}, base_offset={}, size={})", self.path, self.base_offset, self.buf().len())
+    }
+}
+
+/// Iterator over the batches of a segment.
+#[pyclass(module = "kraftkit.log")]
+pub struct BatchIter {
+    data: Arc<Backing>,
+    file: Arc<str>,
+    pos: usize,
+    limit: usize,
+    verify_crc: bool,
+    failed: bool,
+}
+
+#[pymethods]
+impl BatchIter {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<RecordBatch>> {
+        if self.failed {
+            return Ok(None);
+        }
+        let buf = &self.data.bytes()[..self.limit];
+        match batch::next_batch(buf, self.pos, 0) {
+            Ok(NextBatch::End) => Ok(None),
+            Ok(NextBatch::Batch(h, r)) => {
+                if self.verify_crc {
+                    if let Err(e) = batch::validate(&h, &buf[r.clone()], self.pos as u64) {
+                        self.failed = true;
+                        return Err(to_pyerr(py, &e, Some(&self.file)));
+                    }
+                }
+                let b = RecordBatch { h, data: self.data.clone(), start: r.start, end: r.end, position: self.pos as u64, file: Some(self.file.clone()) };
+                self.pos = r.end;
+                Ok(Some(b))
+            }
+            Err(e) => {
+                self.failed = true;
+                Err(to_pyerr(py, &e, Some(&self.file)))
+            }
+        }
+    }
+    /// Byte position of the next batch.
+    #[getter]
+    fn position(&self) -> usize {
+        self.pos
+    }
+}
+
+/// Chunks of dump output, and the dump's findings once exhausted.
+#[pyclass(module = "kraftkit.log")]
+pub struct DumpIter {
+    inner: Dumper<Shared>,
+    file: Arc<str>,
+}
+
+#[pymethods]
+impl DumpIter {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+    fn __next__<'py>(&mut self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        if self.inner.is_done() {
+            return None;
+        }
+        let mut out = Vec::with_capacity(1 << 20);
+        let inner = &mut self.inner;
+        py.allow_threads(|| inner.next_chunk(&mut out, 1 << 20));
+        if out.is_empty() {
+            None
+        } else {
+            Some(PyBytes::new(py, &out))
+        }
+    }
+    /// Summary: batches, records, invalid_batches, non_consecutive, trailing_bytes, error.
+    fn summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let st = &self.inner.state;
+        let d = PyDict::new(py);
+        d.set_item("batches", st.batches)?;
+        d.set_item("records", st.records)?;
+        d.set_item("invalid_batches", st.invalid_batches)?;
+        d.set_item("non_consecutive", st.non_consecutive.clone())?;
+        d.set_item("trailing_bytes", st.trailing_bytes)?;
+        d.set_item("error", st.error.as_ref().map(|e| to_pyerr(py, e, Some(&self.file)).into_value(py)))?;
+        Ok(d)
+    }
+}
+
+/// Scans many segment files in parallel (one per thread, GIL released): CRCs, sizes, offsets
+/// (and every record with deep=True) plus their index files. Returns one dict per file:
+/// the scan report plus "index_problems".
+#[pyfunction]
+#[pyo3(signature = (paths, deep = false, check_indexes = true))]
+fn verify_segments<'py>(py: Python<'py>, paths: Vec<PathBuf>, deep: bool, check_indexes: bool) -> PyResult<Bound<'py, PyList>> {
+    type Out = (String, std::result::Result<(ScanReport, Vec<(String, usize, String)>), String>);
+    let results: Vec<Out> = py.allow_threads(|| {
+        paths
+            .par_iter()
+            .map(|p| {
+                let name = p.to_string_lossy().into_owned();
+                let r = (|| -> std::result::Result<_, String> {
+                    let f = std::fs::File::open(p).map_err(|e| e.to_string())?;
+                    let len = f.metadata().map_err(|e| e.to_string())?.len();
+                    let m = if len == 0 { None } else { Some(unsafe { memmap2::Mmap::map(&f) }.map_err(|e| e.to_string())?) };
+                    let buf: &[u8] = m.as_deref().unwrap_or(&[]);
+                    let rep = segment::scan(buf, ScanOptions { verify_crc: true, deep, check_offsets: true }, None);
+                    let mut probs = Vec::new();
+                    if check_indexes && name.ends_with(".log") {
+                        let base = base_offset_of(&name);
+                        let oi = std::fs::read(p.with_extension("index")).ok();
+                        let ti = std::fs::read(p.with_extension("timeindex")).ok();
+                        probs = segment::verify_indexes(&buf[..rep.valid_bytes as usize], base, oi.as_deref(), ti.as_deref())
+                            .into_iter()
+                            .map(|x| (x.file.to_string(), x.entry, x.reason))
+                            .collect();
+                    }
+                    Ok((rep, probs))
+                })();
+                (name, r)
+            })
+            .collect()
+    });
+    let out = PyList::empty(py);
+    for (name, r) in results {
+        match r {
+            Ok((rep, probs)) => {
+                let d = report_dict(py, &rep, &name)?;
+                d.set_item("index_problems", probs)?;
+                out.append(d)?;
+            }
+            Err(msg) => return Err(pyo3::exceptions::PyOSError::new_err(format!("{name}: {msg}"))),
+        }
+    }
+    Ok(out)
+}
+
+/// An open segment that appends batches and maintains its indexes the way Kafka's
+/// `LogSegment.append` does. Use `SegmentWriter.create` or `SegmentWriter.open`.
+#[pyclass(module = "kraftkit.log")]
+pub struct SegmentWriter {
+    inner: Option<ActiveSegment>,
+    path: String,
+}
+
+impl SegmentWriter {
+    fn seg(&mut self) -> PyResult<&mut ActiveSegment> {
+        self.inner.as_mut().ok_or_else(|| PyValueError::new_err(format!("{}: segment is closed", self.path)))
+    }
+    fn seg_ref(&self) -> PyResult<&ActiveSegment> {
+        self.inner.as_ref().ok_or_else(|| PyValueError::new_err(format!("{}: segment is closed", self.path)))
+    }
+}
+
+#[pymethods]
+impl SegmentWriter {
+    /// Creates a new empty segment file `<base offset>.log` in `dir`.
+    #[staticmethod]
+    #[pyo3(signature = (dir, base_offset, index_interval_bytes = DEFAULT_INDEX_INTERVAL))]
+    fn create(py: Python<'_>, dir: PathBuf, base_offset: i64, index_interval_bytes: usize) -> PyResult<Self> {
+        let seg = ActiveSegment::create(&dir, base_offset, index_interval_bytes).map_err(|e| to_pyerr(py, &e, Some(&dir.to_string_lossy())))?;
+        let path = seg.log_path().to_string_lossy().into_owned();
+        Ok(SegmentWriter { inner: Some(seg), path })
+    }
+    /// Opens an existing segment for appends after a recovery scan. A torn or corrupt tail
+    /// raises CorruptRecordError unless truncate=True, which cuts it off. Returns (writer, report).
+    #[staticmethod]
+    #[pyo3(signature = (dir, base_offset, index_interval_bytes = DEFAULT_INDEX_INTERVAL, truncate = false))]
+    fn open<'py>(py: Python<'py>, dir: PathBuf, base_offset: i64, index_interval_bytes: usize, truncate: bool) -> PyResult<(Self, Bound<'py, PyDict>)> {
+        let path = dir.join(segment::segment_file_name(base_offset, ".log")).to_string_lossy().into_owned();
+        let (seg, rep) = py.allow_threads(|| ActiveSegment::open(&dir, base_offset, index_interval_bytes, truncate)).map_err(|e| to_pyerr(py, &e, Some(&path)))?;
+        let d = report_dict(py, &rep, &path)?;
+        Ok((SegmentWriter { inner: Some(seg), path }, d))
+    }
+    /// Appends a set of complete batches (validated: CRC, increasing offsets at or above the
+    /// segment's next offset). Returns a dict: first_offset, last_offset, batches, records,
+    /// position, size, epochs.
+    fn append<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyDict>> {
+        let path = self.path.clone();
+        let seg = self.seg()?;
+        let info = seg.append(data).map_err(|e| to_pyerr(py, &e, Some(&path)))?;
+        let d = PyDict::new(py);
+        d.set_item("first_offset", info.first_offset)?;
+        d.set_item("last_offset", info.last_offset)?;
+        d.set_item("batches", info.batches)?;
+        d.set_item("records", info.records)?;
+        d.set_item("position", info.position)?;
+        d.set_item("size", info.size)?;
+        d.set_item("epochs", info.epochs)?;
+        Ok(d)
+    }
+    /// fsyncs the log and writes the index files.
+    fn flush(&mut self, py: Python<'_>) -> PyResult<()> {
+        let path = self.path.clone();
+        let seg = self.seg()?;
+        py.allow_threads(|| seg.flush()).map_err(|e| to_pyerr(py, &e, Some(&path)))
+    }
+    /// Finishes the segment (final time-index entry, trimmed indexes, fsync).
+    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
+        if let Some(seg) = self.inner.take() {
+            let path = self.path.clone();
+            py.allow_threads(|| seg.close()).map_err(|e| to_pyerr(py, &e, Some(&path)))?;
+        }
+        Ok(())
+    }
+    #[getter]
+    fn size(&self) -> PyResult<u64> {
+        Ok(self.seg_ref()?.size)
+    }
+    #[getter]
+    fn base_offset(&self) -> PyResult<i64> {
+        Ok(self.seg_ref()?.base_offset)
+    }
+    /// The offset after the last appended record, or None when the segment is empty.
+    #[getter]
+    fn next_offset(&self) -> PyResult<Option<i64>> {
+        Ok(self.seg_ref()?.next_offset)
+    }
+    #[getter]
+    fn path(&self) -> &str {
+        &self.path
+    }
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.is_none()
+    }
+}
+
+/// Truncates segment `<base_offset>.log` in `dir` to hold only offsets below `offset`
+/// (a batch containing `offset` goes entirely, as in Kafka) and rebuilds its indexes.
+#[pyfunction]
+#[pyo3(signature = (dir, base_offset, offset, index_interval_bytes = DEFAULT_INDEX_INTERVAL))]
+fn truncate_segment(py: Python<'_>, dir: PathBuf, base_offset: i64, offset: i64, index_interval_bytes: usize) -> PyResult<u64> {
+    let path = dir.join(segment::segment_file_name(base_offset, ".log")).to_string_lossy().into_owned();
+    py.allow_threads(|| segment::truncate_segment(&dir, base_offset, offset, index_interval_bytes)).map_err(|e| to_pyerr(py, &e, Some(&path)))
+}
+
+/// Writes a file atomically: temp file, fsync, rename, fsync of the directory.
+#[pyfunction]
+fn write_atomic(py: Python<'_>, path: PathBuf, data: &[u8]) -> PyResult<()> {
+    segment::write_atomic(&path, data).map_err(|e| to_pyerr(py, &e, Some(&path.to_string_lossy())))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Segment>()?;
+    m.add_class::<BatchIter>()?;
+    m.add_class::<DumpIter>()?;
+    m.add_class::<SegmentWriter>()?;
+    m.add_function(wrap_pyfunction!(verify_segments, m)?)?;
+    m.add_function(wrap_pyfunction!(truncate_segment, m)?)?;
+    m.add_function(wrap_pyfunction!(write_atomic, m)?)?;
+    Ok(())
+}

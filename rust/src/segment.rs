@@ -1,0 +1,451 @@
+//! Segment files: scanning and validating a `.log`, recovery (rebuilding indexes and finding
+//! the valid prefix), index verification, and appending to an active segment.
+
+use crate::batch::{self, BatchHeader, NextBatch, RecordView};
+use crate::error::{Error, Result};
+use crate::index::{self, IndexBuilder, OffsetEntry, TimeEntry};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// What a scan of a segment found. `error` is the first problem; everything before
+/// `valid_bytes` is intact.
+#[derive(Debug, Clone, Default)]
+pub struct ScanReport {
+    pub batches: u64,
+    pub records: u64,
+    pub valid_bytes: u64,
+    pub total_bytes: u64,
+    pub first_offset: Option<i64>,
+    pub last_offset: Option<i64>,
+    pub max_timestamp: i64,
+    /// (partition leader epoch, base offset) each time the epoch grows, as Kafka's cache records it.
+    pub epochs: Vec<(i32, i64)>,
+    pub error: Option<Error>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct ScanOptions {
+    pub verify_crc: bool,
+    /// Decompress and parse every record.
+    pub deep: bool,
+    /// Require offsets to increase from batch to batch.
+    pub check_offsets: bool,
+}
+
+impl Default for ScanOptions {
+    fn default() -> Self {
+        ScanOptions { verify_crc: true, deep: false, check_offsets: true }
+    }
+}
+
+/// Scans `buf` (a whole `.log` file) batch by batch and stops at the first problem.
+/// With `builder`, indexes are rebuilt the way Kafka's recovery does.
+pub fn scan(buf: &[u8], opts: ScanOptions, mut builder: Option<&mut IndexBuilder>) -> ScanReport {
+    let mut rep = ScanReport { total_bytes: buf.len() as u64, max_timestamp: -1, ..Default::default() };
+    let mut pos = 0usize;
+    let mut records: Vec<RecordView> = Vec::new();
+    let mut next_expected: Option<i64> = None;
+    loop {
+        let (h, range) = match batch::next_batch(buf, pos, 0) {
+            Ok(NextBatch::End) => break,
+            Ok(NextBatch::Batch(h, r)) => (h, r),
+            Err(e) => {
+                rep.error = Some(e);
+                break;
+            }
+        };
+        let fpos = pos as u64;
+        let bytes = &buf[range.clone()];
+        if let Err(e) = check_batch(&h, bytes, fpos, opts, next_expected, &mut records) {
+            rep.error = Some(e);
+            break;
+        }
+        if let Some(b) = builder.as_deref_mut() {
+            if let Err(e) = b.on_recovered_batch(h.last_offset(), h.max_timestamp, fpos, bytes.len()) {
+                rep.error = Some(e.at(fpos, Some(h.base_offset)));
+                break;
+            }
+        }
+        if h.partition_leader_epoch >= 0 && rep.epochs.last().map_or(true, |&(e, _)| h.partition_leader_epoch > e) {
+            rep.epochs.push((h.partition_leader_epoch, h.base_offset));
+        }
+        rep.batches += 1;
+        rep.records += h.records_count.max(0) as u64;
+        rep.first_offset.get_or_insert(h.base_offset);
+        rep.last_offset = Some(h.last_offset());
+        rep.max_timestamp = rep.max_timestamp.max(h.max_timestamp);
+        next_expected = Some(h.last_offset() + 1);
+        pos = range.end;
+        rep.valid_bytes = pos as u64;
+    }
+    rep
+}
+
+fn check_batch(h: &BatchHeader, bytes: &[u8], fpos: u64, opts: ScanOptions, next_expected: Option<i64>, records: &mut Vec<RecordView>) -> Result<()> {
+    if opts.verify_crc {
+        batch::validate(h, bytes, fpos)?;
+    }
+    if opts.check_offsets {
+        if let Some(n) = next_expected {
+            if h.base_offset < n {
+                return Err(Error::corrupt(fpos, Some(h.base_offset), format!("batch base offset {} is below the next expected offset {n}", h.base_offset)));
+            }
+        }
+    }
+    if opts.deep {
+        let data = batch::records_data(h, bytes, fpos)?;
+        records.clear();
+        batch::parse_records(h, data.bytes(), fpos, records)?;
+        for (i, r) in records.iter().enumerate() {
+            if r.offset_delta < 0 || r.offset_delta > h.last_offset_delta {
+                return Err(Error::corrupt(fpos, Some(h.base_offset), format!("record {i} has offset delta {} outside [0, {}]", r.offset_delta, h.last_offset_delta)));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Result of rebuilding a segment's indexes.
+pub struct Recovery {
+    pub report: ScanReport,
+    /// The builder after the scan: its index bytes and its max-timestamp state.
+    pub index: IndexBuilder,
+}
+
+/// Kafka's `LogSegment.recover`: rebuild both indexes over the valid prefix.
+pub fn recover(buf: &[u8], base_offset: i64, interval: usize) -> Recovery {
+    let mut b = IndexBuilder::new(base_offset, interval);
+    let opts = ScanOptions { verify_crc: true, deep: false, check_offsets: true };
+    let report = scan(buf, opts, Some(&mut b));
+    // Kafka appends the largest timestamp on close, as a normally closed segment would have it.
+    let _ = b.finish();
+    b.bytes_since_last_entry = 0;
+    Recovery { report, index: b }
+}
+
+/// A problem found while checking an index against its log.
+#[derive(Debug, Clone)]
+pub struct IndexProblem {
+    pub file: &'static str,
+    pub entry: usize,
+    pub reason: String,
+}
+
+fn batch_at(buf: &[u8], position: usize) -> Option<BatchHeader> {
+    if position > buf.len() {
+        return None;
+    }
+    match batch::next_batch(buf, position, 0) {
+        Ok(NextBatch::Batch(h, _)) => Some(h),
+        _ => None,
+    }
+}
+
+/// Checks index entries against the log like `kafka-dump-log --verify-index-only`
+/// (an entry must point at a batch whose last offset is the indexed offset; time entries must
+/// name a batch's last offset and its max timestamp, in increasing order).
+pub fn verify_indexes(log: &[u8], base_offset: i64, offset_index: Option<&[u8]>, time_index: Option<&[u8]>) -> Vec<IndexProblem> {
+    let mut problems = Vec::new();
+    let mut oentries: Vec<OffsetEntry> = Vec::new();
+    if let Some(data) = offset_index {
+        if let Err(e) = index::sanity_check_offset_index(data, base_offset) {
+            problems.push(IndexProblem { file: "index", entry: 0, reason: e.reason });
+        }
+        oentries = index::read_offset_index(data, base_offset);
+        let mut prev: Option<i64> = None;
+        for (i, e) in oentries.iter().enumerate() {
+            if let Some(p) = prev {
+                if e.offset <= p {
+                    problems.push(IndexProblem { file: "index", entry: i, reason: format!("offset {} does not increase (previous {p})", e.offset) });
+                }
+            }
+            prev = Some(e.offset);
+            match batch_at(log, e.position as usize) {
+                None => problems.push(IndexProblem { file: "index", entry: i, reason: format!("position {} for offset {} is not the start of a batch", e.position, e.offset) }),
+                Some(h) if h.last_offset() != e.offset => problems.push(IndexProblem {
+                    file: "index",
+                    entry: i,
+                    reason: format!("index offset {}, log offset {} at position {}", e.offset, h.last_offset(), e.position),
+                }),
+                _ => {}
+            }
+        }
+    }
+    if let Some(data) = time_index {
+        if let Err(e) = index::sanity_check_time_index(data, base_offset) {
+            problems.push(IndexProblem { file: "timeindex", entry: 0, reason: e.reason });
+        }
+        let tentries = index::read_time_index(data, base_offset);
+        let mut prev_ts = -1i64;
+        for (i, e) in tentries.iter().enumerate() {
+            let start = index::lookup_offset(&oentries, e.offset).map_or(0, |o| o.position as usize);
+            match find_batch_with_last_offset_at_least(log, start, e.offset) {
+                None => problems.push(IndexProblem { file: "timeindex", entry: i, reason: format!("indexed offset {} not found in the log", e.offset) }),
+                Some(h) if h.last_offset() != e.offset => problems.push(IndexProblem {
+                    file: "timeindex",
+                    entry: i,
+                    reason: format!("indexed offset {} is not a batch's last offset (found {})", e.offset, h.last_offset()),
+                }),
+                Some(h) => {
+                    if h.max_timestamp != e.timestamp && !h.is_log_append_time() {
+                        problems.push(IndexProblem { file: "timeindex", entry: i, reason: format!("index timestamp {}, log timestamp {}", e.timestamp, h.max_timestamp) });
+                    }
+                }
+            }
+            if prev_ts >= e.timestamp {
+                problems.push(IndexProblem { file: "timeindex", entry: i, reason: format!("index timestamp {} is not above the previous one {prev_ts}", e.timestamp) });
+            }
+            prev_ts = e.timestamp;
+        }
+    }
+    problems
+}
+
+fn find_batch_with_last_offset_at_least(log: &[u8], mut pos: usize, target: i64) -> Option<BatchHeader> {
+    loop {
+        match batch::next_batch(log, pos, 0) {
+            Ok(NextBatch::Batch(h, r)) => {
+                if h.last_offset() >= target {
+                    return Some(h);
+                }
+                pos = r.end;
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// Byte position of the first batch whose last offset is >= `target`, starting at the index
+/// hint (Kafka's `translateOffset`). Returns the log size when every batch is below `target`.
+pub fn position_of_offset(log: &[u8], entries: &[OffsetEntry], target: i64) -> Result<(usize, Option<BatchHeader>)> {
+    let mut pos = index::lookup_offset(entries, target).map_or(0, |e| e.position as usize);
+    loop {
+        match batch::next_batch(log, pos, 0)? {
+            NextBatch::End => return Ok((pos, None)),
+            NextBatch::Batch(h, r) => {
+                if h.last_offset() >= target {
+                    return Ok((pos, Some(h)));
+                }
+                pos = r.end;
+            }
+        }
+    }
+}
+
+/// Offset of the first record with timestamp >= `target` (Kafka's `findOffsetByTimestamp`).
+pub fn offset_for_timestamp(log: &[u8], oentries: &[OffsetEntry], tentries: &[TimeEntry], target: i64) -> Result<Option<(i64, i64)>> {
+    let start_offset = index::lookup_time(tentries, target).map(|t| t.offset);
+    let mut pos = match start_offset {
+        Some(o) => index::lookup_offset(oentries, o).map_or(0, |e| e.position as usize),
+        None => 0,
+    };
+    loop {
+        match batch::next_batch(log, pos, 0)? {
+            NextBatch::End => return Ok(None),
+            NextBatch::Batch(h, r) => {
+                if h.max_timestamp >= target {
+                    let bytes = &log[r.clone()];
+                    let data = batch::records_data(&h, bytes, pos as u64)?;
+                    let mut recs = Vec::new();
+                    batch::parse_records(&h, data.bytes(), pos as u64, &mut recs)?;
+                    for rec in &recs {
+                        let ts = if h.is_log_append_time() { h.max_timestamp } else { h.base_timestamp + rec.timestamp_delta };
+                        if ts >= target {
+                            return Ok(Some((h.base_offset + rec.offset_delta as i64, ts)));
+                        }
+                    }
+                }
+                pos = r.end;
+            }
+        }
+    }
+}
+
+/// What one append did.
+#[derive(Debug, Clone)]
+pub struct AppendInfo {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub batches: u32,
+    pub records: u64,
+    pub position: u64,
+    pub size: usize,
+    pub epochs: Vec<(i32, i64)>,
+}
+
+/// Validates a set of batches to append (complete, CRC-valid, offsets increasing).
+/// Returns (info without position, largest timestamp, offset Kafka pairs with it).
+pub fn inspect_append(data: &[u8], next_offset: Option<i64>) -> Result<(AppendInfo, i64, i64)> {
+    let opts = ScanOptions { verify_crc: true, deep: false, check_offsets: true };
+    let rep = scan(data, opts, None);
+    if let Some(e) = rep.error {
+        return Err(e);
+    }
+    if rep.batches == 0 {
+        return Err(Error::invalid("nothing to append: no batches"));
+    }
+    let first = rep.first_offset.unwrap();
+    if let Some(n) = next_offset {
+        if first < n {
+            return Err(Error::invalid(format!("first offset {first} of the append is below the log end offset {n}")));
+        }
+    }
+    // Shallow offset of the max timestamp: the last offset of the first batch holding it.
+    let mut pos = 0;
+    let mut best = (-1i64, -1i64);
+    while let Ok(NextBatch::Batch(h, r)) = batch::next_batch(data, pos, 0) {
+        if h.max_timestamp > best.0 || best.1 < 0 {
+            if h.max_timestamp > best.0 {
+                best = (h.max_timestamp, h.last_offset());
+            } else if best.1 < 0 {
+                best.1 = h.last_offset();
+            }
+        }
+        pos = r.end;
+    }
+    let info = AppendInfo {
+        first_offset: first,
+        last_offset: rep.last_offset.unwrap(),
+        batches: rep.batches as u32,
+        records: rep.records,
+        position: 0,
+        size: data.len(),
+        epochs: rep.epochs,
+    };
+    Ok((info, best.0, best.1))
+}
+
+pub fn segment_file_name(base_offset: i64, suffix: &str) -> String {
+    format!("{base_offset:020}{suffix}")
+}
+
+/// Writes `data` to `path` atomically: temp file, fsync, rename, fsync the directory.
+pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
+    let tmp = path.with_extension(format!("{}.tmp", path.extension().and_then(|e| e.to_str()).unwrap_or("")));
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}
+
+/// A segment open for appends: the `.log` file and the indexes it builds.
+pub struct ActiveSegment {
+    pub dir: PathBuf,
+    pub base_offset: i64,
+    pub size: u64,
+    pub next_offset: Option<i64>,
+    file: File,
+    pub index: IndexBuilder,
+}
+
+impl ActiveSegment {
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join(segment_file_name(self.base_offset, ".log"))
+    }
+
+    /// Creates a new, empty segment (fails if the `.log` exists).
+    pub fn create(dir: &Path, base_offset: i64, interval: usize) -> Result<Self> {
+        let path = dir.join(segment_file_name(base_offset, ".log"));
+        let file = OpenOptions::new().create_new(true).append(true).open(&path)?;
+        Ok(ActiveSegment { dir: dir.to_path_buf(), base_offset, size: 0, next_offset: None, file, index: IndexBuilder::new(base_offset, interval) })
+    }
+
+    /// Opens an existing segment for appends, rebuilding its indexes with the recovery rule.
+    /// A corrupt or torn tail is an error unless `truncate` is set; then it is cut off.
+    pub fn open(dir: &Path, base_offset: i64, interval: usize, truncate: bool) -> Result<(Self, ScanReport)> {
+        let path = dir.join(segment_file_name(base_offset, ".log"));
+        let data = std::fs::read(&path)?;
+        let rec = recover(&data, base_offset, interval);
+        if let Some(e) = &rec.report.error {
+            if !truncate {
+                return Err(e.clone());
+            }
+            let f = OpenOptions::new().write(true).open(&path)?;
+            f.set_len(rec.report.valid_bytes)?;
+            f.sync_all()?;
+        }
+        let file = OpenOptions::new().append(true).open(&path)?;
+        // Kafka restarts the interval counter when a segment is loaded (`recover` does too).
+        let index = rec.index;
+        let seg = ActiveSegment {
+            dir: dir.to_path_buf(),
+            base_offset,
+            size: rec.report.valid_bytes,
+            next_offset: rec.report.last_offset.map(|o| o + 1),
+            file,
+            index,
+        };
+        Ok((seg, rec.report))
+    }
+
+    /// Appends one set of batches (one `LogSegment.append` call).
+    pub fn append(&mut self, data: &[u8]) -> Result<AppendInfo> {
+        let (mut info, max_ts, off_of_max) = inspect_append(data, self.next_offset)?;
+        if info.last_offset - self.base_offset > i32::MAX as i64 || info.first_offset < self.base_offset {
+            return Err(Error::invalid(format!("offsets {}..{} do not fit segment with base offset {}", info.first_offset, info.last_offset, self.base_offset)));
+        }
+        let position = self.size;
+        self.file.write_all(data)?;
+        self.index.on_append(info.last_offset, max_ts, off_of_max, position, data.len())?;
+        self.size += data.len() as u64;
+        self.next_offset = Some(info.last_offset + 1);
+        info.position = position;
+        Ok(info)
+    }
+
+    /// fsyncs the log and writes the index files as they stand.
+    pub fn flush(&mut self) -> Result<()> {
+        self.file.sync_data()?;
+        self.write_indexes()
+    }
+
+    fn write_indexes(&self) -> Result<()> {
+        write_atomic(&self.dir.join(segment_file_name(self.base_offset, ".index")), &self.index.offset_index)?;
+        write_atomic(&self.dir.join(segment_file_name(self.base_offset, ".timeindex")), &self.index.time_index)?;
+        Ok(())
+    }
+
+    /// Closes (or rolls) the segment: the final time-index entry, trimmed indexes, fsync.
+    pub fn close(mut self) -> Result<()> {
+        self.index.finish()?;
+        self.file.sync_all()?;
+        self.write_indexes()
+    }
+}
+
+/// Truncates a segment so that it holds only offsets < `offset` (whole batches, as Kafka does:
+/// a batch containing `offset` is removed). Rewrites its indexes. Returns the new size.
+pub fn truncate_segment(dir: &Path, base_offset: i64, offset: i64, interval: usize) -> Result<u64> {
+    let path = dir.join(segment_file_name(base_offset, ".log"));
+    let data = std::fs::read(&path)?;
+    let mut pos = 0usize;
+    loop {
+        match batch::next_batch(&data, pos, 0) {
+            Ok(NextBatch::Batch(h, r)) => {
+                if h.last_offset() >= offset {
+                    break;
+                }
+                pos = r.end;
+            }
+            Ok(NextBatch::End) => break,
+            Err(e) => return Err(e),
+        }
+    }
+    let f = OpenOptions::new().write(true).open(&path)?;
+    f.set_len(pos as u64)?;
+    f.sync_all()?;
+    let rec = recover(&data[..pos], base_offset, interval);
+    write_atomic(&dir.join(segment_file_name(base_offset, ".index")), &rec.index.offset_index)?;
+    write_atomic(&dir.join(segment_file_name(base_offset, ".timeindex")), &rec.index.time_index)?;
+    Ok(pos as u64)
+}
+
