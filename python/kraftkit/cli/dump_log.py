@@ -1,0 +1,108 @@
+"""``kraftkit dump-log``: what kafka-dump-log.sh prints, faster, as text or JSON lines."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from kraftkit.errors import KraftkitError, TruncatedError
+from kraftkit.log import Segment
+
+HELP = "print the batches (and with --deep the records) of segment, snapshot and index files"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("dump-log", help=HELP, description=HELP + ". Output matches kafka-dump-log's text format.")
+    p.add_argument("files", nargs="+", metavar="FILE", help=".log, .checkpoint, .index or .timeindex files")
+    p.add_argument("--deep", "--deep-iteration", action="store_true", help="print every record, not only batches")
+    p.add_argument("--print-data", "--print-data-log", action="store_true", help="print record keys and values (implies --deep)")
+    p.add_argument("--json", action="store_true", help="JSON lines: one object per batch (records nested)")
+    p.add_argument("--max-bytes", type=int, default=None, metavar="N", help="read at most N bytes of each file")
+    p.set_defaults(func=run)
+
+
+def _describe(path: Path) -> str | None:
+    name = path.name
+    if name.endswith(".log"):
+        return f"Log starting offset: {int(name.split('.')[0])}" if name.split(".")[0].isdigit() else None
+    if name == "bootstrap.checkpoint":
+        return "KRaft bootstrap snapshot"
+    if name.endswith(".checkpoint"):
+        stem = name[: -len(".checkpoint")]
+        parts = stem.split("-")
+        if len(parts) == 2 and all(p.isdigit() for p in parts):
+            return f"Snapshot end offset: {int(parts[0])}, epoch: {int(parts[1])}"
+    return None
+
+
+def _dump_index(path: Path, out, as_json: bool) -> int:
+    seg = Segment(path.with_suffix(".log"))
+    if path.suffix == ".index":
+        for offset, position in seg.offset_index():
+            out.write(json.dumps({"type": "index", "offset": offset, "position": position}) + "\n" if as_json else f"offset: {offset} position: {position}\n")
+    else:
+        for ts, offset in seg.time_index():
+            out.write(json.dumps({"type": "timeindex", "timestamp": ts, "offset": offset}) + "\n" if as_json else f"timestamp: {ts} offset: {offset}\n")
+    problems = seg.verify_indexes()
+    for suffix, entry, reason in problems:
+        if suffix == path.suffix.lstrip("."):
+            print(f"{path}: entry {entry}: {reason}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def run(args: argparse.Namespace) -> int:
+    out_bin = sys.stdout.buffer
+    status = 0
+    for name in args.files:
+        path = Path(name)
+        sys.stdout.flush()
+        if not path.is_file():
+            print(f"kraftkit dump-log: {path}: no such file", file=sys.stderr)
+            status = max(status, 2)
+            continue
+        try:
+            if path.suffix in (".index", ".timeindex"):
+                if not args.json:
+                    out_bin.write(f"Dumping {path}\n".encode())
+                out_bin.flush()
+                status = max(status, _dump_index(path, sys.stdout, args.json))
+                sys.stdout.flush()
+                continue
+            seg = Segment(path)
+            if args.json:
+                out_bin.write((json.dumps({"type": "file", "file": str(path), "size": seg.size}) + "\n").encode())
+            else:
+                out_bin.write(f"Dumping {path}\n".encode())
+                desc = _describe(path)
+                if desc:
+                    out_bin.write(desc.encode() + b"\n")
+            it = seg.dump(deep=args.deep, print_data=args.print_data, json=args.json, max_bytes=args.max_bytes)
+            for chunk in it:
+                out_bin.write(chunk)
+            summary = it.summary()
+        except (KraftkitError, OSError) as e:
+            out_bin.flush()
+            print(f"kraftkit dump-log: {e}", file=sys.stderr)
+            status = max(status, 2 if isinstance(e, OSError) else 1)
+            continue
+        if args.max_bytes is not None and isinstance(summary["error"], TruncatedError):
+            summary["error"] = None  # the cut at --max-bytes, not damage
+        bad = summary["invalid_batches"] or summary["error"] is not None
+        if args.json:
+            s = {k: v for k, v in summary.items() if k != "error"}
+            s["error"] = str(summary["error"]) if summary["error"] else None
+            out_bin.write((json.dumps({"type": "summary", "file": str(path), **s}) + "\n").encode())
+        elif summary["trailing_bytes"] and args.max_bytes is None:
+            out_bin.write(f"Found {summary['trailing_bytes']} invalid bytes at the end of {path.name}\n".encode())
+        out_bin.flush()
+        if summary["error"] is not None:
+            print(f"kraftkit dump-log: {summary['error']}", file=sys.stderr)
+        if summary["invalid_batches"]:
+            print(f"kraftkit dump-log: {path}: {summary['invalid_batches']} batch(es) fail their CRC check", file=sys.stderr)
+        for prev, nxt in summary["non_consecutive"][:10]:
+            print(f"kraftkit dump-log: {path}: non-consecutive offsets: {prev} is followed by {nxt}", file=sys.stderr)
+        if bad:
+            status = max(status, 1)
+    return status
