@@ -42,7 +42,7 @@ pub struct RecordBatch {
 }
 
 /// One record of a batch. `key`, `value` and `headers` are read from the batch bytes on access.
-#[pyclass(module = "kraftkit.log", frozen, subclass, freelist = 1024)]
+#[pyclass(module = "kraftkit.log", frozen, subclass)]
 pub struct Record {
     #[pyo3(get)]
     pub offset: i64,
