@@ -152,6 +152,9 @@ pub enum NextBatch {
 /// `base` is the file position of `buf[0]`, used in error messages.
 #[inline]
 pub fn next_batch(buf: &[u8], pos: usize, base: u64) -> Result<NextBatch> {
+    if pos > buf.len() {
+        return Err(Error::invalid(format!("position {} is past the end of the data ({} bytes)", base + pos as u64, buf.len())));
+    }
     let remaining = buf.len() - pos;
     if remaining == 0 {
         return Ok(NextBatch::End);

@@ -31,11 +31,14 @@ pub struct ScanOptions {
     pub deep: bool,
     /// Require offsets to increase from batch to batch.
     pub check_offsets: bool,
+    /// The segment's base offset (from its file name): every offset must be stored relative
+    /// to it in an int32, as Kafka requires (`LogSegmentOffsetOverflowException`).
+    pub base_offset: Option<i64>,
 }
 
 impl Default for ScanOptions {
     fn default() -> Self {
-        ScanOptions { verify_crc: true, deep: false, check_offsets: true }
+        ScanOptions { verify_crc: true, deep: false, check_offsets: true, base_offset: None }
     }
 }
 
@@ -86,6 +89,12 @@ fn check_batch(h: &BatchHeader, bytes: &[u8], fpos: u64, opts: ScanOptions, next
     if opts.verify_crc {
         batch::validate(h, bytes, fpos)?;
     }
+    if let Some(base) = opts.base_offset {
+        let rel = h.last_offset() - base;
+        if !(0..=i32::MAX as i64).contains(&rel) {
+            return Err(Error::corrupt(fpos, Some(h.base_offset), format!("batch last offset {} cannot be stored relative to the segment's base offset {base}", h.last_offset())));
+        }
+    }
     if opts.check_offsets {
         if let Some(n) = next_expected {
             if h.base_offset < n {
@@ -116,7 +125,7 @@ pub struct Recovery {
 /// Kafka's `LogSegment.recover`: rebuild both indexes over the valid prefix.
 pub fn recover(buf: &[u8], base_offset: i64, interval: usize) -> Recovery {
     let mut b = IndexBuilder::new(base_offset, interval);
-    let opts = ScanOptions { verify_crc: true, deep: false, check_offsets: true };
+    let opts = ScanOptions { base_offset: Some(base_offset), ..Default::default() };
     let report = scan(buf, opts, Some(&mut b));
     // Kafka appends the largest timestamp on close, as a normally closed segment would have it.
     let _ = b.finish();
@@ -277,8 +286,7 @@ pub struct AppendInfo {
 /// Validates a set of batches to append (complete, CRC-valid, offsets increasing).
 /// Returns (info without position, largest timestamp, offset Kafka pairs with it).
 pub fn inspect_append(data: &[u8], next_offset: Option<i64>) -> Result<(AppendInfo, i64, i64)> {
-    let opts = ScanOptions { verify_crc: true, deep: false, check_offsets: true };
-    let rep = scan(data, opts, None);
+    let rep = scan(data, ScanOptions::default(), None);
     if let Some(e) = rep.error {
         return Err(e);
     }

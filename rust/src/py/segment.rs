@@ -127,7 +127,8 @@ impl Segment {
     #[pyo3(signature = (deep = false, verify_crc = true))]
     fn scan<'py>(&self, py: Python<'py>, deep: bool, verify_crc: bool) -> PyResult<Bound<'py, PyDict>> {
         let buf = self.buf();
-        let rep = py.allow_threads(|| segment::scan(buf, ScanOptions { verify_crc, deep, check_offsets: true }, None));
+        let base_offset = self.path.ends_with(".log").then_some(self.base_offset);
+        let rep = py.allow_threads(|| segment::scan(buf, ScanOptions { verify_crc, deep, check_offsets: true, base_offset }, None));
         report_dict(py, &rep, &self.path)
     }
     /// Rebuilds the `.index` and `.timeindex` contents exactly as Kafka's recovery does.
@@ -284,7 +285,8 @@ fn verify_segments<'py>(py: Python<'py>, paths: Vec<PathBuf>, deep: bool, check_
                     let len = f.metadata().map_err(|e| e.to_string())?.len();
                     let m = if len == 0 { None } else { Some(unsafe { memmap2::Mmap::map(&f) }.map_err(|e| e.to_string())?) };
                     let buf: &[u8] = m.as_deref().unwrap_or(&[]);
-                    let rep = segment::scan(buf, ScanOptions { verify_crc: true, deep, check_offsets: true }, None);
+                    let base_offset = name.ends_with(".log").then(|| base_offset_of(&name));
+                    let rep = segment::scan(buf, ScanOptions { verify_crc: true, deep, check_offsets: true, base_offset }, None);
                     let mut probs = Vec::new();
                     if check_indexes && name.ends_with(".log") {
                         let base = base_offset_of(&name);

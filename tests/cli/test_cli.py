@@ -1,0 +1,115 @@
+"""The kraftkit command as a user runs it: a real process, its output and its exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kraftkit.log import Log, Segment, encode_batch, segment_name
+
+BASE_TS = 1_700_000_000_000
+
+
+def run(*args: str, check: int | None = None) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "kraftkit.cli.main", *args],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONWARNINGS": "error"},
+    )
+    if check is not None:
+        assert proc.returncode == check, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    return proc
+
+
+@pytest.fixture()
+def partition(tmp_path: Path) -> Path:
+    """A topic partition of 3 segments: 60 batches of 5 records (offsets 0..299), epochs 0..2."""
+    d = tmp_path / "t-0"
+    with Log(d, create=True, segment_bytes=16 * 1024) as log:
+        for i in range(60):
+            recs = [(BASE_TS + i * 5 + j, f"k{i}".encode(), f"value-{i}-{j}".encode() * 20, [("h", b"x")]) for j in range(5)]
+            log.append(encode_batch(recs, base_offset=i * 5, partition_leader_epoch=i // 20))
+    return d
+
+
+def test_dump_log_text_counts_every_batch_and_record(partition: Path) -> None:
+    files = sorted(partition.glob("*.log"))
+    assert len(files) >= 3
+    out = run("dump-log", "--deep", *map(str, files), check=0).stdout
+    lines = out.splitlines()
+    batch_lines = [l for l in lines if l.startswith("baseOffset:")]
+    record_lines = [l for l in lines if l.startswith("| offset:")]
+    assert len(batch_lines) == 60
+    assert [int(l.split()[2]) for l in record_lines] == list(range(300))
+    assert sum(l.startswith("Dumping ") for l in lines) == len(files)
+    assert all("isvalid: true" in l for l in batch_lines)
+
+
+def test_dump_log_json_lines(partition: Path) -> None:
+    f = partition / segment_name(0)
+    out = run("dump-log", "--json", "--print-data", str(f), check=0).stdout
+    objs = [json.loads(l) for l in out.splitlines()]
+    assert objs[0]["type"] == "file" and objs[-1]["type"] == "summary"
+    batches = [o for o in objs if o["type"] == "batch"]
+    assert batches[0]["baseOffset"] == 0 and batches[0]["count"] == 5
+    rec = batches[1]["records"][2]
+    assert rec["offset"] == 7 and rec["timestamp"] == BASE_TS + 7
+    assert rec["key"] == "k1" and rec["payload"] == "value-1-2" * 20 and rec["headerKeys"] == ["h"]
+    assert objs[-1]["batches"] == len(batches) and objs[-1]["error"] is None
+
+
+def test_dump_log_reports_torn_tail_with_position(partition: Path, tmp_path: Path) -> None:
+    src = (partition / segment_name(0)).read_bytes()
+    torn = tmp_path / segment_name(0)
+    torn.write_bytes(src[:-10])
+    proc = run("dump-log", str(torn), check=1)
+    assert "Found" in proc.stdout and "invalid bytes at the end" in proc.stdout
+    assert str(torn) in proc.stderr and "byte position" in proc.stderr
+
+
+def test_dump_log_missing_file_is_a_usage_error(tmp_path: Path) -> None:
+    proc = run("dump-log", str(tmp_path / "nope.log"), check=2)
+    assert "no such file" in proc.stderr
+
+
+def test_dump_log_max_bytes_stops_early_without_error(partition: Path) -> None:
+    f = partition / segment_name(0)
+    out = run("dump-log", "--max-bytes", "2000", str(f), check=0).stdout
+    n = sum(l.startswith("baseOffset:") for l in out.splitlines())
+    assert 0 < n < 20
+
+
+def test_verify_log_good_and_bad(partition: Path) -> None:
+    proc = run("verify-log", str(partition.parent), check=0)
+    assert "all valid" in proc.stdout and "300 records" in proc.stdout
+    # Flip one byte inside the records of the second segment's third batch: a CRC error
+    # naming the file and the batch's byte position.
+    second = partition / segment_name(sorted(int(p.stem) for p in partition.glob("*.log"))[1])
+    victim = Segment(second).read_batches()[2]
+    data = bytearray(second.read_bytes())
+    data[victim.position + 70] ^= 0x40
+    second.write_bytes(bytes(data))
+    proc = run("verify-log", "--json", str(partition), check=1)
+    part = json.loads(proc.stdout.splitlines()[0])
+    assert any("CRC mismatch" in p and str(second) in p and f"byte position {victim.position}" in p for p in part["problems"])
+    # Everything before the damage is still counted: the other segments and two batches.
+    batches_from_victim_on = len(Segment(second).read_batches()) - 2
+    assert part["records"] == 300 - 5 * batches_from_victim_on
+
+def test_verify_log_catches_a_bad_index(partition: Path) -> None:
+    idx = partition / segment_name(0, ".index")
+    data = bytearray(idx.read_bytes())
+    assert len(data) >= 8
+    data[4:8] = (int.from_bytes(data[4:8], "big") + 1).to_bytes(4, "big")  # position off by one
+    idx.write_bytes(bytes(data))
+    proc = run("verify-log", str(partition), check=1)
+    assert ".index: entry 0" in proc.stdout
+
+
+def test_demo_runs_end_to_end() -> None:
+    proc = run("demo", "--topics", "200", "--partitions", "4", check=0)
+    assert "all valid" in proc.stdout
