@@ -13,6 +13,8 @@ pub const MAGIC_OFFSET: usize = 16;
 pub const CRC_OFFSET: usize = 17;
 pub const ATTRIBUTES_OFFSET: usize = 21;
 pub const HEADER_SIZE_UP_TO_MAGIC: usize = 17;
+/// `LegacyRecord.RECORD_OVERHEAD_V0`: the smallest Length any message format can have.
+pub const LEGACY_RECORD_OVERHEAD_V0: i32 = 14;
 
 pub const ATTR_COMPRESSION_MASK: i16 = 0x07;
 pub const ATTR_TIMESTAMP_TYPE: i16 = 0x08;
@@ -168,6 +170,12 @@ pub fn next_batch(buf: &[u8], pos: usize, base: u64) -> Result<NextBatch> {
     let length = be_i32(b, 8);
     if remaining < HEADER_SIZE_UP_TO_MAGIC {
         return Err(Error::truncated(fpos, Some(base_offset), format!("{remaining} trailing bytes, too few to hold a batch header")));
+    }
+    // As Kafka's FileLogInputStream.nextBatch: the size is checked against the smallest
+    // overhead of any format (LegacyRecord.RECORD_OVERHEAD_V0) before the magic byte is read,
+    // so a zero-filled tail (a torn write into preallocated space) is corrupt, not "magic 0".
+    if length < LEGACY_RECORD_OVERHEAD_V0 {
+        return Err(Error::corrupt(fpos, Some(base_offset), format!("record size {length} is smaller than the minimum record overhead ({LEGACY_RECORD_OVERHEAD_V0})")));
     }
     let magic = b[MAGIC_OFFSET] as i8;
     if magic != 2 {
@@ -403,4 +411,25 @@ pub fn parse_end_txn_marker(value: Option<&[u8]>) -> std::result::Result<(i16, i
         return Err(format!("end transaction marker value of {} bytes is shorter than 6", v.len()));
     }
     Ok((be_i16(v, 0), be_i32(v, 2)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+
+    #[test]
+    fn zero_filled_tail_is_corrupt_not_magic_0() {
+        let zeros = [0u8; 64];
+        let Err(e) = next_batch(&zeros, 0, 100) else { panic!("zeros parsed as a batch") };
+        assert_eq!((e.kind, e.position), (ErrorKind::Corrupt, Some(100)));
+    }
+
+    #[test]
+    fn magic_0_message_with_a_plausible_size_is_unsupported() {
+        let mut m = vec![0u8; 12 + 20];
+        m[8..12].copy_from_slice(&20i32.to_be_bytes());
+        let Err(e) = next_batch(&m, 0, 0) else { panic!() };
+        assert_eq!(e.kind, ErrorKind::Unsupported);
+    }
 }

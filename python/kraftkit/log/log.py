@@ -146,18 +146,17 @@ class Log:
         """Removes every record at or above ``offset`` (whole batches, as Kafka does), with
         the segments and leader epochs past it. Used by Raft followers on divergence."""
         self._check_open()
-        if offset < 0:
-            raise ValueError("offset must be >= 0")
+        if offset < self.log_start_offset:
+            raise LogError(f"{self.dir}: cannot truncate to {offset}, below the log start offset {self.log_start_offset}")
         if offset >= self.log_end_offset:
             return
         self._active.close()
-        keep = [b for b in self._bases if b < offset] or [self._bases[0]]
-        for base in self._bases:
-            if base not in keep:
-                for suffix in (".log", ".index", ".timeindex"):
-                    (self.dir / segment_name(base, suffix)).unlink(missing_ok=True)
-        if offset <= keep[0] and keep[0] == self._bases[0] and offset < self._bases[0]:
-            raise LogError(f"{self.dir}: cannot truncate to {offset}, below the log start offset {self._bases[0]}")
+        # As Kafka's UnifiedLog.truncateTo: segments with a base offset above `offset` go,
+        # the last one left is truncated (emptied when its base offset equals `offset`).
+        keep = [b for b in self._bases if b <= offset]
+        for base in self._bases[len(keep):]:
+            for suffix in (".log", ".index", ".timeindex"):
+                (self.dir / segment_name(base, suffix)).unlink(missing_ok=True)
         last = keep[-1]
         truncate_segment(self.dir, last, offset, self.index_interval_bytes)
         self._bases = keep
@@ -241,6 +240,8 @@ class Log:
             yield from seg.batches(start=pos)
 
     def __repr__(self) -> str:
+        if self._active.closed:
+            return f"Log({str(self.dir)!r}, segments={len(self._bases)}, closed)"
         return f"Log({str(self.dir)!r}, segments={len(self._bases)}, start={self.log_start_offset}, end={self.log_end_offset})"
 
 

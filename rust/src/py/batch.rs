@@ -5,6 +5,7 @@ use crate::batch::{self, BatchHeader, NextBatch, RecordView};
 use crate::builder::{self, BatchParams, RecordInput};
 use crate::compression::Codec;
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::buffer::PyBuffer;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
@@ -85,6 +86,10 @@ pub struct ControlRecord {
 
 #[pymethods]
 impl ControlRecord {
+    #[getter]
+    fn is_control(&self) -> bool {
+        true
+    }
     #[getter]
     fn control_type_name(&self) -> &'static str {
         batch::control_type_name(self.control_type)
@@ -388,21 +393,24 @@ pub fn split_batches(py: Python<'_>, data: Arc<Backing>, file: Option<Arc<str>>,
 /// position) on a truncated or invalid batch; with verify_crc, also on a CRC mismatch.
 #[pyfunction]
 #[pyo3(signature = (data, *, verify_crc = false))]
-fn decode_batches(py: Python<'_>, data: &[u8], verify_crc: bool) -> PyResult<Vec<RecordBatch>> {
-    let n = data.len();
-    let backing = Arc::new(Backing::Vec(data.to_vec()));
+fn decode_batches(py: Python<'_>, data: PyBuffer<u8>, verify_crc: bool) -> PyResult<Vec<RecordBatch>> {
+    let v = data.to_vec(py)?;
+    let n = v.len();
+    let backing = Arc::new(Backing::Vec(v));
     split_batches(py, backing, None, 0, n, verify_crc, true)
 }
 
 /// CRC-32C (Castagnoli) of `data`, continuing from `crc` (default 0).
 #[pyfunction(name = "crc32c")]
 #[pyo3(signature = (data, crc = 0))]
-fn py_crc32c(py: Python<'_>, data: &[u8], crc: u32) -> u32 {
-    if data.len() > 64 * 1024 {
-        py.allow_threads(|| crate::crc::crc32c_append(crc, data))
-    } else {
-        crate::crc::crc32c_append(crc, data)
+fn py_crc32c(py: Python<'_>, data: PyBuffer<u8>, crc: u32) -> PyResult<u32> {
+    if !data.is_c_contiguous() {
+        return Err(PyValueError::new_err("crc32c needs a contiguous buffer"));
     }
+    // SAFETY: a contiguous u8 buffer, held (and so kept alive) by `data` for this call; its
+    // contents may be read without the GIL as the caller cannot resize it while we hold the view.
+    let bytes = unsafe { std::slice::from_raw_parts(data.buf_ptr() as *const u8, data.len_bytes()) };
+    Ok(if bytes.len() > 64 * 1024 { py.allow_threads(|| crate::crc::crc32c_append(crc, bytes)) } else { crate::crc::crc32c_append(crc, bytes) })
 }
 
 fn as_opt_bytes<'a>(o: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Option<&'a [u8]>> {

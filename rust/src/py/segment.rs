@@ -360,7 +360,12 @@ impl SegmentWriter {
     fn append<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyDict>> {
         let path = self.path.clone();
         let seg = self.seg()?;
-        let info = seg.append(data).map_err(|e| to_pyerr(py, &e, Some(&path)))?;
+        // Positions in an append error are within `data`, so the error names no file.
+        let info = seg.append(data).map_err(|e| {
+            let mut e = e;
+            e.reason = format!("append to {path} rejected: {} (position within the appended data)", e.reason);
+            to_pyerr(py, &e, None)
+        })?;
         let d = PyDict::new(py);
         d.set_item("first_offset", info.first_offset)?;
         d.set_item("last_offset", info.last_offset)?;
