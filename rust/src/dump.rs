@@ -394,6 +394,37 @@ impl DumpState {
                             }
                         }
                     }
+                } else if let Some((label, rendered)) = crate::control::render(t, value.unwrap_or(&[])) {
+                    match rendered {
+                        Ok(js) => {
+                            if json {
+                                s(out, ",\"controlType\":\"");
+                                s(out, name);
+                                s(out, "\",\"control\":");
+                                s(out, &js);
+                            } else {
+                                s(out, " ");
+                                s(out, label);
+                                s(out, " ");
+                                s(out, &js);
+                            }
+                        }
+                        Err(reason) => {
+                            if json {
+                                s(out, ",\"controlType\":\"");
+                                s(out, name);
+                                s(out, "\",\"controlError\":");
+                                json_str(out, reason.as_bytes());
+                            } else {
+                                s(out, " controlType: ");
+                                s(out, name);
+                                s(out, "(");
+                                num(out, t);
+                                s(out, ") controlError: ");
+                                s(out, &reason);
+                            }
+                        }
+                    }
                 } else if json {
                     s(out, ",\"controlType\":\"");
                     s(out, name);
