@@ -44,6 +44,105 @@ fn num(out: &mut Vec<u8>, v: impl itoa::Integer) {
     out.extend_from_slice(b.format(v).as_bytes());
 }
 
+const REPLACEMENT: &[u8] = "\u{FFFD}".as_bytes();
+
+#[inline]
+fn is_cont(b: u8) -> bool {
+    b & 0xc0 == 0x80
+}
+
+/// Appends `b` decoded as Java's `new String(bytes, UTF_8)` does (what kafka-dump-log prints),
+/// re-encoded as UTF-8: valid UTF-8 is copied as is; each malformed sequence becomes U+FFFD,
+/// with Java's rules for how many bytes one replacement covers (JDK `String.decodeUTF8_UTF16`).
+pub fn java_lossy_utf8(out: &mut Vec<u8>, b: &[u8]) {
+    if std::str::from_utf8(b).is_ok() {
+        out.extend_from_slice(b);
+        return;
+    }
+    let n = b.len();
+    let mut i = 0;
+    while i < n {
+        let b1 = b[i];
+        i += 1;
+        if b1 < 0x80 {
+            out.push(b1);
+        } else if (0xc2..=0xdf).contains(&b1) {
+            if i < n {
+                if is_cont(b[i]) {
+                    out.extend_from_slice(&b[i - 1..i + 1]);
+                    i += 1;
+                } else {
+                    out.extend_from_slice(REPLACEMENT);
+                }
+                continue;
+            }
+            out.extend_from_slice(REPLACEMENT);
+            break;
+        } else if (0xe0..=0xef).contains(&b1) {
+            let overlong = |b2: u8| b1 == 0xe0 && b2 & 0xe0 == 0x80;
+            if i + 1 < n {
+                let (b2, b3) = (b[i], b[i + 1]);
+                if overlong(b2) || !is_cont(b2) || !is_cont(b3) {
+                    out.extend_from_slice(REPLACEMENT);
+                    // Java skips 1 byte, or 2 when the second byte was acceptable.
+                    if !(overlong(b2) || !is_cont(b2)) {
+                        i += 1;
+                    }
+                } else {
+                    let c = ((b1 as u32 & 0x0f) << 12) | ((b2 as u32 & 0x3f) << 6) | (b3 as u32 & 0x3f);
+                    if (0xd800..=0xdfff).contains(&c) {
+                        out.extend_from_slice(REPLACEMENT);
+                    } else {
+                        out.extend_from_slice(&b[i - 1..i + 2]);
+                    }
+                    i += 2;
+                }
+                continue;
+            }
+            if i < n && (overlong(b[i]) || !is_cont(b[i])) {
+                out.extend_from_slice(REPLACEMENT);
+                continue;
+            }
+            out.extend_from_slice(REPLACEMENT);
+            break;
+        } else if (0xf0..=0xf7).contains(&b1) {
+            let bad2 = |b2: u8| (b1 == 0xf0 && !(0x90..=0xbf).contains(&b2)) || (b1 == 0xf4 && b2 & 0xf0 != 0x80) || !is_cont(b2);
+            if i + 2 < n {
+                let (b2, b3, b4) = (b[i], b[i + 1], b[i + 2]);
+                let uc = ((b1 as u32 & 0x07) << 18) | ((b2 as u32 & 0x3f) << 12) | ((b3 as u32 & 0x3f) << 6) | (b4 as u32 & 0x3f);
+                if !is_cont(b2) || !is_cont(b3) || !is_cont(b4) || !(0x10000..=0x10ffff).contains(&uc) {
+                    out.extend_from_slice(REPLACEMENT);
+                    // Java's malformedN(4): 1, 2 or 3 bytes make up the bad sequence.
+                    let len = if b1 > 0xf4 || bad2(b2) {
+                        1
+                    } else if !is_cont(b3) {
+                        2
+                    } else {
+                        3
+                    };
+                    i += len - 1;
+                } else {
+                    out.extend_from_slice(&b[i - 1..i + 3]);
+                    i += 3;
+                }
+                continue;
+            }
+            if b1 > 0xf4 || (i < n && bad2(b[i])) {
+                out.extend_from_slice(REPLACEMENT);
+                continue;
+            }
+            i += 1;
+            out.extend_from_slice(REPLACEMENT);
+            if i < n && !is_cont(b[i]) {
+                continue;
+            }
+            break;
+        } else {
+            out.extend_from_slice(REPLACEMENT);
+        }
+    }
+}
+
 fn s(out: &mut Vec<u8>, t: &str) {
     out.extend_from_slice(t.as_bytes());
 }
@@ -305,7 +404,7 @@ impl DumpState {
                     if j > 0 {
                         out.push(b',');
                     }
-                    out.extend_from_slice(String::from_utf8_lossy(&d[hd.key.start as usize..hd.key.end as usize]).as_bytes());
+                    java_lossy_utf8(out, &d[hd.key.start as usize..hd.key.end as usize]);
                 }
                 s(out, "]");
             }
@@ -320,11 +419,11 @@ impl DumpState {
                 } else {
                     if let Some(k) = key {
                         s(out, " key: ");
-                        out.extend_from_slice(String::from_utf8_lossy(k).as_bytes());
+                        java_lossy_utf8(out, k);
                     }
                     if let Some(v) = value {
                         s(out, " payload: ");
-                        out.extend_from_slice(String::from_utf8_lossy(v).as_bytes());
+                        java_lossy_utf8(out, v);
                     }
                 }
             }
@@ -439,5 +538,30 @@ impl DumpState {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::java_lossy_utf8;
+
+    fn j(b: &[u8]) -> String {
+        let mut o = Vec::new();
+        java_lossy_utf8(&mut o, b);
+        String::from_utf8(o).unwrap()
+    }
+
+    /// Expected strings follow the JDK's decoding rules as documented in String.decodeUTF8_UTF16.
+    #[test]
+    fn java_replacement_rules() {
+        assert_eq!(j("héllo".as_bytes()), "héllo");
+        assert_eq!(j(&[0x80]), "\u{FFFD}");
+        assert_eq!(j(&[0xed, 0xb1, 0x1f]), "\u{FFFD}\u{1f}"); // 2 bytes, one replacement
+        assert_eq!(j(&[0xed, 0xa0, 0x80]), "\u{FFFD}"); // a surrogate: 3 bytes, one replacement
+        assert_eq!(j(&[0xe0, 0x80, 0x80]), "\u{FFFD}\u{FFFD}\u{FFFD}"); // overlong: 1 byte at a time
+        assert_eq!(j(&[0xc3]), "\u{FFFD}");
+        assert_eq!(j(&[0xc3, 0x41]), "\u{FFFD}A");
+        assert_eq!(j(&[0xf0, 0x9f, 0x98]), "\u{FFFD}");
+        assert_eq!(j(&[0xf0, 0x9f, 0x41, 0x41]), "\u{FFFD}AA");
     }
 }

@@ -170,9 +170,9 @@ def test_text_output_identical_to_kafka_dump_log(kafka_oracle):
     separate)."""
     topic_files = [f for t in kafka_oracle.topics for f in kafka_oracle.segment_files(t)]
     metadata_files = sorted(kafka_oracle.metadata_log_dir.glob("*.log")) + snapshot_files(kafka_oracle)
-    # Metadata record values are binary: dump-log's --print-data-log would print them through
-    # Java's lossy UTF-8 decoder, which is no use to anyone; they are compared without it.
-    for files, print_data in ((topic_files, True), (metadata_files, False)):
+    # Metadata record values are binary: Kafka prints them through Java's lossy UTF-8 decoder,
+    # and kraftkit reproduces its replacement characters exactly.
+    for files, print_data in ((topic_files, True), (metadata_files, True), (metadata_files, False)):
         java = tools.dump_log(jars.KAFKA_4, files, deep=True, print_data=print_data)
         flags = ["--deep"] + (["--print-data"] if print_data else [])
         mine = subprocess.run([sys.executable, "-m", "kraftkit.cli.main", "dump-log", *flags, *map(str, files)],
