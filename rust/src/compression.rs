@@ -69,12 +69,52 @@ pub fn decompress(codec: Codec, data: &[u8], size_hint: usize) -> Result<Vec<u8>
         Codec::Lz4 => {
             lz4_flex::frame::FrameDecoder::new(data).read_to_end(&mut out).map_err(|e| cerr(codec, e))?;
         }
-        Codec::Zstd => {
-            let mut d = zstd::stream::read::Decoder::with_buffer(data).map_err(|e| cerr(codec, e))?;
-            d.read_to_end(&mut out).map_err(|e| cerr(codec, e))?;
-        }
+        Codec::Zstd => zstd_decompress(data, &mut out)?,
     }
     Ok(out)
+}
+
+thread_local! {
+    /// One zstd decompression context per thread: creating one per batch dominated the cost.
+    static ZSTD_DCTX: std::cell::RefCell<Option<zstd::stream::raw::Decoder<'static>>> = const { std::cell::RefCell::new(None) };
+}
+
+fn zstd_decompress(data: &[u8], out: &mut Vec<u8>) -> Result<()> {
+    use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
+    let codec = Codec::Zstd;
+    ZSTD_DCTX.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(zstd::stream::raw::Decoder::new().map_err(|e| cerr(codec, e))?);
+        }
+        let dec = slot.as_mut().unwrap();
+        dec.reinit().map_err(|e| cerr(codec, e))?;
+        let mut input = InBuffer::around(data);
+        let mut stalls = 0;
+        loop {
+            if out.capacity() - out.len() < 32 * 1024 {
+                out.reserve(out.len().max(64 * 1024));
+            }
+            let before_in = input.pos;
+            let before_out = out.len();
+            let pos = out.len();
+            let mut ob = OutBuffer::around_pos(out, pos);
+            let hint = dec.run(&mut input, &mut ob).map_err(|e| cerr(codec, e))?;
+            let produced = ob.pos() - before_out;
+            if hint == 0 && input.pos == data.len() {
+                return Ok(());
+            }
+            if input.pos == before_in && produced == 0 {
+                // No progress although there was room: the frame is cut short (or the codec stuck).
+                stalls += 1;
+                if input.pos == data.len() || stalls > 3 {
+                    return Err(cerr(codec, "truncated zstd frame"));
+                }
+            } else {
+                stalls = 0;
+            }
+        }
+    })
 }
 
 fn snappy_decompress(data: &[u8], out: &mut Vec<u8>) -> Result<()> {

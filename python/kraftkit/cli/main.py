@@ -6,27 +6,39 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kraftkit import __version__
-from kraftkit.cli import demo, dump_log, verify_log
+import importlib
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
 
-COMMANDS = (dump_log, verify_log, demo)
+#: command name -> module under kraftkit.cli. Only the module of the command being run is
+#: imported (all of them for --help), so each command starts fast.
+COMMANDS = {"dump-log": "dump_log", "verify-log": "verify_log", "demo": "demo"}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _version() -> str:
+    from kraftkit import __version__
+
+    return f"kraftkit {__version__}"
+
+
+def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kraftkit", description="Tools for Apache Kafka's KRaft metadata layer.")
-    p.add_argument("--version", action="version", version=f"kraftkit {__version__}")
+    p.add_argument("--version", action="version", version=_version())
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for mod in COMMANDS:
-        mod.add_parser(sub)
+    chosen = next((a for a in argv if a in COMMANDS), None)
+    for name, module in COMMANDS.items():
+        if chosen is None or name == chosen:
+            importlib.import_module(f"kraftkit.cli.{module}").add_parser(sub)
+        else:
+            sub.add_parser(name)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))

@@ -31,6 +31,7 @@ fn map_file(path: &str) -> PyResult<Backing> {
     // SAFETY: the map is read-only; a file truncated by another process while mapped could
     // fault, as with any mmap reader (Kafka's own tools share this limit).
     let m = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| io_err(path, e))?;
+    let _ = m.advise(memmap2::Advice::Sequential);
     Ok(Backing::Mmap(m))
 }
 
@@ -126,6 +127,7 @@ impl Segment {
     /// (an exception instance, not raised) or None.
     #[pyo3(signature = (deep = false, verify_crc = true))]
     fn scan<'py>(&self, py: Python<'py>, deep: bool, verify_crc: bool) -> PyResult<Bound<'py, PyDict>> {
+        self.data.prefetch();
         let buf = self.buf();
         let base_offset = self.path.ends_with(".log").then_some(self.base_offset);
         let rep = py.allow_threads(|| segment::scan(buf, ScanOptions { verify_crc, deep, check_offsets: true, base_offset }, None));
@@ -135,6 +137,7 @@ impl Segment {
     /// Returns (report, index bytes, timeindex bytes).
     #[pyo3(signature = (index_interval_bytes = DEFAULT_INDEX_INTERVAL))]
     fn rebuild_indexes<'py>(&self, py: Python<'py>, index_interval_bytes: usize) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+        self.data.prefetch();
         let buf = self.buf();
         let base = self.base_offset;
         let rec = py.allow_threads(|| segment::recover(buf, base, index_interval_bytes));
@@ -174,6 +177,9 @@ impl Segment {
     /// Renders the segment as kafka-dump-log prints it (or JSON lines): an iterator of bytes chunks.
     #[pyo3(signature = (deep = false, print_data = false, json = false, max_bytes = None))]
     fn dump(&self, deep: bool, print_data: bool, json: bool, max_bytes: Option<usize>) -> DumpIter {
+        if max_bytes.is_none() {
+            self.data.prefetch();
+        }
         let opts = DumpOptions { deep: deep || print_data, print_data, json, max_bytes: max_bytes.unwrap_or(usize::MAX) };
         DumpIter { inner: Dumper::new(Shared(self.data.clone()), opts), file: self.file.clone() }
     }
@@ -283,7 +289,7 @@ fn verify_segments<'py>(py: Python<'py>, paths: Vec<PathBuf>, deep: bool, check_
                 let r = (|| -> std::result::Result<_, String> {
                     let f = std::fs::File::open(p).map_err(|e| e.to_string())?;
                     let len = f.metadata().map_err(|e| e.to_string())?.len();
-                    let m = if len == 0 { None } else { Some(unsafe { memmap2::Mmap::map(&f) }.map_err(|e| e.to_string())?) };
+                    let m = if len == 0 { None } else { Some(unsafe { memmap2::MmapOptions::new().populate().map(&f) }.map_err(|e| e.to_string())?) };
                     let buf: &[u8] = m.as_deref().unwrap_or(&[]);
                     let base_offset = name.ends_with(".log").then(|| base_offset_of(&name));
                     let rep = segment::scan(buf, ScanOptions { verify_crc: true, deep, check_offsets: true, base_offset }, None);
