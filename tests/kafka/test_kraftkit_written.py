@@ -19,7 +19,7 @@ from pathlib import Path
 import crc32c
 import pytest
 
-from kraftkit.log import Log, Segment, encode_batch
+from kraftkit.log import Log, Segment, encode_batch, read_leader_epochs
 from tests.harness import jars, tools
 from tests.harness.node import KafkaNode
 
@@ -135,6 +135,8 @@ def dump_specs() -> list[dict]:
             key = None if i % 4 == 0 else f"key-{i}".encode()
             if i % 11 == 5:
                 value = None
+            elif i % 17 == 3:
+                value = b""
             elif i % 13 == 7:
                 value = "héllo wörld ✓ {}".format(i).encode()  # UTF-8, printed as such
             else:
@@ -281,7 +283,9 @@ TOPIC = "kk-written"
 
 def serve_specs() -> list[dict]:
     """About 4 MB in 320 batches: segments larger than the consumer's 1 MiB partition
-    fetch, so the broker looks fetch offsets up in kraftkit's indexes mid-segment."""
+    fetch, so the broker looks fetch offsets up in kraftkit's indexes mid-segment.  (Checked:
+    with segment 0's index entries pointing 3 batches too far, this test fails, because
+    the broker then skips records.)"""
     rng = random.Random(4242)
     specs: list[dict] = []
     n_rec = 0
@@ -408,3 +412,8 @@ def test_kafka_serves_kraftkit_written_log(kafka_jars, tmp_path):
     # trims the active segment's preallocated indexes back on shutdown).
     after = {name: (pdir / name).read_bytes() for name in before}
     assert after == before
+    # Kafka loaded kraftkit's leader-epoch-checkpoint (epoch 0 from offset 0; on a clean
+    # shutdown it does not rebuild the cache from the log) and only added the epochs it
+    # started as leader/follower at our log end offset.
+    epochs = read_leader_epochs(pdir / "leader-epoch-checkpoint")
+    assert epochs[0] == (0, 0) and all(o == leo and e > 0 for e, o in epochs[1:]), epochs

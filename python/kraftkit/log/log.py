@@ -206,8 +206,8 @@ class Log:
             raise LogError(f"{self.dir}: offset {offset} is out of range [{self.log_start_offset}, {self.log_end_offset}]")
         if offset == self.log_end_offset:
             return b""
-        if not self._active.closed:
-            self._active.flush()
+        # Appended bytes are visible to readers at once; the on-disk index of the active
+        # segment may lag, which only makes the lookup scan a little further.
         base = self._segment_for(offset)
         seg = self.segment(base)
         pos = seg.position_of(offset)
@@ -226,8 +226,6 @@ class Log:
 
     def batches(self, start_offset: int | None = None) -> Iterator[RecordBatch]:
         """Every batch from the one holding ``start_offset`` (default: the log start)."""
-        if not self._active.closed:
-            self._active.flush()
         start = self.log_start_offset if start_offset is None else start_offset
         for base in self._bases:
             nxt = [b for b in self._bases if b > base]
