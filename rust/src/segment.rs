@@ -384,6 +384,14 @@ impl ActiveSegment {
         let file = OpenOptions::new().append(true).open(&path)?;
         // Kafka restarts the interval counter when a segment is loaded (`recover` does too).
         let index = rec.index;
+        // Index files that disagree with the (possibly truncated) log are replaced, so that
+        // readers of the files never follow an entry past the end.
+        for (suffix, bytes) in [(".index", &index.offset_index), (".timeindex", &index.time_index)] {
+            let p = dir.join(segment_file_name(base_offset, suffix));
+            if std::fs::read(&p).ok().as_ref() != Some(bytes) {
+                write_atomic(&p, bytes)?;
+            }
+        }
         let seg = ActiveSegment {
             dir: dir.to_path_buf(),
             base_offset,
