@@ -244,6 +244,7 @@ def run_crc_all_cores(ds: Dataset, *, warmup: int, repeat: int, log=print) -> Ro
 
 MODE_KV = "offset+timestamp+key+value"
 MODE_IT = "offset+timestamp (iterate)"
+MODE_OBJ = "record objects built, no field read"
 MODE_CRC = "CRC check + offset+timestamp+key+value"
 MODE_RUST = "records parsed in Rust only (no Python objects)"
 
@@ -282,6 +283,13 @@ def run_decode(ds: Dataset, peers: dict, *, warmup: int, repeat: int, slow_peer_
                 n += len(recs)
         return n
 
+    def kk_obj():
+        n = 0
+        for p in paths:
+            for b in Segment(p).batches():
+                n += len(b.records())
+        return n
+
     def kk_crc():
         n = 0
         for p in paths:
@@ -301,7 +309,7 @@ def run_decode(ds: Dataset, peers: dict, *, warmup: int, repeat: int, slow_peer_
             n += rep["records"]
         return n
 
-    for mode, fn in ((MODE_KV, kk_kv), (MODE_IT, kk_it), (MODE_CRC, kk_crc)):
+    for mode, fn in ((MODE_KV, kk_kv), (MODE_IT, kk_it), (MODE_OBJ, kk_obj), (MODE_CRC, kk_crc)):
         t = measure(fn, warmup=warmup, repeat=repeat)
         assert t.result == n_rec, (mode, t.result, n_rec)
         add(mode, "kraftkit Segment.batches() + batch.records()", t, ref=True)
@@ -335,6 +343,14 @@ def run_decode(ds: Dataset, peers: dict, *, warmup: int, repeat: int, slow_peer_
                     n += b.last_offset_delta + 1
             return n
 
+        def aio_obj():
+            n = 0
+            for buf in datas:
+                mr = aio(buf)
+                while (b := mr.next_batch()) is not None:
+                    n += len(list(b))  # aiokafka decodes each record as it iterates
+            return n
+
         def aio_crc():
             n = 0
             for buf in datas:
@@ -348,7 +364,7 @@ def run_decode(ds: Dataset, peers: dict, *, warmup: int, repeat: int, slow_peer_
             return n
 
         label = "aiokafka MemoryRecords (Cython)" if peers.get("aiokafka_cython") else "aiokafka (PURE PYTHON fallback!)"
-        for mode, fn in ((MODE_KV, aio_kv), (MODE_IT, aio_it), (MODE_CRC, aio_crc)):
+        for mode, fn in ((MODE_KV, aio_kv), (MODE_IT, aio_it), (MODE_OBJ, aio_obj), (MODE_CRC, aio_crc)):
             t = measure(fn, warmup=warmup, repeat=repeat)
             assert t.result == n_rec, (mode, t.result, n_rec)
             add(mode, label, t, note="bytes preloaded; records are decoded eagerly (key/value bytes made while iterating)")
