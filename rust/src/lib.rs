@@ -11,6 +11,7 @@ pub mod dump;
 pub mod error;
 pub mod index;
 pub mod segment;
+pub mod snapshot;
 pub mod varint;
 
 #[cfg(feature = "python")]

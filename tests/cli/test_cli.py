@@ -113,3 +113,19 @@ def test_verify_log_catches_a_bad_index(partition: Path) -> None:
 def test_demo_runs_end_to_end() -> None:
     proc = run("demo", "--topics", "200", "--partitions", "4", check=0)
     assert "all valid" in proc.stdout
+
+
+def test_snapshot_verify(tmp_path: Path) -> None:
+    from kraftkit.demo import noop_record
+    from kraftkit.metadata.snapshot import SnapshotId, SnapshotWriter
+
+    with SnapshotWriter(tmp_path, SnapshotId(10, 2), last_contained_log_timestamp=BASE_TS) as w:
+        w.append([noop_record()] * 5)
+    good = w.final_path
+    assert "OK: 3 batches, 5 metadata records" in run("snapshot", "verify", str(good), check=0).stdout
+    bad = tmp_path / SnapshotId(10, 3).file_name
+    bad.write_bytes(good.read_bytes())
+    proc = run("snapshot", "verify", "--json", str(good), str(bad), check=1)
+    a, b = (json.loads(line) for line in proc.stdout.splitlines())
+    assert a["error"] is None and a["snapshot_id"] == "10-2"
+    assert "snapshot epoch 3" in b["error"]

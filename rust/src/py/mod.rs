@@ -2,7 +2,9 @@
 
 mod batch;
 mod errors;
+mod metadata;
 mod segment;
+mod snapshot;
 
 use pyo3::prelude::*;
 
@@ -11,6 +13,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     batch::register(m)?;
     segment::register(m)?;
+    metadata::register(m)?;
+    snapshot::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
