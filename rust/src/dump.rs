@@ -29,6 +29,75 @@ pub struct DumpState {
     recs: Vec<RecordView>,
 }
 
+/// Writes named fields either as kafka-dump-log's text (`name: value`, space separated) or
+/// as JSON object members (`"name":value`, comma separated), so both outputs share one field
+/// list. The caller writes the enclosing braces or line prefix.
+struct Fields<'a> {
+    out: &'a mut Vec<u8>,
+    json: bool,
+    first: bool,
+}
+
+impl<'a> Fields<'a> {
+    fn new(out: &'a mut Vec<u8>, json: bool) -> Self {
+        Fields { out, json, first: true }
+    }
+    fn key(&mut self, name: &str) {
+        if self.json {
+            if !self.first {
+                self.out.push(b',');
+            }
+            self.out.push(b'"');
+            s(self.out, name);
+            s(self.out, "\":");
+        } else {
+            if !self.first {
+                self.out.push(b' ');
+            }
+            s(self.out, name);
+            s(self.out, ": ");
+        }
+        self.first = false;
+    }
+    fn int(&mut self, name: &str, v: impl itoa::Integer) {
+        self.key(name);
+        num(self.out, v);
+    }
+    fn boolean(&mut self, name: &str, v: bool) {
+        self.raw(name, bool_str(v));
+    }
+    /// A value written as is in both forms.
+    fn raw(&mut self, name: &str, v: &str) {
+        self.key(name);
+        s(self.out, v);
+    }
+    /// A string: quoted and escaped in JSON, bare in text.
+    fn text(&mut self, name: &str, v: &str) {
+        self.key(name);
+        if self.json {
+            json_str(self.out, v.as_bytes());
+        } else {
+            s(self.out, v);
+        }
+    }
+    /// A list of strings: `[a,b]` in text (decoded as Java would), a JSON array otherwise.
+    fn strings<'b>(&mut self, name: &str, items: impl Iterator<Item = &'b [u8]>) {
+        self.key(name);
+        self.out.push(b'[');
+        for (j, item) in items.enumerate() {
+            if j > 0 {
+                self.out.push(b',');
+            }
+            if self.json {
+                json_str(self.out, item);
+            } else {
+                java_lossy_utf8(self.out, item);
+            }
+        }
+        self.out.push(b']');
+    }
+}
+
 /// Incremental renderer: each `next_chunk` call appends roughly `chunk` bytes of output.
 pub struct Dumper<B: AsRef<[u8]>> {
     buf: B,
@@ -289,91 +358,43 @@ impl DumpState {
         self.records += h.records_count.max(0) as u64;
         let json = opts.json;
         if json {
-            s(out, "{\"type\":\"batch\",\"baseOffset\":");
-            num(out, h.base_offset);
-            s(out, ",\"lastOffset\":");
-            num(out, h.last_offset());
-            s(out, ",\"count\":");
-            num(out, h.records_count);
-            s(out, ",\"baseSequence\":");
-            num(out, h.base_sequence);
-            s(out, ",\"lastSequence\":");
-            num(out, h.last_sequence());
-            s(out, ",\"producerId\":");
-            num(out, h.producer_id);
-            s(out, ",\"producerEpoch\":");
-            num(out, h.producer_epoch);
-            s(out, ",\"partitionLeaderEpoch\":");
-            num(out, h.partition_leader_epoch);
-            s(out, ",\"isTransactional\":");
-            s(out, bool_str(h.is_transactional()));
-            s(out, ",\"isControl\":");
-            s(out, bool_str(h.is_control()));
-            s(out, ",\"deleteHorizonMs\":");
-            match h.delete_horizon_ms() {
-                Some(v) => num(out, v),
-                None => s(out, "null"),
-            }
-            s(out, ",\"position\":");
-            num(out, fpos);
-            s(out, ",\"timestampType\":\"");
-            s(out, h.timestamp_type_name());
-            s(out, "\",\"maxTimestamp\":");
-            num(out, h.max_timestamp);
-            s(out, ",\"baseTimestamp\":");
-            num(out, h.base_timestamp);
-            s(out, ",\"size\":");
-            num(out, bytes.len());
-            s(out, ",\"magic\":2,\"compresscodec\":\"");
-            s(out, h.codec().map_or("unknown", |c| c.name()));
-            s(out, "\",\"crc\":");
-            num(out, h.crc);
-            s(out, ",\"isvalid\":");
-            s(out, bool_str(valid));
+            out.push(b'{');
+        }
+        let mut f = Fields::new(out, json);
+        if json {
+            f.text("type", "batch");
+        }
+        f.int("baseOffset", h.base_offset);
+        f.int("lastOffset", h.last_offset());
+        f.int("count", h.records_count);
+        f.int("baseSequence", h.base_sequence);
+        f.int("lastSequence", h.last_sequence());
+        f.int("producerId", h.producer_id);
+        f.int("producerEpoch", h.producer_epoch);
+        f.int("partitionLeaderEpoch", h.partition_leader_epoch);
+        f.boolean("isTransactional", h.is_transactional());
+        f.boolean("isControl", h.is_control());
+        // Kafka prints Java's OptionalLong; JSON gets a number or null.
+        match (json, h.delete_horizon_ms()) {
+            (true, Some(v)) => f.int("deleteHorizonMs", v),
+            (true, None) => f.raw("deleteHorizonMs", "null"),
+            (false, Some(v)) => f.raw("deleteHorizonMs", &format!("OptionalLong[{v}]")),
+            (false, None) => f.raw("deleteHorizonMs", "OptionalLong.empty"),
+        }
+        f.int("position", fpos);
+        if json {
+            f.text("timestampType", h.timestamp_type_name());
+            f.int("maxTimestamp", h.max_timestamp);
+            f.int("baseTimestamp", h.base_timestamp);
         } else {
-            s(out, "baseOffset: ");
-            num(out, h.base_offset);
-            s(out, " lastOffset: ");
-            num(out, h.last_offset());
-            s(out, " count: ");
-            num(out, h.records_count);
-            s(out, " baseSequence: ");
-            num(out, h.base_sequence);
-            s(out, " lastSequence: ");
-            num(out, h.last_sequence());
-            s(out, " producerId: ");
-            num(out, h.producer_id);
-            s(out, " producerEpoch: ");
-            num(out, h.producer_epoch);
-            s(out, " partitionLeaderEpoch: ");
-            num(out, h.partition_leader_epoch);
-            s(out, " isTransactional: ");
-            s(out, bool_str(h.is_transactional()));
-            s(out, " isControl: ");
-            s(out, bool_str(h.is_control()));
-            s(out, " deleteHorizonMs: ");
-            match h.delete_horizon_ms() {
-                Some(v) => {
-                    s(out, "OptionalLong[");
-                    num(out, v);
-                    s(out, "]");
-                }
-                None => s(out, "OptionalLong.empty"),
-            }
-            s(out, " position: ");
-            num(out, fpos);
-            s(out, " ");
-            s(out, h.timestamp_type_name());
-            s(out, ": ");
-            num(out, h.max_timestamp);
-            s(out, " size: ");
-            num(out, bytes.len());
-            s(out, " magic: 2 compresscodec: ");
-            s(out, h.codec().map_or("unknown", |c| c.name()));
-            s(out, " crc: ");
-            num(out, h.crc);
-            s(out, " isvalid: ");
-            s(out, bool_str(valid));
+            f.int(h.timestamp_type_name(), h.max_timestamp);
+        }
+        f.int("size", bytes.len());
+        f.int("magic", 2);
+        f.text("compresscodec", h.codec().map_or("unknown", |c| c.name()));
+        f.int("crc", h.crc);
+        f.boolean("isvalid", valid);
+        if !json {
             out.push(b'\n');
         }
         if opts.deep {
@@ -416,46 +437,17 @@ impl DumpState {
                 if i > 0 {
                     out.push(b',');
                 }
-                s(out, "{\"offset\":");
-                num(out, offset);
-                s(out, ",\"timestamp\":");
-                num(out, ts);
-                s(out, ",\"keySize\":");
-                num(out, key.map_or(-1, |k| k.len() as i64));
-                s(out, ",\"valueSize\":");
-                num(out, value.map_or(-1, |v| v.len() as i64));
-                s(out, ",\"sequence\":");
-                num(out, h.record_sequence(r.offset_delta));
-                s(out, ",\"headerKeys\":[");
-                for (j, hd) in headers.iter().enumerate() {
-                    if j > 0 {
-                        out.push(b',');
-                    }
-                    json_str(out, &d[hd.key.start as usize..hd.key.end as usize]);
-                }
-                s(out, "]");
+                out.push(b'{');
             } else {
-                s(out, "| offset: ");
-                num(out, offset);
-                s(out, " ");
-                s(out, h.timestamp_type_name());
-                s(out, ": ");
-                num(out, ts);
-                s(out, " keySize: ");
-                num(out, key.map_or(-1, |k| k.len() as i64));
-                s(out, " valueSize: ");
-                num(out, value.map_or(-1, |v| v.len() as i64));
-                s(out, " sequence: ");
-                num(out, h.record_sequence(r.offset_delta));
-                s(out, " headerKeys: [");
-                for (j, hd) in headers.iter().enumerate() {
-                    if j > 0 {
-                        out.push(b',');
-                    }
-                    java_lossy_utf8(out, &d[hd.key.start as usize..hd.key.end as usize]);
-                }
-                s(out, "]");
+                s(out, "| ");
             }
+            let mut f = Fields::new(out, json);
+            f.int("offset", offset);
+            f.int(if json { "timestamp" } else { h.timestamp_type_name() }, ts);
+            f.int("keySize", key.map_or(-1, |k| k.len() as i64));
+            f.int("valueSize", value.map_or(-1, |v| v.len() as i64));
+            f.int("sequence", h.record_sequence(r.offset_delta));
+            f.strings("headerKeys", headers.iter().map(|hd| &d[hd.key.start as usize..hd.key.end as usize]));
             if h.is_control() {
                 self.render_control(key, value, json, out);
             } else if opts.print_data {
