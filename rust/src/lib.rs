@@ -10,6 +10,7 @@ pub mod crc;
 pub mod dump;
 pub mod error;
 pub mod index;
+pub mod schema;
 pub mod segment;
 pub mod snapshot;
 pub mod varint;

@@ -1,0 +1,529 @@
+//! One generic encoder/decoder for Kafka's message encoding, driven by the schema tables.
+//!
+//! Rules (shared/reference/kafka-formats.md §3.2): fields in schema order, each present only in
+//! its `versions`; flexible versions use compact strings/bytes/arrays (unsigned varint n+1,
+//! 0 = null) and end every struct with a tagged-field section (count, then tag/size/payload in
+//! ascending tag order, only non-default known fields); non-flexible versions use int16 string
+//! and int32 bytes/array lengths with -1 = null. Unknown tagged fields are kept raw and written
+//! back, merged in tag order with the known ones.
+
+use super::types::*;
+use crate::varint::{read_uvarint, write_uvarint};
+use std::fmt;
+
+/// What went wrong, for mapping to exceptions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CodecErrorKind {
+    /// The bytes end early.
+    Truncated,
+    /// The bytes are not a valid encoding.
+    Corrupt,
+    /// A record type or version this schema set does not have.
+    Unsupported,
+    /// Encoding: a value that cannot be written (wrong type, out of range, non-default field
+    /// absent from the version, ...).
+    Invalid,
+}
+
+/// A precise codec error: field path (`PartitionRecord.Replicas[2]`), byte position in the
+/// value (decoding; None when encoding) and reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodecError {
+    pub kind: CodecErrorKind,
+    pub path: String,
+    pub position: Option<usize>,
+    pub reason: String,
+}
+
+impl CodecError {
+    pub fn new(kind: CodecErrorKind, position: Option<usize>, reason: impl Into<String>) -> Self {
+        CodecError { kind, path: String::new(), position, reason: reason.into() }
+    }
+    fn corrupt(pos: usize, reason: impl Into<String>) -> Self {
+        Self::new(CodecErrorKind::Corrupt, Some(pos), reason)
+    }
+    fn truncated(pos: usize, reason: impl Into<String>) -> Self {
+        Self::new(CodecErrorKind::Truncated, Some(pos), reason)
+    }
+    fn invalid(reason: impl Into<String>) -> Self {
+        Self::new(CodecErrorKind::Invalid, None, reason)
+    }
+    /// Prepends a path segment (`Name`, or `[i]` for array elements).
+    pub fn within(mut self, seg: &str) -> Self {
+        if self.path.is_empty() {
+            self.path = seg.to_string();
+        } else if self.path.starts_with('[') {
+            self.path = format!("{seg}{}", self.path);
+        } else {
+            self.path = format!("{seg}.{}", self.path);
+        }
+        self
+    }
+}
+
+impl fmt::Display for CodecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.path.is_empty() {
+            write!(f, "{}: ", self.path)?;
+        }
+        f.write_str(&self.reason)?;
+        if let Some(p) = self.position {
+            write!(f, " (byte position {p})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for CodecError {}
+
+pub type CResult<T> = Result<T, CodecError>;
+
+/// Longest string Kafka reads or writes (`0x7fff` bytes).
+pub const MAX_STRING: usize = 0x7fff;
+
+// ---------------------------------------------------------------------------------------------
+// Defaults
+
+/// The default value of `f` at version `v`.
+pub fn default_value(f: &Field, v: i16) -> Value {
+    match f.default {
+        DefaultValue::Null => Value::Null,
+        DefaultValue::Int(i) => Value::Int(i),
+        DefaultValue::Float(x) => Value::Float(x),
+        DefaultValue::Bool(b) => Value::Bool(b),
+        DefaultValue::Str(s) => Value::Str(s.to_string()),
+        DefaultValue::Zero => zero_value(&f.ty, v),
+    }
+}
+
+fn zero_value(t: &FieldType, v: i16) -> Value {
+    match t {
+        FieldType::Bool => Value::Bool(false),
+        FieldType::Float64 => Value::Float(0.0),
+        FieldType::String => Value::Str(String::new()),
+        FieldType::Bytes | FieldType::Records => Value::Bytes(Vec::new()),
+        FieldType::Uuid => Value::Uuid([0; 16]),
+        FieldType::Array(_) => Value::Array(Vec::new()),
+        FieldType::Struct(s) => Value::Struct(default_struct(s, v)),
+        _ => Value::Int(0),
+    }
+}
+
+/// A struct whose fields (those present at `v`) all hold their defaults.
+pub fn default_struct(s: &StructSchema, v: i16) -> Struct {
+    Struct { fields: s.fields.iter().filter(|f| f.versions.contains(v)).map(|f| (f.name, default_value(f, v))).collect(), unknown_tags: Vec::new() }
+}
+
+/// Whether `val` equals the default of `f` (Java's `!=`/`equals` semantics: -0.0 == 0.0).
+pub fn is_default(f: &Field, val: &Value, v: i16) -> bool {
+    match (f.default, val) {
+        (DefaultValue::Null, Value::Null) => true,
+        (DefaultValue::Null, _) | (_, Value::Null) => false,
+        (DefaultValue::Int(i), Value::Int(x)) => i == *x,
+        (DefaultValue::Float(d), Value::Float(x)) => d == *x,
+        (DefaultValue::Float(d), Value::Int(x)) => d == *x as f64,
+        (DefaultValue::Bool(b), Value::Bool(x)) => b == *x,
+        (DefaultValue::Str(s), Value::Str(x)) => s == x,
+        (DefaultValue::Zero, val) => is_zero(&f.ty, val, v),
+        _ => false,
+    }
+}
+
+fn is_zero(t: &FieldType, val: &Value, v: i16) -> bool {
+    match (t, val) {
+        (FieldType::Struct(s), Value::Struct(st)) => {
+            st.unknown_tags.is_empty()
+                && s.fields.iter().filter(|f| f.versions.contains(v)).all(|f| st.get(f.name).map_or(true, |x| is_default(f, x, v)))
+        }
+        (_, Value::Float(x)) => *x == 0.0,
+        (_, Value::Int(x)) => *x == 0,
+        (_, val) => *val == zero_value(t, v),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding
+
+pub struct Reader<'a> {
+    pub b: &'a [u8],
+    pub pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(b: &'a [u8]) -> Self {
+        Reader { b, pos: 0 }
+    }
+    #[inline]
+    pub fn remaining(&self) -> usize {
+        self.b.len() - self.pos
+    }
+    #[inline]
+    fn take(&mut self, n: usize, what: &str) -> CResult<&'a [u8]> {
+        if self.remaining() < n {
+            return Err(CodecError::truncated(self.pos, format!("{what} needs {n} bytes but only {} remain", self.remaining())));
+        }
+        let s = &self.b[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+    #[inline]
+    fn fixed<const N: usize>(&mut self, what: &str) -> CResult<[u8; N]> {
+        Ok(self.take(N, what)?.try_into().unwrap())
+    }
+    pub fn uvarint(&mut self, what: &str) -> CResult<u32> {
+        let start = self.pos;
+        let mut p = self.pos;
+        match read_uvarint(self.b, &mut p) {
+            Some(v) => {
+                self.pos = p;
+                Ok(v)
+            }
+            None if p >= self.b.len() && self.b[start..].iter().all(|b| b & 0x80 != 0) && self.b.len() - start < 5 => {
+                Err(CodecError::truncated(start, format!("truncated unsigned varint ({what})")))
+            }
+            None => Err(CodecError::corrupt(start, format!("invalid unsigned varint ({what}): more than 32 bits"))),
+        }
+    }
+}
+
+#[inline]
+fn compact(f: &Field, flexible: bool, v: i16) -> bool {
+    match f.flexible_versions {
+        Some(fv) => fv.contains(v),
+        None => flexible,
+    }
+}
+
+/// Decodes a struct body at version `v`.
+pub fn read_struct(r: &mut Reader, s: &'static StructSchema, v: i16, flexible: bool) -> CResult<Struct> {
+    let mut fields: Vec<(&'static str, Value)> = Vec::with_capacity(s.fields.len());
+    for f in s.fields {
+        if !f.versions.contains(v) {
+            continue;
+        }
+        if flexible && f.tagged_versions.contains(v) {
+            fields.push((f.name, default_value(f, v)));
+            continue;
+        }
+        let nullable = f.nullable_versions.contains(v);
+        let val = read_value(r, &f.ty, v, flexible, compact(f, flexible, v), nullable).map_err(|e| e.within(f.name))?;
+        fields.push((f.name, val));
+    }
+    let mut unknown_tags = Vec::new();
+    if flexible {
+        let start = r.pos;
+        let n = r.uvarint("tagged field count")?;
+        if n as usize > r.remaining() {
+            return Err(CodecError::corrupt(start, format!("tagged field count {n} exceeds the {} remaining bytes", r.remaining())));
+        }
+        for _ in 0..n {
+            let tpos = r.pos;
+            let tag = r.uvarint("tag")?;
+            let size = r.uvarint("tagged field size")? as usize;
+            if size > r.remaining() {
+                return Err(CodecError::truncated(r.pos, format!("tagged field {tag} of {size} bytes runs past the end ({} remain)", r.remaining())));
+            }
+            let known = s.fields.iter().position(|f| f.tag == Some(tag) && f.versions.contains(v) && f.tagged_versions.contains(v));
+            match known {
+                Some(i) => {
+                    let f = &s.fields[i];
+                    let end = r.pos + size;
+                    let mut sub = Reader { b: &r.b[..end], pos: r.pos };
+                    let nullable = f.nullable_versions.contains(v);
+                    let val = read_value(&mut sub, &f.ty, v, flexible, true, nullable).map_err(|e| e.within(f.name))?;
+                    if sub.pos != end {
+                        return Err(CodecError::corrupt(tpos, format!("tagged field {tag} declares {size} bytes but its value took {}", sub.pos - r.pos)).within(f.name));
+                    }
+                    r.pos = end;
+                    if let Some(slot) = fields.iter_mut().find(|(n, _)| *n == f.name) {
+                        slot.1 = val;
+                    }
+                }
+                None => {
+                    let data = r.take(size, "tagged field")?.to_vec();
+                    unknown_tags.push((tag, data));
+                }
+            }
+        }
+    }
+    Ok(Struct { fields, unknown_tags })
+}
+
+fn read_len(r: &mut Reader, compact: bool, wide: bool, what: &str) -> CResult<Option<usize>> {
+    let start = r.pos;
+    if compact {
+        let n = r.uvarint(what)?;
+        Ok(if n == 0 { None } else { Some((n - 1) as usize) })
+    } else if wide {
+        let n = i32::from_be_bytes(r.fixed::<4>(what)?);
+        if n < -1 {
+            return Err(CodecError::corrupt(start, format!("invalid {what} {n}")));
+        }
+        Ok(if n < 0 { None } else { Some(n as usize) })
+    } else {
+        let n = i16::from_be_bytes(r.fixed::<2>(what)?);
+        if n < -1 {
+            return Err(CodecError::corrupt(start, format!("invalid {what} {n}")));
+        }
+        Ok(if n < 0 { None } else { Some(n as usize) })
+    }
+}
+
+fn null_check(pos: usize, nullable: bool) -> CResult<Value> {
+    if nullable {
+        Ok(Value::Null)
+    } else {
+        Err(CodecError::corrupt(pos, "non-nullable field was serialized as null"))
+    }
+}
+
+fn read_value(r: &mut Reader, t: &FieldType, v: i16, flexible: bool, compact: bool, nullable: bool) -> CResult<Value> {
+    Ok(match t {
+        FieldType::Bool => Value::Bool(r.fixed::<1>("bool")?[0] != 0),
+        FieldType::Int8 => Value::Int(r.fixed::<1>("int8")?[0] as i8 as i64),
+        FieldType::Int16 => Value::Int(i16::from_be_bytes(r.fixed("int16")?) as i64),
+        FieldType::Uint16 => Value::Int(u16::from_be_bytes(r.fixed("uint16")?) as i64),
+        FieldType::Int32 => Value::Int(i32::from_be_bytes(r.fixed("int32")?) as i64),
+        FieldType::Uint32 => Value::Int(u32::from_be_bytes(r.fixed("uint32")?) as i64),
+        FieldType::Int64 => Value::Int(i64::from_be_bytes(r.fixed("int64")?)),
+        FieldType::Float64 => Value::Float(f64::from_be_bytes(r.fixed("float64")?)),
+        FieldType::Uuid => Value::Uuid(r.fixed("uuid")?),
+        FieldType::String => {
+            let start = r.pos;
+            match read_len(r, compact, false, "string length")? {
+                None => null_check(start, nullable)?,
+                Some(n) => {
+                    if n > MAX_STRING {
+                        return Err(CodecError::corrupt(start, format!("string length {n} exceeds {MAX_STRING}")));
+                    }
+                    let b = r.take(n, "string")?;
+                    Value::Str(match std::str::from_utf8(b) {
+                        Ok(s) => s.to_string(),
+                        Err(_) => {
+                            let mut out = Vec::with_capacity(n + 8);
+                            crate::dump::java_lossy_utf8(&mut out, b);
+                            String::from_utf8(out).unwrap_or_default()
+                        }
+                    })
+                }
+            }
+        }
+        FieldType::Bytes | FieldType::Records => {
+            let start = r.pos;
+            match read_len(r, compact, true, "bytes length")? {
+                None => null_check(start, nullable)?,
+                Some(n) => Value::Bytes(r.take(n, "bytes")?.to_vec()),
+            }
+        }
+        FieldType::Array(elem) => {
+            let start = r.pos;
+            match read_len(r, compact, true, "array length")? {
+                None => null_check(start, nullable)?,
+                Some(n) => {
+                    if n > r.remaining() {
+                        return Err(CodecError::corrupt(start, format!("array of {n} elements cannot fit in the {} remaining bytes", r.remaining())));
+                    }
+                    let mut items = Vec::with_capacity(n);
+                    for i in 0..n {
+                        let item = read_value(r, elem, v, flexible, compact, false).map_err(|e| e.within(&format!("[{i}]")))?;
+                        items.push(item);
+                    }
+                    Value::Array(items)
+                }
+            }
+        }
+        FieldType::Struct(s) => {
+            if nullable && (r.fixed::<1>("nullable struct marker")?[0] as i8) < 0 {
+                return Ok(Value::Null);
+            }
+            Value::Struct(read_struct(r, s, v, flexible)?)
+        }
+    })
+}
+
+/// Decodes a whole message body at version `v`; trailing bytes are an error.
+pub fn decode_message(m: &'static MessageSchema, v: i16, b: &[u8]) -> CResult<Struct> {
+    let mut r = Reader::new(b);
+    let st = read_body(&mut r, m, v)?;
+    if r.remaining() > 0 {
+        return Err(CodecError::corrupt(r.pos, format!("Found {} byte(s) of garbage after {}", r.remaining(), m.name)).within(m.name));
+    }
+    Ok(st)
+}
+
+pub fn read_body(r: &mut Reader, m: &'static MessageSchema, v: i16) -> CResult<Struct> {
+    if !m.valid_versions.contains(v) {
+        return Err(CodecError::new(CodecErrorKind::Unsupported, Some(r.pos), format!("Can't read version {v} of {}", m.name)).within(m.name));
+    }
+    read_struct(r, m.body, v, m.flexible_versions.contains(v)).map_err(|e| e.within(m.name))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoding
+
+fn write_len(out: &mut Vec<u8>, len: Option<usize>, compact: bool, wide: bool) {
+    if compact {
+        write_uvarint(out, len.map_or(0, |n| n as u32 + 1));
+    } else if wide {
+        out.extend_from_slice(&len.map_or(-1, |n| n as i32).to_be_bytes());
+    } else {
+        out.extend_from_slice(&len.map_or(-1, |n| n as i16).to_be_bytes());
+    }
+}
+
+fn type_err(t: &FieldType, val: &Value) -> CodecError {
+    let got = match val {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Int(_) => "int",
+        Value::Float(_) => "float",
+        Value::Str(_) => "string",
+        Value::Bytes(_) => "bytes",
+        Value::Uuid(_) => "uuid",
+        Value::Array(_) => "array",
+        Value::Struct(_) => "struct",
+    };
+    CodecError::invalid(format!("expected a {} value, got {got}", t.kafka_name()))
+}
+
+/// Encodes a struct body at version `v`.
+pub fn write_struct(out: &mut Vec<u8>, s: &'static StructSchema, v: i16, flexible: bool, st: &Struct) -> CResult<()> {
+    for (name, _) in &st.fields {
+        if !s.fields.iter().any(|f| f.name == *name) {
+            return Err(CodecError::invalid(format!("{} has no field {name:?}", s.name)));
+        }
+    }
+    let mut tagged: Vec<(u32, Vec<u8>)> = Vec::new();
+    for f in s.fields {
+        let given = st.get(f.name);
+        if !f.versions.contains(v) {
+            if let Some(val) = given {
+                if !f.ignorable && !is_default(f, val, v) {
+                    return Err(CodecError::invalid(format!("Attempted to write a non-default {} at version {v}", f.name)));
+                }
+            }
+            continue;
+        }
+        let dflt;
+        let val = match given {
+            Some(val) => val,
+            None => {
+                dflt = default_value(f, v);
+                &dflt
+            }
+        };
+        let nullable = f.nullable_versions.contains(v);
+        if flexible && f.tagged_versions.contains(v) {
+            if !is_default(f, val, v) {
+                let mut payload = Vec::new();
+                write_value(&mut payload, &f.ty, v, flexible, true, nullable, val).map_err(|e| e.within(f.name))?;
+                tagged.push((f.tag.unwrap_or(0), payload));
+            }
+            continue;
+        }
+        write_value(out, &f.ty, v, flexible, compact(f, flexible, v), nullable, val).map_err(|e| e.within(f.name))?;
+    }
+    if !flexible {
+        if !st.unknown_tags.is_empty() {
+            return Err(CodecError::invalid(format!("Tagged fields were set, but version {v} of this message does not support them.")));
+        }
+        return Ok(());
+    }
+    for (tag, data) in &st.unknown_tags {
+        if let Some(f) = s.fields.iter().find(|f| f.tag == Some(*tag) && f.versions.contains(v) && f.tagged_versions.contains(v)) {
+            return Err(CodecError::invalid(format!("unknown tagged field {tag} collides with known tagged field {}", f.name)));
+        }
+        tagged.push((*tag, data.clone()));
+    }
+    tagged.sort_by_key(|(t, _)| *t);
+    for w in tagged.windows(2) {
+        if w[0].0 == w[1].0 {
+            return Err(CodecError::invalid(format!("tagged field {} given twice", w[0].0)));
+        }
+    }
+    write_uvarint(out, tagged.len() as u32);
+    for (tag, data) in tagged {
+        if data.len() > u32::MAX as usize {
+            return Err(CodecError::invalid(format!("tagged field {tag} is too large")));
+        }
+        write_uvarint(out, tag);
+        write_uvarint(out, data.len() as u32);
+        out.extend_from_slice(&data);
+    }
+    Ok(())
+}
+
+fn write_value(out: &mut Vec<u8>, t: &FieldType, v: i16, flexible: bool, compact: bool, nullable: bool, val: &Value) -> CResult<()> {
+    if let Value::Null = val {
+        if !nullable {
+            return Err(CodecError::invalid("null given for a non-nullable field"));
+        }
+        match t {
+            FieldType::String => write_len(out, None, compact, false),
+            FieldType::Bytes | FieldType::Records | FieldType::Array(_) => write_len(out, None, compact, true),
+            FieldType::Struct(_) => out.push(0xff),
+            _ => return Err(CodecError::invalid(format!("{} cannot be null", t.kafka_name()))),
+        }
+        return Ok(());
+    }
+    if let Some((lo, hi)) = t.int_range() {
+        let Value::Int(x) = *val else { return Err(type_err(t, val)) };
+        if x < lo || x > hi {
+            return Err(CodecError::invalid(format!("{x} is out of range for {}", t.kafka_name())));
+        }
+        match t {
+            FieldType::Int8 => out.push(x as i8 as u8),
+            FieldType::Int16 => out.extend_from_slice(&(x as i16).to_be_bytes()),
+            FieldType::Uint16 => out.extend_from_slice(&(x as u16).to_be_bytes()),
+            FieldType::Int32 => out.extend_from_slice(&(x as i32).to_be_bytes()),
+            FieldType::Uint32 => out.extend_from_slice(&(x as u32).to_be_bytes()),
+            _ => out.extend_from_slice(&x.to_be_bytes()),
+        }
+        return Ok(());
+    }
+    match (t, val) {
+        (FieldType::Bool, Value::Bool(b)) => out.push(*b as u8),
+        (FieldType::Float64, Value::Float(x)) => out.extend_from_slice(&x.to_be_bytes()),
+        (FieldType::Float64, Value::Int(x)) => out.extend_from_slice(&(*x as f64).to_be_bytes()),
+        (FieldType::Uuid, Value::Uuid(u)) => out.extend_from_slice(u),
+        (FieldType::String, Value::Str(s)) => {
+            if s.len() > MAX_STRING {
+                return Err(CodecError::invalid(format!("string of {} bytes is too long to be serialized (max {MAX_STRING})", s.len())));
+            }
+            write_len(out, Some(s.len()), compact, false);
+            out.extend_from_slice(s.as_bytes());
+        }
+        (FieldType::Bytes | FieldType::Records, Value::Bytes(b)) => {
+            if b.len() > i32::MAX as usize - 1 {
+                return Err(CodecError::invalid("bytes value is too long to be serialized"));
+            }
+            write_len(out, Some(b.len()), compact, true);
+            out.extend_from_slice(b);
+        }
+        (FieldType::Array(elem), Value::Array(items)) => {
+            if items.len() > i32::MAX as usize - 1 {
+                return Err(CodecError::invalid("array is too long to be serialized"));
+            }
+            write_len(out, Some(items.len()), compact, true);
+            for (i, item) in items.iter().enumerate() {
+                write_value(out, elem, v, flexible, compact, false, item).map_err(|e| e.within(&format!("[{i}]")))?;
+            }
+        }
+        (FieldType::Struct(s), Value::Struct(st)) => {
+            if nullable {
+                out.push(1);
+            }
+            write_struct(out, s, v, flexible, st)?;
+        }
+        _ => return Err(type_err(t, val)),
+    }
+    Ok(())
+}
+
+/// Encodes a whole message body at version `v`.
+pub fn encode_message(m: &'static MessageSchema, v: i16, st: &Struct, out: &mut Vec<u8>) -> CResult<()> {
+    if !m.valid_versions.contains(v) {
+        return Err(CodecError::new(CodecErrorKind::Unsupported, None, format!("Can't write version {v} of {}", m.name)).within(m.name));
+    }
+    write_struct(out, m.body, v, m.flexible_versions.contains(v), st).map_err(|e| e.within(m.name))
+}

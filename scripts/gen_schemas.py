@@ -1,0 +1,588 @@
+#!/usr/bin/env python3
+"""Generate ``rust/src/schema/generated.rs`` (static schema tables) from Kafka's JSON schemas.
+
+Sources, in order of preference:
+
+1. the Kafka jars the oracle uses (``.cache/kafka/<KAFKA_4>/libs/``, fetched by
+   ``python -m tests.harness fetch``): ``kafka-metadata-<v>.jar`` (``common/metadata/*.json``,
+   every metadata record type) and ``kafka-clients-<v>.jar`` (``common/message/`` control
+   record schemas: LeaderChangeMessage, SnapshotHeaderRecord, SnapshotFooterRecord,
+   KRaftVersionRecord, VotersRecord);
+2. the reference copies in ``../shared/kafka-spec/{metadata,message}/`` (fallback, and the
+   baseline the jar schemas are compared with).
+
+Besides the Rust tables it writes ``rust/src/schema/SOURCES.md``: where every schema came
+from (with a SHA-256 of its bytes) and the semantic differences between the jar schemas and
+the shared copies (new record types, new versions, new or changed fields; documentation-only
+changes are counted, not listed). The differences are printed on stdout too.
+
+Usage::
+
+    python scripts/gen_schemas.py            # (re)write generated.rs and SOURCES.md
+    python scripts/gen_schemas.py --check    # regenerate in memory; exit 1 with a diff if the
+                                             # committed files differ (CI), 2 if the sources
+                                             # the committed files name are not available
+    python scripts/gen_schemas.py --source shared   # force the shared copies
+
+Output is deterministic: records sorted by apiKey, control records by control type, fields
+in schema order; nothing depends on time, paths or dict ordering of the host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import hashlib
+import json
+import re
+import sys
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+OUT_DIR = REPO / "rust" / "src" / "schema"
+OUT_RS = OUT_DIR / "generated.rs"
+OUT_MD = OUT_DIR / "SOURCES.md"
+SHARED = (REPO / ".." / "shared" / "kafka-spec").resolve()
+SHARED_REL = "../shared/kafka-spec"
+
+KAFKA_VERSION = "4.3.1"  # tests/harness/jars.py KAFKA_4 (kept literal: the script must not need the harness)
+
+# Control record types (Kafka's ControlRecordType enum; the ids are not in the JSON schemas).
+# (control type id, label kafka-dump-log prints, schema file name)
+CONTROL_TYPES = [
+    (2, "LeaderChange", "LeaderChangeMessage"),
+    (3, "SnapshotHeader", "SnapshotHeaderRecord"),
+    (4, "SnapshotFooter", "SnapshotFooterRecord"),
+    (5, "KRaftVersion", "KRaftVersionRecord"),
+    (6, "KRaftVoters", "VotersRecord"),
+]
+
+I16_MAX = 32767
+
+
+# --------------------------------------------------------------------------------------------
+# Reading Kafka's JSON-with-comments
+
+
+def strip_comments(text: str) -> str:
+    """Removes ``//`` comments that are outside JSON strings."""
+    out = []
+    i, n = 0, len(text)
+    in_str = False
+    while i < n:
+        c = text[i]
+        if in_str:
+            out.append(c)
+            if c == "\\" and i + 1 < n:
+                out.append(text[i + 1])
+                i += 2
+                continue
+            if c == '"':
+                in_str = False
+            i += 1
+        elif c == '"':
+            in_str = True
+            out.append(c)
+            i += 1
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def parse_schema(raw: bytes, where: str) -> dict:
+    try:
+        return json.loads(strip_comments(raw.decode("utf-8")))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise SystemExit(f"gen_schemas: cannot parse {where}: {e}")
+
+
+@dataclass
+class Source:
+    name: str  # schema file stem, e.g. "FeatureLevelRecord"
+    origin: str  # human-readable origin, e.g. "kafka-metadata-4.3.1.jar!common/metadata/X.json"
+    raw: bytes
+    schema: dict = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.schema = parse_schema(self.raw, self.origin)
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.raw).hexdigest()
+
+
+def jar_paths() -> tuple[Path, Path]:
+    libs = REPO / ".cache" / "kafka" / KAFKA_VERSION / "libs"
+    return libs / f"kafka-metadata-{KAFKA_VERSION}.jar", libs / f"kafka-clients-{KAFKA_VERSION}.jar"
+
+
+def read_jar_sources() -> tuple[list[Source], list[Source]] | None:
+    meta_jar, clients_jar = jar_paths()
+    if not (meta_jar.is_file() and clients_jar.is_file()):
+        return None
+    metadata = []
+    with zipfile.ZipFile(meta_jar) as z:
+        for n in sorted(z.namelist()):
+            if re.fullmatch(r"common/metadata/[A-Za-z0-9]+\.json", n):
+                metadata.append(Source(Path(n).stem, f"{meta_jar.name}!{n}", z.read(n)))
+    control = []
+    with zipfile.ZipFile(clients_jar) as z:
+        for _, _, stem in CONTROL_TYPES:
+            n = f"common/message/{stem}.json"
+            control.append(Source(stem, f"{clients_jar.name}!{n}", z.read(n)))
+    return metadata, control
+
+
+def read_shared_sources() -> tuple[list[Source], list[Source]] | None:
+    if not (SHARED / "metadata").is_dir():
+        return None
+    metadata = [Source(p.stem, f"{SHARED_REL}/metadata/{p.name}", p.read_bytes())
+                for p in sorted((SHARED / "metadata").glob("*.json"))]
+    control = [Source(stem, f"{SHARED_REL}/message/{stem}.json", (SHARED / "message" / f"{stem}.json").read_bytes())
+               for _, _, stem in CONTROL_TYPES]
+    return metadata, control
+
+
+# --------------------------------------------------------------------------------------------
+# Schema model
+
+
+def parse_versions(s, what: str) -> tuple[int, int] | None:
+    """Kafka version range text -> (min, max) inclusive, max 32767 for ``N+``; None = "none"."""
+    if s is None:
+        return None
+    s = str(s).strip()
+    if s == "none" or s == "":
+        return None
+    if s.endswith("+"):
+        return int(s[:-1]), I16_MAX
+    if "-" in s:
+        a, b = s.split("-", 1)
+        return int(a), int(b)
+    return int(s), int(s)
+
+
+def intersect(a, b):
+    if a is None or b is None:
+        return None
+    lo, hi = max(a[0], b[0]), min(a[1], b[1])
+    return (lo, hi) if lo <= hi else None
+
+
+PRIMITIVES = {"bool", "int8", "int16", "uint16", "int32", "uint32", "int64", "float64", "string", "bytes", "uuid", "records"}
+INT_RANGES = {"int8": (-(1 << 7), (1 << 7) - 1), "int16": (-(1 << 15), (1 << 15) - 1), "uint16": (0, (1 << 16) - 1),
+              "int32": (-(1 << 31), (1 << 31) - 1), "uint32": (0, (1 << 32) - 1), "int64": (-(1 << 63), (1 << 63) - 1)}
+
+
+def rust_ident(*parts: str) -> str:
+    s = "_".join(parts)
+    s = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", s)
+    return re.sub(r"[^A-Za-z0-9_]", "_", s).upper()
+
+
+def snake_upper(name: str) -> str:
+    """MetadataRecordType constant name: an underscore before each capital that follows a non-capital."""
+    out = []
+    prev_cap = True
+    for c in name:
+        if c.isupper():
+            if not prev_cap:
+                out.append("_")
+            out.append(c)
+            prev_cap = True
+        else:
+            out.append(c.upper())
+            prev_cap = False
+    return "".join(out)
+
+
+def rust_str(s: str) -> str:
+    return json.dumps(s, ensure_ascii=False)
+
+
+class Generator:
+    def __init__(self) -> None:
+        self.statics: list[str] = []  # struct statics, in emission order
+
+    # ---- defaults
+    def default_expr(self, f: dict, base: str, is_array: bool, nullable) -> str:
+        d = f.get("default")
+        if d is None:
+            return "DefaultValue::Zero"
+        d = str(d).strip() if not isinstance(d, bool) else ("true" if d else "false")
+        where = f"field {f['name']}"
+        if is_array:
+            if d == "null":
+                if nullable is None:
+                    raise SystemExit(f"gen_schemas: {where}: null default on a non-nullable array")
+                return "DefaultValue::Null"
+            raise SystemExit(f"gen_schemas: {where}: arrays take only a null default, got {d!r}")
+        if base in INT_RANGES:
+            v = int(d, 16) if d.lower().startswith(("0x", "-0x")) else int(d)
+            lo, hi = INT_RANGES[base]
+            if not lo <= v <= hi:
+                raise SystemExit(f"gen_schemas: {where}: default {v} out of range for {base}")
+            return "DefaultValue::Zero" if v == 0 else f"DefaultValue::Int({v})"
+        if base == "bool":
+            if d not in ("true", "false"):
+                raise SystemExit(f"gen_schemas: {where}: bad bool default {d!r}")
+            return "DefaultValue::Zero" if d == "false" else "DefaultValue::Bool(true)"
+        if base == "float64":
+            v = float(d)
+            return "DefaultValue::Zero" if v == 0.0 and not str(d).startswith("-") else f"DefaultValue::Float({v!r})"
+        if base == "string":
+            if d == "null":
+                if nullable is None:
+                    raise SystemExit(f"gen_schemas: {where}: null default on a non-nullable string")
+                return "DefaultValue::Null"
+            return "DefaultValue::Zero" if d == "" else f"DefaultValue::Str({rust_str(d)})"
+        if base in ("bytes", "records", "uuid"):
+            if d == "null" and base != "uuid":
+                return "DefaultValue::Null"
+            raise SystemExit(f"gen_schemas: {where}: unsupported default {d!r} for {base}")
+        # struct
+        if d == "null":
+            if nullable is None:
+                raise SystemExit(f"gen_schemas: {where}: null default on a non-nullable struct")
+            return "DefaultValue::Null"
+        raise SystemExit(f"gen_schemas: {where}: unsupported struct default {d!r}")
+
+    # ---- types
+    def type_expr(self, msg: str, f: dict, structs: dict, common: dict, versions) -> tuple[str, str, bool]:
+        """-> (FieldType expr, base type name, is_array)."""
+        t = f["type"]
+        is_array = t.startswith("[]")
+        base = t[2:] if is_array else t
+        if base in PRIMITIVES:
+            if "fields" in f:
+                raise SystemExit(f"gen_schemas: {msg}.{f['name']}: primitive type with fields")
+            inner = f"FieldType::{self.prim_variant(base)}"
+        else:
+            if "fields" in f:
+                if base in structs or base in common:
+                    raise SystemExit(f"gen_schemas: {msg}: struct {base} defined twice")
+                ident = self.emit_struct(msg, base, f["fields"], versions, structs, common)
+                structs[base] = ident
+            elif base in structs:
+                ident = structs[base]
+            elif base in common:
+                ident = common[base]
+            else:
+                raise SystemExit(f"gen_schemas: {msg}.{f['name']}: unknown type {t}")
+            inner = f"FieldType::Struct(&{ident})"
+        if is_array:
+            return f"FieldType::Array(&{inner})", base, True
+        return inner, base, False
+
+    @staticmethod
+    def prim_variant(base: str) -> str:
+        return {"bool": "Bool", "int8": "Int8", "int16": "Int16", "uint16": "Uint16", "int32": "Int32",
+                "uint32": "Uint32", "int64": "Int64", "float64": "Float64", "string": "String",
+                "bytes": "Bytes", "uuid": "Uuid", "records": "Records"}[base]
+
+    def field_expr(self, msg: str, f: dict, structs: dict, common: dict, indent: str) -> str:
+        name = f["name"]
+        versions = parse_versions(f.get("versions"), "versions")
+        if versions is None:
+            raise SystemExit(f"gen_schemas: {msg}.{name}: field without versions")
+        nullable = parse_versions(f.get("nullableVersions"), "nullableVersions")
+        tagged = parse_versions(f.get("taggedVersions"), "taggedVersions")
+        tag = f.get("tag")
+        if (tag is None) != (tagged is None):
+            raise SystemExit(f"gen_schemas: {msg}.{name}: tag and taggedVersions go together")
+        flex = f.get("flexibleVersions")
+        ty, base, is_array = self.type_expr(msg, f, structs, common, versions)
+        default = self.default_expr(f, base, is_array, nullable)
+
+        def v(r):
+            return "Versions::NONE" if r is None else f"Versions::new({r[0]}, {r[1]})"
+
+        flex_expr = "None" if flex is None else ("Some(Versions::NONE)" if parse_versions(flex, "") is None
+                                                   else f"Some({v(parse_versions(flex, ''))})")
+        return (
+            f"{indent}Field {{\n"
+            f"{indent}    name: {rust_str(name)},\n"
+            f"{indent}    json_name: {rust_str(name[:1].lower() + name[1:])},\n"
+            f"{indent}    type_name: {rust_str(f['type'])},\n"
+            f"{indent}    ty: {ty},\n"
+            f"{indent}    versions: {v(versions)},\n"
+            f"{indent}    nullable_versions: {v(nullable)},\n"
+            f"{indent}    tagged_versions: {v(tagged)},\n"
+            f"{indent}    tag: {'None' if tag is None else f'Some({int(tag)})'},\n"
+            f"{indent}    flexible_versions: {flex_expr},\n"
+            f"{indent}    default: {default},\n"
+            f"{indent}    ignorable: {'true' if f.get('ignorable') else 'false'},\n"
+            f"{indent}}},\n"
+        )
+
+    def emit_struct(self, msg: str, sname: str, fields: list, versions, structs: dict, common: dict) -> str:
+        ident = rust_ident("S", msg, sname) if sname != msg else rust_ident("S", msg)
+        body = "".join(self.field_expr(msg, f, structs, common, "        ") for f in fields)
+        v = "Versions::NONE" if versions is None else f"Versions::new({versions[0]}, {versions[1]})"
+        self.statics.append(
+            f"static {ident}: StructSchema = StructSchema {{\n"
+            f"    name: {rust_str(sname)},\n"
+            f"    versions: {v},\n"
+            f"    fields: &[\n{body}    ],\n}};\n"
+        )
+        return ident
+
+    def message(self, src: Source) -> tuple[str, dict]:
+        s = src.schema
+        name = s["name"]
+        valid = parse_versions(s.get("validVersions"), "validVersions")
+        flexible = parse_versions(s.get("flexibleVersions"), "flexibleVersions")
+        structs: dict[str, str] = {}
+        common: dict[str, str] = {}
+        # commonStructs may reference each other; emit them first, in file order.
+        for cs in s.get("commonStructs", []):
+            common[cs["name"]] = self.emit_struct(name, cs["name"], cs["fields"],
+                                                  parse_versions(cs.get("versions", "0+"), ""), structs, common)
+        body_ident = self.emit_struct(name, name, s.get("fields", []), valid, structs, common)
+        ident = rust_ident("M", name)
+        api_key = s.get("apiKey")
+
+        def v(r):
+            return "Versions::NONE" if r is None else f"Versions::new({r[0]}, {r[1]})"
+
+        self.statics.append(
+            f"pub static {ident}: MessageSchema = MessageSchema {{\n"
+            f"    name: {rust_str(name)},\n"
+            f"    api_key: {-1 if api_key is None else int(api_key)},\n"
+            f"    kind: {rust_str(s.get('type', ''))},\n"
+            f"    type_name: {rust_str(snake_upper(name))},\n"
+            f"    valid_versions: {v(valid)},\n"
+            f"    flexible_versions: {v(flexible)},\n"
+            f"    body: &{body_ident},\n"
+            f"    source: {rust_str(src.origin)},\n}};\n"
+        )
+        return ident, s
+
+
+def generate(meta: list[Source], control: list[Source], origin_note: str) -> str:
+    g = Generator()
+    by_key = []
+    seen_keys: dict[int, str] = {}
+    for src in meta:
+        s = src.schema
+        if s.get("type") != "metadata":
+            continue
+        key = int(s["apiKey"])
+        if key in seen_keys:
+            raise SystemExit(f"gen_schemas: apiKey {key} used by {seen_keys[key]} and {s['name']}")
+        seen_keys[key] = s["name"]
+        by_key.append((key, src))
+    by_key.sort(key=lambda t: t[0])
+    meta_idents = [(key, g.message(src)[0]) for key, src in by_key]
+    ctrl_by_stem = {c.name: c for c in control}
+    ctrl_idents = [(t, label, g.message(ctrl_by_stem[stem])[0]) for t, label, stem in CONTROL_TYPES]
+
+    out = [
+        "// @generated by scripts/gen_schemas.py -- DO NOT EDIT BY HAND.\n",
+        "// Regenerate with `python scripts/gen_schemas.py`; CI runs `--check` and fails on any difference.\n",
+        f"// Sources: {origin_note} (see SOURCES.md for every file and its SHA-256).\n",
+        "// Schemas: Apache Kafka (Apache License 2.0); these tables are derived data.\n",
+        "\n",
+        "#![allow(clippy::all)]\n",
+        "use super::types::*;\n",
+        "\n",
+    ]
+    out.extend(s + "\n" for s in g.statics)
+    out.append("/// Every metadata record type, sorted by apiKey.\n")
+    out.append("pub static METADATA_RECORDS: &[&MessageSchema] = &[\n")
+    out.extend(f"    &{ident},\n" for _, ident in meta_idents)
+    out.append("];\n\n")
+    out.append("/// Every KRaft control record type with a schema: (control type id, dump-log label, schema).\n")
+    out.append("pub static CONTROL_RECORDS: &[ControlSchema] = &[\n")
+    out.extend(f"    ControlSchema {{ control_type: {t}, label: {rust_str(label)}, schema: &{ident} }},\n"
+               for t, label, ident in ctrl_idents)
+    out.append("];\n")
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------------------------
+# Jar vs shared comparison
+
+
+def _fields_by_name(fields: list) -> dict:
+    return {f["name"]: f for f in fields}
+
+
+_DOC_KEYS = {"about"}
+
+
+def _norm(v):
+    """Normalises values that differ only in spelling (e.g. tag "0" vs 0)."""
+    if isinstance(v, str) and re.fullmatch(r"-?\d+", v):
+        return int(v)
+    return v
+
+
+def compare_fields(path: str, old: list, new: list, out: list[str], doc: list[int]) -> None:
+    o, n = _fields_by_name(old), _fields_by_name(new)
+    for name in n:
+        if name not in o:
+            f = n[name]
+            attrs = ", ".join(f"{k}={f[k]}" for k in ("type", "versions", "nullableVersions", "taggedVersions", "tag", "default")
+                              if k in f)
+            out.append(f"- `{path}.{name}`: **new field** ({attrs})")
+    for name in o:
+        if name not in n:
+            out.append(f"- `{path}.{name}`: removed")
+    for name in n:
+        if name in o:
+            compare_field(f"{path}.{name}", o[name], n[name], out, doc)
+    if [f["name"] for f in old if f["name"] in n] != [f["name"] for f in new if f["name"] in o]:
+        out.append(f"- `{path}`: field order changed")
+
+
+def compare_field(path: str, a: dict, b: dict, out: list[str], doc: list[int]) -> None:
+    keys = sorted(set(a) | set(b))
+    for k in keys:
+        if k == "fields":
+            compare_fields(path, a.get("fields", []), b.get("fields", []), out, doc)
+        elif k in _DOC_KEYS:
+            if a.get(k) != b.get(k):
+                doc[0] += 1
+        elif _norm(a.get(k)) != _norm(b.get(k)):
+            out.append(f"- `{path}`: {k} {a.get(k, '(absent)')!r} -> {b.get(k, '(absent)')!r}")
+        elif a.get(k) != b.get(k):
+            doc[0] += 1  # same value, different spelling (e.g. tag "0" -> 0)
+
+
+def compare(jar: tuple[list[Source], list[Source]], shared: tuple[list[Source], list[Source]]) -> list[str]:
+    out: list[str] = []
+    doc = [0]
+    for kind, js, ss in (("metadata", jar[0], shared[0]), ("control", jar[1], shared[1])):
+        jm = {s.schema["name"]: s.schema for s in js}
+        sm = {s.schema["name"]: s.schema for s in ss}
+        for name in sorted(jm):
+            if name not in sm:
+                s = jm[name]
+                out.append(f"- **new {kind} record type** `{name}` (apiKey {s.get('apiKey')}, validVersions "
+                           f"{s.get('validVersions')}): fields " + ", ".join(f["name"] for f in s.get("fields", [])))
+        for name in sorted(sm):
+            if name not in jm:
+                out.append(f"- {kind} record type `{name}` is in the shared copies but not in the jar")
+        for name in sorted(set(jm) & set(sm)):
+            a, b = sm[name], jm[name]
+            for k in ("apiKey", "type", "validVersions", "flexibleVersions"):
+                if _norm(a.get(k)) != _norm(b.get(k)):
+                    out.append(f"- `{name}`: {k} {a.get(k)!r} -> {b.get(k)!r}")
+            compare_fields(name, a.get("fields", []), b.get("fields", []), out, doc)
+            ac = {c["name"]: c for c in a.get("commonStructs", [])}
+            bc = {c["name"]: c for c in b.get("commonStructs", [])}
+            for cn in sorted(set(ac) | set(bc)):
+                if cn not in ac or cn not in bc:
+                    out.append(f"- `{name}`: commonStruct `{cn}` {'added' if cn in bc else 'removed'}")
+                else:
+                    compare_fields(f"{name}.{cn}", ac[cn].get("fields", []), bc[cn].get("fields", []), out, doc)
+    if doc[0]:
+        out.append(f"- ({doc[0]} documentation-only or spelling-only differences: `about` texts, `\"tag\": \"0\"` -> `0`; "
+                   "comments are not compared)")
+    return out
+
+
+def sources_md(used: tuple[list[Source], list[Source]], origin_note: str, diffs: list[str] | None) -> str:
+    lines = [
+        "# Schema sources of `generated.rs`",
+        "",
+        "Generated by `scripts/gen_schemas.py` -- do not edit by hand. "
+        f"Tables generated from: {origin_note}.",
+        "",
+        "| schema | apiKey / control type | validVersions | source | SHA-256 |",
+        "|---|---|---|---|---|",
+    ]
+    ctrl_ids = {stem: t for t, _, stem in CONTROL_TYPES}
+    rows = []
+    for s in used[0]:
+        rows.append((0, int(s.schema.get("apiKey", -1)), s))
+    for s in used[1]:
+        rows.append((1, ctrl_ids[s.name], s))
+    for kind, key, s in sorted(rows, key=lambda r: (r[0], r[1])):
+        k = f"apiKey {key}" if kind == 0 else f"control {key}"
+        lines.append(f"| {s.schema['name']} | {k} | {s.schema.get('validVersions')} | `{s.origin}` | `{s.sha256[:16]}` |")
+    lines += ["", f"## Differences: Kafka {KAFKA_VERSION} jars vs `{SHARED_REL}` (trunk 2024-10-25)", ""]
+    if diffs is None:
+        lines.append("(not compared: one of the two sources was not available)")
+    elif not diffs:
+        lines.append("(none)")
+    else:
+        lines += diffs
+    lines.append("")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def build(source: str) -> tuple[str, str, list[str] | None, str]:
+    """-> (generated.rs text, SOURCES.md text, diffs, origin kind)."""
+    jar = read_jar_sources() if source in ("auto", "jar") else None
+    shared = read_shared_sources()
+    if source == "jar" and jar is None:
+        raise SystemExit(f"gen_schemas: Kafka {KAFKA_VERSION} jars not found under .cache/kafka/ "
+                         "(run `python -m tests.harness fetch`)")
+    if jar is not None:
+        used, kind = jar, "jar"
+        meta_jar, clients_jar = jar_paths()
+        note = f"Kafka {KAFKA_VERSION} jars ({meta_jar.name}, {clients_jar.name})"
+    elif shared is not None:
+        used, kind = shared, "shared"
+        note = f"the shared reference copies ({SHARED_REL}, trunk 2024-10-25)"
+        if source == "auto":
+            print(f"gen_schemas: WARNING: Kafka {KAFKA_VERSION} jars not found; falling back to {SHARED_REL}",
+                  file=sys.stderr)
+    else:
+        raise SystemExit("gen_schemas: neither the Kafka jars nor the shared schema copies are available")
+    diffs = compare(jar, shared) if (jar is not None and shared is not None) else None
+    return generate(used[0], used[1], note), sources_md(used, note, diffs), diffs, kind
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="compare with the committed files instead of writing")
+    ap.add_argument("--source", choices=("auto", "jar", "shared"), default="auto")
+    ap.add_argument("-q", "--quiet", action="store_true", help="do not print the jar-vs-shared differences")
+    args = ap.parse_args(argv)
+
+    source = args.source
+    if args.check and source == "auto" and OUT_RS.is_file():
+        committed = OUT_RS.read_text(encoding="utf-8")
+        if "Sources: Kafka " in committed and read_jar_sources() is None:
+            print(f"gen_schemas: {OUT_RS.relative_to(REPO)} was generated from the Kafka {KAFKA_VERSION} jars, "
+                  "which are not available here; run `python -m tests.harness fetch` first", file=sys.stderr)
+            return 2
+    rs, md, diffs, kind = build(source)
+    if not args.quiet and diffs is not None:
+        print(f"Differences between the Kafka {KAFKA_VERSION} jar schemas and {SHARED_REL}:")
+        print("\n".join(diffs) if diffs else "(none)")
+    if args.check:
+        bad = False
+        for path, text in ((OUT_RS, rs), (OUT_MD, md)):
+            old = path.read_text(encoding="utf-8") if path.is_file() else ""
+            if old != text:
+                bad = True
+                rel = str(path.relative_to(REPO))
+                sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), text.splitlines(True),
+                                                           f"{rel} (committed)", f"{rel} (regenerated)"))
+        if bad:
+            print("gen_schemas: generated files are out of date; run `python scripts/gen_schemas.py`", file=sys.stderr)
+            return 1
+        print(f"gen_schemas: {OUT_RS.relative_to(REPO)} and {OUT_MD.name} are up to date ({kind} sources)")
+        return 0
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    OUT_RS.write_text(rs, encoding="utf-8")
+    OUT_MD.write_text(md, encoding="utf-8")
+    print(f"gen_schemas: wrote {OUT_RS.relative_to(REPO)} and {OUT_MD.relative_to(REPO)} ({kind} sources)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
