@@ -533,7 +533,12 @@ impl DumpState {
                             }
                         }
                     }
-                } else if let Some((label, rendered)) = crate::control::render(t, value.unwrap_or(&[])) {
+                } else if let Some(c) = crate::schema::control_schema(t) {
+                    // Kafka 4.x prints "LeaderChange:" with a colon, the other types without one.
+                    let label = if t == 2 { "LeaderChange:" } else { c.label };
+                    let rendered = crate::schema::decode_control_record(t, value.unwrap_or(&[]))
+                        .map(|(c, v, st)| crate::schema::json::message_json(c.schema, v, &st))
+                        .map_err(|e| e.to_string());
                     match rendered {
                         Ok(js) => {
                             if json {

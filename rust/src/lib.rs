@@ -5,7 +5,6 @@
 pub mod batch;
 pub mod builder;
 pub mod compression;
-pub mod control;
 pub mod crc;
 pub mod dump;
 pub mod error;
