@@ -170,6 +170,12 @@ pub fn verify_indexes(log: &[u8], base_offset: i64, offset_index: Option<&[u8]>,
                 }
             }
             prev = Some(e.offset);
+            if e.position as usize >= log.len() && !log.is_empty() {
+                // Entries past the end: one problem for all of them, not one per entry.
+                let n = oentries.len() - i;
+                problems.push(IndexProblem { file: "index", entry: i, reason: format!("{n} entries (from offset {}) point at or past the end of the valid log ({} bytes)", e.offset, log.len()) });
+                break;
+            }
             match batch_at(log, e.position as usize) {
                 None => problems.push(IndexProblem { file: "index", entry: i, reason: format!("position {} for offset {} is not the start of a batch", e.position, e.offset) }),
                 Some(h) if h.last_offset() != e.offset => problems.push(IndexProblem {
@@ -187,7 +193,13 @@ pub fn verify_indexes(log: &[u8], base_offset: i64, offset_index: Option<&[u8]>,
         }
         let tentries = index::read_time_index(data, base_offset);
         let mut prev_ts = -1i64;
+        let last_offset = last_batch_offset(log);
         for (i, e) in tentries.iter().enumerate() {
+            if last_offset.is_some_and(|l| e.offset > l) {
+                let n = tentries.len() - i;
+                problems.push(IndexProblem { file: "timeindex", entry: i, reason: format!("{n} entries (from offset {}) are past the last offset of the valid log", e.offset) });
+                break;
+            }
             let start = index::lookup_offset(&oentries, e.offset).map_or(0, |o| o.position as usize);
             match find_batch_with_last_offset_at_least(log, start, e.offset) {
                 None => problems.push(IndexProblem { file: "timeindex", entry: i, reason: format!("indexed offset {} not found in the log", e.offset) }),
@@ -209,6 +221,17 @@ pub fn verify_indexes(log: &[u8], base_offset: i64, offset_index: Option<&[u8]>,
         }
     }
     problems
+}
+
+/// Last offset of the last complete batch of `log`.
+fn last_batch_offset(log: &[u8]) -> Option<i64> {
+    let mut pos = 0;
+    let mut last = None;
+    while let Ok(NextBatch::Batch(h, r)) = batch::next_batch(log, pos, 0) {
+        last = Some(h.last_offset());
+        pos = r.end;
+    }
+    last
 }
 
 fn find_batch_with_last_offset_at_least(log: &[u8], mut pos: usize, target: i64) -> Option<BatchHeader> {
