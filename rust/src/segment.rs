@@ -322,16 +322,14 @@ pub fn inspect_append(data: &[u8], next_offset: Option<i64>) -> Result<(AppendIn
             return Err(Error::invalid(format!("first offset {first} of the append is below the log end offset {n}")));
         }
     }
-    // Shallow offset of the max timestamp: the last offset of the first batch holding it.
+    // As Kafka's LogValidator: the max timestamp and the last offset of the first batch
+    // holding it (the "shallow" offset). With no timestamps at all it stays (-1, -1), which
+    // the index rules then ignore.
     let mut pos = 0;
     let mut best = (-1i64, -1i64);
     while let Ok(NextBatch::Batch(h, r)) = batch::next_batch(data, pos, 0) {
-        if h.max_timestamp > best.0 || best.1 < 0 {
-            if h.max_timestamp > best.0 {
-                best = (h.max_timestamp, h.last_offset());
-            } else if best.1 < 0 {
-                best.1 = h.last_offset();
-            }
+        if h.max_timestamp > best.0 {
+            best = (h.max_timestamp, h.last_offset());
         }
         pos = r.end;
     }
