@@ -34,3 +34,16 @@ def kafka_oracle(kafka_jars, tmp_path_factory):
         return scenario.build_oracle_data(tmp_path_factory.mktemp("kafka-oracle") / "data")
     except HarnessError as e:
         pytest.fail(f"kafka harness: {e}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def kafka_metadata_oracle(kafka_jars, tmp_path_factory):
+    """``metadata_scenario.MetadataOracle``: varied metadata written by real Kafka
+    ``jars.KAFKA_4`` and what its admin APIs reported (cached in .cache/), copied to a
+    per-session tmp dir."""
+    from tests.harness import metadata_scenario
+
+    try:
+        return metadata_scenario.build_metadata_oracle(tmp_path_factory.mktemp("kafka-metadata-oracle") / "data")
+    except HarnessError as e:
+        pytest.fail(f"kafka harness: {e}", pytrace=False)
