@@ -1,85 +1,63 @@
 """Generates realistic, metadata-shaped KRaft logs (for the demo, tests and benchmarks).
 
-The records are framed exactly as Kafka's controller writes them (ApiMessageAndVersion frame,
-flexible-version bodies) for a handful of record types, in KRaft-style batches: null keys,
-timestamp delta 0, no headers, a LeaderChange control batch at the start of every epoch.
-The full schema-driven codec for every record type comes with the metadata package; this
-module only needs these few, encoded by hand from Kafka's JSON schemas.
+Records are encoded by the schema-driven codec (``kraftkit.metadata.records``) at the versions
+a 3.9-IV0 controller writes, in KRaft-style batches: null keys, timestamp delta 0, no headers,
+one controller append per batch group, and a LeaderChange control batch at the start of every
+epoch.
 """
 
 from __future__ import annotations
 
 import random
-import struct
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from kraftkit._core import control_record_key, encode_control_record, encode_metadata_record
 from kraftkit.log import Log, encode_batch
 
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _cstr(s: str | None) -> bytes:
-    if s is None:
-        return b"\x00"
-    b = s.encode()
-    return _uvarint(len(b) + 1) + b
-
-
-def _int32s(xs: list[int]) -> bytes:
-    return _uvarint(len(xs) + 1) + b"".join(struct.pack(">i", x) for x in xs)
-
-
-NO_TAGS = b"\x00"
-
-
-def frame(api_key: int, version: int, body: bytes) -> bytes:
-    """The ApiMessageAndVersion frame: frame version 1, api key, version (unsigned varints)."""
-    return _uvarint(1) + _uvarint(api_key) + _uvarint(version) + body
+#: metadata.version 3.9-IV0 (feature level 21) and the record versions it writes.
+METADATA_VERSION = 21
+LEADER_CHANGE = 2
 
 
 def feature_level_record(name: str, level: int) -> bytes:
-    return frame(12, 0, _cstr(name) + struct.pack(">h", level) + NO_TAGS)
+    return encode_metadata_record(12, 0, {"Name": name, "FeatureLevel": level})
 
 
 def topic_record(name: str, topic_id: bytes) -> bytes:
-    return frame(2, 0, _cstr(name) + topic_id + NO_TAGS)
+    return encode_metadata_record(2, 0, {"Name": name, "TopicId": topic_id})
 
 
-def partition_record(partition: int, topic_id: bytes, replicas: list[int], leader: int, leader_epoch: int = 0) -> bytes:
-    body = (
-        struct.pack(">i", partition) + topic_id + _int32s(replicas) + _int32s(replicas) + _int32s([]) + _int32s([])
-        + struct.pack(">iii", leader, leader_epoch, 0) + NO_TAGS
-    )
-    return frame(3, 0, body)
+def partition_record(partition: int, topic_id: bytes, replicas: list[int], leader: int, directories: list[bytes]) -> bytes:
+    return encode_metadata_record(3, 1, {
+        "PartitionId": partition, "TopicId": topic_id, "Replicas": replicas, "Isr": replicas,
+        "Leader": leader, "LeaderEpoch": 0, "PartitionEpoch": 0, "Directories": directories,
+    })
+
+
+def register_broker_record(broker_id: int, epoch: int, log_dir: bytes) -> bytes:
+    return encode_metadata_record(0, 3, {
+        "BrokerId": broker_id, "IncarnationId": uuid.UUID(int=broker_id).bytes, "BrokerEpoch": epoch,
+        "EndPoints": [{"Name": "PLAINTEXT", "Host": f"broker-{broker_id}.kafka", "Port": 9092, "SecurityProtocol": 0}],
+        "Features": [{"Name": "metadata.version", "MinSupportedVersion": 1, "MaxSupportedVersion": METADATA_VERSION}],
+        "Rack": f"rack-{broker_id % 3}", "Fenced": False, "LogDirs": [log_dir],
+    })
 
 
 def config_record(resource_type: int, resource: str, name: str, value: str | None) -> bytes:
-    return frame(4, 0, struct.pack(">b", resource_type) + _cstr(resource) + _cstr(name) + _cstr(value) + NO_TAGS)
+    return encode_metadata_record(4, 0, {"ResourceType": resource_type, "ResourceName": resource, "Name": name, "Value": value})
 
 
 def noop_record() -> bytes:
-    return frame(20, 0, NO_TAGS)
+    return encode_metadata_record(20, 0, {})
 
 
 def leader_change_value(leader: int, voters: list[int]) -> bytes:
-    """LeaderChangeMessage v0 (control record value, not framed)."""
-    def structs(ids: list[int]) -> bytes:
-        return _uvarint(len(ids) + 1) + b"".join(struct.pack(">i", i) + NO_TAGS for i in ids)
-
-    return struct.pack(">hi", 0, leader) + structs(voters) + structs(voters) + NO_TAGS
-
-
-LEADER_CHANGE_KEY = struct.pack(">hh", 0, 2)
+    """LeaderChangeMessage v0 (a control record value, not framed)."""
+    ids = [{"VoterId": v} for v in voters]
+    return encode_control_record(LEADER_CHANGE, {"Version": 0, "LeaderId": leader, "Voters": ids, "GrantingVoters": ids})
 
 
 @dataclass
@@ -89,19 +67,22 @@ class DemoStats:
     control_batches: int = 0
     topics: int = 0
     partitions: int = 0
+    brokers: int = 0
     epochs: int = 0
 
 
 def metadata_records(rng: random.Random, topics: int, partitions: int, brokers: int) -> Iterator[list[bytes]]:
-    """Yields groups of records as one controller append each (a topic creation is one group)."""
-    yield [feature_level_record("metadata.version", 21)]
+    """Yields groups of records, one controller append each (a topic creation is one group)."""
+    yield [feature_level_record("metadata.version", METADATA_VERSION)]
+    dirs = {b: uuid.UUID(int=rng.getrandbits(128)).bytes for b in range(1, brokers + 1)}
+    yield [register_broker_record(b, 10 + b, dirs[b]) for b in range(1, brokers + 1)]
     for t in range(topics):
         tid = uuid.UUID(int=rng.getrandbits(128)).bytes
         name = f"orders-{t:05d}"
         group = [topic_record(name, tid)]
         for p in range(partitions):
             reps = rng.sample(range(1, brokers + 1), 3)
-            group.append(partition_record(p, tid, reps, reps[0]))
+            group.append(partition_record(p, tid, reps, reps[0], [dirs[r] for r in reps]))
         group.append(config_record(2, name, "retention.ms", str(rng.choice([3600000, 86400000, 604800000]))))
         group.append(config_record(2, name, "cleanup.policy", rng.choice(["delete", "compact"])))
         yield group
@@ -123,7 +104,7 @@ def write_metadata_log(
 ) -> DemoStats:
     """Writes a ``__cluster_metadata-0``-style log to ``directory`` and returns what it wrote."""
     rng = random.Random(seed)
-    stats = DemoStats(topics=topics, partitions=topics * partitions, epochs=epochs)
+    stats = DemoStats(topics=topics, partitions=topics * partitions, brokers=brokers, epochs=epochs)
     groups = list(metadata_records(rng, topics, partitions, brokers))
     per_epoch = -(-len(groups) // epochs)
     voters = [1, 2, 3]
@@ -131,9 +112,8 @@ def write_metadata_log(
     with Log(directory, create=True, segment_bytes=segment_bytes) as log:
         for epoch in range(1, epochs + 1):
             leader = voters[(epoch - 1) % len(voters)]
-            value = leader_change_value(leader, voters)
-            data = encode_batch([(now, LEADER_CHANGE_KEY, value, [])], base_offset=log.log_end_offset,
-                                partition_leader_epoch=epoch, control=True)
+            data = encode_batch([(now, control_record_key(LEADER_CHANGE), leader_change_value(leader, voters), [])],
+                                base_offset=log.log_end_offset, partition_leader_epoch=epoch, control=True)
             log.append(data)
             stats.control_batches += 1
             stats.batches += 1

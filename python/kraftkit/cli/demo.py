@@ -11,8 +11,10 @@ from pathlib import Path
 
 from kraftkit.demo import write_metadata_log
 from kraftkit.log import Log, Segment
+from kraftkit.metadata.image import load_image, mv_name
+from kraftkit.metadata.snapshot import SnapshotReader
 
-HELP = "write a metadata-shaped KRaft log with kraftkit, then dump and verify it"
+HELP = "write a metadata-shaped KRaft log with kraftkit, dump and verify it, replay it into the metadata image and snapshot it"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -76,9 +78,26 @@ def run(args: argparse.Namespace) -> int:
         p = parts[0]
         verdict = "all valid" if not p.problems else f"{len(p.problems)} problem(s): {p.problems[:3]}"
         print(f"3. verify-log --deep: {len(p.files)} files, {p.batches} batches, {p.records} records: {verdict} [{t_verify:.2f}s]")
+
+        t0 = time.perf_counter()
+        image = load_image(part)
+        t_image = time.perf_counter() - t0
+        n_parts = sum(len(t.partitions) for t in image.topics.values())
+        print(f"4. metadata image: metadata.version {mv_name(image.metadata_version)}, {len(image.brokers)} brokers, "
+              f"{len(image.topics)} topics, {n_parts} partitions, {sum(len(c) for c in image.configs.values())} configs "
+              f"[{t_image:.2f}s, {stats.records / t_image / 1e3:.0f} k records/s]")
+
+        t0 = time.perf_counter()
+        snap = image.write_snapshot(part)
+        rep = SnapshotReader(snap).check()
+        t_snap = time.perf_counter() - t0
+        again = load_image(snap)
+        same = "equals the log's image" if again.topics == image.topics and again.brokers == image.brokers else "DIFFERS from the log's image"
+        print(f"5. snapshot {snap.name}: {rep['batches']} batches, {rep['data_records']} records, verified; "
+              f"its image {same} [{t_snap:.2f}s]")
         print(f"summary: wrote {_mb(size)} at {size / 1e6 / t_write:.0f} MB/s, dumped at {size / 1e6 / t_dump:.0f} MB/s, "
               f"verified at {size / 1e6 / t_verify:.0f} MB/s")
-        return 0 if not p.problems else 1
+        return 0 if not p.problems and "equals" in same else 1
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
