@@ -47,6 +47,31 @@ pub fn codec_err(py: Python<'_>, e: &CodecError, offset: Option<i64>) -> PyErr {
 // ---------------------------------------------------------------------------------------------
 // Value -> Python
 
+thread_local! {
+    /// Recently made `uuid.UUID` objects. They are immutable, so one object can serve every
+    /// record that names the same topic or directory; `uuid.UUID(bytes=...)` runs Python code
+    /// and dominated decoding before this cache.
+    static UUIDS: std::cell::RefCell<std::collections::HashMap<[u8; 16], PyObject>> = std::cell::RefCell::new(std::collections::HashMap::new());
+}
+const UUID_CACHE_MAX: usize = 1 << 16;
+
+fn uuid_to_py(py: Python<'_>, u: &[u8; 16]) -> PyResult<PyObject> {
+    if let Some(o) = UUIDS.with(|c| c.borrow().get(u).map(|o| o.clone_ref(py))) {
+        return Ok(o);
+    }
+    let kw = PyDict::new(py);
+    kw.set_item("bytes", PyBytes::new(py, u))?;
+    let o = uuid_class(py)?.call((), Some(&kw))?.unbind();
+    UUIDS.with(|c| {
+        let mut m = c.borrow_mut();
+        if m.len() >= UUID_CACHE_MAX {
+            m.clear();
+        }
+        m.insert(*u, o.clone_ref(py));
+    });
+    Ok(o)
+}
+
 fn to_py(py: Python<'_>, v: &Value) -> PyResult<PyObject> {
     Ok(match v {
         Value::Null => py.None(),
@@ -55,11 +80,7 @@ fn to_py(py: Python<'_>, v: &Value) -> PyResult<PyObject> {
         Value::Float(x) => PyFloat::new(py, *x).into_any().unbind(),
         Value::Str(s) => PyString::new(py, s).into_any().unbind(),
         Value::Bytes(b) => PyBytes::new(py, b).into_any().unbind(),
-        Value::Uuid(u) => {
-            let kw = PyDict::new(py);
-            kw.set_item("bytes", PyBytes::new(py, u))?;
-            uuid_class(py)?.call((), Some(&kw))?.unbind()
-        }
+        Value::Uuid(u) => uuid_to_py(py, u)?,
         Value::Array(items) => {
             let l = PyList::empty(py);
             for it in items {
@@ -71,10 +92,28 @@ fn to_py(py: Python<'_>, v: &Value) -> PyResult<PyObject> {
     })
 }
 
+thread_local! {
+    /// Field names as Python strings, keyed by the address of the generated table's `&'static str`:
+    /// made once, their hashes computed once, instead of a new string per field per record.
+    static FIELD_NAMES: std::cell::RefCell<std::collections::HashMap<usize, Py<PyString>>> = std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+fn field_name<'py>(py: Python<'py>, name: &'static str) -> Bound<'py, PyString> {
+    let key = name.as_ptr() as usize;
+    FIELD_NAMES.with(|c| {
+        if let Some(s) = c.borrow().get(&key) {
+            return s.bind(py).clone();
+        }
+        let s = PyString::intern(py, name);
+        c.borrow_mut().insert(key, s.clone().unbind());
+        s
+    })
+}
+
 pub fn struct_to_py<'py>(py: Python<'py>, st: &Struct) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     for (name, v) in &st.fields {
-        d.set_item(*name, to_py(py, v)?)?;
+        d.set_item(field_name(py, name), to_py(py, v)?)?;
     }
     if !st.unknown_tags.is_empty() {
         let l = PyList::empty(py);
