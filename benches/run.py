@@ -25,6 +25,7 @@ sys.path.insert(0, str(HERE))
 
 import benchlib  # noqa: E402
 import datasets  # noqa: E402
+import metadata  # noqa: E402
 import suites  # noqa: E402
 from benchlib import Row, fmt_mb, fmt_rate  # noqa: E402
 
@@ -38,7 +39,13 @@ def parse_args(argv=None):
     p.add_argument("--segment-mb", type=int, default=None, help="segment file size (default size/4, at most 64)")
     p.add_argument("--codecs", default=None, help="compressed variants of 'topic' (default lz4,zstd; quick lz4; any of lz4,zstd,gzip,snappy; 'none' for no variant)")
     p.add_argument("--datasets", default=None, help="comma list overriding the dataset selection (meta,topic,topic-1k,topic-lz4,...)")
-    p.add_argument("--suites", default="crc,decode,dump", help="comma list of crc, decode, dump")
+    p.add_argument("--suites", default="crc,decode,dump",
+                   help="comma list of crc, decode, dump, metadata (metadata is opt-in: ~20 min on 2 cores)")
+    p.add_argument("--metadata-records", type=int, default=None, help="records in the metadata log (default 5 M, quick 500k)")
+    p.add_argument("--snapshot-topics", type=int, default=None,
+                   help="topics (x 50 partitions) of the snapshot image (default 20000 = 1 M partitions, quick 2000)")
+    p.add_argument("--max-seconds", type=float, default=15.0,
+                   help="metadata suite: stop repeating a row once its timed runs took this long (>= 1 timed run)")
     p.add_argument("--dump-datasets", default=None, help="datasets for the dump-log suite (default meta,topic,topic-lz4)")
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--repeat", type=int, default=None, help="timed runs per in-process measurement (best is reported; default 3, quick 2)")
@@ -67,6 +74,8 @@ def parse_args(argv=None):
     dd = a.dump_datasets or "meta,topic" + (",topic-lz4" if "topic-lz4" in a.datasets else "")
     a.dump_datasets = [d for d in dd.split(",") if d in a.datasets]
     a.suites = [s.strip() for s in a.suites.split(",")]
+    a.metadata_records = a.metadata_records or (500_000 if q else 5_000_000)
+    a.snapshot_topics = a.snapshot_topics or (2000 if q else 20_000)
     return a
 
 
@@ -172,6 +181,8 @@ def main(argv=None) -> int:
     dsets: dict[str, datasets.Dataset] = {}
     base = ["meta", "topic", "topic-1k"]
     order = [d for d in a.datasets if d in base] + [d for d in a.datasets if d not in base]
+    if not any(s in a.suites for s in ("crc", "decode", "dump")):
+        order = a.datasets = a.dump_datasets = []  # the metadata suite has its own log
     for name in order:
         topic_records = None
         if name.startswith("topic-") and name != "topic-1k":
@@ -225,6 +236,15 @@ def main(argv=None) -> int:
             say(f"  {name}")
             rows += suites.run_dump(dsets[name], kk, java, repeat_kk=a.dump_repeat + 1, repeat_java=a.dump_repeat, log=say)
 
+    if "metadata" in a.suites:
+        say("5. metadata layer")
+        mrows, mextra = metadata.run_all(root, records=a.metadata_records, snap_topics=a.snapshot_topics,
+                                         snap_partitions=50, warmup=a.warmup, repeat=a.repeat,
+                                         dump_repeat=a.dump_repeat, max_seconds=a.max_seconds,
+                                         kafka_version=a.kafka_version, no_kafka=a.no_kafka, regen=a.regen, log=say)
+        rows += mrows
+        extra.update(mextra)
+
     benchlib.finalize(rows)
     elapsed = time.perf_counter() - t_start
     env["loadavg_end"] = os.getloadavg()
@@ -234,10 +254,16 @@ def main(argv=None) -> int:
           f"in-process rows pinned to CPU {pinned}; best of {a.repeat} (crc: {a.repeat + 2}) after {a.warmup} warm-up; "
           f"dump-log best of {a.dump_repeat} (kraftkit {a.dump_repeat + 1}); "
           f"load average {env['loadavg_start'][0]:.1f} at start, {env['loadavg_end'][0]:.1f} at end")
-    print("datasets: " + "; ".join(f"{n} {dsets[n].bytes / 1e6:.0f} MB/{dsets[n].records / 1e6:.2f} M rec" for n in a.datasets))
+    if a.datasets:
+        print("datasets: " + "; ".join(f"{n} {dsets[n].bytes / 1e6:.0f} MB/{dsets[n].records / 1e6:.2f} M rec" for n in a.datasets))
+    if "metadata_log" in extra:
+        print(metadata.describe(extra))
     print()
     print(text)
-    tg = targets(rows)
+    mtext = metadata.print_table(rows)
+    if mtext:
+        print(mtext)
+    tg = targets(rows) + metadata.targets(rows)
     if tg:
         print("== targets ==")
         for t in tg:
