@@ -45,7 +45,7 @@ if str(HERE) not in sys.path:
 
 import benchlib  # noqa: E402
 import datasets  # noqa: E402
-from benchlib import Row, Timing, measure, row, unpin_child  # noqa: E402
+from benchlib import Row, Timing, measure, row  # noqa: E402
 
 from kraftkit.log import Log, Segment, encode_batch  # noqa: E402
 from kraftkit.metadata.records import (  # noqa: E402

@@ -27,7 +27,7 @@ import benchlib  # noqa: E402
 import datasets  # noqa: E402
 import metadata  # noqa: E402
 import suites  # noqa: E402
-from benchlib import Row, fmt_mb, fmt_rate  # noqa: E402
+from benchlib import Row, fmt_rate  # noqa: E402
 
 DEFAULT_DATASETS = ["meta", "topic", "topic-1k"]
 

@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 
 from . import jars, tools
+from .cache import build_cached, copy_of
 from .jars import CACHE_DIR, HarnessError, file_lock
 from .node import KafkaNode, free_port
 
@@ -365,27 +366,5 @@ def _load(root: Path) -> MetadataOracle:
 
 def build_metadata_oracle(workdir: Path | str | None = None, version: str = jars.KAFKA_4) -> MetadataOracle:
     """Build (or reuse from the cache) the metadata oracle; copy it to ``workdir`` if given."""
-    root = cache_root(version)
-    marker = root / ".complete"
-    if not marker.exists():
-        with file_lock(root.parent / f"{root.name}.lock", timeout=900):
-            if not marker.exists():
-                jars.ensure_kafka(version)
-                if root.exists():
-                    shutil.rmtree(root)
-                tmp = root.with_name(root.name + ".tmp")
-                if tmp.exists():
-                    shutil.rmtree(tmp)
-                tmp.mkdir(parents=True)
-                t0 = time.monotonic()
-                _build(tmp, version)
-                (tmp / "build-seconds").write_text(f"{time.monotonic() - t0:.1f}\n")
-                tmp.rename(root)
-                marker.write_text("ok\n")
-    if workdir is None:
-        return _load(root)
-    dest = Path(workdir)
-    if dest.exists():
-        shutil.rmtree(dest)
-    shutil.copytree(root, dest, symlinks=True)
-    return _load(dest)
+    root = build_cached(cache_root(version), version, _build)
+    return _load(copy_of(root, workdir))

@@ -12,7 +12,6 @@ import pytest
 from kraftkit.metadata.delta import image_delta
 from kraftkit.metadata.image import (
     MIGRATING,
-    MetadataImage,
     ReplayError,
     UnwritableMetadataError,
     load_image,

@@ -16,7 +16,7 @@ import kraftkit.log as L
 from kraftkit.errors import CorruptRecordError, LogError, TruncatedError
 from kraftkit.log import Log
 
-from ._support import CODECS, fix_crc
+from ._support import CODECS
 
 NAME = re.compile(r"^\d{20}\.(log|index|timeindex)$")
 
@@ -265,7 +265,6 @@ def _torn_tails(good_last: bytes):
     partial = mk(100, 3)
     crc_bad = bytearray(mk(100, 3))
     crc_bad[-1] ^= 1
-    payload_bad = fix_crc(bytearray(mk(100, 3)))  # still a valid CRC: a clean tail, not torn
     return [
         ("half-header", partial[:7]),
         ("header-only", partial[:61]),
