@@ -35,16 +35,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from . import jars, tools
 from .cache import build_cached, copy_of
-from .jars import CACHE_DIR, HarnessError, file_lock
+from .jars import CACHE_DIR, HarnessError
 from .node import KafkaNode, free_port
 
 HERE = Path(__file__).resolve().parent
@@ -162,28 +160,9 @@ def cache_root(version: str) -> Path:
 
 def client_classes(version: str) -> Path:
     """MetadataClient.java compiled once per (version, source)."""
-    javac = shutil.which("javac")
-    if javac is None:
+    out = tools.compile_java(version, CLIENT_SOURCE, "metadata-client")
+    if out is None:
         raise HarnessError("javac (JDK 17+) is not on PATH; the metadata oracle compiles MetadataClient.java")
-    digest = hashlib.sha256(CLIENT_SOURCE.read_bytes()).hexdigest()[:12]
-    out = jars.kafka_home(version) / "metadata-client" / digest
-    if (out / "MetadataClient.class").is_file():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with file_lock(out.parent / f"{digest}.lock", timeout=300):
-        if not (out / "MetadataClient.class").is_file():
-            tmp = Path(tempfile.mkdtemp(prefix="classes-", dir=out.parent))
-            try:
-                proc = subprocess.run([javac, "-nowarn", "-cp", jars.classpath(version), "-d", str(tmp),
-                                       str(CLIENT_SOURCE)], stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True, timeout=180)
-                if proc.returncode != 0:
-                    raise HarnessError(f"javac MetadataClient.java failed:\n{proc.stdout[-3000:]}")
-                if out.exists():
-                    shutil.rmtree(out)
-                tmp.rename(out)
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 

@@ -138,30 +138,38 @@ def dump_log_parsed(version: str, files: Iterable[Path | str], **kw) -> dict[str
 
 # ---------------------------------------------------------------- clients
 
-def client_classes(version: str) -> Path | None:
-    """Compile HarnessClient.java once per (version, source) with javac; None without javac."""
+def compile_java(version: str, source: Path, subdir: str) -> Path | None:
+    """Compiles ``source`` against the Kafka jars once per (version, source digest) into the
+    Kafka cache and returns the classes directory; None without javac."""
     javac = shutil.which("javac")
     if javac is None:
         return None
-    digest = hashlib.sha256(CLIENT_SOURCE.read_bytes()).hexdigest()[:12]
-    out = jars.kafka_home(version) / "harness-client" / digest
-    if (out / "HarnessClient.class").is_file():
+    main_class = source.stem
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+    out = jars.kafka_home(version) / subdir / digest
+    if (out / f"{main_class}.class").is_file():
         return out
+    out.parent.mkdir(parents=True, exist_ok=True)
     with jars.file_lock(out.parent / f"{digest}.lock", timeout=300):
-        if not (out / "HarnessClient.class").is_file():
+        if not (out / f"{main_class}.class").is_file():
             tmp = Path(tempfile.mkdtemp(prefix="classes-", dir=out.parent))
             try:
                 proc = subprocess.run([javac, "-nowarn", "-cp", jars.classpath(version), "-d", str(tmp),
-                                       str(CLIENT_SOURCE)], stdout=subprocess.PIPE,
+                                       str(source)], stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True, timeout=180)
                 if proc.returncode != 0:
-                    raise HarnessError(f"javac HarnessClient.java failed:\n{proc.stdout[-3000:]}")
+                    raise HarnessError(f"javac {source.name} failed:\n{proc.stdout[-3000:]}")
                 if out.exists():
                     shutil.rmtree(out)
                 tmp.rename(out)
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def client_classes(version: str) -> Path | None:
+    """Compile HarnessClient.java once per (version, source) with javac; None without javac."""
+    return compile_java(version, CLIENT_SOURCE, "harness-client")
 
 
 def _client(version: str, args: Sequence[str], timeout: float) -> subprocess.CompletedProcess:
