@@ -16,10 +16,11 @@ from pathlib import Path
 
 from kraftkit._core import control_record_key, encode_control_record, encode_metadata_record
 from kraftkit.log import Log, encode_batch
+from kraftkit.log.control import ControlType
 
 #: metadata.version 3.9-IV0 (feature level 21) and the record versions it writes.
 METADATA_VERSION = 21
-LEADER_CHANGE = 2
+LEADER_CHANGE = ControlType.LEADER_CHANGE
 
 
 def feature_level_record(name: str, level: int) -> bytes:

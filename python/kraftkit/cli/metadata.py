@@ -12,12 +12,10 @@ import json
 import sys
 
 from kraftkit.errors import KraftkitError
+from kraftkit.log.control import control_type_name
 
 HELP = "KRaft metadata records and the metadata image"
 
-#: ControlRecordType names (ControlRecordType.java)
-CONTROL_NAMES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER", 4: "SNAPSHOT_FOOTER",
-                 5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -70,7 +68,7 @@ def run_dump(args: argparse.Namespace) -> int:
                 lines = []
                 for offset, api_key, ver, text in decode_metadata_batch(batch, json=True):
                     if api_key is None:
-                        name = CONTROL_NAMES.get(ver, f"CONTROL_{ver}")
+                        name = control_type_name(ver, unknown=f"CONTROL_{ver}")
                         body = text if text is not None else "null"
                         cver = json.loads(body).get("version", 0) if text is not None else 0
                         if args.json:

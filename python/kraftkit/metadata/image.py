@@ -40,6 +40,7 @@ from typing import Any
 
 from kraftkit._core import decode_metadata_batch, encode_control_record, encode_metadata_record
 from kraftkit.errors import KraftkitError
+from kraftkit.log.control import ControlType
 
 ZERO_UUID = uuid.UUID(int=0)
 #: DirectoryId.MIGRATING
@@ -54,7 +55,10 @@ FEATURE_LEVEL, CLIENT_QUOTA, PRODUCER_IDS, BROKER_REG_CHANGE, ACL, REMOVE_ACL = 
 NO_OP, ZK_MIGRATION, REMOVE_SCRAM, BEGIN_TXN, END_TXN, ABORT_TXN = 20, 21, 22, 23, 24, 25
 REMOVE_DELEGATION_TOKEN, REGISTER_CONTROLLER, CLEAR_ELR = 26, 27, 28
 # control record types
-LEADER_CHANGE, SNAPSHOT_HEADER, SNAPSHOT_FOOTER, KRAFT_VERSION, KRAFT_VOTERS = 2, 3, 4, 5, 6
+LEADER_CHANGE, SNAPSHOT_HEADER, SNAPSHOT_FOOTER, KRAFT_VERSION, KRAFT_VOTERS = (
+    ControlType.LEADER_CHANGE, ControlType.SNAPSHOT_HEADER, ControlType.SNAPSHOT_FOOTER,
+    ControlType.KRAFT_VERSION, ControlType.KRAFT_VOTERS,
+)
 
 #: metadata.version feature level -> version string (MetadataVersion.java, Kafka 4.3.1;
 #: levels 1-6 from the 3.x enum, which 4.x no longer lists).
@@ -138,6 +142,18 @@ def _dirs(dirs: list[uuid.UUID] | None, n: int) -> list[uuid.UUID]:
         return [MIGRATING] * n
     return list(dirs)
 
+
+
+def _set_or_remove(sections: dict, owner: Any, key: str, value: Any, remove: bool) -> None:
+    """Sets ``sections[owner][key] = value``, or removes the key (and an owner left empty)."""
+    if remove:
+        entries = sections.get(owner)
+        if entries is not None:
+            entries.pop(key, None)
+            if not entries:
+                del sections[owner]
+    else:
+        sections.setdefault(owner, {})[key] = value
 
 class MetadataImage:
     """An in-memory metadata image. Build one with :func:`load_image` or by replaying
@@ -390,26 +406,11 @@ class MetadataImage:
 
     # configs, quotas, producer ids
     def _config(self, d: dict) -> None:
-        key = (d["ResourceType"], d["ResourceName"])
-        if d["Value"] is None:
-            cfg = self.configs.get(key)
-            if cfg is not None:
-                cfg.pop(d["Name"], None)
-                if not cfg:
-                    del self.configs[key]
-        else:
-            self.configs.setdefault(key, {})[d["Name"]] = d["Value"]
+        _set_or_remove(self.configs, (d["ResourceType"], d["ResourceName"]), d["Name"], d["Value"], d["Value"] is None)
 
     def _client_quota(self, d: dict) -> None:
         entity = tuple(sorted((e["EntityType"], e["EntityName"]) for e in d["Entity"]))
-        if d["Remove"]:
-            q = self.client_quotas.get(entity)
-            if q is not None:
-                q.pop(d["Key"], None)
-                if not q:
-                    del self.client_quotas[entity]
-        else:
-            self.client_quotas.setdefault(entity, {})[d["Key"]] = d["Value"]
+        _set_or_remove(self.client_quotas, entity, d["Key"], d["Value"], d["Remove"])
 
     def _producer_ids(self, d: dict) -> None:
         self.next_producer_id = d["NextProducerId"]

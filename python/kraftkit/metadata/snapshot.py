@@ -28,6 +28,7 @@ from kraftkit._core import (
     validate_snapshot,
 )
 from kraftkit.errors import KraftkitError
+from kraftkit.log.control import ControlType
 
 SUFFIX = ".checkpoint"
 PARTIAL_SUFFIX = ".checkpoint.part"
@@ -35,7 +36,9 @@ DELETED_SUFFIX = ".checkpoint.deleted"
 BOOTSTRAP_FILE = "bootstrap.checkpoint"
 #: KafkaRaftClient.MAX_BATCH_SIZE_BYTES
 MAX_BATCH_BYTES = 8 * 1024 * 1024
-SNAPSHOT_HEADER, SNAPSHOT_FOOTER, KRAFT_VERSION, KRAFT_VOTERS = 3, 4, 5, 6
+SNAPSHOT_HEADER, SNAPSHOT_FOOTER, KRAFT_VERSION, KRAFT_VOTERS = (
+    ControlType.SNAPSHOT_HEADER, ControlType.SNAPSHOT_FOOTER, ControlType.KRAFT_VERSION, ControlType.KRAFT_VOTERS,
+)
 
 _NAME_RE = re.compile(r"^(\d{20})-(\d{10})(\.checkpoint|\.checkpoint\.deleted|-\d+\.checkpoint\.part)$")
 
