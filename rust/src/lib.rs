@@ -9,6 +9,7 @@ pub mod crc;
 pub mod dump;
 pub mod error;
 pub mod index;
+pub mod rewrite;
 pub mod schema;
 pub mod segment;
 pub mod snapshot;

@@ -3,6 +3,7 @@
 mod batch;
 mod errors;
 mod metadata;
+mod rewrite;
 mod segment;
 mod snapshot;
 
@@ -15,6 +16,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     segment::register(m)?;
     metadata::register(m)?;
     snapshot::register(m)?;
+    rewrite::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -158,7 +158,7 @@ impl<'a> Reader<'a> {
         self.b.len() - self.pos
     }
     #[inline]
-    fn take(&mut self, n: usize, what: &str) -> CResult<&'a [u8]> {
+    pub fn take(&mut self, n: usize, what: &str) -> CResult<&'a [u8]> {
         if self.remaining() < n {
             return Err(CodecError::truncated(self.pos, format!("{what} needs {n} bytes but only {} remain", self.remaining())));
         }
@@ -339,6 +339,88 @@ fn read_value(r: &mut Reader, t: &FieldType, v: i16, flexible: bool, compact: bo
             Value::Struct(read_struct(r, s, v, flexible)?)
         }
     })
+}
+
+/// Advances `r` over one value of type `t` without building it (the layout walk of
+/// [`read_value`]: same checks on lengths, no allocation).
+pub fn skip_value(r: &mut Reader, t: &FieldType, v: i16, flexible: bool, compact: bool, nullable: bool) -> CResult<()> {
+    let fixed = match t {
+        FieldType::Bool | FieldType::Int8 => 1,
+        FieldType::Int16 | FieldType::Uint16 => 2,
+        FieldType::Int32 | FieldType::Uint32 => 4,
+        FieldType::Int64 | FieldType::Float64 => 8,
+        FieldType::Uuid => 16,
+        FieldType::String | FieldType::Bytes | FieldType::Records => {
+            let start = r.pos;
+            let wide = !matches!(t, FieldType::String);
+            match read_len(r, compact, wide, "length")? {
+                None => {
+                    null_check(start, nullable)?;
+                }
+                Some(n) => {
+                    r.take(n, t.primitive_name())?;
+                }
+            }
+            return Ok(());
+        }
+        FieldType::Array(elem) => {
+            let start = r.pos;
+            match read_len(r, compact, true, "array length")? {
+                None => {
+                    null_check(start, nullable)?;
+                }
+                Some(n) => {
+                    if n > r.remaining() {
+                        return Err(CodecError::corrupt(start, format!("array of {n} elements cannot fit in the {} remaining bytes", r.remaining())));
+                    }
+                    for i in 0..n {
+                        skip_value(r, elem, v, flexible, compact, false).map_err(|e| e.within(&format!("[{i}]")))?;
+                    }
+                }
+            }
+            return Ok(());
+        }
+        FieldType::Struct(s) => {
+            if nullable && (r.fixed::<1>("nullable struct marker")?[0] as i8) < 0 {
+                return Ok(());
+            }
+            return skip_struct(r, s, v, flexible);
+        }
+    };
+    r.take(fixed, t.primitive_name())?;
+    Ok(())
+}
+
+/// Advances `r` over a struct body at version `v` (fields, then the tagged-field section).
+pub fn skip_struct(r: &mut Reader, s: &'static StructSchema, v: i16, flexible: bool) -> CResult<()> {
+    for f in s.fields {
+        if !f.versions.contains(v) || (flexible && f.tagged_versions.contains(v)) {
+            continue;
+        }
+        let nullable = f.nullable_versions.contains(v);
+        skip_value(r, &f.ty, v, flexible, compact(f, flexible, v), nullable).map_err(|e| e.within(f.name))?;
+    }
+    if flexible {
+        let n = r.uvarint("tagged field count")?;
+        for _ in 0..n {
+            r.uvarint("tag")?;
+            let size = r.uvarint("tagged field size")? as usize;
+            r.take(size, "tagged field")?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads one value of field `f` at version `v` (for callers that walk a struct themselves).
+pub fn read_field_value(r: &mut Reader, f: &Field, v: i16, flexible: bool, in_tag: bool) -> CResult<Value> {
+    let nullable = f.nullable_versions.contains(v);
+    read_value(r, &f.ty, v, flexible, in_tag || compact(f, flexible, v), nullable).map_err(|e| e.within(f.name))
+}
+
+/// Skips one non-tagged value of field `f` at version `v`.
+pub fn skip_field_value(r: &mut Reader, f: &Field, v: i16, flexible: bool) -> CResult<()> {
+    let nullable = f.nullable_versions.contains(v);
+    skip_value(r, &f.ty, v, flexible, compact(f, flexible, v), nullable).map_err(|e| e.within(f.name))
 }
 
 /// Decodes a whole message body at version `v`; trailing bytes are an error.
