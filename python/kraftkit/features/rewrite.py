@@ -277,13 +277,13 @@ def rewrite_snapshots(
     *,
     workers: int | None = None,
     **kw: Any,
-) -> list[RewriteReport | KraftkitError]:
+) -> list[RewriteReport | KraftkitError | OSError]:
     """Rewrites many snapshots in parallel (the Rust core releases the GIL); one report, or
     the error, per job, in order."""
     def one(job):
         try:
             return rewrite_snapshot(job[0], job[1], metadata_version, **kw)
-        except KraftkitError as e:
+        except (KraftkitError, OSError) as e:
             return e
 
     with ThreadPoolExecutor(max_workers=workers or min(len(jobs), os.cpu_count() or 1) or 1) as ex:

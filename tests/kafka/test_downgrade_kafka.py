@@ -1,0 +1,100 @@
+"""The acid test of metadata.version downgrades: real Kafka 4.x metadata, rewritten by kraftkit
+to the metadata.version of older releases, boots those older real Kafka releases, which then
+serve what the loss report says was kept."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from kraftkit.features import registry
+from kraftkit.features.rewrite import rewrite_snapshot
+from kraftkit.metadata.image import load_snapshot, uuid_text
+from kraftkit.metadata.snapshot import SnapshotReader, list_snapshots
+from tests.harness import jars, metadata_scenario, tools
+from tests.harness.node import free_port
+
+pytestmark = pytest.mark.kafka
+
+
+def _describe_topics(version: str, bootstrap: str) -> dict[str, dict]:
+    out = tools.topic_command(version, bootstrap, ["--describe"])
+    topics: dict[str, dict] = {}
+    for line in out.splitlines():
+        m = re.match(r"^Topic: (\S+)\s+TopicId: (\S+)\s+PartitionCount: (\d+).*Configs: ?(.*)$", line.strip())
+        if m:
+            cfg: dict[str, str] = {}
+            last = None
+            for part in m.group(4).split(","):
+                if "=" in part:  # a value may hold commas: "cleanup.policy=compact,delete"
+                    last, v = part.split("=", 1)
+                    cfg[last] = v
+                elif last is not None:
+                    cfg[last] += "," + part
+            topics[m.group(1)] = {"id": m.group(2), "partitions": int(m.group(3)), "configs": cfg}
+    return topics
+
+
+class OlderAdminNode(metadata_scenario.AdminNode):
+    """The oracle's node configuration, minus what the older release refuses to start with
+    (3.5 KRaft brokers exit on ``delegation.token.secret.key``: no delegation tokens before 3.6)."""
+
+    def properties(self) -> dict[str, object]:
+        props = super().properties()
+        if tuple(map(int, self.version.split(".")[:2])) < (3, 6):
+            props.pop("delegation.token.secret.key", None)
+        return props
+
+
+@pytest.mark.parametrize("release", [jars.KAFKA_3, jars.KAFKA_OLD])
+def test_older_kafka_boots_from_a_rewritten_snapshot(kafka_jars, tmp_path, release):
+    jars.ensure_kafka(release)
+    data = metadata_scenario.build_metadata_oracle(tmp_path / "data", version=jars.KAFKA_4)
+    d = data.metadata_log_dir
+    newest = [s for s in list_snapshots(d) if s.end_offset > 0][-1]
+    src = tmp_path / newest.file_name
+    shutil.copyfile(d / newest.file_name, src)
+    before = load_snapshot(src)
+    target = registry().metadata_version(".".join(release.split(".")[:2]))
+    out = tmp_path / "rewritten"
+    out.mkdir()
+    rep = rewrite_snapshot(src, out, target)
+    rewritten = out / src.name
+    SnapshotReader(rewritten).check()
+    after = load_snapshot(rewritten)
+    assert after.metadata_version == target.level
+    lost_records = {x["record"] for x in rep.losses if not x["field"]}
+
+    # The older release takes over the same node: same directories (and directory ids), its
+    # metadata log holding only the rewritten snapshot.
+    for p in list(d.iterdir()):
+        p.chmod(0o644)
+        p.unlink()
+    shutil.copyfile(rewritten, d / rewritten.name)
+    # kafka-storage format left a bootstrap.checkpoint (the initial metadata.version) in every
+    # log directory; the older release reads it at startup, so it is rewritten too
+    for boot in [p / "bootstrap.checkpoint" for p in data.log_dirs]:
+        if boot.exists():
+            tmp = boot.with_name("bootstrap.rewritten")
+            assert not rewrite_snapshot(boot, tmp, target).losses
+            tmp.replace(boot)
+    kraft_kept = after.voters is not None
+    node = OlderAdminNode(data.node_dir, release, dynamic_quorum=kraft_kept, cluster_id=data.cluster_id)
+    node.formatted = True
+    node.broker_port = free_port()
+    node.controller_port = after.voters["Voters"][0]["Endpoints"][0]["Port"] if kraft_kept else free_port()
+    with node:
+        topics = _describe_topics(release, node.bootstrap)
+        log_tail = node.log_tail(100)
+    # every topic kept is served, with its id, partitions and configs
+    for t in after.topics.values():
+        got = topics.get(t.name)
+        assert got is not None, (t.name, sorted(topics), log_tail)
+        assert got["id"] == uuid_text(t.id)
+        assert got["partitions"] == len(t.partitions)
+        for k, v in after.configs.get((2, t.name), {}).items():
+            assert got["configs"].get(k) == v, (t.name, k)
+    assert {t.name for t in after.topics.values()} == {t.name for t in before.topics.values()}
+    assert "TopicRecord" not in lost_records and "PartitionRecord" not in lost_records
