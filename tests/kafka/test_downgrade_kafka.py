@@ -48,6 +48,10 @@ class OlderAdminNode(metadata_scenario.AdminNode):
         return props
 
 
+def _tool(version: str, classes: tuple[str, ...], args: list[str]) -> str:
+    return tools.run_tool(version, tools.find_class(version, *classes), args, timeout=120).stdout
+
+
 @pytest.mark.parametrize("release", [jars.KAFKA_3, jars.KAFKA_OLD])
 def test_older_kafka_boots_from_a_rewritten_snapshot(kafka_jars, tmp_path, release):
     jars.ensure_kafka(release)
@@ -87,7 +91,22 @@ def test_older_kafka_boots_from_a_rewritten_snapshot(kafka_jars, tmp_path, relea
     node.controller_port = after.voters["Voters"][0]["Endpoints"][0]["Port"] if kraft_kept else free_port()
     with node:
         topics = _describe_topics(release, node.bootstrap)
+        features = _tool(release, ("org.apache.kafka.tools.FeatureCommand", "kafka.admin.FeatureCommand"),
+                         ["--bootstrap-server", node.bootstrap, "describe"])
+        acls = _tool(release, ("org.apache.kafka.tools.AclCommand", "kafka.admin.AclCommand"),
+                     ["--bootstrap-server", node.bootstrap, "--list"])
+        users = _tool(release, ("org.apache.kafka.tools.ConfigCommand", "kafka.admin.ConfigCommand"),
+                      ["--bootstrap-server", node.bootstrap, "--describe", "--entity-type", "users"])
         log_tail = node.log_tail(100)
+    # the finalized metadata.version is the target
+    mv_line = next(line for line in features.splitlines() if line.startswith("Feature: metadata.version"))
+    assert re.search(rf"FinalizedVersionLevel:\s+{re.escape(target.name)}\b", mv_line), mv_line
+    # every ACL and every SCRAM credential kept is served
+    assert after.acls and after.scram and {"UserScramCredentialRecord", "AccessControlEntryRecord"}.isdisjoint(lost_records)
+    for acl in after.acls.values():
+        assert f"principal={acl['Principal']}, host={acl['Host']}" in acls, (acl, acls)
+    for mech, user in after.scram:
+        assert re.search(rf"user-principal '{re.escape(user)}' are .*SCRAM-SHA-{256 if mech == 1 else 512}=", users), (user, users)
     # every topic kept is served, with its id, partitions and configs
     for t in after.topics.values():
         got = topics.get(t.name)
@@ -98,3 +117,23 @@ def test_older_kafka_boots_from_a_rewritten_snapshot(kafka_jars, tmp_path, relea
             assert got["configs"].get(k) == v, (t.name, k)
     assert {t.name for t in after.topics.values()} == {t.name for t in before.topics.values()}
     assert "TopicRecord" not in lost_records and "PartitionRecord" not in lost_records
+
+
+def test_real_kafka_refuses_the_unsafe_downgrade_kraftkit_does(kafka_jars, tmp_path):
+    """Kafka 4.x's UpdateFeatures refuses any metadata.version downgrade across a metadata
+    change (KAFKA-13896 was never implemented), with or without --unsafe."""
+    from tests.harness.node import KafkaNode
+
+    cls = tools.find_class(jars.KAFKA_4, "org.apache.kafka.tools.FeatureCommand")
+    with KafkaNode(tmp_path / "node", jars.KAFKA_4) as node:
+        unsafe = tools.run_tool(jars.KAFKA_4, cls, ["--bootstrap-server", node.bootstrap, "downgrade",
+                                                    "--metadata", "3.5", "--unsafe"], check=False, timeout=120)
+        safe = tools.run_tool(jars.KAFKA_4, cls, ["--bootstrap-server", node.bootstrap, "downgrade",
+                                                  "--metadata", "3.5"], check=False, timeout=120)
+        after = tools.run_tool(jars.KAFKA_4, cls, ["--bootstrap-server", node.bootstrap, "describe"], timeout=120)
+    assert unsafe.returncode != 0
+    assert "Unsafe metadata downgrade is not supported in this version" in unsafe.stdout + unsafe.stderr
+    assert safe.returncode != 0
+    assert "Refusing to perform the requested downgrade because it might delete metadata" in safe.stdout + safe.stderr
+    latest = registry().latest_production.name
+    assert re.search(rf"Feature: metadata.version.*FinalizedVersionLevel:\s+{re.escape(latest)}\b", after.stdout)
