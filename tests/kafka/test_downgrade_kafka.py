@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -117,6 +118,47 @@ def test_older_kafka_boots_from_a_rewritten_snapshot(kafka_jars, tmp_path, relea
             assert got["configs"].get(k) == v, (t.name, k)
     assert {t.name for t in after.topics.values()} == {t.name for t in before.topics.values()}
     assert "TopicRecord" not in lost_records and "PartitionRecord" not in lost_records
+
+
+@pytest.mark.parametrize("release", [jars.KAFKA_3, jars.KAFKA_OLD])
+def test_operator_downgrades_a_stopped_node_with_one_command(kafka_jars, tmp_path, release):
+    """`kraftkit features downgrade DIR --release-version V --unsafe` on the stopped 4.x node
+    writes the downgrade's effect as a snapshot at the end of its log (KIP-778's log-level
+    downgrade); the older release then starts on the very same directories."""
+    import json
+    import subprocess
+    import sys
+
+    jars.ensure_kafka(release)
+    data = metadata_scenario.build_metadata_oracle(tmp_path / "data", version=jars.KAFKA_4)
+    line = ".".join(release.split(".")[:2])
+    cmd = [sys.executable, "-m", "kraftkit.cli.main", "features", "downgrade", str(data.metadata_dir),
+           "--release-version", line, "--unsafe", "--backup", str(tmp_path / "backup"), "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    target = registry().metadata_version(line)
+    assert out["report"]["to"] == target.name
+    snap = Path(out["snapshot"])
+    after = load_snapshot(snap)
+    assert after.metadata_version == target.level
+    kraft_kept = after.voters is not None
+    node = OlderAdminNode(data.node_dir, release, dynamic_quorum=kraft_kept, cluster_id=data.cluster_id)
+    node.formatted = True
+    node.broker_port = free_port()
+    node.controller_port = after.voters["Voters"][0]["Endpoints"][0]["Port"] if kraft_kept else free_port()
+    # the log below the snapshot went to the backup, and with the voter set (below 3.9) the
+    # quorum-state of the newer release too; static voters take over then
+    left = sorted(p.name for p in data.metadata_log_dir.iterdir())
+    assert left == sorted([snap.name, "partition.metadata"] + (["quorum-state"] if kraft_kept else [])), left
+    assert any(n.endswith(".log") for n in out["moved"])
+    with node:
+        topics = _describe_topics(release, node.bootstrap)
+        features = _tool(release, ("org.apache.kafka.tools.FeatureCommand", "kafka.admin.FeatureCommand"),
+                         ["--bootstrap-server", node.bootstrap, "describe"])
+    assert {t.name for t in after.topics.values()} <= set(topics)
+    mv_line = next(x for x in features.splitlines() if x.startswith("Feature: metadata.version"))
+    assert re.search(rf"FinalizedVersionLevel:\s+{re.escape(target.name)}\b", mv_line), mv_line
 
 
 def test_real_kafka_refuses_the_unsafe_downgrade_kraftkit_does(kafka_jars, tmp_path):

@@ -194,12 +194,20 @@ def loss_line(loss: dict[str, Any]) -> str:
     return f"{what}: {loss['count']} record(s){', e.g. ' + samples if samples else ''}"
 
 
-def _plan(target: MetadataVersion, reg: Registry, release: Release | None) -> dict[str, Any]:
+def _plan(target: MetadataVersion, reg: Registry, release: Release | None,
+          feature_levels: dict[str, int] | None = None) -> dict[str, Any]:
     features: dict[str, dict[int, int]] = {MV_FEATURE: {m.level: target.level for m in reg.metadata_versions}}
     for name, f in reg.features.items():
         if name == KRAFT_VERSION_FEATURE:
             continue
         features[name] = {lv.level: feature_level_at(name, lv.level, target, reg, release) for lv in f.levels if lv.level > 0}
+    for name, new in (feature_levels or {}).items():
+        if name in (MV_FEATURE, KRAFT_VERSION_FEATURE):
+            raise KraftkitError(f"{name} cannot be set as a feature level here (metadata.version is the rewrite "
+                                "target; kraft.version lives in KRaft control records)")
+        known = reg.features.get(name)
+        levels = [lv.level for lv in known.levels] if known is not None else list(range(1, 64))
+        features[name] = {lv: new for lv in levels if lv > 0}
     kraft1 = reg.features[KRAFT_VERSION_FEATURE].level(1).bootstrap_metadata_version
     return {
         "semantic_defaults": SEMANTIC_DEFAULTS,
@@ -216,14 +224,16 @@ def rewrite_snapshot(
     *,
     fail_on_loss: bool = False,
     release: Release | None | bool = True,
+    feature_levels: dict[str, int] | None = None,
     samples: int = 5,
 ) -> RewriteReport:
     """Rewrites snapshot ``src`` at ``metadata_version`` into ``dst`` (a file, or a directory
     to write a file of the same name in; None: dry run, only the report). ``release``: the
     Kafka release whose feature support caps the other features (True: the registry's release
     of the target's line, when it has one). With ``fail_on_loss``, nothing is written when
-    anything would be lost (:class:`LossError` carries the report). The input is never
-    modified; the output appears atomically or not at all."""
+    anything would be lost (:class:`LossError` carries the report). ``feature_levels`` sets
+    other finalized features explicitly (name -> level, 0 removes), overriding what the target
+    would allow. The input is never modified; the output appears atomically or not at all."""
     reg = registry()
     target = reg.metadata_version(metadata_version)
     if release is True:
@@ -235,7 +245,7 @@ def rewrite_snapshot(
             dst = dst / src.name
         if dst.resolve() == src.resolve():
             raise KraftkitError(f"{src}: refusing to rewrite a snapshot onto itself; write it elsewhere first")
-    plan = _plan(target, reg, release or None)
+    plan = _plan(target, reg, release or None, feature_levels)
 
     def run(out: Path | None) -> dict[str, Any]:
         return _rewrite(str(src), None if out is None else str(out), plan["versions"], plan["features"],

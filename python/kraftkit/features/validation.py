@@ -73,6 +73,8 @@ class UpdateResult:
     fix: str | None = None
     #: notes on a valid update (e.g. what an unsafe downgrade may lose)
     notes: list[str] = field(default_factory=list)
+    #: valid on its own, failed because another update of the same request failed
+    cascaded: bool = False
 
     @property
     def ok(self) -> bool:
@@ -120,6 +122,7 @@ def validate_updates(
                 r.error = (f"The update failed for all features since {first.update.feature} had an error: "
                            f"{first.error}")
                 r.fix = first.fix
+                r.cascaded = True
     return results
 
 
