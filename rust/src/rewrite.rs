@@ -25,7 +25,7 @@ use crate::schema::types::*;
 use crate::schema::{self, CodecError};
 use crate::varint::{read_uvarint, write_uvarint};
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{Read, Write};
 
 const FEATURE_LEVEL_RECORD: i16 = 12;
 const TOPIC_RECORD: i16 = 2;
@@ -136,20 +136,33 @@ struct Rewriter<'p> {
 /// must be a whole snapshot; every batch's CRC is checked. Output batches keep the input's
 /// boundaries, leader epochs and timestamps; offsets are renumbered from 0 when records are
 /// dropped. Errors name the byte position and base offset of the batch at fault.
-pub fn rewrite(input: &[u8], plan: &Plan, mut out: Option<&mut dyn Write>) -> Result<Report> {
+pub fn rewrite(input: &[u8], plan: &Plan, out: Option<&mut dyn Write>) -> Result<Report> {
+    let mut r = input;
+    rewrite_stream(&mut r, plan, out)
+}
+
+/// [`rewrite`] reading the snapshot from a stream, one batch at a time: memory holds one input
+/// and one output batch, whatever the snapshot's size.
+pub fn rewrite_stream(input: &mut dyn Read, plan: &Plan, mut out: Option<&mut dyn Write>) -> Result<Report> {
     let mut rw = Rewriter { plan, report: Report::default(), topics: HashMap::new(), spliceable: HashMap::new(), lost_fields: Vec::new() };
-    let mut pos = 0usize;
+    let mut fpos = 0u64;
     let mut next_offset: i64 = 0;
     let mut views: Vec<RecordView> = Vec::new();
+    let mut inbuf: Vec<u8> = Vec::new();
     let mut buf: Vec<u8> = Vec::new();
-    loop {
-        let (h, range) = match batch::next_batch(input, pos, 0)? {
+    let mut actions: Vec<Action> = Vec::new();
+    let mut expect_in: i64 = 0;
+    while read_batch(input, &mut inbuf, fpos)? {
+        let (h, range) = match batch::next_batch(&inbuf, 0, fpos)? {
             NextBatch::End => break,
             NextBatch::Batch(h, r) => (h, r),
         };
-        let fpos = pos as u64;
-        let bytes = &input[range.clone()];
+        let bytes = &inbuf[range.clone()];
         batch::validate(&h, bytes, fpos)?;
+        if h.base_offset != expect_in {
+            return Err(Error::corrupt(fpos, Some(h.base_offset), format!("batch base offset {} where offset {expect_in} was expected (snapshot offsets start at 0 and are contiguous)", h.base_offset)));
+        }
+        expect_in = h.base_offset + h.last_offset_delta as i64 + 1;
         rw.report.batches_in += 1;
         rw.report.bytes_in += bytes.len() as u64;
         let data = batch::records_data(&h, bytes, fpos)?;
@@ -158,7 +171,7 @@ pub fn rewrite(input: &[u8], plan: &Plan, mut out: Option<&mut dyn Write>) -> Re
         batch::parse_records(&h, d, fpos, &mut views)?;
         rw.report.records_in += views.len() as u64;
 
-        let mut actions: Vec<Action> = Vec::with_capacity(views.len());
+        actions.clear();
         let mut all_kept = true;
         for r in &views {
             let value = r.value.as_ref().map(|v| &d[v.start as usize..v.end as usize]);
@@ -169,7 +182,7 @@ pub fn rewrite(input: &[u8], plan: &Plan, mut out: Option<&mut dyn Write>) -> Re
             actions.push(a);
         }
         let kept = actions.iter().filter(|a| !matches!(a, Action::Drop)).count();
-        pos = range.end;
+        fpos += bytes.len() as u64;
         if kept == 0 {
             continue;
         }
@@ -220,6 +233,37 @@ pub fn rewrite(input: &[u8], plan: &Plan, mut out: Option<&mut dyn Write>) -> Re
         return Err(Error::new(ErrorKind::Corrupt, "empty snapshot: no batches"));
     }
     Ok(rw.report)
+}
+
+/// Reads the next whole batch (log overhead + length bytes) into `buf`; false at the end.
+/// The size is checked as `next_batch` checks it before anything is allocated for it, and
+/// the bytes are read as they come, so a corrupt length cannot make it allocate much.
+fn read_batch(input: &mut dyn Read, buf: &mut Vec<u8>, fpos: u64) -> Result<bool> {
+    buf.clear();
+    let mut head = [0u8; batch::HEADER_SIZE_UP_TO_MAGIC];
+    let mut got = 0;
+    while got < head.len() {
+        let n = input.read(&mut head[got..])?;
+        if n == 0 {
+            break;
+        }
+        got += n;
+    }
+    if got == 0 {
+        return Ok(false);
+    }
+    buf.extend_from_slice(&head[..got]);
+    if got < head.len() {
+        // next_batch reports the truncation with its precise reason
+        return Ok(true);
+    }
+    let length = i32::from_be_bytes([head[8], head[9], head[10], head[11]]);
+    if length < batch::LEGACY_RECORD_OVERHEAD_V0 {
+        return Ok(true); // next_batch: "record size .. is smaller than the minimum"
+    }
+    let want = (length as u64 + batch::LOG_OVERHEAD as u64).saturating_sub(got as u64);
+    input.take(want).read_to_end(buf).map_err(|e| Error::from(e).at(fpos, None))?;
+    Ok(true)
 }
 
 fn codec_err(e: CodecError, off: i64, fpos: u64, what: &str) -> Error {

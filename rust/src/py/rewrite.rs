@@ -50,18 +50,16 @@ fn rewrite_snapshot<'py>(
     }
     plan.versions = (0..=top).map(|k| versions.get(&k).copied().unwrap_or(Some(i16::MAX))).collect();
     let f = File::open(&src).map_err(|e| io_err(&name, e))?;
-    // SAFETY: the map is read-only and lives only during this call; kraftkit never writes
-    // a snapshot in place (rewrites go to a new file that is renamed into place).
-    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| io_err(&name, e))?;
-    let _ = map.advise(memmap2::Advice::Sequential);
+    // streamed, one batch at a time: memory does not grow with the snapshot
+    let mut input = std::io::BufReader::with_capacity(1 << 20, f);
     let result = py.allow_threads(|| -> Result<rewrite::Report, Result<crate::error::Error, std::io::Error>> {
         match &dst {
-            None => rewrite::rewrite(&map, &plan, None).map_err(Ok),
+            None => rewrite::rewrite_stream(&mut input, &plan, None).map_err(Ok),
             Some(dst) => {
                 let part = part_path(dst);
                 let out = File::create(&part).map_err(Err)?;
                 let mut w = BufWriter::with_capacity(1 << 20, out);
-                let res = rewrite::rewrite(&map, &plan, Some(&mut w));
+                let res = rewrite::rewrite_stream(&mut input, &plan, Some(&mut w));
                 let finish = |w: BufWriter<File>| -> std::io::Result<()> {
                     let f = w.into_inner().map_err(|e| e.into_error())?;
                     f.sync_all()?;
