@@ -109,27 +109,29 @@ impl Report {
         l.count += 1;
         if l.samples.len() < max {
             let s = sample();
-            if !l.samples.contains(&s) {
+            if !s.is_empty() && !l.samples.contains(&s) {
                 l.samples.push(s);
             }
         }
     }
 }
 
-/// Per-record outcome.
+/// Per-record outcome. Replacement values live in the rewriter's per-batch arena.
 enum Action {
     Keep,
     Drop,
-    Replace(Vec<u8>),
+    Replace(std::ops::Range<usize>),
 }
 
 struct Rewriter<'p> {
     plan: &'p Plan,
     report: Report,
     topics: HashMap<[u8; 16], String>,
-    /// (api key, from, to) -> whether splicing is exact for this change of version.
-    spliceable: HashMap<(i16, i16, i16), bool>,
+    /// Indexed by api key: (from, to, whether splicing is exact for this change of version).
+    spliceable: Vec<Option<(i16, i16, bool)>>,
     lost_fields: Vec<String>,
+    /// Replacement record values of the current batch, back to back.
+    arena: Vec<u8>,
 }
 
 /// Rewrites the snapshot in `input` into `out` (None: a dry run that only reports). The input
@@ -144,7 +146,7 @@ pub fn rewrite(input: &[u8], plan: &Plan, out: Option<&mut dyn Write>) -> Result
 /// [`rewrite`] reading the snapshot from a stream, one batch at a time: memory holds one input
 /// and one output batch, whatever the snapshot's size.
 pub fn rewrite_stream(input: &mut dyn Read, plan: &Plan, mut out: Option<&mut dyn Write>) -> Result<Report> {
-    let mut rw = Rewriter { plan, report: Report::default(), topics: HashMap::new(), spliceable: HashMap::new(), lost_fields: Vec::new() };
+    let mut rw = Rewriter { plan, report: Report::default(), topics: HashMap::new(), spliceable: vec![None; 64], lost_fields: Vec::new(), arena: Vec::new() };
     let mut fpos = 0u64;
     let mut next_offset: i64 = 0;
     let mut views: Vec<RecordView> = Vec::new();
@@ -172,6 +174,7 @@ pub fn rewrite_stream(input: &mut dyn Read, plan: &Plan, mut out: Option<&mut dy
         rw.report.records_in += views.len() as u64;
 
         actions.clear();
+        rw.arena.clear();
         let mut all_kept = true;
         for r in &views {
             let value = r.value.as_ref().map(|v| &d[v.start as usize..v.end as usize]);
@@ -191,14 +194,38 @@ pub fn rewrite_stream(input: &mut dyn Read, plan: &Plan, mut out: Option<&mut dy
         buf.clear();
         if all_kept && h.codec_id() == 0 {
             // untouched: the same bytes at the new base offset (outside the CRC)
+            rw.report.bytes_out += bytes.len() as u64;
+            if let Some(w) = out.as_mut() {
+                w.write_all(&next_offset.to_be_bytes())?;
+                w.write_all(&bytes[8..])?;
+            }
+            next_offset += kept as i64;
+            continue;
+        } else if h.codec_id() == 0
+            && kept == views.len()
+            && views.iter().zip(&actions).all(|(r, a)| match a {
+                Action::Replace(v) => r.value.as_ref().is_some_and(|x| (x.end - x.start) as usize == v.len()),
+                _ => true,
+            })
+        {
+            // every new value has the length of the old one (e.g. only the version in the
+            // frame changed): patch them into a copy of the batch and recompute its CRC
             buf.extend_from_slice(bytes);
+            for (r, a) in views.iter().zip(&actions) {
+                if let (Action::Replace(v), Some(x)) = (a, r.value.as_ref()) {
+                    let at = batch::RECORD_BATCH_OVERHEAD + x.start as usize;
+                    buf[at..at + v.len()].copy_from_slice(&rw.arena[v.clone()]);
+                }
+            }
             builder::set_base_offset(&mut buf, next_offset);
+            let crc = batch::compute_crc(&buf);
+            buf[batch::CRC_OFFSET..batch::CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
         } else {
             let mut inputs: Vec<RecordInput> = Vec::with_capacity(kept);
             for (r, a) in views.iter().zip(&actions) {
                 let value: Option<&[u8]> = match a {
                     Action::Drop => continue,
-                    Action::Replace(v) => Some(v),
+                    Action::Replace(v) => Some(&rw.arena[v.clone()]),
                     Action::Keep => r.value.as_ref().map(|v| &d[v.start as usize..v.end as usize]),
                 };
                 inputs.push(RecordInput {
@@ -235,6 +262,10 @@ pub fn rewrite_stream(input: &mut dyn Read, plan: &Plan, mut out: Option<&mut dy
     Ok(rw.report)
 }
 
+/// Batches up to this size are read straight into a buffer of their size (KRaft writes batches
+/// of at most 8 MiB).
+const DIRECT_READ_MAX: usize = 64 << 20;
+
 /// Reads the next whole batch (log overhead + length bytes) into `buf`; false at the end.
 /// The size is checked as `next_batch` checks it before anything is allocated for it, and
 /// the bytes are read as they come, so a corrupt length cannot make it allocate much.
@@ -261,8 +292,23 @@ fn read_batch(input: &mut dyn Read, buf: &mut Vec<u8>, fpos: u64) -> Result<bool
     if length < batch::LEGACY_RECORD_OVERHEAD_V0 {
         return Ok(true); // next_batch: "record size .. is smaller than the minimum"
     }
-    let want = (length as u64 + batch::LOG_OVERHEAD as u64).saturating_sub(got as u64);
-    input.take(want).read_to_end(buf).map_err(|e| Error::from(e).at(fpos, None))?;
+    let total = length as usize + batch::LOG_OVERHEAD;
+    if total <= DIRECT_READ_MAX {
+        // one read straight into place; a short file leaves the rest out (next_batch reports it)
+        buf.resize(total, 0);
+        let mut filled = got;
+        while filled < total {
+            let n = input.read(&mut buf[filled..]).map_err(|e| Error::from(e).at(fpos, None))?;
+            if n == 0 {
+                break;
+            }
+            filled += n;
+        }
+        buf.truncate(filled);
+    } else {
+        // a size this large is likely corrupt: read what is there, growing only with the data
+        input.take((total - got) as u64).read_to_end(buf).map_err(|e| Error::from(e).at(fpos, None))?;
+    }
     Ok(true)
 }
 
@@ -317,7 +363,8 @@ impl Rewriter<'_> {
         }
         self.report.records_rewritten += 1;
         let body = &value[body_at..];
-        let mut out = Vec::with_capacity(value.len());
+        let start = self.arena.len();
+        let mut out = std::mem::take(&mut self.arena);
         write_frame(&mut out, api_key, to);
         self.lost_fields.clear();
         let flexible = schema.flexible_versions.contains(version);
@@ -327,17 +374,21 @@ impl Rewriter<'_> {
         } else {
             reencode(schema, version, to, body, &mut out, &mut self.lost_fields, self.plan)
         };
+        let end = out.len();
+        self.arena = out;
         res.map_err(|e| codec_err(e, off, fpos, schema.name))?;
         if !self.lost_fields.is_empty() {
             let fields = std::mem::take(&mut self.lost_fields);
-            let sample = self.sample_key(schema, version, body);
+            let n = self.plan.samples;
+            // a sample key costs a full decode: only while some loss still wants samples
+            let wanted = fields.iter().any(|f| !self.report.losses.iter().any(|l| l.record == schema.name && l.field == *f && l.samples.len() >= n));
+            let sample = if wanted { self.sample_key(schema, version, body) } else { String::new() };
             for f in &fields {
-                let n = self.plan.samples;
                 self.report.lose(schema.name, f, || sample.clone(), n);
             }
             self.lost_fields = fields;
         }
-        Ok(Action::Replace(out))
+        Ok(Action::Replace(start..end))
     }
 
     fn drop_record(&mut self, schema: &'static MessageSchema, version: i16, body: &[u8], off: i64, fpos: u64) -> Result<Action> {
@@ -377,7 +428,9 @@ impl Rewriter<'_> {
         }
         let out = schema::encode_metadata_record(FEATURE_LEVEL_RECORD, version, &st).map_err(|e| codec_err(e, off, fpos, schema.name))?;
         self.report.records_rewritten += 1;
-        Ok(Action::Replace(out))
+        let start = self.arena.len();
+        self.arena.extend_from_slice(&out);
+        Ok(Action::Replace(start..self.arena.len()))
     }
 
     fn remember_topic(&mut self, schema: &'static MessageSchema, version: i16, body: &[u8]) {
@@ -389,7 +442,15 @@ impl Rewriter<'_> {
     }
 
     fn can_splice(&mut self, m: &'static MessageSchema, from: i16, to: i16) -> bool {
-        *self.spliceable.entry((m.api_key, from, to)).or_insert_with(|| struct_spliceable(m.body, from, to, true))
+        let slot = &mut self.spliceable[m.api_key as usize & 63];
+        match *slot {
+            Some((f, t, ok)) if f == from && t == to => ok,
+            _ => {
+                let ok = struct_spliceable(m.body, from, to, true);
+                *slot = Some((from, to, ok));
+                ok
+            }
+        }
     }
 
     fn sample_key(&self, m: &'static MessageSchema, v: i16, body: &[u8]) -> String {
@@ -519,22 +580,29 @@ fn semantic_default(record: &str, f: &Field, val: &Value, plan: &Plan) -> bool {
 /// the fields both versions have and cutting out the others (recording the non-default ones).
 fn splice_struct(record: &str, s: &'static StructSchema, from: i16, to: i16, body: &[u8], out: &mut Vec<u8>, lost: &mut Vec<String>, plan: &Plan) -> std::result::Result<(), CodecError> {
     let mut r = Reader::new(body);
+    // bytes of consecutive kept fields are copied in one go
+    let mut run_start = 0usize;
     for f in s.fields {
         if !f.versions.contains(from) || f.tagged_versions.contains(from) {
             continue;
         }
         let start = r.pos;
-        codec::skip_field_value(&mut r, f, from, true)?;
-        let bytes = &body[start..r.pos];
-        if f.versions.contains(to) {
-            out.extend_from_slice(bytes);
-        } else {
-            let val = codec::read_field_value(&mut Reader::new(bytes), f, from, true, false)?;
+        let mut p = r.pos;
+        let compact = f.flexible_versions.map_or(true, |fv| fv.contains(from));
+        match codec::skip_quick(body, &mut p, &f.ty, from, compact, f.nullable_versions.contains(from)) {
+            Some(()) => r.pos = p,
+            None => codec::skip_field_value(&mut r, f, from, true)?, // says what is wrong, and where
+        }
+        if !f.versions.contains(to) {
+            out.extend_from_slice(&body[run_start..start]);
+            run_start = r.pos;
+            let val = codec::read_field_value(&mut Reader::new(&body[start..r.pos]), f, from, true, false)?;
             if !is_default(f, &val, from) && !semantic_default(record, f, &val, plan) {
                 lost.push(f.name.to_string());
             }
         }
     }
+    out.extend_from_slice(&body[run_start..r.pos]);
     // the tagged-field section: keep the tags `to` knows (and the unknown ones), in order
     let n = r.uvarint("tagged field count")?;
     let mut kept: Vec<&[u8]> = Vec::with_capacity(n as usize);
