@@ -49,6 +49,9 @@ pub struct Plan {
     pub semantic_defaults: Vec<(String, String, SemanticDefault)>,
     /// How many sample keys to keep per loss.
     pub samples: usize,
+    /// The snapshot's epoch (from its name): every batch must carry it. None: every batch
+    /// must carry the first batch's.
+    pub epoch: Option<i32>,
 }
 
 /// A rule saying when a non-default value still carries nothing.
@@ -154,6 +157,7 @@ pub fn rewrite_stream(input: &mut dyn Read, plan: &Plan, mut out: Option<&mut dy
     let mut buf: Vec<u8> = Vec::new();
     let mut actions: Vec<Action> = Vec::new();
     let mut expect_in: i64 = 0;
+    let mut expect_epoch = plan.epoch;
     while read_batch(input, &mut inbuf, fpos)? {
         let (h, range) = match batch::next_batch(&inbuf, 0, fpos)? {
             NextBatch::End => break,
@@ -165,6 +169,10 @@ pub fn rewrite_stream(input: &mut dyn Read, plan: &Plan, mut out: Option<&mut dy
             return Err(Error::corrupt(fpos, Some(h.base_offset), format!("batch base offset {} where offset {expect_in} was expected (snapshot offsets start at 0 and are contiguous)", h.base_offset)));
         }
         expect_in = h.base_offset + h.last_offset_delta as i64 + 1;
+        let epoch = *expect_epoch.get_or_insert(h.partition_leader_epoch);
+        if h.partition_leader_epoch != epoch {
+            return Err(Error::corrupt(fpos, Some(h.base_offset), format!("batch leader epoch {} differs from the snapshot epoch {epoch}", h.partition_leader_epoch)));
+        }
         rw.report.batches_in += 1;
         rw.report.bytes_in += bytes.len() as u64;
         let data = batch::records_data(&h, bytes, fpos)?;

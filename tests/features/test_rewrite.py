@@ -192,7 +192,8 @@ def test_flipped_or_truncated_bytes_give_precise_errors_never_crashes(tmp_path_f
     else:
         for _ in range(data.draw(st.integers(1, 4), label="flips")):
             raw[data.draw(st.integers(0, len(raw) - 1))] ^= 1 << data.draw(st.integers(0, 7))
-    bad = directory / "bad.checkpoint"
+    (directory / "in").mkdir()
+    bad = directory / "in" / src.name  # named as a snapshot: its epoch is checked too
     bad.write_bytes(bytes(raw))
     (directory / "out").mkdir()
     dst = directory / "out" / src.name

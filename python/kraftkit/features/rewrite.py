@@ -247,10 +247,15 @@ def rewrite_snapshot(
             raise KraftkitError(f"{src}: refusing to rewrite a snapshot onto itself; write it elsewhere first")
     plan = _plan(target, reg, release or None, feature_levels)
 
+    from kraftkit.metadata.snapshot import BOOTSTRAP_FILE, parse_snapshot_name
+
+    parsed = parse_snapshot_name(src.name)
+    epoch = 0 if src.name == BOOTSTRAP_FILE else parsed[0].epoch if parsed else None
+
     def run(out: Path | None) -> dict[str, Any]:
         return _rewrite(str(src), None if out is None else str(out), plan["versions"], plan["features"],
                         drop_kraft_control=plan["drop_kraft_control"], semantic_defaults=plan["semantic_defaults"],
-                        samples=samples)
+                        samples=samples, epoch=epoch)
 
     raw = run(None) if (fail_on_loss or dst is None) else None
     if raw is not None and fail_on_loss and raw["losses"]:

@@ -16,12 +16,13 @@ use std::path::PathBuf;
 /// record type; api keys absent from the dict are kept as they are. `features`: feature name ->
 /// {old level: new level} (0 drops the FeatureLevelRecord). `semantic_defaults`: (record type,
 /// field, rule) triples naming values that carry nothing although not the schema default
-/// (rules: "all-zero-uuids", "empty"). The output goes to `<dst>.part`,
+/// (rules: "all-zero-uuids", "empty"). `epoch`: the epoch in the snapshot's name, which every
+/// batch must carry (None: the first batch's). The output goes to `<dst>.part`,
 /// is fsynced, then renamed over `dst`; on error nothing is left behind and `dst` is untouched.
 /// Returns the report: batch/record/byte counts, `losses` (record, field, count, samples),
 /// `feature_changes` (name, from, to) and `records_dropped_silently`.
 #[pyfunction]
-#[pyo3(signature = (src, dst, versions, features, *, drop_kraft_control = false, semantic_defaults = Vec::new(), samples = 5))]
+#[pyo3(signature = (src, dst, versions, features, *, drop_kraft_control = false, semantic_defaults = Vec::new(), samples = 5, epoch = None))]
 #[allow(clippy::too_many_arguments)]
 fn rewrite_snapshot<'py>(
     py: Python<'py>,
@@ -32,6 +33,7 @@ fn rewrite_snapshot<'py>(
     drop_kraft_control: bool,
     semantic_defaults: Vec<(String, String, String)>,
     samples: usize,
+    epoch: Option<i32>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let name = src.to_string_lossy().into_owned();
     let mut rules = Vec::with_capacity(semantic_defaults.len());
@@ -43,7 +45,7 @@ fn rewrite_snapshot<'py>(
         };
         rules.push((record, field, rule));
     }
-    let mut plan = Plan { versions: Vec::new(), features, drop_kraft_control, semantic_defaults: rules, samples };
+    let mut plan = Plan { versions: Vec::new(), features, drop_kraft_control, semantic_defaults: rules, samples, epoch };
     let top = versions.keys().copied().max().unwrap_or(-1);
     if versions.keys().any(|k| *k < 0) {
         return Err(pyo3::exceptions::PyValueError::new_err("api keys are non-negative"));
