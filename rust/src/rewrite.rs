@@ -29,6 +29,8 @@ use std::io::{Read, Write};
 
 const FEATURE_LEVEL_RECORD: i16 = 12;
 const TOPIC_RECORD: i16 = 2;
+const SNAPSHOT_HEADER: i16 = 3;
+const SNAPSHOT_FOOTER: i16 = 4;
 const KRAFT_VERSION: i16 = 5;
 const KRAFT_VOTERS: i16 = 6;
 
@@ -158,6 +160,7 @@ pub fn rewrite_stream(input: &mut dyn Read, plan: &Plan, mut out: Option<&mut dy
     let mut actions: Vec<Action> = Vec::new();
     let mut expect_in: i64 = 0;
     let mut expect_epoch = plan.epoch;
+    let mut footer_seen = false;
     while read_batch(input, &mut inbuf, fpos)? {
         let (h, range) = match batch::next_batch(&inbuf, 0, fpos)? {
             NextBatch::End => break,
@@ -184,6 +187,19 @@ pub fn rewrite_stream(input: &mut dyn Read, plan: &Plan, mut out: Option<&mut dy
         actions.clear();
         rw.arena.clear();
         let mut all_kept = true;
+        if footer_seen {
+            return Err(Error::corrupt(fpos, Some(h.base_offset), "batch after the SnapshotFooter"));
+        }
+        if rw.report.batches_in == 1 {
+            let first = views.first().and_then(|r| r.key.as_ref()).map(|k| &d[k.start as usize..k.end as usize]);
+            if !h.is_control() || batch::parse_control_key(first).map(|(_, t)| t) != Ok(SNAPSHOT_HEADER) {
+                return Err(Error::corrupt(fpos, Some(h.base_offset), "the snapshot does not start with a SnapshotHeader"));
+            }
+        }
+        if h.is_control() {
+            let last = views.last().and_then(|r| r.key.as_ref()).map(|k| &d[k.start as usize..k.end as usize]);
+            footer_seen = batch::parse_control_key(last).map(|(_, t)| t) == Ok(SNAPSHOT_FOOTER);
+        }
         for r in &views {
             let value = r.value.as_ref().map(|v| &d[v.start as usize..v.end as usize]);
             let key = r.key.as_ref().map(|k| &d[k.start as usize..k.end as usize]);
@@ -266,6 +282,9 @@ pub fn rewrite_stream(input: &mut dyn Read, plan: &Plan, mut out: Option<&mut dy
     }
     if rw.report.batches_in == 0 {
         return Err(Error::new(ErrorKind::Corrupt, "empty snapshot: no batches"));
+    }
+    if !footer_seen {
+        return Err(Error::new(ErrorKind::Truncated, "no SnapshotFooter at the end: the snapshot is incomplete").at(fpos, None));
     }
     Ok(rw.report)
 }
@@ -691,11 +710,28 @@ mod tests {
         encode_metadata_record(m.api_key, v, &st).unwrap()
     }
 
-    fn snapshot(records: &[Vec<u8>]) -> Vec<u8> {
+    /// A snapshot: a SnapshotHeader batch, one data batch per group, a SnapshotFooter batch.
+    fn snapshot_of(groups: &[&[Vec<u8>]]) -> Vec<u8> {
         let mut out = Vec::new();
-        let inputs: Vec<RecordInput> = records.iter().map(|r| RecordInput { timestamp: 5, key: None, value: Some(r), headers: vec![] }).collect();
-        builder::encode_batch(&BatchParams { partition_leader_epoch: 3, ..Default::default() }, &inputs, &mut out).unwrap();
+        let mut offset = 0i64;
+        let control = |out: &mut Vec<u8>, offset: i64, t: i16, value: Vec<u8>| {
+            let key = crate::snapshot::control_key(t);
+            let r = RecordInput { timestamp: 5, key: Some(&key), value: Some(&value), headers: vec![] };
+            builder::encode_batch(&BatchParams { base_offset: offset, partition_leader_epoch: 3, control: true, ..Default::default() }, &[r], out).unwrap();
+        };
+        control(&mut out, offset, SNAPSHOT_HEADER, crate::snapshot::header_value(5));
+        offset += 1;
+        for g in groups {
+            let inputs: Vec<RecordInput> = g.iter().map(|r| RecordInput { timestamp: 5, key: None, value: Some(r), headers: vec![] }).collect();
+            builder::encode_batch(&BatchParams { base_offset: offset, partition_leader_epoch: 3, ..Default::default() }, &inputs, &mut out).unwrap();
+            offset += g.len() as i64;
+        }
+        control(&mut out, offset, SNAPSHOT_FOOTER, crate::snapshot::footer_value());
         out
+    }
+
+    fn snapshot(records: &[Vec<u8>]) -> Vec<u8> {
+        snapshot_of(&[records])
     }
 
     fn decode_all(buf: &[u8]) -> Vec<(i16, i16, Struct)> {
@@ -708,7 +744,7 @@ mod tests {
             let d = batch::records_data(&h, b, 0).unwrap();
             views.clear();
             batch::parse_records(&h, d.bytes(), 0, &mut views).unwrap();
-            for v in &views {
+            for v in views.iter().filter(|_| !h.is_control()) {
                 let val = &d.bytes()[v.value.clone().unwrap().start as usize..v.value.clone().unwrap().end as usize];
                 let m = schema::decode_metadata_record(val).unwrap();
                 out.push((m.schema.api_key, m.version, m.data));
@@ -787,11 +823,21 @@ mod tests {
         let zk_none = rec("ZkMigrationStateRecord", 0, vec![]);
         let scram = rec("UserScramCredentialRecord", 0, vec![("Name", Value::Str("alice".into())), ("Mechanism", Value::Int(1))]);
         let cfg = rec("ConfigRecord", 0, vec![("ResourceType", Value::Int(2)), ("ResourceName", Value::Str("t".into())), ("Name", Value::Str("k".into())), ("Value", Value::Str("v".into()))]);
-        let mut input = snapshot(&[mv, gv, zk_none, scram]);
-        let untouched = snapshot(&[cfg.clone()]);
-        let mut second = untouched.clone();
-        builder::set_base_offset(&mut second, 4);
-        input.extend_from_slice(&second);
+        let input = snapshot_of(&[&[mv, gv, zk_none, scram], &[cfg.clone()]]);
+        let untouched = {
+            // the config batch as it sits in the input (the third batch)
+            let mut pos = 0;
+            let mut found = Vec::new();
+            for i in 0..3 {
+                if let NextBatch::Batch(_, r) = batch::next_batch(&input, pos, 0).unwrap() {
+                    if i == 2 {
+                        found = input[r.clone()].to_vec();
+                    }
+                    pos = r.end;
+                }
+            }
+            found
+        };
         let mut plan = plan_to(&[(21, None), (11, None)]);
         plan.features.insert("metadata.version".into(), HashMap::from([(30, 7)]));
         plan.features.insert("group.version".into(), HashMap::from([(1, 0)]));
@@ -807,10 +853,10 @@ mod tests {
         let recs = decode_all(&out);
         assert_eq!(recs.len(), 2);
         assert_eq!(recs[0].2.get("FeatureLevel"), Some(&Value::Int(7)));
-        // the config batch was copied verbatim, moved to offset 1
-        let tail = &out[out.len() - untouched.len()..];
-        assert_eq!(&tail[8..], &untouched[8..]);
-        assert_eq!(i64::from_be_bytes(tail[..8].try_into().unwrap()), 1);
+        // the config batch was copied verbatim, moved from offset 5 to offset 2: only the
+        // header and the metadata.version record come before it now
+        let at = out.windows(untouched.len() - 8).position(|w| w == &untouched[8..]).expect("config batch copied verbatim") - 8;
+        assert_eq!(i64::from_be_bytes(out[at..at + 8].try_into().unwrap()), 2);
     }
 
     #[test]
@@ -821,8 +867,19 @@ mod tests {
         input[n - 3] ^= 0xff;
         let e = rewrite(&input, &plan_to(&[]), None).unwrap_err();
         assert!(e.reason.contains("CRC"), "{e:?}");
-        assert_eq!(e.position, Some(0));
+        assert!(e.position.is_some());
         let e = rewrite(&input[..n - 5], &plan_to(&[]), None).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Truncated);
+        // whole batches, but no footer: incomplete
+        let good = snapshot(&[rec("ConfigRecord", 0, vec![("Name", Value::Str("k".into()))])]);
+        let mut pos = 0;
+        for _ in 0..2 {
+            if let NextBatch::Batch(_, r) = batch::next_batch(&good, pos, 0).unwrap() {
+                pos = r.end;
+            }
+        }
+        let e = rewrite(&good[..pos], &plan_to(&[]), None).unwrap_err();
+        assert!(e.reason.contains("SnapshotFooter"), "{e:?}");
         assert_eq!(e.kind, ErrorKind::Truncated);
     }
 }
