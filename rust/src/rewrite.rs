@@ -396,10 +396,11 @@ impl Rewriter<'_> {
         self.lost_fields.clear();
         let flexible = schema.flexible_versions.contains(version);
         let splice = flexible && schema.flexible_versions.contains(to) && self.can_splice(schema, version, to);
+        let mut change = Change { record: schema.name, from: version, to, plan: self.plan, lost: &mut self.lost_fields };
         let res = if splice {
-            splice_struct(schema.name, schema.body, version, to, body, &mut out, &mut self.lost_fields, self.plan)
+            splice_struct(&mut change, schema.body, body, &mut out)
         } else {
-            reencode(schema, version, to, body, &mut out, &mut self.lost_fields, self.plan)
+            reencode(&mut change, schema, body, &mut out)
         };
         let end = out.len();
         self.arena = out;
@@ -603,9 +604,21 @@ fn semantic_default(record: &str, f: &Field, val: &Value, plan: &Plan) -> bool {
     })
 }
 
+/// One record's change of version, and where to note what it loses.
+struct Change<'a> {
+    /// the record type's name (for the plan's semantic defaults)
+    record: &'a str,
+    from: i16,
+    to: i16,
+    plan: &'a Plan,
+    lost: &'a mut Vec<String>,
+}
+
 /// Writes the top-level struct `body` (version `from`) at version `to` by copying the bytes of
 /// the fields both versions have and cutting out the others (recording the non-default ones).
-fn splice_struct(record: &str, s: &'static StructSchema, from: i16, to: i16, body: &[u8], out: &mut Vec<u8>, lost: &mut Vec<String>, plan: &Plan) -> std::result::Result<(), CodecError> {
+fn splice_struct(c: &mut Change, s: &'static StructSchema, body: &[u8], out: &mut Vec<u8>) -> std::result::Result<(), CodecError> {
+    let (record, from, to, plan) = (c.record, c.from, c.to, c.plan);
+    let lost = &mut *c.lost;
     let mut r = Reader::new(body);
     // bytes of consecutive kept fields are copied in one go
     let mut run_start = 0usize;
@@ -661,31 +674,31 @@ fn splice_struct(record: &str, s: &'static StructSchema, from: i16, to: i16, bod
 }
 
 /// The general path: decode, remove what `to` lacks (recording non-default values), encode.
-fn reencode(m: &'static MessageSchema, from: i16, to: i16, body: &[u8], out: &mut Vec<u8>, lost: &mut Vec<String>, plan: &Plan) -> std::result::Result<(), CodecError> {
-    let mut st = codec::decode_message(m, from, body)?;
-    strip(m.name, m.body, from, to, &mut st, "", lost, plan);
-    codec::encode_message(m, to, &st, out)
+fn reencode(c: &mut Change, m: &'static MessageSchema, body: &[u8], out: &mut Vec<u8>) -> std::result::Result<(), CodecError> {
+    let mut st = codec::decode_message(m, c.from, body)?;
+    strip(c, m.body, &mut st, "");
+    codec::encode_message(m, c.to, &st, out)
 }
 
-fn strip(record: &str, s: &'static StructSchema, from: i16, to: i16, st: &mut Struct, path: &str, lost: &mut Vec<String>, plan: &Plan) {
+fn strip(c: &mut Change, s: &'static StructSchema, st: &mut Struct, path: &str) {
+    let (record, from, to, plan) = (c.record, c.from, c.to, c.plan);
     st.fields.retain_mut(|(name, val)| {
         let Some(f) = s.fields.iter().find(|f| f.name == *name) else { return true };
         let p = if path.is_empty() { f.name.to_string() } else { format!("{path}.{}", f.name) };
         if !f.versions.contains(to) {
-            if !is_default(f, val, from) && !(path.is_empty() && semantic_default(record, f, val, plan)) && !lost.contains(&p) {
-                lost.push(p);
+            let carries_nothing = is_default(f, val, from) || (path.is_empty() && semantic_default(record, f, val, plan));
+            if !carries_nothing && !c.lost.contains(&p) {
+                c.lost.push(p);
             }
             return false;
         }
         match (&f.ty, val) {
-            (FieldType::Struct(inner), Value::Struct(x)) => strip(record, inner, from, to, x, &p, lost, plan),
-            (FieldType::Array(e), Value::Array(items)) => {
-                if let FieldType::Struct(inner) = e {
-                    let ip = format!("{p}[]");
-                    for it in items.iter_mut() {
-                        if let Value::Struct(x) = it {
-                            strip(record, inner, from, to, x, &ip, lost, plan);
-                        }
+            (FieldType::Struct(inner), Value::Struct(x)) => strip(c, inner, x, &p),
+            (FieldType::Array(FieldType::Struct(inner)), Value::Array(items)) => {
+                let ip = format!("{p}[]");
+                for it in items.iter_mut() {
+                    if let Value::Struct(x) = it {
+                        strip(c, inner, x, &ip);
                     }
                 }
             }
@@ -808,8 +821,8 @@ mod tests {
             let (mut a, mut b) = (Vec::new(), Vec::new());
             let (mut la, mut lb) = (Vec::new(), Vec::new());
             if struct_spliceable(m.body, v, to, true) {
-                splice_struct(m.name, m.body, v, to, &r[at..], &mut a, &mut la, &plan).unwrap();
-                reencode(m, v, to, &r[at..], &mut b, &mut lb, &plan).unwrap();
+                splice_struct(&mut Change { record: m.name, from: v, to, plan: &plan, lost: &mut la }, m.body, &r[at..], &mut a).unwrap();
+                reencode(&mut Change { record: m.name, from: v, to, plan: &plan, lost: &mut lb }, m, &r[at..], &mut b).unwrap();
                 assert_eq!(a, b, "version {v} -> {to}");
                 assert_eq!(la, lb);
             }
