@@ -55,7 +55,7 @@ thread_local! {
 }
 const UUID_CACHE_MAX: usize = 1 << 16;
 
-fn uuid_to_py(py: Python<'_>, u: &[u8; 16]) -> PyResult<PyObject> {
+pub(crate) fn uuid_to_py(py: Python<'_>, u: &[u8; 16]) -> PyResult<PyObject> {
     if let Some(o) = UUIDS.with(|c| c.borrow().get(u).map(|o| o.clone_ref(py))) {
         return Ok(o);
     }

@@ -2,6 +2,7 @@
 
 mod batch;
 mod errors;
+mod image;
 mod metadata;
 mod segment;
 mod snapshot;
@@ -15,6 +16,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     segment::register(m)?;
     metadata::register(m)?;
     snapshot::register(m)?;
+    image::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -1,0 +1,275 @@
+//! Replaying whole batches into the image: one batch, the batches of log segment files from a
+//! start offset up to an exclusive end offset, and snapshot files.
+//!
+//! A batch is decoded in full (every record, CRC checked by the caller or here) before any of
+//! its records is applied, as `decode_metadata_batch` + `MetadataImage.replay_batch` do. A batch
+//! entirely inside the range moves the provenance to its last offset; a batch that straddles
+//! the start or the end is applied record by record, each moving the provenance.
+
+use super::fast::decode_partition_change;
+use super::replay::{PartitionChange, PARTITION_CHANGE};
+use super::{Image, Provenance, ReplayError};
+use crate::batch::{self, BatchHeader, NextBatch, RecordView};
+use crate::error::Error;
+use crate::schema::{self, CodecError, Struct};
+use std::fmt;
+use std::ops::Range;
+
+/// Why loading failed: a batch that cannot be read, a record that cannot be decoded, or one
+/// that cannot be applied. `file` names the file when the bytes came from one.
+#[derive(Debug, Clone)]
+pub enum ImageLoadError {
+    /// The batch itself: sizes, CRC, compression, record framing (Kafka's corrupt-batch errors).
+    Batch { file: Option<String>, error: Error },
+    /// A record value the codec cannot decode, at `offset`.
+    Record { file: Option<String>, offset: i64, error: CodecError },
+    /// A record that cannot be applied to the image.
+    Replay(ReplayError),
+    /// The file cannot be read.
+    Io { file: String, error: String },
+}
+
+impl fmt::Display for ImageLoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ImageLoadError::Batch { file, error } => {
+                if let Some(n) = file {
+                    write!(f, "{n}: ")?;
+                }
+                write!(f, "{error}")
+            }
+            ImageLoadError::Record { file, offset, error } => {
+                if let Some(n) = file {
+                    write!(f, "{n}: ")?;
+                }
+                write!(f, "record at offset {offset}: {error}")
+            }
+            ImageLoadError::Replay(e) => write!(f, "{e}"),
+            ImageLoadError::Io { file, error } => write!(f, "{file}: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for ImageLoadError {}
+
+impl From<ReplayError> for ImageLoadError {
+    fn from(e: ReplayError) -> Self {
+        ImageLoadError::Replay(e)
+    }
+}
+
+type LResult<T> = Result<T, ImageLoadError>;
+
+/// One decoded record of a batch.
+enum Decoded {
+    /// A data record through the generic codec.
+    Data { offset: i64, api_key: i16, version: i16, data: Struct },
+    /// A `PartitionChangeRecord` through the typed decoder; `value` is its range in the records area.
+    Change { offset: i64, change: PartitionChange, value: Range<usize> },
+    /// A control record: its type and value (None for types without a schema: transaction markers).
+    Control { offset: i64, control_type: i16, data: Option<Struct> },
+}
+
+impl Decoded {
+    fn offset(&self) -> i64 {
+        match self {
+            Decoded::Data { offset, .. } | Decoded::Change { offset, .. } | Decoded::Control { offset, .. } => *offset,
+        }
+    }
+}
+
+/// Reusable buffers for decoding batches.
+#[derive(Default)]
+struct Scratch {
+    views: Vec<RecordView>,
+    decoded: Vec<Decoded>,
+}
+
+/// Where a log replay stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogReplay {
+    /// The offset after the last record applied (the start offset if none was).
+    pub end: i64,
+    /// A batch at or past the requested end offset was reached.
+    pub reached_end: bool,
+}
+
+fn decode_batch(h: &BatchHeader, bytes: &[u8], fpos: u64, file: Option<&str>, s: &mut Scratch, records: &mut Vec<u8>) -> LResult<()> {
+    let batch_err = |error: Error| ImageLoadError::Batch { file: file.map(str::to_owned), error };
+    let data = batch::records_data(h, bytes, fpos).map_err(batch_err)?;
+    s.views.clear();
+    s.decoded.clear();
+    batch::parse_records(h, data.bytes(), fpos, &mut s.views).map_err(batch_err)?;
+    let d = data.bytes();
+    for v in &s.views {
+        let offset = h.base_offset + v.offset_delta as i64;
+        let range = v.value.as_ref().map_or(0..0, |r| r.start as usize..r.end as usize);
+        let value = &d[range.clone()];
+        let rec_err = |error: CodecError| ImageLoadError::Record { file: file.map(str::to_owned), offset, error };
+        if h.is_control() {
+            let key = v.key.as_ref().map(|r| &d[r.start as usize..r.end as usize]);
+            let (_, t) = batch::parse_control_key(key)
+                .map_err(|reason| batch_err(Error::corrupt(fpos, Some(h.base_offset), format!("record at offset {offset}: {reason}"))))?;
+            let data = if schema::control_schema(t).is_some() { Some(schema::decode_control_record(t, value).map_err(rec_err)?.2) } else { None };
+            s.decoded.push(Decoded::Control { offset, control_type: t, data });
+        } else if let Some(change) = decode_partition_change(value) {
+            s.decoded.push(Decoded::Change { offset, change, value: range });
+        } else {
+            let r = schema::decode_metadata_record(value).map_err(rec_err)?;
+            s.decoded.push(Decoded::Data { offset, api_key: r.schema.api_key, version: r.version, data: r.data });
+        }
+    }
+    // The typed decoder's records point into the records area, which is borrowed from the
+    // batch unless it was decompressed: keep a copy of a decompressed area for them.
+    if let batch::RecordsData::Owned(v) = data {
+        *records = v;
+    } else {
+        records.clear();
+        records.extend_from_slice(d);
+    }
+    Ok(())
+}
+
+impl Image {
+    fn apply_decoded(&mut self, rec: Decoded, records: &[u8]) -> LResult<()> {
+        match rec {
+            Decoded::Control { control_type, data, .. } => self.replay_control(control_type, data.as_ref())?,
+            Decoded::Data { offset, api_key, version, data } => self.replay(api_key, version, data, Some(offset))?,
+            Decoded::Change { offset, change, value } => {
+                let bytes = records.get(value).unwrap_or(&[]);
+                if self.pending_transaction.is_some() {
+                    // Inside a transaction the record waits in its generic form.
+                    let r = schema::decode_metadata_record(bytes).map_err(|error| ImageLoadError::Record { file: None, offset, error })?;
+                    self.replay(PARTITION_CHANGE, r.version, r.data, Some(offset))?;
+                } else {
+                    self.apply_partition_change(change, Some(offset), || schema::decode_metadata_record(bytes).ok().map(|r| r.data))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies every record of one complete batch (CRC already checked) and moves the
+    /// provenance to its last offset (`MetadataImage.replay_batch`).
+    pub fn replay_batch(&mut self, h: &BatchHeader, bytes: &[u8], fpos: u64, file: Option<&str>) -> LResult<()> {
+        let mut s = Scratch::default();
+        let mut records = Vec::new();
+        self.replay_whole_batch(h, bytes, fpos, file, &mut s, &mut records)
+    }
+
+    fn replay_whole_batch(&mut self, h: &BatchHeader, bytes: &[u8], fpos: u64, file: Option<&str>, s: &mut Scratch, records: &mut Vec<u8>) -> LResult<()> {
+        decode_batch(h, bytes, fpos, file, s, records)?;
+        for rec in s.decoded.drain(..) {
+            self.apply_decoded(rec, records).map_err(|e| with_file(e, file))?;
+        }
+        self.provenance = Provenance { offset: h.last_offset(), epoch: h.partition_leader_epoch as i64, timestamp: h.max_timestamp };
+        Ok(())
+    }
+
+    /// Replays the batches of one log segment's bytes whose records fall in `[start, at)`
+    /// (`at` None: no end), continuing from `end` (the end offset reached so far, updated).
+    /// Every batch read is CRC checked. With `skip_below_start`, batches that end below
+    /// `start` are skipped without being decoded (how a log directory is read after a
+    /// snapshot); otherwise they are decoded and their records ignored (a segment file alone).
+    /// Returns true when a batch at or past `at` was reached: nothing after it is read.
+    pub fn replay_segment(&mut self, buf: &[u8], file: Option<&str>, start: i64, at: Option<i64>, skip_below_start: bool, end: &mut i64) -> LResult<bool> {
+        let mut s = Scratch::default();
+        let mut records = Vec::new();
+        let mut pos = 0usize;
+        let batch_err = |error: Error| ImageLoadError::Batch { file: file.map(str::to_owned), error };
+        loop {
+            let (h, range) = match batch::next_batch(buf, pos, 0).map_err(batch_err)? {
+                NextBatch::End => return Ok(false),
+                NextBatch::Batch(h, r) => (h, r),
+            };
+            let bytes = &buf[range.clone()];
+            let fpos = pos as u64;
+            batch::validate(&h, bytes, fpos).map_err(batch_err)?;
+            pos = range.end;
+            if skip_below_start && h.last_offset() < start {
+                continue;
+            }
+            if at.is_some_and(|a| h.base_offset >= a) {
+                return Ok(true);
+            }
+            if h.base_offset < start || at.is_some_and(|a| h.last_offset() >= a) {
+                decode_batch(&h, bytes, fpos, file, &mut s, &mut records)?;
+                for rec in s.decoded.drain(..) {
+                    let offset = rec.offset();
+                    if offset < start || at.is_some_and(|a| offset >= a) {
+                        continue;
+                    }
+                    self.apply_decoded(rec, &records).map_err(|e| with_file(e, file))?;
+                    self.provenance = Provenance { offset, epoch: h.partition_leader_epoch as i64, timestamp: h.max_timestamp };
+                    *end = offset + 1;
+                }
+            } else {
+                self.replay_whole_batch(&h, bytes, fpos, file, &mut s, &mut records)?;
+                *end = h.last_offset() + 1;
+            }
+        }
+    }
+
+    /// Replays the log segment files `files` (in offset order) from `start` up to `at`
+    /// (exclusive). Returns where the replay stopped.
+    pub fn replay_log_files(&mut self, files: &[String], start: i64, at: Option<i64>, skip_below_start: bool) -> LResult<LogReplay> {
+        let mut end = start;
+        for f in files {
+            let map = read_file(f)?;
+            if self.replay_segment(map.as_ref().map_or(&[][..], |m| &m[..]), Some(f), start, at, skip_below_start, &mut end)? {
+                return Ok(LogReplay { end, reached_end: true });
+            }
+        }
+        Ok(LogReplay { end, reached_end: false })
+    }
+
+    /// Replays a snapshot file's records (its control records too); returns the
+    /// SnapshotHeader's LastContainedLogTimestamp (-1 without one). The provenance is left to
+    /// the caller, which knows the snapshot id.
+    pub fn replay_snapshot(&mut self, buf: &[u8], file: Option<&str>) -> LResult<i64> {
+        let mut s = Scratch::default();
+        let mut records = Vec::new();
+        let mut pos = 0usize;
+        let mut ts = -1;
+        let batch_err = |error: Error| ImageLoadError::Batch { file: file.map(str::to_owned), error };
+        loop {
+            let (h, range) = match batch::next_batch(buf, pos, 0).map_err(batch_err)? {
+                NextBatch::End => return Ok(ts),
+                NextBatch::Batch(h, r) => (h, r),
+            };
+            let bytes = &buf[range.clone()];
+            batch::validate(&h, bytes, pos as u64).map_err(batch_err)?;
+            decode_batch(&h, bytes, pos as u64, file, &mut s, &mut records)?;
+            for rec in s.decoded.drain(..) {
+                if let Decoded::Control { control_type: crate::snapshot::SNAPSHOT_HEADER, data: Some(d), .. } = &rec {
+                    if let Some(crate::schema::Value::Int(t)) = d.get("LastContainedLogTimestamp") {
+                        ts = *t;
+                    }
+                }
+                self.apply_decoded(rec, &records).map_err(|e| with_file(e, file))?;
+            }
+            pos = range.end;
+        }
+    }
+}
+
+fn with_file(e: ImageLoadError, file: Option<&str>) -> ImageLoadError {
+    match e {
+        ImageLoadError::Record { file: None, offset, error } => ImageLoadError::Record { file: file.map(str::to_owned), offset, error },
+        other => other,
+    }
+}
+
+/// The bytes of a file, mapped (None for an empty file).
+pub fn read_file(path: &str) -> LResult<Option<memmap2::Mmap>> {
+    let io = |e: std::io::Error| ImageLoadError::Io { file: path.to_owned(), error: e.to_string() };
+    let f = std::fs::File::open(path).map_err(io)?;
+    if f.metadata().map_err(io)?.len() == 0 {
+        return Ok(None);
+    }
+    // SAFETY: the map is read-only; a file truncated by another process while mapped could
+    // fault, as with any mmap reader.
+    let m = unsafe { memmap2::Mmap::map(&f) }.map_err(io)?;
+    let _ = m.advise(memmap2::Advice::Sequential);
+    Ok(Some(m))
+}
