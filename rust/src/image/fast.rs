@@ -1,16 +1,47 @@
 //! A typed decoder for `PartitionChangeRecord` values, the bulk of a busy controller's log.
 //!
-//! It reads the common, well-formed shapes straight into a [`PartitionChange`] without building
-//! the generic value tree. Anything else -- an unknown or repeated tagged field, a version it
+//! It reads the common, well-formed shapes into a [`PartitionChange`] whose lists point into
+//! the record's bytes, without building the generic value tree or allocating. Anything else -- an unknown or repeated tagged field, a version it
 //! does not know, bytes that do not parse -- returns None, and the caller decodes the value with
 //! the generic codec, which gives the same result or Kafka's precise error. Every value it
 //! accepts decodes to the same record through the generic codec (tested in `tests.rs`).
 
-use super::replay::PartitionChange;
+use super::replay::{PartitionChange, Seq};
 use super::Uuid;
 use crate::varint::read_uvarint;
 
 const PARTITION_CHANGE: u32 = 5;
+
+/// A compact int32 array's elements, big-endian, as in the record.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct BeInts<'a>(&'a [u8]);
+
+impl Seq<i32> for BeInts<'_> {
+    fn count(&self) -> usize {
+        self.0.len() / 4
+    }
+    fn assign_to(&self, v: &mut Vec<i32>) {
+        v.clear();
+        v.extend(self.0.chunks_exact(4).map(|c| i32::from_be_bytes([c[0], c[1], c[2], c[3]])));
+    }
+}
+
+/// A compact uuid array's elements, as in the record.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct RawUuids<'a>(&'a [u8]);
+
+impl Seq<Uuid> for RawUuids<'_> {
+    fn count(&self) -> usize {
+        self.0.len() / 16
+    }
+    fn assign_to(&self, v: &mut Vec<Uuid>) {
+        v.clear();
+        v.extend(self.0.chunks_exact(16).filter_map(|c| <Uuid>::try_from(c).ok()));
+    }
+}
+
+/// A `PartitionChangeRecord` whose lists point into its bytes.
+pub(crate) type ChangeView<'a> = PartitionChange<BeInts<'a>, RawUuids<'a>>;
 
 struct Cursor<'a> {
     b: &'a [u8],
@@ -38,20 +69,18 @@ impl<'a> Cursor<'a> {
         let n = self.uvarint()?;
         Some(if n == 0 { None } else { Some(n as usize - 1) })
     }
-    fn int32_array(&mut self) -> Option<Option<Vec<i32>>> {
+    fn int32_array(&mut self) -> Option<Option<BeInts<'a>>> {
         let Some(n) = self.compact_len()? else { return Some(None) };
-        let bytes = self.take(n.checked_mul(4)?)?;
-        Some(Some(bytes.chunks_exact(4).map(|c| i32::from_be_bytes([c[0], c[1], c[2], c[3]])).collect()))
+        Some(Some(BeInts(self.take(n.checked_mul(4)?)?)))
     }
-    fn uuid_array(&mut self) -> Option<Option<Vec<Uuid>>> {
+    fn uuid_array(&mut self) -> Option<Option<RawUuids<'a>>> {
         let Some(n) = self.compact_len()? else { return Some(None) };
-        let bytes = self.take(n.checked_mul(16)?)?;
-        Some(Some(bytes.chunks_exact(16).filter_map(|c| c.try_into().ok()).collect()))
+        Some(Some(RawUuids(self.take(n.checked_mul(16)?)?)))
     }
 }
 
 /// Decodes a framed `PartitionChangeRecord` value of versions 0-2, or returns None.
-pub(crate) fn decode_partition_change(value: &[u8]) -> Option<PartitionChange> {
+pub(crate) fn decode_partition_change(value: &[u8]) -> Option<ChangeView<'_>> {
     let mut c = Cursor { b: value, pos: 0 };
     if c.uvarint()? != 1 || c.uvarint()? != PARTITION_CHANGE {
         return None;
@@ -60,7 +89,7 @@ pub(crate) fn decode_partition_change(value: &[u8]) -> Option<PartitionChange> {
     if version > 2 {
         return None;
     }
-    let mut out = PartitionChange {
+    let mut out = ChangeView {
         partition_id: c.i32()? as i64,
         topic_id: c.uuid()?,
         leader: -2,
@@ -97,4 +126,35 @@ pub(crate) fn decode_partition_change(value: &[u8]) -> Option<PartitionChange> {
         return None;
     }
     Some(out)
+}
+
+#[cfg(test)]
+impl ChangeView<'_> {
+    /// The same change with its lists decoded (for comparisons).
+    pub(crate) fn to_owned_change(&self) -> PartitionChange {
+        let ints = |l: &Option<BeInts>| {
+            l.map(|b| {
+                let mut v = Vec::new();
+                b.assign_to(&mut v);
+                v
+            })
+        };
+        PartitionChange {
+            partition_id: self.partition_id,
+            topic_id: self.topic_id,
+            isr: ints(&self.isr),
+            leader: self.leader,
+            replicas: ints(&self.replicas),
+            removing_replicas: ints(&self.removing_replicas),
+            adding_replicas: ints(&self.adding_replicas),
+            leader_recovery_state: self.leader_recovery_state,
+            directories: self.directories.map(|d| {
+                let mut v = Vec::new();
+                d.assign_to(&mut v);
+                v
+            }),
+            eligible_leader_replicas: ints(&self.eligible_leader_replicas),
+            last_known_elr: ints(&self.last_known_elr),
+        }
+    }
 }

@@ -7,9 +7,9 @@
 //! the start or the end is applied record by record, each moving the provenance.
 
 use super::fast::decode_partition_change;
-use super::replay::{PartitionChange, PARTITION_CHANGE};
+use super::replay::PARTITION_CHANGE;
 use super::{Image, Provenance, ReplayError};
-use crate::batch::{self, BatchHeader, NextBatch, RecordView};
+use crate::batch::{self, BatchHeader, NextBatch, RecordView, RecordsData};
 use crate::error::Error;
 use crate::schema::{self, CodecError, Struct};
 use std::fmt;
@@ -64,8 +64,9 @@ type LResult<T> = Result<T, ImageLoadError>;
 enum Decoded {
     /// A data record through the generic codec.
     Data { offset: i64, api_key: i16, version: i16, data: Struct },
-    /// A `PartitionChangeRecord` through the typed decoder; `value` is its range in the records area.
-    Change { offset: i64, change: PartitionChange, value: Range<usize> },
+    /// A `PartitionChangeRecord` the typed decoder reads; `value` is its range in the records
+    /// area (it is read again when applied, without allocating).
+    Change { offset: i64, value: Range<usize>, topic_id: super::Uuid, partition_id: i64 },
     /// A control record: its type and value (None for types without a schema: transaction markers).
     Control { offset: i64, control_type: i16, data: Option<Struct> },
 }
@@ -94,7 +95,8 @@ pub struct LogReplay {
     pub reached_end: bool,
 }
 
-fn decode_batch(h: &BatchHeader, bytes: &[u8], fpos: u64, file: Option<&str>, s: &mut Scratch, records: &mut Vec<u8>) -> LResult<()> {
+/// Decodes every record of a batch into `s.decoded`; returns the records area they point into.
+fn decode_batch<'a>(h: &BatchHeader, bytes: &'a [u8], fpos: u64, file: Option<&str>, s: &mut Scratch) -> LResult<RecordsData<'a>> {
     let batch_err = |error: Error| ImageLoadError::Batch { file: file.map(str::to_owned), error };
     let data = batch::records_data(h, bytes, fpos).map_err(batch_err)?;
     s.views.clear();
@@ -112,22 +114,14 @@ fn decode_batch(h: &BatchHeader, bytes: &[u8], fpos: u64, file: Option<&str>, s:
                 .map_err(|reason| batch_err(Error::corrupt(fpos, Some(h.base_offset), format!("record at offset {offset}: {reason}"))))?;
             let data = if schema::control_schema(t).is_some() { Some(schema::decode_control_record(t, value).map_err(rec_err)?.2) } else { None };
             s.decoded.push(Decoded::Control { offset, control_type: t, data });
-        } else if let Some(change) = decode_partition_change(value) {
-            s.decoded.push(Decoded::Change { offset, change, value: range });
+        } else if let Some(c) = decode_partition_change(value) {
+            s.decoded.push(Decoded::Change { offset, value: range, topic_id: c.topic_id, partition_id: c.partition_id });
         } else {
             let r = schema::decode_metadata_record(value).map_err(rec_err)?;
             s.decoded.push(Decoded::Data { offset, api_key: r.schema.api_key, version: r.version, data: r.data });
         }
     }
-    // The typed decoder's records point into the records area, which is borrowed from the
-    // batch unless it was decompressed: keep a copy of a decompressed area for them.
-    if let batch::RecordsData::Owned(v) = data {
-        *records = v;
-    } else {
-        records.clear();
-        records.extend_from_slice(d);
-    }
-    Ok(())
+    Ok(data)
 }
 
 impl Image {
@@ -135,14 +129,17 @@ impl Image {
         match rec {
             Decoded::Control { control_type, data, .. } => self.replay_control(control_type, data.as_ref())?,
             Decoded::Data { offset, api_key, version, data } => self.replay(api_key, version, data, Some(offset))?,
-            Decoded::Change { offset, change, value } => {
+            Decoded::Change { offset, value, .. } => {
                 let bytes = records.get(value).unwrap_or(&[]);
-                if self.pending_transaction.is_some() {
+                match decode_partition_change(bytes) {
+                    Some(ref c) if self.pending_transaction.is_none() => {
+                        self.apply_partition_change(c, Some(offset), || schema::decode_metadata_record(bytes).ok().map(|r| r.data))?;
+                    }
+                    _ => {
                     // Inside a transaction the record waits in its generic form.
-                    let r = schema::decode_metadata_record(bytes).map_err(|error| ImageLoadError::Record { file: None, offset, error })?;
-                    self.replay(PARTITION_CHANGE, r.version, r.data, Some(offset))?;
-                } else {
-                    self.apply_partition_change(change, Some(offset), || schema::decode_metadata_record(bytes).ok().map(|r| r.data))?;
+                        let r = schema::decode_metadata_record(bytes).map_err(|error| ImageLoadError::Record { file: None, offset, error })?;
+                        self.replay(PARTITION_CHANGE, r.version, r.data, Some(offset))?;
+                    }
                 }
             }
         }
@@ -152,15 +149,27 @@ impl Image {
     /// Applies every record of one complete batch (CRC already checked) and moves the
     /// provenance to its last offset (`MetadataImage.replay_batch`).
     pub fn replay_batch(&mut self, h: &BatchHeader, bytes: &[u8], fpos: u64, file: Option<&str>) -> LResult<()> {
-        let mut s = Scratch::default();
-        let mut records = Vec::new();
-        self.replay_whole_batch(h, bytes, fpos, file, &mut s, &mut records)
+        self.replay_whole_batch(h, bytes, fpos, file, &mut Scratch::default())
     }
 
-    fn replay_whole_batch(&mut self, h: &BatchHeader, bytes: &[u8], fpos: u64, file: Option<&str>, s: &mut Scratch, records: &mut Vec<u8>) -> LResult<()> {
-        decode_batch(h, bytes, fpos, file, s, records)?;
+    /// Looks up the partitions a batch's changes will touch, all before any is applied: the
+    /// lookups do not depend on each other, so their cache misses overlap instead of being paid
+    /// one record at a time (read only; the records are applied afterwards, in order).
+    fn warm_up(&self, decoded: &[Decoded]) {
+        for d in decoded {
+            if let Decoded::Change { topic_id, partition_id, .. } = d {
+                if let Some(p) = self.topics.get(topic_id).and_then(|t| t.partitions.get(partition_id)) {
+                    std::hint::black_box((p.isr.first(), p.replicas.first()));
+                }
+            }
+        }
+    }
+
+    fn replay_whole_batch(&mut self, h: &BatchHeader, bytes: &[u8], fpos: u64, file: Option<&str>, s: &mut Scratch) -> LResult<()> {
+        let data = decode_batch(h, bytes, fpos, file, s)?;
+        self.warm_up(&s.decoded);
         for rec in s.decoded.drain(..) {
-            self.apply_decoded(rec, records).map_err(|e| with_file(e, file))?;
+            self.apply_decoded(rec, data.bytes()).map_err(|e| with_file(e, file))?;
         }
         self.provenance = Provenance { offset: h.last_offset(), epoch: h.partition_leader_epoch as i64, timestamp: h.max_timestamp };
         Ok(())
@@ -174,7 +183,6 @@ impl Image {
     /// Returns true when a batch at or past `at` was reached: nothing after it is read.
     pub fn replay_segment(&mut self, buf: &[u8], file: Option<&str>, start: i64, at: Option<i64>, skip_below_start: bool, end: &mut i64) -> LResult<bool> {
         let mut s = Scratch::default();
-        let mut records = Vec::new();
         let mut pos = 0usize;
         let batch_err = |error: Error| ImageLoadError::Batch { file: file.map(str::to_owned), error };
         loop {
@@ -193,18 +201,19 @@ impl Image {
                 return Ok(true);
             }
             if h.base_offset < start || at.is_some_and(|a| h.last_offset() >= a) {
-                decode_batch(&h, bytes, fpos, file, &mut s, &mut records)?;
+                let data = decode_batch(&h, bytes, fpos, file, &mut s)?;
+                self.warm_up(&s.decoded);
                 for rec in s.decoded.drain(..) {
                     let offset = rec.offset();
                     if offset < start || at.is_some_and(|a| offset >= a) {
                         continue;
                     }
-                    self.apply_decoded(rec, &records).map_err(|e| with_file(e, file))?;
+                    self.apply_decoded(rec, data.bytes()).map_err(|e| with_file(e, file))?;
                     self.provenance = Provenance { offset, epoch: h.partition_leader_epoch as i64, timestamp: h.max_timestamp };
                     *end = offset + 1;
                 }
             } else {
-                self.replay_whole_batch(&h, bytes, fpos, file, &mut s, &mut records)?;
+                self.replay_whole_batch(&h, bytes, fpos, file, &mut s)?;
                 *end = h.last_offset() + 1;
             }
         }
@@ -228,7 +237,6 @@ impl Image {
     /// the caller, which knows the snapshot id.
     pub fn replay_snapshot(&mut self, buf: &[u8], file: Option<&str>) -> LResult<i64> {
         let mut s = Scratch::default();
-        let mut records = Vec::new();
         let mut pos = 0usize;
         let mut ts = -1;
         let batch_err = |error: Error| ImageLoadError::Batch { file: file.map(str::to_owned), error };
@@ -239,14 +247,15 @@ impl Image {
             };
             let bytes = &buf[range.clone()];
             batch::validate(&h, bytes, pos as u64).map_err(batch_err)?;
-            decode_batch(&h, bytes, pos as u64, file, &mut s, &mut records)?;
+            let data = decode_batch(&h, bytes, pos as u64, file, &mut s)?;
+            self.warm_up(&s.decoded);
             for rec in s.decoded.drain(..) {
                 if let Decoded::Control { control_type: crate::snapshot::SNAPSHOT_HEADER, data: Some(d), .. } = &rec {
                     if let Some(crate::schema::Value::Int(t)) = d.get("LastContainedLogTimestamp") {
                         ts = *t;
                     }
                 }
-                self.apply_decoded(rec, &records).map_err(|e| with_file(e, file))?;
+                self.apply_decoded(rec, data.bytes()).map_err(|e| with_file(e, file))?;
             }
             pos = range.end;
         }

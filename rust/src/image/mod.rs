@@ -4,6 +4,7 @@
 //! * this module -- the image's state ([`Image`] and the types it holds);
 //! * `replay` -- applying one decoded record (Kafka's image deltas, with Kafka's messages);
 //! * `fast` -- a typed decoder for `PartitionChangeRecord`, the bulk of a busy log;
+//! * `hash` -- the hash of the maps looked up once per record;
 //! * `log` -- replaying whole batches, segment files and snapshot files;
 //! * `write` -- the records of a snapshot of the image and the snapshot file;
 //! * `repr` -- Python's `repr` of a decoded record, which some of Kafka's messages quote.
@@ -13,11 +14,13 @@
 //! checks and mutations, so both give the same image and the same errors for any input.
 
 mod fast;
+mod hash;
 mod log;
 mod replay;
 mod repr;
 mod write;
 
+pub use hash::WordHash;
 pub use log::{read_file, ImageLoadError, LogReplay};
 pub use replay::ReplayError;
 pub use write::{SnapshotOptions, SnapshotRecord, Unwritable, WriteError};
@@ -101,7 +104,16 @@ pub struct Topic {
     /// When the topic id entered the image: two topics with one name (a TopicRecord reusing a
     /// name without a RemoveTopicRecord) keep this order, as the Python image's dict does.
     pub seq: u64,
-    pub partitions: BTreeMap<i64, Partition>,
+    pub partitions: HashMap<i64, Partition, WordHash>,
+}
+
+impl Topic {
+    /// The partitions sorted by id.
+    pub fn partitions_sorted(&self) -> Vec<(i64, &Partition)> {
+        let mut v: Vec<(i64, &Partition)> = self.partitions.iter().map(|(k, p)| (*k, p)).collect();
+        v.sort_unstable_by_key(|(k, _)| *k);
+        v
+    }
 }
 
 /// A client quota entity: (entity type, entity name) pairs, sorted.
@@ -136,7 +148,7 @@ pub struct Image {
     pub brokers: BTreeMap<i64, Broker>,
     /// `RegisterControllerRecord` fields (endpoints and features sorted by name), by id.
     pub controllers: BTreeMap<i64, Struct>,
-    pub topics: HashMap<Uuid, Topic>,
+    pub topics: HashMap<Uuid, Topic, WordHash>,
     pub topic_ids: HashMap<String, Uuid>,
     next_seq: u64,
     /// (resource type, resource name) -> key -> value.
@@ -168,7 +180,7 @@ impl Default for Image {
             zk_migration_state: 0,
             brokers: BTreeMap::new(),
             controllers: BTreeMap::new(),
-            topics: HashMap::new(),
+            topics: HashMap::default(),
             topic_ids: HashMap::new(),
             next_seq: 0,
             configs: BTreeMap::new(),

@@ -221,22 +221,40 @@ pub(crate) fn default_to_migrating(dirs: Option<Vec<Uuid>>, n: usize) -> Vec<Uui
 // ---------------------------------------------------------------------------------------------
 // Partition changes
 
+/// A list a partition change assigns: decoded values, or raw big-endian values straight from
+/// the record (so that replaying a change allocates nothing).
+pub(crate) trait Seq<T> {
+    fn count(&self) -> usize;
+    /// Replaces `v`'s contents with this list (reusing `v`'s allocation).
+    fn assign_to(&self, v: &mut Vec<T>);
+}
+
+impl<T: Copy> Seq<T> for Vec<T> {
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn assign_to(&self, v: &mut Vec<T>) {
+        v.clear();
+        v.extend_from_slice(self);
+    }
+}
+
 /// A `PartitionChangeRecord`: None for a list or value that stays unchanged.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct PartitionChange {
+pub(crate) struct PartitionChange<I = Vec<i32>, U = Vec<Uuid>> {
     pub partition_id: i64,
     pub topic_id: Uuid,
-    pub isr: Option<Vec<i32>>,
+    pub isr: Option<I>,
     /// -2: unchanged.
     pub leader: i64,
-    pub replicas: Option<Vec<i32>>,
-    pub removing_replicas: Option<Vec<i32>>,
-    pub adding_replicas: Option<Vec<i32>>,
+    pub replicas: Option<I>,
+    pub removing_replicas: Option<I>,
+    pub adding_replicas: Option<I>,
     /// -1: unchanged.
     pub leader_recovery_state: i64,
-    pub directories: Option<Vec<Uuid>>,
-    pub eligible_leader_replicas: Option<Vec<i32>>,
-    pub last_known_elr: Option<Vec<i32>>,
+    pub directories: Option<U>,
+    pub eligible_leader_replicas: Option<I>,
+    pub last_known_elr: Option<I>,
 }
 
 impl PartitionChange {
@@ -265,35 +283,35 @@ pub(crate) enum MergeError {
 
 /// `PartitionRegistration.merge(PartitionChangeRecord)`, in place. As in the Python image, a
 /// bad leader recovery state is found after the other fields changed.
-pub(crate) fn merge(p: &mut Partition, c: PartitionChange) -> Result<(), MergeError> {
+pub(crate) fn merge<I: Seq<i32>, U: Seq<Uuid>>(p: &mut Partition, c: &PartitionChange<I, U>) -> Result<(), MergeError> {
     if c.replicas.is_some() || c.directories.is_some() {
         if let (Some(d), Some(r)) = (&c.directories, &c.replicas) {
-            if !d.is_empty() && d.len() != r.len() {
+            if d.count() != 0 && d.count() != r.count() {
                 return Err(MergeError::LengthMismatch);
             }
         }
-        let replicas = c.replicas.unwrap_or_else(|| p.replicas.clone());
-        let dirs = match c.directories {
-            Some(d) => d,
-            None => std::mem::take(&mut p.directories),
-        };
-        p.directories = default_to_migrating(Some(dirs), replicas.len());
-        p.replicas = replicas;
+        if let Some(r) = &c.replicas {
+            r.assign_to(&mut p.replicas);
+        }
+        if let Some(d) = &c.directories {
+            d.assign_to(&mut p.directories);
+        }
+        // PartitionRegistration.defaultToMigrating
+        if p.directories.iter().all(|x| *x == MIGRATING) {
+            p.directories.clear();
+            p.directories.resize(p.replicas.len(), MIGRATING);
+        }
     }
-    if let Some(v) = c.isr {
-        p.isr = v;
-    }
-    if let Some(v) = c.removing_replicas {
-        p.removing_replicas = v;
-    }
-    if let Some(v) = c.adding_replicas {
-        p.adding_replicas = v;
-    }
-    if let Some(v) = c.eligible_leader_replicas {
-        p.eligible_leader_replicas = v;
-    }
-    if let Some(v) = c.last_known_elr {
-        p.last_known_elr = v;
+    for (new, old) in [
+        (&c.isr, &mut p.isr),
+        (&c.removing_replicas, &mut p.removing_replicas),
+        (&c.adding_replicas, &mut p.adding_replicas),
+        (&c.eligible_leader_replicas, &mut p.eligible_leader_replicas),
+        (&c.last_known_elr, &mut p.last_known_elr),
+    ] {
+        if let Some(v) = new {
+            v.assign_to(old);
+        }
     }
     if c.leader != -2 {
         p.leader = c.leader;
@@ -399,13 +417,13 @@ impl Image {
 
     /// Applies a `PartitionChangeRecord` decoded by the typed decoder; `record` gives the
     /// decoded struct for the one message that quotes the whole record.
-    pub(crate) fn apply_partition_change(&mut self, c: PartitionChange, offset: Option<i64>, record: impl FnOnce() -> Option<Struct>) -> Result<(), ReplayError> {
+    pub(crate) fn apply_partition_change<I: Seq<i32>, U: Seq<Uuid>>(&mut self, c: &PartitionChange<I, U>, offset: Option<i64>, record: impl FnOnce() -> Option<Struct>) -> Result<(), ReplayError> {
         self.records_replayed += 1;
         self.merge_change(c, || record().map(|d| length_mismatch(&d)).unwrap_or_else(|| "The lengths for replicas and directories do not match".into()))
             .map_err(|r| ReplayError { offset, reason: refusal_text(r, "5") })
     }
 
-    fn merge_change(&mut self, c: PartitionChange, mismatch: impl FnOnce() -> String) -> R {
+    fn merge_change<I: Seq<i32>, U: Seq<Uuid>>(&mut self, c: &PartitionChange<I, U>, mismatch: impl FnOnce() -> String) -> R {
         let Some(t) = self.topics.get_mut(&c.topic_id) else {
             return refuse(format!("Unable to find topic with id {}", uuid_text(&c.topic_id)));
         };
@@ -582,7 +600,7 @@ impl Image {
 
     fn partition_change(&mut self, d: &Struct) -> R {
         let c = PartitionChange::from_struct(d)?;
-        self.merge_change(c, || length_mismatch(d))
+        self.merge_change(&c, || length_mismatch(d))
     }
 
     fn remove_topic(&mut self, d: &Struct) -> R {
@@ -602,7 +620,7 @@ impl Image {
         let clear = |t: &mut Topic| {
             for p in t.partitions.values_mut() {
                 if !p.eligible_leader_replicas.is_empty() || !p.last_known_elr.is_empty() {
-                    let c = PartitionChange {
+                    let c: PartitionChange = PartitionChange {
                         leader: -2,
                         leader_recovery_state: -1,
                         eligible_leader_replicas: Some(Vec::new()),
@@ -610,7 +628,7 @@ impl Image {
                         ..Default::default()
                     };
                     // Clearing lists cannot fail.
-                    let _ = merge(p, c);
+                    let _ = merge(p, &c);
                 }
             }
         };

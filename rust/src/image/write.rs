@@ -280,11 +280,11 @@ impl Image {
         let with_elr = mv >= MV_4_0_IV1 && self.features.get(ELR_FEATURE).copied().unwrap_or(0) >= 1;
         for t in self.topics_by_name() {
             out.push(generic(TOPIC, 0, vec![("Name", Value::Str(t.name.clone())), ("TopicId", Value::Uuid(t.id))]));
-            for (pid, p) in &t.partitions {
+            for (pid, p) in t.partitions_sorted() {
                 if pver < 1 && p.directories.iter().any(|d| *d != MIGRATING) {
                     losses.push("the directory assignment state of one or more replicas".into());
                 }
-                out.push(SnapshotRecord::Partition { version: pver, topic_id: t.id, partition_id: *pid, partition: p, with_elr });
+                out.push(SnapshotRecord::Partition { version: pver, topic_id: t.id, partition_id: pid, partition: p, with_elr });
             }
         }
         // 4. configs
