@@ -1,4 +1,5 @@
-//! A typed decoder for `PartitionChangeRecord` values, the bulk of a busy controller's log.
+//! Typed decoders for `PartitionChangeRecord` values, the bulk of a busy controller's log, and
+//! `PartitionRecord` values, the bulk of a snapshot.
 //!
 //! It reads the common, well-formed shapes into a [`PartitionChange`] whose lists point into
 //! the record's bytes, without building the generic value tree or allocating. Anything else -- an unknown or repeated tagged field, a version it
@@ -6,7 +7,7 @@
 //! the generic codec, which gives the same result or Kafka's precise error. Every value it
 //! accepts decodes to the same record through the generic codec (tested in `tests.rs`).
 
-use super::replay::{PartitionChange, Seq};
+use super::replay::{NewPartition, PartitionChange, Seq};
 use super::Uuid;
 use crate::varint::read_uvarint;
 
@@ -43,6 +44,11 @@ impl Seq<Uuid> for RawUuids<'_> {
 /// A `PartitionChangeRecord` whose lists point into its bytes.
 pub(crate) type ChangeView<'a> = PartitionChange<BeInts<'a>, RawUuids<'a>>;
 
+/// A `PartitionRecord` whose lists point into its bytes.
+pub(crate) type PartitionView<'a> = NewPartition<BeInts<'a>, RawUuids<'a>>;
+
+const PARTITION: u32 = 3;
+
 struct Cursor<'a> {
     b: &'a [u8],
     pos: usize,
@@ -60,6 +66,9 @@ impl<'a> Cursor<'a> {
     }
     fn i32(&mut self) -> Option<i32> {
         Some(i32::from_be_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn i8(&mut self) -> Option<i8> {
+        Some(*self.take(1)?.first()? as i8)
     }
     fn uuid(&mut self) -> Option<Uuid> {
         self.take(16)?.try_into().ok()
@@ -112,10 +121,72 @@ pub(crate) fn decode_partition_change(value: &[u8]) -> Option<ChangeView<'_>> {
             (2, _) => out.replicas = c.int32_array()?,
             (3, _) => out.removing_replicas = c.int32_array()?,
             (4, _) => out.adding_replicas = c.int32_array()?,
-            (5, _) => out.leader_recovery_state = *c.take(1)?.first()? as i8 as i64,
+            (5, _) => out.leader_recovery_state = c.i8()? as i64,
             (6, 2) => out.eligible_leader_replicas = c.int32_array()?,
             (7, 2) => out.last_known_elr = c.int32_array()?,
             (8, 1..=2) => out.directories = c.uuid_array()?,
+            _ => return None,
+        }
+        if c.pos != end {
+            return None;
+        }
+    }
+    if c.pos != value.len() {
+        return None;
+    }
+    Some(out)
+}
+
+/// Decodes a framed `PartitionRecord` value of versions 0-2, or returns None.
+pub(crate) fn decode_partition(value: &[u8]) -> Option<PartitionView<'_>> {
+    let mut c = Cursor { b: value, pos: 0 };
+    if c.uvarint()? != 1 || c.uvarint()? != PARTITION {
+        return None;
+    }
+    let version = c.uvarint()?;
+    if version > 2 {
+        return None;
+    }
+    let partition_id = c.i32()? as i64;
+    let topic_id = c.uuid()?;
+    // the four replica lists are not nullable: a null one is for the codec to reject
+    let replicas = c.int32_array()??;
+    let isr = c.int32_array()??;
+    let removing_replicas = c.int32_array()??;
+    let adding_replicas = c.int32_array()??;
+    let leader = c.i32()? as i64;
+    let leader_epoch = c.i32()? as i64;
+    let partition_epoch = c.i32()? as i64;
+    let directories = if version >= 1 { Some(c.uuid_array()??) } else { None };
+    let mut out = PartitionView {
+        partition_id,
+        topic_id,
+        replicas,
+        isr,
+        removing_replicas,
+        adding_replicas,
+        leader,
+        leader_recovery_state: 0,
+        leader_epoch,
+        partition_epoch,
+        directories,
+        eligible_leader_replicas: None,
+        last_known_elr: None,
+    };
+    let n = c.uvarint()?;
+    let mut seen = 0u32;
+    for _ in 0..n {
+        let tag = c.uvarint()?;
+        let size = c.uvarint()? as usize;
+        let end = c.pos.checked_add(size)?;
+        if tag >= 32 || seen & (1 << tag) != 0 {
+            return None;
+        }
+        seen |= 1 << tag;
+        match (tag, version) {
+            (0, _) => out.leader_recovery_state = c.i8()? as i64,
+            (1, 2) => out.eligible_leader_replicas = c.int32_array()?,
+            (2, 2) => out.last_known_elr = c.int32_array()?,
             _ => return None,
         }
         if c.pos != end {
@@ -155,6 +226,37 @@ impl ChangeView<'_> {
             }),
             eligible_leader_replicas: ints(&self.eligible_leader_replicas),
             last_known_elr: ints(&self.last_known_elr),
+        }
+    }
+}
+
+#[cfg(test)]
+impl PartitionView<'_> {
+    /// The same record with its lists decoded (for comparisons).
+    pub(crate) fn to_owned_partition(&self) -> NewPartition {
+        let v = |b: &BeInts| {
+            let mut v = Vec::new();
+            b.assign_to(&mut v);
+            v
+        };
+        NewPartition {
+            partition_id: self.partition_id,
+            topic_id: self.topic_id,
+            replicas: v(&self.replicas),
+            isr: v(&self.isr),
+            removing_replicas: v(&self.removing_replicas),
+            adding_replicas: v(&self.adding_replicas),
+            leader: self.leader,
+            leader_recovery_state: self.leader_recovery_state,
+            leader_epoch: self.leader_epoch,
+            partition_epoch: self.partition_epoch,
+            directories: self.directories.map(|d| {
+                let mut out = Vec::new();
+                d.assign_to(&mut out);
+                out
+            }),
+            eligible_leader_replicas: self.eligible_leader_replicas.as_ref().map(v),
+            last_known_elr: self.last_known_elr.as_ref().map(v),
         }
     }
 }

@@ -6,8 +6,7 @@
 //! entirely inside the range moves the provenance to its last offset; a batch that straddles
 //! the start or the end is applied record by record, each moving the provenance.
 
-use super::fast::decode_partition_change;
-use super::replay::PARTITION_CHANGE;
+use super::fast::{decode_partition, decode_partition_change};
 use super::{Image, Provenance, ReplayError};
 use crate::batch::{self, BatchHeader, NextBatch, RecordView, RecordsData};
 use crate::error::Error;
@@ -22,7 +21,7 @@ pub enum ImageLoadError {
     /// The batch itself: sizes, CRC, compression, record framing (Kafka's corrupt-batch errors).
     Batch { file: Option<String>, error: Error },
     /// A record value the codec cannot decode, at `offset`.
-    Record { file: Option<String>, offset: i64, error: CodecError },
+    Record { file: Option<String>, offset: Option<i64>, error: CodecError },
     /// A record that cannot be applied to the image.
     Replay(ReplayError),
     /// The file cannot be read.
@@ -42,7 +41,10 @@ impl fmt::Display for ImageLoadError {
                 if let Some(n) = file {
                     write!(f, "{n}: ")?;
                 }
-                write!(f, "record at offset {offset}: {error}")
+                match offset {
+                    Some(o) => write!(f, "record at offset {o}: {error}"),
+                    None => write!(f, "{error}"),
+                }
             }
             ImageLoadError::Replay(e) => write!(f, "{e}"),
             ImageLoadError::Io { file, error } => write!(f, "{file}: {error}"),
@@ -64,9 +66,9 @@ type LResult<T> = Result<T, ImageLoadError>;
 enum Decoded {
     /// A data record through the generic codec.
     Data { offset: i64, api_key: i16, version: i16, data: Struct },
-    /// A `PartitionChangeRecord` the typed decoder reads; `value` is its range in the records
-    /// area (it is read again when applied, without allocating).
-    Change { offset: i64, value: Range<usize>, topic_id: super::Uuid, partition_id: i64 },
+    /// A `PartitionChangeRecord` or `PartitionRecord` the typed decoders read; `value` is its
+    /// range in the records area (it is read again when applied, without allocating).
+    Typed { offset: i64, value: Range<usize>, topic_id: super::Uuid, partition_id: i64 },
     /// A control record: its type and value (None for types without a schema: transaction markers).
     Control { offset: i64, control_type: i16, data: Option<Struct> },
 }
@@ -74,7 +76,7 @@ enum Decoded {
 impl Decoded {
     fn offset(&self) -> i64 {
         match self {
-            Decoded::Data { offset, .. } | Decoded::Change { offset, .. } | Decoded::Control { offset, .. } => *offset,
+            Decoded::Data { offset, .. } | Decoded::Typed { offset, .. } | Decoded::Control { offset, .. } => *offset,
         }
     }
 }
@@ -107,7 +109,7 @@ fn decode_batch<'a>(h: &BatchHeader, bytes: &'a [u8], fpos: u64, file: Option<&s
         let offset = h.base_offset + v.offset_delta as i64;
         let range = v.value.as_ref().map_or(0..0, |r| r.start as usize..r.end as usize);
         let value = &d[range.clone()];
-        let rec_err = |error: CodecError| ImageLoadError::Record { file: file.map(str::to_owned), offset, error };
+        let rec_err = |error: CodecError| ImageLoadError::Record { file: file.map(str::to_owned), offset: Some(offset), error };
         if h.is_control() {
             let key = v.key.as_ref().map(|r| &d[r.start as usize..r.end as usize]);
             let (_, t) = batch::parse_control_key(key)
@@ -115,7 +117,9 @@ fn decode_batch<'a>(h: &BatchHeader, bytes: &'a [u8], fpos: u64, file: Option<&s
             let data = if schema::control_schema(t).is_some() { Some(schema::decode_control_record(t, value).map_err(rec_err)?.2) } else { None };
             s.decoded.push(Decoded::Control { offset, control_type: t, data });
         } else if let Some(c) = decode_partition_change(value) {
-            s.decoded.push(Decoded::Change { offset, value: range, topic_id: c.topic_id, partition_id: c.partition_id });
+            s.decoded.push(Decoded::Typed { offset, value: range, topic_id: c.topic_id, partition_id: c.partition_id });
+        } else if let Some(p) = decode_partition(value) {
+            s.decoded.push(Decoded::Typed { offset, value: range, topic_id: p.topic_id, partition_id: p.partition_id });
         } else {
             let r = schema::decode_metadata_record(value).map_err(rec_err)?;
             s.decoded.push(Decoded::Data { offset, api_key: r.schema.api_key, version: r.version, data: r.data });
@@ -129,21 +133,25 @@ impl Image {
         match rec {
             Decoded::Control { control_type, data, .. } => self.replay_control(control_type, data.as_ref())?,
             Decoded::Data { offset, api_key, version, data } => self.replay(api_key, version, data, Some(offset))?,
-            Decoded::Change { offset, value, .. } => {
-                let bytes = records.get(value).unwrap_or(&[]);
-                match decode_partition_change(bytes) {
-                    Some(ref c) if self.pending_transaction.is_none() => {
-                        self.apply_partition_change(c, Some(offset), || schema::decode_metadata_record(bytes).ok().map(|r| r.data))?;
-                    }
-                    _ => {
-                    // Inside a transaction the record waits in its generic form.
-                        let r = schema::decode_metadata_record(bytes).map_err(|error| ImageLoadError::Record { file: None, offset, error })?;
-                        self.replay(PARTITION_CHANGE, r.version, r.data, Some(offset))?;
-                    }
-                }
-            }
+            Decoded::Typed { offset, value, .. } => self.replay_value(records.get(value).unwrap_or(&[]), Some(offset))?,
         }
         Ok(())
+    }
+
+    /// Applies one framed metadata record value: `PartitionChangeRecord` and `PartitionRecord`
+    /// through the typed decoders (outside a transaction), the others through the codec.
+    pub fn replay_value(&mut self, value: &[u8], offset: Option<i64>) -> LResult<()> {
+        let generic = || schema::decode_metadata_record(value).ok().map(|r| r.data);
+        if self.pending_transaction.is_none() {
+            if let Some(c) = decode_partition_change(value) {
+                return Ok(self.apply_partition_change(&c, offset, generic)?);
+            }
+            if let Some(p) = decode_partition(value) {
+                return Ok(self.apply_partition_record(&p, offset, generic)?);
+            }
+        }
+        let r = schema::decode_metadata_record(value).map_err(|error| ImageLoadError::Record { file: None, offset, error })?;
+        Ok(self.replay(r.schema.api_key, r.version, r.data, offset)?)
     }
 
     /// Applies every record of one complete batch (CRC already checked) and moves the
@@ -157,7 +165,7 @@ impl Image {
     /// one record at a time (read only; the records are applied afterwards, in order).
     fn warm_up(&self, decoded: &[Decoded]) {
         for d in decoded {
-            if let Decoded::Change { topic_id, partition_id, .. } = d {
+            if let Decoded::Typed { topic_id, partition_id, .. } = d {
                 if let Some(p) = self.topics.get(topic_id).and_then(|t| t.partitions.get(partition_id)) {
                     std::hint::black_box((p.isr.first(), p.replicas.first()));
                 }

@@ -275,6 +275,45 @@ impl PartitionChange {
     }
 }
 
+/// A `PartitionRecord`: a partition's whole registration.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct NewPartition<I = Vec<i32>, U = Vec<Uuid>> {
+    pub partition_id: i64,
+    pub topic_id: Uuid,
+    pub replicas: I,
+    pub isr: I,
+    pub removing_replicas: I,
+    pub adding_replicas: I,
+    pub leader: i64,
+    pub leader_recovery_state: i64,
+    pub leader_epoch: i64,
+    pub partition_epoch: i64,
+    /// None before version 1.
+    pub directories: Option<U>,
+    pub eligible_leader_replicas: Option<I>,
+    pub last_known_elr: Option<I>,
+}
+
+impl NewPartition {
+    pub(crate) fn from_struct(d: &Struct) -> R<Self> {
+        Ok(NewPartition {
+            partition_id: int(d, "PartitionId")?,
+            topic_id: uuid(d, "TopicId")?,
+            replicas: int_list(field(d, "Replicas")?, "Replicas")?,
+            isr: int_list(field(d, "Isr")?, "Isr")?,
+            removing_replicas: int_list(field(d, "RemovingReplicas")?, "RemovingReplicas")?,
+            adding_replicas: int_list(field(d, "AddingReplicas")?, "AddingReplicas")?,
+            leader: int(d, "Leader")?,
+            leader_recovery_state: int_or(d, "LeaderRecoveryState", 0)?,
+            leader_epoch: int(d, "LeaderEpoch")?,
+            partition_epoch: int(d, "PartitionEpoch")?,
+            directories: opt_list(d, "Directories", uuid_list)?,
+            eligible_leader_replicas: opt_list(d, "EligibleLeaderReplicas", int_list)?,
+            last_known_elr: opt_list(d, "LastKnownElr", int_list)?,
+        })
+    }
+}
+
 /// Why a merge failed (the caller words it: one message quotes the whole record).
 pub(crate) enum MergeError {
     LengthMismatch,
@@ -569,32 +608,52 @@ impl Image {
     }
 
     fn partition_record(&mut self, d: &Struct) -> R {
-        let id = uuid(d, "TopicId")?;
-        let Some(t) = self.topics.get_mut(&id) else {
-            return refuse(format!("Unable to find topic with id {}", uuid_text(&id)));
+        let np = NewPartition::from_struct(d)?;
+        self.insert_partition(&np, || length_mismatch(d))
+    }
+
+    /// Applies a `PartitionRecord` read by the typed decoder; `record` gives the decoded struct
+    /// for the one message that quotes the whole record.
+    pub(crate) fn apply_partition_record<I: Seq<i32>, U: Seq<Uuid>>(&mut self, np: &NewPartition<I, U>, offset: Option<i64>, record: impl FnOnce() -> Option<Struct>) -> Result<(), ReplayError> {
+        self.records_replayed += 1;
+        self.insert_partition(np, || record().map(|d| length_mismatch(&d)).unwrap_or_else(|| "The lengths for replicas and directories do not match".into()))
+            .map_err(|r| ReplayError { offset, reason: refusal_text(r, "3") })
+    }
+
+    fn insert_partition<I: Seq<i32>, U: Seq<Uuid>>(&mut self, np: &NewPartition<I, U>, mismatch: impl FnOnce() -> String) -> R {
+        let Some(t) = self.topics.get_mut(&np.topic_id) else {
+            return refuse(format!("Unable to find topic with id {}", uuid_text(&np.topic_id)));
         };
-        let replicas = int_list(field(d, "Replicas")?, "Replicas")?;
-        let dirs = opt_list(d, "Directories", uuid_list)?;
-        if let Some(dd) = &dirs {
-            if !dd.is_empty() && dd.len() != replicas.len() {
-                return refuse(length_mismatch(d));
+        let n = np.replicas.count();
+        if let Some(dd) = &np.directories {
+            if dd.count() != 0 && dd.count() != n {
+                return refuse(mismatch());
             }
         }
-        let pid = int(d, "PartitionId")?;
-        let p = Partition {
-            isr: int_list(field(d, "Isr")?, "Isr")?,
-            removing_replicas: int_list(field(d, "RemovingReplicas")?, "RemovingReplicas")?,
-            adding_replicas: int_list(field(d, "AddingReplicas")?, "AddingReplicas")?,
-            leader: int(d, "Leader")?,
-            leader_recovery_state: int_or(d, "LeaderRecoveryState", 0)?,
-            leader_epoch: int(d, "LeaderEpoch")?,
-            partition_epoch: int(d, "PartitionEpoch")?,
-            directories: default_to_migrating(dirs, replicas.len()),
-            eligible_leader_replicas: opt_list(d, "EligibleLeaderReplicas", int_list)?.unwrap_or_default(),
-            last_known_elr: opt_list(d, "LastKnownElr", int_list)?.unwrap_or_default(),
-            replicas,
+        let vec = |s: &I| {
+            let mut v = Vec::with_capacity(s.count());
+            s.assign_to(&mut v);
+            v
         };
-        t.partitions.insert(pid, p);
+        let opt_vec = |s: &Option<I>| s.as_ref().map(vec).unwrap_or_default();
+        let mut directories = Vec::new();
+        if let Some(dd) = &np.directories {
+            dd.assign_to(&mut directories);
+        }
+        let p = Partition {
+            replicas: vec(&np.replicas),
+            isr: vec(&np.isr),
+            removing_replicas: vec(&np.removing_replicas),
+            adding_replicas: vec(&np.adding_replicas),
+            leader: np.leader,
+            leader_recovery_state: np.leader_recovery_state,
+            leader_epoch: np.leader_epoch,
+            partition_epoch: np.partition_epoch,
+            directories: default_to_migrating(Some(directories), n),
+            eligible_leader_replicas: opt_vec(&np.eligible_leader_replicas),
+            last_known_elr: opt_vec(&np.last_known_elr),
+        };
+        t.partitions.insert(np.partition_id, p);
         Ok(())
     }
 

@@ -1,4 +1,4 @@
-use super::fast::decode_partition_change;
+use super::fast::{self, decode_partition_change};
 use super::replay::PartitionChange;
 use super::*;
 use crate::schema::{decode_metadata_record, encode_metadata_record, Struct, Value};
@@ -159,4 +159,32 @@ fn snapshot_losses_at_old_metadata_versions() {
     img.zk_migration_state = 2;
     let e = img.snapshot_records(Some(3)).unwrap_err();
     assert_eq!(e.losses[1], "the ZK Migration state which was PRE_MIGRATION");
+}
+
+#[test]
+fn typed_partition_decoder_agrees_with_the_codec() {
+    let mut n = 0;
+    for version in 0..=2i16 {
+        for lrs in [0i64, 1, -3] {
+            for elr in [None, Some(vec![]), Some(vec![2, 3])] {
+                let mut f = vec![("PartitionId", Value::Int(4)), ("TopicId", Value::Uuid(T1)), ("Replicas", ints(&[1, 2])), ("Isr", ints(&[2])), ("RemovingReplicas", ints(&[])), ("AddingReplicas", ints(&[1])), ("Leader", Value::Int(2)), ("LeaderRecoveryState", Value::Int(lrs)), ("LeaderEpoch", Value::Int(7)), ("PartitionEpoch", Value::Int(9))];
+                if version >= 1 {
+                    f.push(("Directories", Value::Array(vec![Value::Uuid(D1), Value::Uuid(MIGRATING)])));
+                }
+                if let (2, Some(e)) = (version, &elr) {
+                    f.push(("EligibleLeaderReplicas", ints(e)));
+                    f.push(("LastKnownElr", ints(e)));
+                }
+                let v = encode_metadata_record(3, version, &st(f)).unwrap();
+                let fast = fast::decode_partition(&v).expect("common shapes are decoded").to_owned_partition();
+                let generic = replay::NewPartition::from_struct(&decode_metadata_record(&v).unwrap().data).ok().unwrap();
+                assert_eq!(fast, generic);
+                let mut longer = v.clone();
+                longer.push(0);
+                assert!(fast::decode_partition(&longer).is_none());
+                n += 1;
+            }
+        }
+    }
+    assert_eq!(n, 27);
 }

@@ -46,7 +46,7 @@ fn load_err(py: Python<'_>, e: &ImageLoadError) -> PyErr {
     match e {
         ImageLoadError::Batch { file, error } => to_pyerr(py, error, file.as_deref()),
         ImageLoadError::Record { file, offset, error } => {
-            let err = codec_err(py, error, Some(*offset));
+            let err = codec_err(py, error, *offset);
             if let Some(f) = file {
                 let _ = err.value(py).setattr("file", f.as_str());
             }
@@ -66,17 +66,14 @@ fn write_err(py: Python<'_>, e: &WriteError) -> PyErr {
     }
 }
 
-/// A dict record made exactly what the codec would decode from it (defaults filled in,
-/// types and ranges checked); a dict that does not encode is a malformed record.
-fn normalize(py: Python<'_>, api_key: i16, version: i16, data: &Bound<'_, PyDict>, offset: Option<i64>) -> PyResult<Struct> {
-    let Some(m) = schema::metadata_schema(api_key) else {
-        // Unknown types fail when applied (inside a transaction: when it ends), as Kafka does.
-        return Ok(Struct::default());
-    };
+/// A dict record encoded as the codec writes it (missing fields take their defaults; types
+/// and ranges are checked); a dict that does not encode is a malformed record. None for an
+/// unknown record type.
+fn encode_dict(py: Python<'_>, api_key: i16, version: i16, data: &Bound<'_, PyDict>, offset: Option<i64>) -> PyResult<Option<Vec<u8>>> {
+    let Some(m) = schema::metadata_schema(api_key) else { return Ok(None) };
     let malformed = |msg: String| replay_err(py, &ReplayError { offset, reason: format!("malformed {api_key} record: {msg}") });
     let st = struct_from_py(data, m.body, m.name).map_err(|e| malformed(e.to_string()))?;
-    let bytes = schema::encode_metadata_record(api_key, version, &st).map_err(|e| malformed(e.to_string()))?;
-    Ok(schema::decode_metadata_record(&bytes).map_err(|e| malformed(e.to_string()))?.data)
+    Ok(Some(schema::encode_metadata_record(api_key, version, &st).map_err(|e| malformed(e.to_string()))?))
 }
 
 /// The state of a metadata image, replayed in Rust.
@@ -152,8 +149,11 @@ impl ImageState {
     /// defaults, as if the record had been encoded and read back).
     #[pyo3(signature = (api_key, version, data, offset = None))]
     fn replay(&mut self, py: Python<'_>, api_key: i16, version: i16, data: &Bound<'_, PyDict>, offset: Option<i64>) -> PyResult<()> {
-        let st = normalize(py, api_key, version, data, offset)?;
-        self.inner.replay(api_key, version, st, offset).map_err(|e| replay_err(py, &e))
+        match encode_dict(py, api_key, version, data, offset)? {
+            Some(value) => self.inner.replay_value(&value, offset).map_err(|e| load_err(py, &e)),
+            // Unknown types fail when applied (inside a transaction: when it ends), as Kafka does.
+            None => self.inner.replay(api_key, version, Struct::default(), offset).map_err(|e| replay_err(py, &e)),
+        }
     }
 
     /// Applies a control record (`data` None: a transaction marker or a type without a schema).
@@ -272,7 +272,7 @@ impl ImageState {
         let l = PyList::empty(py);
         for t in self.inner.topics_in_order() {
             let parts = PyDict::new(py);
-            for (pid, p) in &t.partitions {
+            for (pid, p) in t.partitions_sorted() {
                 parts.set_item(pid, partition_py(py, p)?)?;
             }
             l.append((t.name.as_str(), uuid_to_py(py, &t.id)?, parts))?;
