@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kraftkit.log import Log, encode_batch
+from kraftkit.log import Log, Segment, encode_batch
 from kraftkit.metadata import image as face
 from kraftkit.metadata.records import decode_metadata_record, encode_control_record, encode_metadata_record
 from kraftkit.metadata.snapshot import SnapshotId
@@ -401,6 +401,12 @@ def test_generated_logs_loaded_at_every_offset(recs, sizes, data, tmp_path_facto
             i += n
             j += 1
     end = off
+    # batch by batch through replay_batch (errors do not stop the replay: the state after each
+    # partly applied batch must agree too)
+    a, b = face.MetadataImage(), ref.MetadataImage()
+    for batch in Segment(d / "00000000000000000000.log").batches(verify_crc=True):
+        assert outcome(a.replay_batch, batch) == outcome(b.replay_batch, batch)
+        assert state(a) == state(b)
     ats = [None, *data.draw(st.lists(st.integers(1, end + 1), max_size=4))]
     for at in ats:
         a = outcome(face.load_image, d, at)

@@ -106,7 +106,7 @@ fn decode_batch<'a>(h: &BatchHeader, bytes: &'a [u8], fpos: u64, file: Option<&s
     batch::parse_records(h, data.bytes(), fpos, &mut s.views).map_err(batch_err)?;
     let d = data.bytes();
     for v in &s.views {
-        let offset = h.base_offset + v.offset_delta as i64;
+        let offset = h.base_offset.wrapping_add(v.offset_delta as i64);
         let range = v.value.as_ref().map_or(0..0, |r| r.start as usize..r.end as usize);
         let value = &d[range.clone()];
         let rec_err = |error: CodecError| ImageLoadError::Record { file: file.map(str::to_owned), offset: Some(offset), error };
@@ -218,11 +218,11 @@ impl Image {
                     }
                     self.apply_decoded(rec, data.bytes()).map_err(|e| with_file(e, file))?;
                     self.provenance = Provenance { offset, epoch: h.partition_leader_epoch as i64, timestamp: h.max_timestamp };
-                    *end = offset + 1;
+                    *end = offset.wrapping_add(1);
                 }
             } else {
                 self.replay_whole_batch(&h, bytes, fpos, file, &mut s)?;
-                *end = h.last_offset() + 1;
+                *end = h.last_offset().wrapping_add(1);
             }
         }
     }
