@@ -529,7 +529,7 @@ def run_replay(ml: MetaLog, *, warmup: int, repeat: int, max_seconds: float | No
     t = measure(handlers(ref.MetadataImage), warmup=warmup, repeat=repeat, max_seconds=max_seconds)
     add(f"{PY_IMAGE} replay(k, v, dict)", t, nrec=len(pre), nbytes=nb_pre, mode=M_REPLAY_DICTS,
         note="the same dicts through the Python handlers")
-    del pre
+    pre.clear()
     return rows, info
 
 
@@ -614,7 +614,7 @@ def run_snapshot(*, topics: int, partitions: int, warmup: int, repeat: int, max_
         same = hashlib.sha256(Path(t_ref.result).read_bytes()).hexdigest() == digest
         assert same, "the pure-Python image wrote different bytes"
         t_ref.result = None
-        del ref_img
+        ref_img = None
         add(f"{PY_IMAGE} write_snapshot(dir)", t_ref,
             note="the Python implementation kraftkit had before (snapshot_records + encode_metadata_record per record + "
                  "SnapshotWriter); byte-identical file (checked)")
