@@ -188,3 +188,53 @@ fn typed_partition_decoder_agrees_with_the_codec() {
     }
     assert_eq!(n, 27);
 }
+
+/// A log of two-record batches of `base()` plus two changes: offsets 0..6.
+fn log_bytes() -> Vec<u8> {
+    use crate::builder::{encode_batch, BatchParams, RecordInput};
+    let mut recs: Vec<Vec<u8>> = base().into_iter().map(|(k, v, d)| encode_metadata_record(k, v, &d).unwrap()).collect();
+    for isr in [&[1i64][..], &[1, 2][..]] {
+        recs.push(encode_metadata_record(5, 0, &st(vec![("PartitionId", Value::Int(0)), ("TopicId", Value::Uuid(T1)), ("Isr", ints(isr))])).unwrap());
+    }
+    let mut out = Vec::new();
+    for (i, pair) in recs.chunks(2).enumerate() {
+        let inputs: Vec<RecordInput> = pair.iter().map(|v| RecordInput { timestamp: 100 + i as i64, key: None, value: Some(v), headers: Vec::new() }).collect();
+        encode_batch(&BatchParams { base_offset: 2 * i as i64, partition_leader_epoch: 1 + i as i32, ..Default::default() }, &inputs, &mut out).unwrap();
+    }
+    out
+}
+
+#[test]
+fn segment_replay_stops_at_the_end_offset_and_applies_straddling_batches_record_by_record() {
+    let buf = log_bytes();
+    let mut img = Image::new();
+    let mut end = 0;
+    assert!(!img.replay_segment(&buf, None, 0, None, true, &mut end).unwrap());
+    assert_eq!((end, img.provenance), (6, Provenance { offset: 5, epoch: 3, timestamp: 102 }));
+    assert_eq!(img.topic("a").unwrap().partitions[&0].partition_epoch, 2);
+    // at = 5: the last batch straddles the end, its first record only
+    let mut img = Image::new();
+    let mut end = 0;
+    assert!(!img.replay_segment(&buf, None, 0, Some(5), true, &mut end).unwrap());
+    assert_eq!((end, img.provenance.offset, img.records_replayed), (5, 4, 5));
+    // at = 4: a batch starting at 4 stops the replay
+    let mut img = Image::new();
+    let mut end = 0;
+    assert!(img.replay_segment(&buf, None, 0, Some(4), true, &mut end).unwrap());
+    assert_eq!((end, img.records_replayed), (4, 4));
+}
+
+#[test]
+fn corrupt_batches_name_file_offset_and_position() {
+    let mut buf = log_bytes();
+    let second = 12 + i32::from_be_bytes(buf[8..12].try_into().unwrap()) as usize;
+    buf[second + 70] ^= 0xff;
+    let mut img = Image::new();
+    let mut end = 0;
+    let e = img.replay_segment(&buf, Some("x.log"), 0, None, true, &mut end).unwrap_err();
+    let ImageLoadError::Batch { file, error } = &e else { panic!("{e:?}") };
+    assert_eq!((file.as_deref(), error.offset, error.position), (Some("x.log"), Some(2), Some(second as u64)));
+    assert!(error.reason.contains("CRC mismatch"), "{e}");
+    // the first batch was applied before the corrupt one was read
+    assert_eq!((end, img.records_replayed), (2, 2));
+}
