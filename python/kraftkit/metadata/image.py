@@ -310,7 +310,10 @@ class MetadataImage:
             _raise(e)
 
     def replay(self, api_key: int, version: int, data: dict[str, Any], offset: int | None = None) -> None:
-        """Applies one metadata record (decoded dict, schema field names)."""
+        """Applies one metadata record (decoded dict, schema field names). The dict is
+        encoded at ``version`` and applied as the record it encodes: missing fields take their
+        defaults, and a dict the codec cannot encode (a wrong type, a non-default field the
+        version lacks, an invalid version) raises :class:`ReplayError` ("malformed ... record")."""
         if self._views:
             self._views.clear()
         try:
