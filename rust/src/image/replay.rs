@@ -176,9 +176,7 @@ fn opt_list<T>(d: &Struct, name: &str, conv: fn(&Value, &str) -> R<Vec<T>>) -> R
 fn fields_only(d: &Struct, names: &[&'static str]) -> R<Struct> {
     let mut out = Struct::default();
     for n in names {
-        let v = field(d, n)?;
-        let name = d.fields.iter().find(|(k, _)| k == n).map_or(*n, |(k, _)| *k);
-        out.fields.push((name, v.clone()));
+        out.fields.push((*n, field(d, n)?.clone()));
     }
     Ok(out)
 }
@@ -560,7 +558,7 @@ impl Image {
             return refuse(format!("Unable to replay BrokerRegistrationChangeRecord: unknown value for inControlledShutdown field: {shutdown}"));
         }
         let log_dirs = match d.get("LogDirs") {
-            Some(Value::Array(a)) if !a.is_empty() => Some(uuid_list(&Value::Array(a.clone()), "LogDirs")?),
+            Some(v @ Value::Array(a)) if !a.is_empty() => Some(uuid_list(v, "LogDirs")?),
             _ => None,
         };
         let cordoned = opt_list(d, "CordonedLogDirs", uuid_list)?;
