@@ -10,6 +10,7 @@ pub mod dump;
 pub mod error;
 pub mod image;
 pub mod index;
+pub mod rewrite;
 pub mod schema;
 pub mod segment;
 pub mod snapshot;

@@ -14,7 +14,7 @@ https://repo1.maven.org/maven2/org/apache/kafka/kafka_2.13/maven-metadata.xml):
 ``kafka_2.13`` lists 4.4.0 as newest, but 4.4.0 is not complete on Central
 (``kafka-tools-4.4.0`` and ``kafka-tools-api-4.4.0`` -- a runtime dependency of
 ``kafka_2.13-4.4.0`` itself -- are 404), so the newest *resolvable* 4.x release is
-4.3.1.  The newest 3.9.x is 3.9.2.  ``python -m tests.harness versions`` re-runs
+4.3.1.  The newest 3.9.x is 3.9.2; 3.5.2 (newest 3.5.x) is the older line the downgrade tests boot.  ``python -m tests.harness versions`` re-runs
 that check (newest-first, both artifacts must exist).
 """
 
@@ -34,6 +34,9 @@ from typing import Iterator
 
 KAFKA_4 = "4.3.1"
 KAFKA_3 = "3.9.2"
+#: An older 3.x line for metadata.version downgrade tests (3.5: metadata.version 3.5-IV2, before
+#: metadata transactions, delegation tokens, controller registration and JBOD).
+KAFKA_OLD = "3.5.2"
 DEFAULT_VERSION = KAFKA_4
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

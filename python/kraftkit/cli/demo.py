@@ -14,7 +14,8 @@ from kraftkit.log import Log, Segment
 from kraftkit.metadata.image import load_image, mv_name
 from kraftkit.metadata.snapshot import SnapshotReader
 
-HELP = "write a metadata-shaped KRaft log with kraftkit, dump and verify it, replay it into the metadata image and snapshot it"
+HELP = ("write a metadata-shaped KRaft log with kraftkit, dump and verify it, replay it into the metadata image, "
+        "snapshot it, and rewrite the snapshot for an older metadata.version")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -95,6 +96,20 @@ def run(args: argparse.Namespace) -> int:
         same = "equals the log's image" if again.topics == image.topics and again.brokers == image.brokers else "DIFFERS from the log's image"
         print(f"5. snapshot {snap.name}: {rep['batches']} batches, {rep['data_records']} records, verified; "
               f"its image {same} [{t_snap:.2f}s]")
+
+        # 6. a metadata.version downgrade Kafka refuses: the snapshot rewritten for Kafka 3.5
+        from kraftkit.features.rewrite import loss_line, rewrite_snapshot
+
+        older = root / "for-kafka-3.5"
+        older.mkdir()
+        t0 = time.perf_counter()
+        down = rewrite_snapshot(snap, older, "3.5")
+        t_down = time.perf_counter() - t0
+        SnapshotReader(older / snap.name).check()
+        lost = "; ".join(loss_line(x) for x in down.losses) or "nothing"
+        print(f"6. snapshot rewritten {down.source_metadata_version} -> {down.target} (Kafka refuses this downgrade): "
+              f"{down.counts['records_rewritten']} records re-encoded, verified [{t_down:.2f}s]")
+        print(f"   lost: {lost if len(lost) < 300 else lost[:297] + '...'}")
         print(f"summary: wrote {_mb(size)} at {size / 1e6 / t_write:.0f} MB/s, dumped at {size / 1e6 / t_dump:.0f} MB/s, "
               f"verified at {size / 1e6 / t_verify:.0f} MB/s")
         return 0 if not p.problems and "equals" in same else 1

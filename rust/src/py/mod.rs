@@ -4,6 +4,7 @@ mod batch;
 mod errors;
 mod image;
 mod metadata;
+mod rewrite;
 mod segment;
 mod snapshot;
 
@@ -16,6 +17,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     segment::register(m)?;
     metadata::register(m)?;
     snapshot::register(m)?;
+    rewrite::register(m)?;
     image::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -158,7 +158,7 @@ impl<'a> Reader<'a> {
         self.b.len() - self.pos
     }
     #[inline]
-    fn take(&mut self, n: usize, what: &str) -> CResult<&'a [u8]> {
+    pub fn take(&mut self, n: usize, what: &str) -> CResult<&'a [u8]> {
         if self.remaining() < n {
             return Err(CodecError::truncated(self.pos, format!("{what} needs {n} bytes but only {} remain", self.remaining())));
         }
@@ -339,6 +339,201 @@ fn read_value(r: &mut Reader, t: &FieldType, v: i16, flexible: bool, compact: bo
             Value::Struct(read_struct(r, s, v, flexible)?)
         }
     })
+}
+
+/// The encoded size of a fixed-width type (None for strings, bytes, arrays, structs).
+#[inline]
+fn fixed_width(t: &FieldType) -> Option<usize> {
+    match t {
+        FieldType::Bool | FieldType::Int8 => Some(1),
+        FieldType::Int16 | FieldType::Uint16 => Some(2),
+        FieldType::Int32 | FieldType::Uint32 => Some(4),
+        FieldType::Int64 | FieldType::Float64 => Some(8),
+        FieldType::Uuid => Some(16),
+        _ => None,
+    }
+}
+
+/// Advances `r` over one value of type `t` without building it (the layout walk of
+/// [`read_value`]: same checks on lengths, no allocation).
+pub fn skip_value(r: &mut Reader, t: &FieldType, v: i16, flexible: bool, compact: bool, nullable: bool) -> CResult<()> {
+    let fixed = match t {
+        FieldType::Bool | FieldType::Int8 => 1,
+        FieldType::Int16 | FieldType::Uint16 => 2,
+        FieldType::Int32 | FieldType::Uint32 => 4,
+        FieldType::Int64 | FieldType::Float64 => 8,
+        FieldType::Uuid => 16,
+        FieldType::String | FieldType::Bytes | FieldType::Records => {
+            let start = r.pos;
+            let wide = !matches!(t, FieldType::String);
+            match read_len(r, compact, wide, "length")? {
+                None => {
+                    null_check(start, nullable)?;
+                }
+                Some(n) => {
+                    r.take(n, t.primitive_name())?;
+                }
+            }
+            return Ok(());
+        }
+        FieldType::Array(elem) => {
+            let start = r.pos;
+            match read_len(r, compact, true, "array length")? {
+                None => {
+                    null_check(start, nullable)?;
+                }
+                Some(n) => {
+                    if n > r.remaining() {
+                        return Err(CodecError::corrupt(start, format!("array of {n} elements cannot fit in the {} remaining bytes", r.remaining())));
+                    }
+                    if let Some(w) = fixed_width(elem) {
+                        r.take(n * w, "array elements")?;
+                        return Ok(());
+                    }
+                    for i in 0..n {
+                        skip_value(r, elem, v, flexible, compact, false).map_err(|e| e.within(&format!("[{i}]")))?;
+                    }
+                }
+            }
+            return Ok(());
+        }
+        FieldType::Struct(s) => {
+            if nullable && (r.fixed::<1>("nullable struct marker")?[0] as i8) < 0 {
+                return Ok(());
+            }
+            return skip_struct(r, s, v, flexible);
+        }
+    };
+    r.take(fixed, t.primitive_name())?;
+    Ok(())
+}
+
+/// Advances `r` over a struct body at version `v` (fields, then the tagged-field section).
+pub fn skip_struct(r: &mut Reader, s: &'static StructSchema, v: i16, flexible: bool) -> CResult<()> {
+    for f in s.fields {
+        if !f.versions.contains(v) || (flexible && f.tagged_versions.contains(v)) {
+            continue;
+        }
+        let nullable = f.nullable_versions.contains(v);
+        skip_value(r, &f.ty, v, flexible, compact(f, flexible, v), nullable).map_err(|e| e.within(f.name))?;
+    }
+    if flexible {
+        let n = r.uvarint("tagged field count")?;
+        for _ in 0..n {
+            r.uvarint("tag")?;
+            let size = r.uvarint("tagged field size")? as usize;
+            r.take(size, "tagged field")?;
+        }
+    }
+    Ok(())
+}
+
+/// The layout walk of [`skip_value`] with no error detail: `None` on any problem (callers
+/// rerun [`skip_value`] to learn what and where). Lean on purpose: it runs once per field of
+/// every record a rewrite splices.
+#[inline]
+pub fn skip_quick(b: &[u8], pos: &mut usize, t: &FieldType, v: i16, compact: bool, nullable: bool) -> Option<()> {
+    #[inline]
+    fn uvar(b: &[u8], pos: &mut usize) -> Option<u32> {
+        read_uvarint(b, pos)
+    }
+    #[inline]
+    fn take(b: &[u8], pos: &mut usize, n: usize) -> Option<()> {
+        let end = pos.checked_add(n)?;
+        if end > b.len() {
+            return None;
+        }
+        *pos = end;
+        Some(())
+    }
+    #[inline]
+    fn len(b: &[u8], pos: &mut usize, compact: bool, wide: bool, nullable: bool) -> Option<Option<usize>> {
+        let n: i64 = if compact {
+            uvar(b, pos)? as i64 - 1
+        } else if wide {
+            let s = b.get(*pos..*pos + 4)?;
+            *pos += 4;
+            i32::from_be_bytes([s[0], s[1], s[2], s[3]]) as i64
+        } else {
+            let s = b.get(*pos..*pos + 2)?;
+            *pos += 2;
+            i16::from_be_bytes([s[0], s[1]]) as i64
+        };
+        match n {
+            -1 if nullable => Some(None),
+            n if n >= 0 => Some(Some(n as usize)),
+            _ => None,
+        }
+    }
+    if let Some(w) = fixed_width(t) {
+        return take(b, pos, w);
+    }
+    match t {
+        FieldType::String | FieldType::Bytes | FieldType::Records => {
+            let wide = !matches!(t, FieldType::String);
+            match len(b, pos, compact, wide, nullable)? {
+                None => Some(()),
+                Some(n) if matches!(t, FieldType::String) && n > MAX_STRING => None,
+                Some(n) => take(b, pos, n),
+            }
+        }
+        FieldType::Array(elem) => match len(b, pos, compact, true, nullable)? {
+            None => Some(()),
+            Some(n) => {
+                if let Some(w) = fixed_width(elem) {
+                    return take(b, pos, n.checked_mul(w)?);
+                }
+                if n > b.len() - *pos {
+                    return None;
+                }
+                for _ in 0..n {
+                    skip_quick(b, pos, elem, v, compact, false)?;
+                }
+                Some(())
+            }
+        },
+        FieldType::Struct(s) => {
+            if nullable {
+                let m = *b.get(*pos)? as i8;
+                *pos += 1;
+                if m < 0 {
+                    return Some(());
+                }
+            }
+            for f in s.fields {
+                if !f.versions.contains(v) || (compact && f.tagged_versions.contains(v)) {
+                    continue;
+                }
+                let c = match f.flexible_versions {
+                    Some(fv) => fv.contains(v),
+                    None => compact,
+                };
+                skip_quick(b, pos, &f.ty, v, c, f.nullable_versions.contains(v))?;
+            }
+            if compact {
+                let n = uvar(b, pos)?;
+                for _ in 0..n {
+                    uvar(b, pos)?;
+                    let size = uvar(b, pos)? as usize;
+                    take(b, pos, size)?;
+                }
+            }
+            Some(())
+        }
+        _ => None,
+    }
+}
+
+/// Reads one value of field `f` at version `v` (for callers that walk a struct themselves).
+pub fn read_field_value(r: &mut Reader, f: &Field, v: i16, flexible: bool, in_tag: bool) -> CResult<Value> {
+    let nullable = f.nullable_versions.contains(v);
+    read_value(r, &f.ty, v, flexible, in_tag || compact(f, flexible, v), nullable).map_err(|e| e.within(f.name))
+}
+
+/// Skips one non-tagged value of field `f` at version `v`.
+pub fn skip_field_value(r: &mut Reader, f: &Field, v: i16, flexible: bool) -> CResult<()> {
+    let nullable = f.nullable_versions.contains(v);
+    skip_value(r, &f.ty, v, flexible, compact(f, flexible, v), nullable).map_err(|e| e.within(f.name))
 }
 
 /// Decodes a whole message body at version `v`; trailing bytes are an error.

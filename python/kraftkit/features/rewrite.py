@@ -1,0 +1,305 @@
+"""Rewriting snapshots to another metadata.version (KIP-778 downgrades Kafka refuses, and
+upgrades), with an exact report of what the target cannot carry.
+
+The policy lives here; the byte work is ``kraftkit._core.rewrite_snapshot`` (streaming, GIL
+released). For a target metadata.version the plan says:
+
+* the version of each record type, from the registry's record-version helpers (Kafka's
+  ``registerBrokerRecordVersion()``, ``partitionRecordVersion()`` ...) and ``is...Supported``
+  flags: a record type the target cannot write (``UserScramCredentialRecord`` below 3.5-IV2,
+  ``RegisterControllerRecord`` below 3.7-IV0, ...) is dropped, and reported unless every
+  field holds its default;
+* a field the target version lacks is dropped silently only when it holds its default (a
+  replica-directory list of only ``MIGRATING`` uuids counts as default, as in Kafka's image
+  writer); anything else is a loss, counted per record type and field with sample keys;
+* ``metadata.version`` becomes the target level; every other finalized feature is lowered to
+  the highest level the target allows (its dependencies hold, its bootstrap metadata.version
+  is not above the target, and the target release, when the registry knows it, supports it);
+  level 0 removes the feature;
+* KRaftVersion/KRaftVoters control records are dropped below the metadata.version that
+  introduced kraft.version 1 (KIP-853), reported when they carried a voter set.
+
+Upgrades keep every record as it is (any older record version stays valid) and raise the
+feature level: lossless, and checked to be.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kraftkit._core import rewrite_snapshot as _rewrite
+from kraftkit.errors import KraftkitError
+from kraftkit.features.registry import KRAFT_VERSION_FEATURE, MV_FEATURE, MetadataVersion, Registry, Release, registry
+
+# metadata record api keys
+REGISTER_BROKER, UNREGISTER_BROKER, TOPIC, PARTITION, CONFIG, PARTITION_CHANGE = 0, 1, 2, 3, 4, 5
+FENCE_BROKER, UNFENCE_BROKER, REMOVE_TOPIC, DELEGATION_TOKEN, USER_SCRAM = 7, 8, 9, 10, 11
+FEATURE_LEVEL, CLIENT_QUOTA, PRODUCER_IDS, BROKER_REG_CHANGE, ACL, REMOVE_ACL = 12, 14, 15, 17, 18, 19
+NO_OP, ZK_MIGRATION, REMOVE_SCRAM, BEGIN_TXN, END_TXN, ABORT_TXN = 20, 21, 22, 23, 24, 25
+REMOVE_DELEGATION_TOKEN, REGISTER_CONTROLLER, CLEAR_ELR = 26, 27, 28
+
+#: Values that carry nothing although they are not the schema default: replica directories
+#: that are all ``MIGRATING`` (Kafka's image writer drops them without a loss) and an empty
+#: list of cordoned log directories (the same as none).
+SEMANTIC_DEFAULTS = [
+    ("PartitionRecord", "Directories", "all-zero-uuids"),
+    ("RegisterBrokerRecord", "CordonedLogDirs", "empty"),
+    ("RegisterBrokerRecord", "LogDirs", "empty"),
+]
+
+#: The lowest metadata.version that has FeatureLevelRecords (KIP-778).
+MV_3_3_IV0 = 4
+
+
+class LossError(KraftkitError):
+    """``fail_on_loss`` was set and the rewrite would lose metadata."""
+
+    def __init__(self, report: RewriteReport) -> None:
+        super().__init__(f"{report.source}: rewriting to metadata.version {report.target} would lose: "
+                         + "; ".join(loss_line(x) for x in report.losses))
+        self.report = report
+
+
+def record_versions(mv: MetadataVersion) -> dict[int, int | None]:
+    """The version each metadata record type is written at in ``mv`` (None: not at all)."""
+    def when(cap: str, v: int = 0) -> int | None:
+        return v if mv.supported(cap) else None
+
+    if mv.supported("cordoned_log_dirs"):
+        brc: int | None = 3
+    elif mv.supported("directory_assignment"):
+        brc = 2
+    elif mv.supported("in_controlled_shutdown"):
+        brc = 1
+    else:
+        brc = when("broker_registration_change_record")
+    return {
+        REGISTER_BROKER: mv.register_broker_record_version,
+        UNREGISTER_BROKER: 0, TOPIC: 0, CONFIG: 0, FENCE_BROKER: 0, UNFENCE_BROKER: 0, REMOVE_TOPIC: 0,
+        CLIENT_QUOTA: 0, PRODUCER_IDS: 0, ACL: 0, REMOVE_ACL: 0,
+        PARTITION: mv.partition_record_version,
+        PARTITION_CHANGE: mv.partition_change_record_version,
+        DELEGATION_TOKEN: when("delegation_token"), REMOVE_DELEGATION_TOKEN: when("delegation_token"),
+        USER_SCRAM: when("scram"), REMOVE_SCRAM: when("scram"),
+        FEATURE_LEVEL: 0 if mv.level >= MV_3_3_IV0 else None,
+        BROKER_REG_CHANGE: brc,
+        NO_OP: when("noop_record"),
+        ZK_MIGRATION: when("migration"),
+        BEGIN_TXN: when("metadata_transaction"), END_TXN: when("metadata_transaction"),
+        ABORT_TXN: when("metadata_transaction"),
+        REGISTER_CONTROLLER: mv.register_controller_record_version,
+        CLEAR_ELR: when("elr"),
+    }
+
+
+def target_release(mv: MetadataVersion, reg: Registry | None = None) -> Release | None:
+    """The Kafka release of ``mv``'s line the registry knows (3.9-IV0 -> 3.9.2), if any."""
+    reg = reg or registry()
+    try:
+        return reg.release(mv.release)
+    except KraftkitError:
+        return None
+
+
+def feature_level_at(name: str, level: int, target: MetadataVersion, reg: Registry | None = None,
+                     release: Release | None = None) -> int:
+    """What finalized ``level`` of feature ``name`` becomes at ``target``: the highest level at
+    most ``level`` whose dependencies hold and whose bootstrap metadata.version is not above
+    the target, within what the target release supports (0: the feature is removed)."""
+    reg = reg or registry()
+    if name == MV_FEATURE:
+        return target.level
+    f = reg.features.get(name)
+    if f is None:
+        return level  # unknown to this registry: left alone (reported by the caller)
+    if target.level < MV_3_3_IV0:
+        return 0
+    cap = level
+    if release is not None:
+        rng = release.supported_range(name)
+        cap = min(cap, rng[1]) if rng is not None else 0
+    best = 0
+    for lv in f.levels:
+        if lv.level > cap or lv.bootstrap_metadata_version > target.level:
+            continue
+        if lv.dependencies.get(MV_FEATURE, 0) > target.level:
+            continue
+        best = max(best, lv.level)
+    return best
+
+
+@dataclass
+class RewriteReport:
+    source: str
+    target: MetadataVersion
+    destination: str | None
+    source_metadata_version: MetadataVersion | None
+    losses: list[dict[str, Any]]
+    feature_changes: list[dict[str, Any]]
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def lossy(self) -> bool:
+        return bool(self.losses)
+
+    @property
+    def direction(self) -> str:
+        if self.source_metadata_version is None:
+            return "unknown"
+        s, t = self.source_metadata_version.level, self.target.level
+        return "downgrade" if t < s else "upgrade" if t > s else "same"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "destination": self.destination,
+            "from": None if self.source_metadata_version is None else self.source_metadata_version.name,
+            "to": self.target.name,
+            "toLevel": self.target.level,
+            "direction": self.direction,
+            "lossy": self.lossy,
+            "losses": self.losses,
+            "featureChanges": self.feature_changes,
+            **self.counts,
+        }
+
+    def text(self) -> str:
+        src = self.source_metadata_version
+        head = (f"{self.source}: metadata.version {src.name if src else '?'} -> {self.target.name} "
+                f"({self.direction}){' -> ' + self.destination if self.destination else ' (dry run)'}")
+        lines = [head]
+        c = self.counts
+        lines.append(f"  records: {c.get('records_in', 0)} in, {c.get('records_out', 0)} out, "
+                     f"{c.get('records_rewritten', 0)} re-encoded, "
+                     f"{c.get('records_dropped_silently', 0)} dropped without loss")
+        for ch in self.feature_changes:
+            if ch["name"] == MV_FEATURE:
+                continue
+            what = "removed" if ch["to"] == 0 else f"lowered to {ch['to']}" if ch["to"] < ch["from"] else f"raised to {ch['to']}"
+            lines.append(f"  feature {ch['name']}: {ch['from']} {what}")
+        if not self.losses:
+            lines.append("  nothing lost")
+        for loss in self.losses:
+            lines.append("  LOST " + loss_line(loss))
+        return "\n".join(lines)
+
+
+def loss_line(loss: dict[str, Any]) -> str:
+    what = f"{loss['record']}.{loss['field']}" if loss["field"] else f"{loss['record']} (whole record)"
+    samples = ", ".join(loss["samples"])
+    return f"{what}: {loss['count']} record(s){', e.g. ' + samples if samples else ''}"
+
+
+def _plan(target: MetadataVersion, reg: Registry, release: Release | None,
+          feature_levels: dict[str, int] | None = None) -> dict[str, Any]:
+    features: dict[str, dict[int, int]] = {MV_FEATURE: {m.level: target.level for m in reg.metadata_versions}}
+    for name, f in reg.features.items():
+        if name == KRAFT_VERSION_FEATURE:
+            continue
+        features[name] = {lv.level: feature_level_at(name, lv.level, target, reg, release) for lv in f.levels if lv.level > 0}
+    for name, new in (feature_levels or {}).items():
+        if name in (MV_FEATURE, KRAFT_VERSION_FEATURE):
+            raise KraftkitError(f"{name} cannot be set as a feature level here (metadata.version is the rewrite "
+                                "target; kraft.version lives in KRaft control records)")
+        known = reg.features.get(name)
+        levels = [lv.level for lv in known.levels] if known is not None else list(range(1, 64))
+        features[name] = {lv: new for lv in levels if lv > 0}
+    kraft1 = reg.features[KRAFT_VERSION_FEATURE].level(1).bootstrap_metadata_version
+    return {
+        "semantic_defaults": SEMANTIC_DEFAULTS,
+        "versions": record_versions(target),
+        "features": features,
+        "drop_kraft_control": target.level < kraft1,
+    }
+
+
+def rewrite_snapshot(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str] | None,
+    metadata_version: str | int | MetadataVersion,
+    *,
+    fail_on_loss: bool = False,
+    release: Release | None | bool = True,
+    feature_levels: dict[str, int] | None = None,
+    samples: int = 5,
+) -> RewriteReport:
+    """Rewrites snapshot ``src`` at ``metadata_version`` into ``dst`` (a file, or a directory
+    to write a file of the same name in; None: dry run, only the report). ``release``: the
+    Kafka release whose feature support caps the other features (True: the registry's release
+    of the target's line, when it has one). With ``fail_on_loss``, nothing is written when
+    anything would be lost (:class:`LossError` carries the report). ``feature_levels`` sets
+    other finalized features explicitly (name -> level, 0 removes), overriding what the target
+    would allow. The input is never modified; the output appears atomically or not at all."""
+    reg = registry()
+    target = reg.metadata_version(metadata_version)
+    if release is True:
+        release = target_release(target, reg)
+    src = Path(src)
+    if dst is not None:
+        dst = Path(dst)
+        if dst.is_dir():
+            dst = dst / src.name
+        if dst.resolve() == src.resolve():
+            raise KraftkitError(f"{src}: refusing to rewrite a snapshot onto itself; write it elsewhere first")
+    plan = _plan(target, reg, release or None, feature_levels)
+
+    from kraftkit.metadata.snapshot import BOOTSTRAP_FILE, parse_snapshot_name
+
+    parsed = parse_snapshot_name(src.name)
+    epoch = 0 if src.name == BOOTSTRAP_FILE else parsed[0].epoch if parsed else None
+
+    def run(out: Path | None) -> dict[str, Any]:
+        return _rewrite(str(src), None if out is None else str(out), plan["versions"], plan["features"],
+                        drop_kraft_control=plan["drop_kraft_control"], semantic_defaults=plan["semantic_defaults"],
+                        samples=samples, epoch=epoch)
+
+    raw = run(None) if (fail_on_loss or dst is None) else None
+    if raw is not None and fail_on_loss and raw["losses"]:
+        raise LossError(_report(raw, src, None, target, reg))
+    if dst is not None:
+        raw = run(dst)
+    assert raw is not None
+    rep = _report(raw, src, None if dst is None else str(dst), target, reg)
+    if rep.direction == "upgrade" and rep.lossy:
+        raise KraftkitError(f"{src}: internal error: an upgrade to {target.name} reported losses: {rep.losses}")
+    return rep
+
+
+def _report(raw: dict[str, Any], src: Path, dst: str | None, target: MetadataVersion, reg: Registry) -> RewriteReport:
+    source_mv = None
+    changes = []
+    for ch in raw["feature_changes"]:
+        if ch["name"] == MV_FEATURE:
+            try:
+                source_mv = reg.by_level(ch["from"])
+            except KraftkitError:
+                source_mv = None
+        changes.append(dict(ch))
+    if source_mv is None and not any(ch["name"] == MV_FEATURE for ch in changes):
+        source_mv = target  # the metadata.version record already had the target level
+    counts = {k: raw[k] for k in ("batches_in", "batches_out", "records_in", "records_out", "bytes_in", "bytes_out",
+                                  "records_rewritten", "records_dropped_silently")}
+    return RewriteReport(str(src), target, dst, source_mv, [dict(x) for x in raw["losses"]], changes, counts)
+
+
+def rewrite_snapshots(
+    jobs: list[tuple[str | os.PathLike[str], str | os.PathLike[str] | None]],
+    metadata_version: str | int | MetadataVersion,
+    *,
+    workers: int | None = None,
+    **kw: Any,
+) -> list[RewriteReport | KraftkitError | OSError]:
+    """Rewrites many snapshots in parallel (the Rust core releases the GIL); one report, or
+    the error, per job, in order."""
+    def one(job):
+        try:
+            return rewrite_snapshot(job[0], job[1], metadata_version, **kw)
+        except (KraftkitError, OSError) as e:
+            return e
+
+    with ThreadPoolExecutor(max_workers=workers or min(len(jobs), os.cpu_count() or 1) or 1) as ex:
+        return list(ex.map(one, jobs))

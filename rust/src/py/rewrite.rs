@@ -1,0 +1,143 @@
+//! Snapshot rewriting from Python: the plan comes in as plain data, the report goes out as a
+//! dict. The rewrite runs with the GIL released; the output is written atomically.
+
+use super::errors::{io_err, to_pyerr};
+use crate::rewrite::{self, Plan, SemanticDefault};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+
+/// Rewrites the snapshot `src` per the plan and writes it to `dst` (None: a dry run).
+///
+/// `versions`: api key -> highest version to write, or None when the target cannot hold the
+/// record type; api keys absent from the dict are kept as they are. `features`: feature name ->
+/// {old level: new level} (0 drops the FeatureLevelRecord). `semantic_defaults`: (record type,
+/// field, rule) triples naming values that carry nothing although not the schema default
+/// (rules: "all-zero-uuids", "empty"). `epoch`: the epoch in the snapshot's name, which every
+/// batch must carry (None: the first batch's). The output goes to `<dst>.part`,
+/// is fsynced, then renamed over `dst`; on error nothing is left behind and `dst` is untouched.
+/// Returns the report: batch/record/byte counts, `losses` (record, field, count, samples),
+/// `feature_changes` (name, from, to) and `records_dropped_silently`.
+#[pyfunction]
+#[pyo3(signature = (src, dst, versions, features, *, drop_kraft_control = false, semantic_defaults = Vec::new(), samples = 5, epoch = None))]
+#[allow(clippy::too_many_arguments)]
+fn rewrite_snapshot<'py>(
+    py: Python<'py>,
+    src: PathBuf,
+    dst: Option<PathBuf>,
+    versions: HashMap<i16, Option<i16>>,
+    features: HashMap<String, HashMap<i16, i16>>,
+    drop_kraft_control: bool,
+    semantic_defaults: Vec<(String, String, String)>,
+    samples: usize,
+    epoch: Option<i32>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let name = src.to_string_lossy().into_owned();
+    let mut rules = Vec::with_capacity(semantic_defaults.len());
+    for (record, field, rule) in semantic_defaults {
+        let rule = match rule.as_str() {
+            "all-zero-uuids" => SemanticDefault::AllZeroUuids,
+            "empty" => SemanticDefault::Empty,
+            other => return Err(pyo3::exceptions::PyValueError::new_err(format!("unknown semantic default rule {other:?} (all-zero-uuids, empty)"))),
+        };
+        rules.push((record, field, rule));
+    }
+    let mut plan = Plan { versions: Vec::new(), features, drop_kraft_control, semantic_defaults: rules, samples, epoch };
+    let top = versions.keys().copied().max().unwrap_or(-1);
+    if versions.keys().any(|k| *k < 0) {
+        return Err(pyo3::exceptions::PyValueError::new_err("api keys are non-negative"));
+    }
+    plan.versions = (0..=top).map(|k| versions.get(&k).copied().unwrap_or(Some(i16::MAX))).collect();
+    let f = File::open(&src).map_err(|e| io_err(&name, e))?;
+    // streamed, one batch at a time: memory does not grow with the snapshot
+    let mut input = std::io::BufReader::with_capacity(1 << 20, f);
+    let result = py.allow_threads(|| -> Result<rewrite::Report, Result<crate::error::Error, std::io::Error>> {
+        match &dst {
+            None => rewrite::rewrite_stream(&mut input, &plan, None).map_err(Ok),
+            Some(dst) => {
+                let part = part_path(dst);
+                let out = File::create(&part).map_err(Err)?;
+                let mut w = BufWriter::with_capacity(1 << 20, out);
+                let res = rewrite::rewrite_stream(&mut input, &plan, Some(&mut w));
+                let finish = |w: BufWriter<File>| -> std::io::Result<()> {
+                    let f = w.into_inner().map_err(|e| e.into_error())?;
+                    f.sync_all()?;
+                    std::fs::rename(&part, dst)?;
+                    if let Some(dir) = dst.parent() {
+                        if let Ok(d) = File::open(if dir.as_os_str().is_empty() { std::path::Path::new(".") } else { dir }) {
+                            let _ = d.sync_all();
+                        }
+                    }
+                    Ok(())
+                };
+                match res {
+                    Ok(rep) => match w.flush().and_then(|_| finish(w)) {
+                        Ok(()) => Ok(rep),
+                        Err(e) => {
+                            let _ = std::fs::remove_file(&part);
+                            Err(Err(e))
+                        }
+                    },
+                    Err(e) => {
+                        drop(w);
+                        let _ = std::fs::remove_file(&part);
+                        Err(Ok(e))
+                    }
+                }
+            }
+        }
+    });
+    let rep = match result {
+        Ok(r) => r,
+        Err(Ok(e)) => return Err(to_pyerr(py, &e, Some(&name))),
+        Err(Err(e)) => return Err(io_err(&dst.map(|d| d.to_string_lossy().into_owned()).unwrap_or_default(), e)),
+    };
+    let d = PyDict::new(py);
+    d.set_item("file", &name)?;
+    for (k, v) in [
+        ("batches_in", rep.batches_in),
+        ("batches_out", rep.batches_out),
+        ("records_in", rep.records_in),
+        ("records_out", rep.records_out),
+        ("bytes_in", rep.bytes_in),
+        ("bytes_out", rep.bytes_out),
+        ("records_rewritten", rep.records_rewritten),
+        ("records_dropped_silently", rep.records_dropped_silently),
+    ] {
+        d.set_item(k, v)?;
+    }
+    let losses = PyList::empty(py);
+    for l in &rep.losses {
+        let x = PyDict::new(py);
+        x.set_item("record", l.record)?;
+        x.set_item("field", &l.field)?;
+        x.set_item("count", l.count)?;
+        x.set_item("samples", &l.samples)?;
+        losses.append(x)?;
+    }
+    d.set_item("losses", losses)?;
+    let changes = PyList::empty(py);
+    for c in &rep.feature_changes {
+        let x = PyDict::new(py);
+        x.set_item("name", &c.name)?;
+        x.set_item("from", c.from)?;
+        x.set_item("to", c.to)?;
+        changes.append(x)?;
+    }
+    d.set_item("feature_changes", changes)?;
+    Ok(d)
+}
+
+fn part_path(dst: &std::path::Path) -> PathBuf {
+    let mut s = dst.as_os_str().to_owned();
+    s.push(".part");
+    PathBuf::from(s)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(rewrite_snapshot, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,885 @@
+//! Rewriting a KRaft snapshot, record by record, to other record versions: the byte work of
+//! metadata.version downgrades (and of upgrades, which only change feature levels).
+//!
+//! The caller decides the policy in a [`Plan`]: the version each record type is written at
+//! (or that it cannot be written at all), what each finalized feature level becomes, and
+//! whether the KRaft control records survive. This module streams the snapshot batch by
+//! batch, keeps every record it can unchanged (a batch nobody touched is copied verbatim),
+//! re-encodes the others, and accounts for everything it could not carry: a field that the
+//! target version lacks is dropped silently only when it holds its default; otherwise the
+//! loss is counted per record type and field, with sample keys (topic-partition, broker id,
+//! name...). A record type the target cannot hold is dropped, silently only when all its
+//! fields hold their defaults (a `ZkMigrationStateRecord` in state NONE carries nothing).
+//!
+//! Re-encoding splices bytes where it can (a metadata record's fields keep their encoding
+//! across versions, so removing a field is cutting its bytes out and renumbering the tagged
+//! section); records whose nested structs change shape between the versions go through the
+//! generic decoder and encoder.
+
+use crate::batch::{self, NextBatch, RecordView};
+use crate::builder::{self, BatchParams, RecordInput};
+use crate::error::{Error, ErrorKind, Result};
+use crate::schema::codec::{self, is_default, Reader};
+use crate::schema::json::uuid_text;
+use crate::schema::types::*;
+use crate::schema::{self, CodecError};
+use crate::varint::{read_uvarint, write_uvarint};
+use std::collections::HashMap;
+use std::io::{Read, Write};
+
+const FEATURE_LEVEL_RECORD: i16 = 12;
+const TOPIC_RECORD: i16 = 2;
+const SNAPSHOT_HEADER: i16 = 3;
+const SNAPSHOT_FOOTER: i16 = 4;
+const KRAFT_VERSION: i16 = 5;
+const KRAFT_VOTERS: i16 = 6;
+
+/// What to do with every record (the policy, decided by the caller).
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// Indexed by api key: the highest version the target can write, or `None` when the target
+    /// cannot hold the record type at all. Api keys past the end are kept as they are.
+    pub versions: Vec<Option<i16>>,
+    /// `FeatureLevelRecord`: feature name -> (old level -> new level); a new level of 0 drops
+    /// the record (level 0 means "not finalized"). Levels not in the map are kept.
+    pub features: HashMap<String, HashMap<i16, i16>>,
+    /// Drop `KRaftVersion` and `KRaftVoters` control records (a target older than KIP-853).
+    pub drop_kraft_control: bool,
+    /// Values that carry no information although they differ from the schema default, per
+    /// (record type name, top-level field name): e.g. a `Directories` list of only `MIGRATING`
+    /// (zero) uuids, which Kafka's image writer drops without a loss.
+    pub semantic_defaults: Vec<(String, String, SemanticDefault)>,
+    /// How many sample keys to keep per loss.
+    pub samples: usize,
+    /// The snapshot's epoch (from its name): every batch must carry it. None: every batch
+    /// must carry the first batch's.
+    pub epoch: Option<i32>,
+}
+
+/// A rule saying when a non-default value still carries nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SemanticDefault {
+    /// An array whose elements are all the zero uuid (or that is empty or null).
+    AllZeroUuids,
+    /// An empty or null array.
+    Empty,
+}
+
+/// Something the target could not carry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loss {
+    /// Record type (`PartitionRecord`) or control record label (`KRaftVoters`).
+    pub record: &'static str,
+    /// The field path (`Directories`, `EndPoints[].SecurityProtocol`), or "" when the whole
+    /// record was dropped.
+    pub field: String,
+    pub count: u64,
+    pub samples: Vec<String>,
+}
+
+/// A finalized feature level the rewrite changed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FeatureChange {
+    pub name: String,
+    pub from: i16,
+    pub to: i16,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    pub batches_in: u64,
+    pub batches_out: u64,
+    pub records_in: u64,
+    pub records_out: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// Records written with a new version (spliced or re-encoded).
+    pub records_rewritten: u64,
+    /// Records dropped without loss (every field at its default).
+    pub records_dropped_silently: u64,
+    pub losses: Vec<Loss>,
+    pub feature_changes: Vec<FeatureChange>,
+}
+
+impl Report {
+    fn lose(&mut self, record: &'static str, field: &str, sample: impl FnOnce() -> String, max: usize) {
+        let i = match self.losses.iter().position(|l| l.record == record && l.field == field) {
+            Some(i) => i,
+            None => {
+                self.losses.push(Loss { record, field: field.to_string(), count: 0, samples: Vec::new() });
+                self.losses.len() - 1
+            }
+        };
+        let l = &mut self.losses[i];
+        l.count += 1;
+        if l.samples.len() < max {
+            let s = sample();
+            if !s.is_empty() && !l.samples.contains(&s) {
+                l.samples.push(s);
+            }
+        }
+    }
+}
+
+/// Per-record outcome. Replacement values live in the rewriter's per-batch arena.
+enum Action {
+    Keep,
+    Drop,
+    Replace(std::ops::Range<usize>),
+}
+
+struct Rewriter<'p> {
+    plan: &'p Plan,
+    report: Report,
+    topics: HashMap<[u8; 16], String>,
+    /// Indexed by api key: (from, to, whether splicing is exact for this change of version).
+    spliceable: Vec<Option<(i16, i16, bool)>>,
+    lost_fields: Vec<String>,
+    /// Replacement record values of the current batch, back to back.
+    arena: Vec<u8>,
+}
+
+/// Rewrites the snapshot in `input` into `out` (None: a dry run that only reports). The input
+/// must be a whole snapshot; every batch's CRC is checked. Output batches keep the input's
+/// boundaries, leader epochs and timestamps; offsets are renumbered from 0 when records are
+/// dropped. Errors name the byte position and base offset of the batch at fault.
+pub fn rewrite(input: &[u8], plan: &Plan, out: Option<&mut dyn Write>) -> Result<Report> {
+    let mut r = input;
+    rewrite_stream(&mut r, plan, out)
+}
+
+/// [`rewrite`] reading the snapshot from a stream, one batch at a time: memory holds one input
+/// and one output batch, whatever the snapshot's size.
+pub fn rewrite_stream(input: &mut dyn Read, plan: &Plan, mut out: Option<&mut dyn Write>) -> Result<Report> {
+    let mut rw = Rewriter { plan, report: Report::default(), topics: HashMap::new(), spliceable: vec![None; 64], lost_fields: Vec::new(), arena: Vec::new() };
+    let mut fpos = 0u64;
+    let mut next_offset: i64 = 0;
+    let mut views: Vec<RecordView> = Vec::new();
+    let mut inbuf: Vec<u8> = Vec::new();
+    let mut buf: Vec<u8> = Vec::new();
+    let mut actions: Vec<Action> = Vec::new();
+    let mut expect_in: i64 = 0;
+    let mut expect_epoch = plan.epoch;
+    let mut footer_seen = false;
+    while read_batch(input, &mut inbuf, fpos)? {
+        let (h, range) = match batch::next_batch(&inbuf, 0, fpos)? {
+            NextBatch::End => break,
+            NextBatch::Batch(h, r) => (h, r),
+        };
+        let bytes = &inbuf[range.clone()];
+        batch::validate(&h, bytes, fpos)?;
+        if h.base_offset != expect_in {
+            return Err(Error::corrupt(fpos, Some(h.base_offset), format!("batch base offset {} where offset {expect_in} was expected (snapshot offsets start at 0 and are contiguous)", h.base_offset)));
+        }
+        expect_in = h.base_offset + h.last_offset_delta as i64 + 1;
+        let epoch = *expect_epoch.get_or_insert(h.partition_leader_epoch);
+        if h.partition_leader_epoch != epoch {
+            return Err(Error::corrupt(fpos, Some(h.base_offset), format!("batch leader epoch {} differs from the snapshot epoch {epoch}", h.partition_leader_epoch)));
+        }
+        rw.report.batches_in += 1;
+        rw.report.bytes_in += bytes.len() as u64;
+        let data = batch::records_data(&h, bytes, fpos)?;
+        let d = data.bytes();
+        views.clear();
+        batch::parse_records(&h, d, fpos, &mut views)?;
+        rw.report.records_in += views.len() as u64;
+
+        actions.clear();
+        rw.arena.clear();
+        let mut all_kept = true;
+        if footer_seen {
+            return Err(Error::corrupt(fpos, Some(h.base_offset), "batch after the SnapshotFooter"));
+        }
+        if rw.report.batches_in == 1 {
+            let first = views.first().and_then(|r| r.key.as_ref()).map(|k| &d[k.start as usize..k.end as usize]);
+            if !h.is_control() || batch::parse_control_key(first).map(|(_, t)| t) != Ok(SNAPSHOT_HEADER) {
+                return Err(Error::corrupt(fpos, Some(h.base_offset), "the snapshot does not start with a SnapshotHeader"));
+            }
+        }
+        if h.is_control() {
+            let last = views.last().and_then(|r| r.key.as_ref()).map(|k| &d[k.start as usize..k.end as usize]);
+            footer_seen = batch::parse_control_key(last).map(|(_, t)| t) == Ok(SNAPSHOT_FOOTER);
+        }
+        for r in &views {
+            let value = r.value.as_ref().map(|v| &d[v.start as usize..v.end as usize]);
+            let key = r.key.as_ref().map(|k| &d[k.start as usize..k.end as usize]);
+            let off = h.base_offset + r.offset_delta as i64;
+            let a = if h.is_control() { rw.control(key, value, off, fpos)? } else { rw.data(value, off, fpos)? };
+            all_kept &= matches!(a, Action::Keep);
+            actions.push(a);
+        }
+        let kept = actions.iter().filter(|a| !matches!(a, Action::Drop)).count();
+        fpos += bytes.len() as u64;
+        if kept == 0 {
+            continue;
+        }
+        rw.report.batches_out += 1;
+        rw.report.records_out += kept as u64;
+        buf.clear();
+        if all_kept && h.codec_id() == 0 {
+            // untouched: the same bytes at the new base offset (outside the CRC)
+            rw.report.bytes_out += bytes.len() as u64;
+            if let Some(w) = out.as_mut() {
+                w.write_all(&next_offset.to_be_bytes())?;
+                w.write_all(&bytes[8..])?;
+            }
+            next_offset += kept as i64;
+            continue;
+        } else if h.codec_id() == 0
+            && kept == views.len()
+            && views.iter().zip(&actions).all(|(r, a)| match a {
+                Action::Replace(v) => r.value.as_ref().is_some_and(|x| (x.end - x.start) as usize == v.len()),
+                _ => true,
+            })
+        {
+            // every new value has the length of the old one (e.g. only the version in the
+            // frame changed): patch them into a copy of the batch and recompute its CRC
+            buf.extend_from_slice(bytes);
+            for (r, a) in views.iter().zip(&actions) {
+                if let (Action::Replace(v), Some(x)) = (a, r.value.as_ref()) {
+                    let at = batch::RECORD_BATCH_OVERHEAD + x.start as usize;
+                    buf[at..at + v.len()].copy_from_slice(&rw.arena[v.clone()]);
+                }
+            }
+            builder::set_base_offset(&mut buf, next_offset);
+            let crc = batch::compute_crc(&buf);
+            buf[batch::CRC_OFFSET..batch::CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+        } else {
+            let mut inputs: Vec<RecordInput> = Vec::with_capacity(kept);
+            for (r, a) in views.iter().zip(&actions) {
+                let value: Option<&[u8]> = match a {
+                    Action::Drop => continue,
+                    Action::Replace(v) => Some(&rw.arena[v.clone()]),
+                    Action::Keep => r.value.as_ref().map(|v| &d[v.start as usize..v.end as usize]),
+                };
+                inputs.push(RecordInput {
+                    timestamp: h.base_timestamp + r.timestamp_delta,
+                    key: r.key.as_ref().map(|k| &d[k.start as usize..k.end as usize]),
+                    value,
+                    headers: Vec::new(),
+                });
+            }
+            let params = BatchParams {
+                base_offset: next_offset,
+                partition_leader_epoch: h.partition_leader_epoch,
+                producer_id: h.producer_id,
+                producer_epoch: h.producer_epoch,
+                base_sequence: h.base_sequence,
+                transactional: h.is_transactional(),
+                control: h.is_control(),
+                log_append_time: h.is_log_append_time(),
+                codec: h.codec().unwrap_or(crate::compression::Codec::None),
+                max_timestamp: Some(h.max_timestamp),
+                ..BatchParams::default()
+            };
+            builder::encode_batch(&params, &inputs, &mut buf).map_err(|e| e.at(fpos, Some(h.base_offset)))?;
+        }
+        next_offset += kept as i64;
+        rw.report.bytes_out += buf.len() as u64;
+        if let Some(w) = out.as_mut() {
+            w.write_all(&buf)?;
+        }
+    }
+    if rw.report.batches_in == 0 {
+        return Err(Error::new(ErrorKind::Corrupt, "empty snapshot: no batches"));
+    }
+    if !footer_seen {
+        return Err(Error::new(ErrorKind::Truncated, "no SnapshotFooter at the end: the snapshot is incomplete").at(fpos, None));
+    }
+    Ok(rw.report)
+}
+
+/// Batches up to this size are read straight into a buffer of their size (KRaft writes batches
+/// of at most 8 MiB).
+const DIRECT_READ_MAX: usize = 64 << 20;
+
+/// Reads the next whole batch (log overhead + length bytes) into `buf`; false at the end.
+/// The size is checked as `next_batch` checks it before anything is allocated for it, and
+/// the bytes are read as they come, so a corrupt length cannot make it allocate much.
+fn read_batch(input: &mut dyn Read, buf: &mut Vec<u8>, fpos: u64) -> Result<bool> {
+    buf.clear();
+    let mut head = [0u8; batch::HEADER_SIZE_UP_TO_MAGIC];
+    let mut got = 0;
+    while got < head.len() {
+        let n = input.read(&mut head[got..])?;
+        if n == 0 {
+            break;
+        }
+        got += n;
+    }
+    if got == 0 {
+        return Ok(false);
+    }
+    buf.extend_from_slice(&head[..got]);
+    if got < head.len() {
+        // next_batch reports the truncation with its precise reason
+        return Ok(true);
+    }
+    let length = i32::from_be_bytes([head[8], head[9], head[10], head[11]]);
+    if length < batch::LEGACY_RECORD_OVERHEAD_V0 {
+        return Ok(true); // next_batch: "record size .. is smaller than the minimum"
+    }
+    let total = length as usize + batch::LOG_OVERHEAD;
+    if total <= DIRECT_READ_MAX {
+        // one read straight into place; a short file leaves the rest out (next_batch reports it)
+        buf.resize(total, 0);
+        let mut filled = got;
+        while filled < total {
+            let n = input.read(&mut buf[filled..]).map_err(|e| Error::from(e).at(fpos, None))?;
+            if n == 0 {
+                break;
+            }
+            filled += n;
+        }
+        buf.truncate(filled);
+    } else {
+        // a size this large is likely corrupt: read what is there, growing only with the data
+        input.take((total - got) as u64).read_to_end(buf).map_err(|e| Error::from(e).at(fpos, None))?;
+    }
+    Ok(true)
+}
+
+fn codec_err(e: CodecError, off: i64, fpos: u64, what: &str) -> Error {
+    Error::corrupt(fpos, Some(off), format!("record at offset {off}: {what}: {e}"))
+}
+
+impl Rewriter<'_> {
+    fn control(&mut self, key: Option<&[u8]>, value: Option<&[u8]>, off: i64, fpos: u64) -> Result<Action> {
+        let (_, ctype) = batch::parse_control_key(key).map_err(|e| Error::corrupt(fpos, Some(off), format!("record at offset {off}: {e}")))?;
+        if self.plan.drop_kraft_control && (ctype == KRAFT_VERSION || ctype == KRAFT_VOTERS) {
+            let label = schema::control_schema(ctype).map_or("control", |c| c.label);
+            let v = value.unwrap_or(&[]);
+            let detail = match schema::decode_control_record(ctype, v) {
+                Ok((c, ver, st)) => {
+                    let all_default = c.schema.body.fields.iter().filter(|f| f.name != "Version").all(|f| st.get(f.name).map_or(true, |x| is_default(f, x, ver)));
+                    if all_default {
+                        self.report.records_dropped_silently += 1;
+                        return Ok(Action::Drop);
+                    }
+                    crate::schema::json::message_json(c.schema, ver, &st)
+                }
+                Err(e) => return Err(codec_err(e, off, fpos, label)),
+            };
+            let n = self.plan.samples;
+            self.report.lose(label, "", || truncate(detail, 200), n);
+            return Ok(Action::Drop);
+        }
+        Ok(Action::Keep)
+    }
+
+    fn data(&mut self, value: Option<&[u8]>, off: i64, fpos: u64) -> Result<Action> {
+        let value = value.ok_or_else(|| Error::corrupt(fpos, Some(off), format!("record at offset {off} has a null value")))?;
+        let (api_key, version, body_at) = frame(value).map_err(|e| codec_err(e, off, fpos, "metadata record frame"))?;
+        let schema = schema::metadata_schema(api_key)
+            .ok_or_else(|| Error::new(ErrorKind::Unsupported, format!("Unknown metadata id {api_key}")).at(fpos, Some(off)))?;
+        if api_key == TOPIC_RECORD {
+            self.remember_topic(schema, version, &value[body_at..]);
+        }
+        if api_key == FEATURE_LEVEL_RECORD {
+            return self.feature_level(schema, version, value, body_at, off, fpos);
+        }
+        let target = match self.plan.versions.get(api_key as usize) {
+            None => return Ok(Action::Keep),
+            Some(t) => *t,
+        };
+        let Some(to) = target else {
+            return self.drop_record(schema, version, &value[body_at..], off, fpos);
+        };
+        if version <= to {
+            return Ok(Action::Keep);
+        }
+        self.report.records_rewritten += 1;
+        let body = &value[body_at..];
+        let start = self.arena.len();
+        let mut out = std::mem::take(&mut self.arena);
+        write_frame(&mut out, api_key, to);
+        self.lost_fields.clear();
+        let flexible = schema.flexible_versions.contains(version);
+        let splice = flexible && schema.flexible_versions.contains(to) && self.can_splice(schema, version, to);
+        let res = if splice {
+            splice_struct(schema.name, schema.body, version, to, body, &mut out, &mut self.lost_fields, self.plan)
+        } else {
+            reencode(schema, version, to, body, &mut out, &mut self.lost_fields, self.plan)
+        };
+        let end = out.len();
+        self.arena = out;
+        res.map_err(|e| codec_err(e, off, fpos, schema.name))?;
+        if !self.lost_fields.is_empty() {
+            let fields = std::mem::take(&mut self.lost_fields);
+            let n = self.plan.samples;
+            // a sample key costs a full decode: only while some loss still wants samples
+            let wanted = fields.iter().any(|f| !self.report.losses.iter().any(|l| l.record == schema.name && l.field == *f && l.samples.len() >= n));
+            let sample = if wanted { self.sample_key(schema, version, body) } else { String::new() };
+            for f in &fields {
+                self.report.lose(schema.name, f, || sample.clone(), n);
+            }
+            self.lost_fields = fields;
+        }
+        Ok(Action::Replace(start..end))
+    }
+
+    fn drop_record(&mut self, schema: &'static MessageSchema, version: i16, body: &[u8], off: i64, fpos: u64) -> Result<Action> {
+        let st = codec::decode_message(schema, version, body).map_err(|e| codec_err(e, off, fpos, schema.name))?;
+        let all_default = st.unknown_tags.is_empty()
+            && schema.body.fields.iter().filter(|f| f.versions.contains(version)).all(|f| st.get(f.name).map_or(true, |x| is_default(f, x, version)));
+        if all_default {
+            self.report.records_dropped_silently += 1;
+        } else {
+            let sample = self.key_of(&st);
+            let n = self.plan.samples;
+            self.report.lose(schema.name, "", || sample, n);
+        }
+        Ok(Action::Drop)
+    }
+
+    fn feature_level(&mut self, schema: &'static MessageSchema, version: i16, value: &[u8], body_at: usize, off: i64, fpos: u64) -> Result<Action> {
+        let st = codec::decode_message(schema, version, &value[body_at..]).map_err(|e| codec_err(e, off, fpos, schema.name))?;
+        let (Some(Value::Str(name)), Some(Value::Int(level))) = (st.get("Name"), st.get("FeatureLevel")) else {
+            return Err(Error::corrupt(fpos, Some(off), format!("record at offset {off}: FeatureLevelRecord without Name/FeatureLevel")));
+        };
+        let level = *level as i16;
+        let new = self.plan.features.get(name.as_str()).and_then(|m| m.get(&level)).copied();
+        let Some(new) = new else { return Ok(Action::Keep) };
+        if new == level {
+            return Ok(Action::Keep);
+        }
+        self.report.feature_changes.push(FeatureChange { name: name.clone(), from: level, to: new });
+        if new == 0 {
+            return Ok(Action::Drop);
+        }
+        let mut st = st;
+        for (n, v) in st.fields.iter_mut() {
+            if *n == "FeatureLevel" {
+                *v = Value::Int(new as i64);
+            }
+        }
+        let out = schema::encode_metadata_record(FEATURE_LEVEL_RECORD, version, &st).map_err(|e| codec_err(e, off, fpos, schema.name))?;
+        self.report.records_rewritten += 1;
+        let start = self.arena.len();
+        self.arena.extend_from_slice(&out);
+        Ok(Action::Replace(start..self.arena.len()))
+    }
+
+    fn remember_topic(&mut self, schema: &'static MessageSchema, version: i16, body: &[u8]) {
+        if let Ok(st) = codec::decode_message(schema, version, body) {
+            if let (Some(Value::Str(name)), Some(Value::Uuid(id))) = (st.get("Name"), st.get("TopicId")) {
+                self.topics.insert(*id, name.clone());
+            }
+        }
+    }
+
+    fn can_splice(&mut self, m: &'static MessageSchema, from: i16, to: i16) -> bool {
+        let slot = &mut self.spliceable[m.api_key as usize & 63];
+        match *slot {
+            Some((f, t, ok)) if f == from && t == to => ok,
+            _ => {
+                let ok = struct_spliceable(m.body, from, to, true);
+                *slot = Some((from, to, ok));
+                ok
+            }
+        }
+    }
+
+    fn sample_key(&self, m: &'static MessageSchema, v: i16, body: &[u8]) -> String {
+        match codec::decode_message(m, v, body) {
+            Ok(st) => self.key_of(&st),
+            Err(_) => String::from("?"),
+        }
+    }
+
+    /// A short human key for a record: topic-partition, broker or controller id, name...
+    fn key_of(&self, st: &Struct) -> String {
+        let topic = |id: &[u8; 16]| self.topics.get(id).cloned().unwrap_or_else(|| uuid_text(id));
+        if let (Some(Value::Uuid(t)), Some(Value::Int(p))) = (st.get("TopicId"), st.get("PartitionId")) {
+            return format!("{}-{p}", topic(t));
+        }
+        for (field, label) in [("BrokerId", "broker"), ("ControllerId", "controller")] {
+            if let Some(Value::Int(id)) = st.get(field) {
+                return format!("{label} {id}");
+            }
+        }
+        for field in ["Name", "TopicName", "ResourceName", "TokenId", "Principal"] {
+            if let Some(Value::Str(s)) = st.get(field) {
+                return s.clone();
+            }
+        }
+        if let Some(Value::Uuid(id)) = st.get("TopicId") {
+            return topic(id);
+        }
+        if let Some(Value::Uuid(id)) = st.get("Id") {
+            return uuid_text(id);
+        }
+        if let Some((name, v)) = st.fields.first() {
+            return format!("{name}={}", short(v));
+        }
+        String::new()
+    }
+}
+
+fn short(v: &Value) -> String {
+    match v {
+        Value::Int(i) => i.to_string(),
+        Value::Str(s) => s.clone(),
+        Value::Bool(b) => b.to_string(),
+        Value::Uuid(u) => uuid_text(u),
+        other => truncate(format!("{other:?}"), 60),
+    }
+}
+
+fn truncate(mut s: String, n: usize) -> String {
+    if s.len() > n {
+        let mut cut = n;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push('…');
+    }
+    s
+}
+
+/// Parses the `ApiMessageAndVersion` frame: (api key, version, where the body starts).
+fn frame(value: &[u8]) -> std::result::Result<(i16, i16, usize), CodecError> {
+    let mut p = 0usize;
+    let mut next = |what: &str| -> std::result::Result<u32, CodecError> {
+        read_uvarint(value, &mut p).ok_or_else(|| CodecError::new(crate::schema::codec::CodecErrorKind::Corrupt, Some(0), format!("Could not read {what}")))
+    };
+    let frame_version = next("frame version")?;
+    let api_key = next("type")?;
+    let version = next("version")?;
+    if frame_version != 1 || api_key > i16::MAX as u32 || version > i16::MAX as u32 {
+        return Err(CodecError::new(crate::schema::codec::CodecErrorKind::Unsupported, Some(0), format!("unsupported frame {frame_version}/{api_key}/{version}")));
+    }
+    Ok((api_key as i16, version as i16, p))
+}
+
+fn write_frame(out: &mut Vec<u8>, api_key: i16, version: i16) {
+    write_uvarint(out, 1);
+    write_uvarint(out, api_key as u32);
+    write_uvarint(out, version as u32);
+}
+
+/// Whether every struct nested in `s` has the same fields at `from` and `to` (then a field's
+/// bytes mean the same at both versions and the top level can be spliced), and no field turns
+/// from tagged to untagged or appears at `to` only.
+fn struct_spliceable(s: &'static StructSchema, from: i16, to: i16, top: bool) -> bool {
+    for f in s.fields {
+        let (a, b) = (f.versions.contains(from), f.versions.contains(to));
+        if !top && a != b {
+            return false;
+        }
+        if b && !a {
+            return false; // a field the target has and the source lacks: the encoder writes its default
+        }
+        if a && b && f.tagged_versions.contains(from) != f.tagged_versions.contains(to) {
+            return false;
+        }
+        if a && b && f.nullable_versions.contains(from) != f.nullable_versions.contains(to) {
+            return false;
+        }
+        let mut t = &f.ty;
+        while let FieldType::Array(e) = t {
+            t = e;
+        }
+        if let FieldType::Struct(inner) = t {
+            if a && !struct_spliceable(inner, from, to, false) {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+fn semantic_default(record: &str, f: &Field, val: &Value, plan: &Plan) -> bool {
+    plan.semantic_defaults.iter().any(|(r, name, rule)| {
+        r == record
+            && name == f.name
+            && match (rule, val) {
+                (_, Value::Null) => true,
+                (SemanticDefault::Empty, Value::Array(items)) => items.is_empty(),
+                (SemanticDefault::AllZeroUuids, Value::Array(items)) => items.iter().all(|x| matches!(x, Value::Uuid(u) if *u == [0u8; 16])),
+                _ => false,
+            }
+    })
+}
+
+/// Writes the top-level struct `body` (version `from`) at version `to` by copying the bytes of
+/// the fields both versions have and cutting out the others (recording the non-default ones).
+fn splice_struct(record: &str, s: &'static StructSchema, from: i16, to: i16, body: &[u8], out: &mut Vec<u8>, lost: &mut Vec<String>, plan: &Plan) -> std::result::Result<(), CodecError> {
+    let mut r = Reader::new(body);
+    // bytes of consecutive kept fields are copied in one go
+    let mut run_start = 0usize;
+    for f in s.fields {
+        if !f.versions.contains(from) || f.tagged_versions.contains(from) {
+            continue;
+        }
+        let start = r.pos;
+        let mut p = r.pos;
+        let compact = f.flexible_versions.map_or(true, |fv| fv.contains(from));
+        match codec::skip_quick(body, &mut p, &f.ty, from, compact, f.nullable_versions.contains(from)) {
+            Some(()) => r.pos = p,
+            None => codec::skip_field_value(&mut r, f, from, true)?, // says what is wrong, and where
+        }
+        if !f.versions.contains(to) {
+            out.extend_from_slice(&body[run_start..start]);
+            run_start = r.pos;
+            let val = codec::read_field_value(&mut Reader::new(&body[start..r.pos]), f, from, true, false)?;
+            if !is_default(f, &val, from) && !semantic_default(record, f, &val, plan) {
+                lost.push(f.name.to_string());
+            }
+        }
+    }
+    out.extend_from_slice(&body[run_start..r.pos]);
+    // the tagged-field section: keep the tags `to` knows (and the unknown ones), in order
+    let n = r.uvarint("tagged field count")?;
+    let mut kept: Vec<&[u8]> = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let entry_start = r.pos;
+        let tag = r.uvarint("tag")?;
+        let size = r.uvarint("tagged field size")? as usize;
+        let payload_start = r.pos;
+        r.take(size, "tagged field")?;
+        let field = s.fields.iter().find(|f| f.tag == Some(tag) && f.versions.contains(from) && f.tagged_versions.contains(from));
+        match field {
+            Some(f) if !f.versions.contains(to) => {
+                let val = codec::read_field_value(&mut Reader::new(&body[payload_start..r.pos]), f, from, true, true)?;
+                if !is_default(f, &val, from) && !semantic_default(record, f, &val, plan) {
+                    lost.push(f.name.to_string());
+                }
+            }
+            _ => kept.push(&body[entry_start..r.pos]),
+        }
+    }
+    if r.remaining() > 0 {
+        return Err(CodecError::new(crate::schema::codec::CodecErrorKind::Corrupt, Some(r.pos), format!("{} byte(s) of garbage after the record", r.remaining())));
+    }
+    write_uvarint(out, kept.len() as u32);
+    for e in kept {
+        out.extend_from_slice(e);
+    }
+    Ok(())
+}
+
+/// The general path: decode, remove what `to` lacks (recording non-default values), encode.
+fn reencode(m: &'static MessageSchema, from: i16, to: i16, body: &[u8], out: &mut Vec<u8>, lost: &mut Vec<String>, plan: &Plan) -> std::result::Result<(), CodecError> {
+    let mut st = codec::decode_message(m, from, body)?;
+    strip(m.name, m.body, from, to, &mut st, "", lost, plan);
+    codec::encode_message(m, to, &st, out)
+}
+
+fn strip(record: &str, s: &'static StructSchema, from: i16, to: i16, st: &mut Struct, path: &str, lost: &mut Vec<String>, plan: &Plan) {
+    st.fields.retain_mut(|(name, val)| {
+        let Some(f) = s.fields.iter().find(|f| f.name == *name) else { return true };
+        let p = if path.is_empty() { f.name.to_string() } else { format!("{path}.{}", f.name) };
+        if !f.versions.contains(to) {
+            if !is_default(f, val, from) && !(path.is_empty() && semantic_default(record, f, val, plan)) && !lost.contains(&p) {
+                lost.push(p);
+            }
+            return false;
+        }
+        match (&f.ty, val) {
+            (FieldType::Struct(inner), Value::Struct(x)) => strip(record, inner, from, to, x, &p, lost, plan),
+            (FieldType::Array(e), Value::Array(items)) => {
+                if let FieldType::Struct(inner) = e {
+                    let ip = format!("{p}[]");
+                    for it in items.iter_mut() {
+                        if let Value::Struct(x) = it {
+                            strip(record, inner, from, to, x, &ip, lost, plan);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        true
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{encode_metadata_record, metadata_schema_by_name};
+
+    fn rec(name: &str, v: i16, fields: Vec<(&'static str, Value)>) -> Vec<u8> {
+        let m = metadata_schema_by_name(name).unwrap();
+        let mut st = codec::default_struct(m.body, v);
+        for (n, val) in fields {
+            let slot = st.fields.iter_mut().find(|(k, _)| *k == n).unwrap();
+            slot.1 = val;
+        }
+        encode_metadata_record(m.api_key, v, &st).unwrap()
+    }
+
+    /// A snapshot: a SnapshotHeader batch, one data batch per group, a SnapshotFooter batch.
+    fn snapshot_of(groups: &[&[Vec<u8>]]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut offset = 0i64;
+        let control = |out: &mut Vec<u8>, offset: i64, t: i16, value: Vec<u8>| {
+            let key = crate::snapshot::control_key(t);
+            let r = RecordInput { timestamp: 5, key: Some(&key), value: Some(&value), headers: vec![] };
+            builder::encode_batch(&BatchParams { base_offset: offset, partition_leader_epoch: 3, control: true, ..Default::default() }, &[r], out).unwrap();
+        };
+        control(&mut out, offset, SNAPSHOT_HEADER, crate::snapshot::header_value(5));
+        offset += 1;
+        for g in groups {
+            let inputs: Vec<RecordInput> = g.iter().map(|r| RecordInput { timestamp: 5, key: None, value: Some(r), headers: vec![] }).collect();
+            builder::encode_batch(&BatchParams { base_offset: offset, partition_leader_epoch: 3, ..Default::default() }, &inputs, &mut out).unwrap();
+            offset += g.len() as i64;
+        }
+        control(&mut out, offset, SNAPSHOT_FOOTER, crate::snapshot::footer_value());
+        out
+    }
+
+    fn snapshot(records: &[Vec<u8>]) -> Vec<u8> {
+        snapshot_of(&[records])
+    }
+
+    fn decode_all(buf: &[u8]) -> Vec<(i16, i16, Struct)> {
+        let mut pos = 0;
+        let mut out = vec![];
+        let mut views = vec![];
+        while let NextBatch::Batch(h, r) = batch::next_batch(buf, pos, 0).unwrap() {
+            let b = &buf[r.clone()];
+            batch::validate(&h, b, 0).unwrap();
+            let d = batch::records_data(&h, b, 0).unwrap();
+            views.clear();
+            batch::parse_records(&h, d.bytes(), 0, &mut views).unwrap();
+            for v in views.iter().filter(|_| !h.is_control()) {
+                let val = &d.bytes()[v.value.clone().unwrap().start as usize..v.value.clone().unwrap().end as usize];
+                let m = schema::decode_metadata_record(val).unwrap();
+                out.push((m.schema.api_key, m.version, m.data));
+            }
+            pos = r.end;
+        }
+        out
+    }
+
+    fn plan_to(versions: &[(i16, Option<i16>)]) -> Plan {
+        let mut p = Plan { versions: vec![Some(i16::MAX); 64], samples: 3, ..Default::default() };
+        p.semantic_defaults.push(("PartitionRecord".into(), "Directories".into(), SemanticDefault::AllZeroUuids));
+        for (k, v) in versions {
+            p.versions[*k as usize] = *v;
+        }
+        p
+    }
+
+    #[test]
+    fn partition_record_v2_to_v0_splices_and_counts_losses() {
+        let topic = rec("TopicRecord", 0, vec![("Name", Value::Str("orders".into())), ("TopicId", Value::Uuid([7; 16]))]);
+        let zero_dirs = rec("PartitionRecord", 2, vec![
+            ("PartitionId", Value::Int(0)), ("TopicId", Value::Uuid([7; 16])),
+            ("Replicas", Value::Array(vec![Value::Int(1), Value::Int(2)])),
+            ("Directories", Value::Array(vec![Value::Uuid([0; 16]), Value::Uuid([0; 16])])),
+        ]);
+        let real_dirs = rec("PartitionRecord", 2, vec![
+            ("PartitionId", Value::Int(1)), ("TopicId", Value::Uuid([7; 16])),
+            ("Replicas", Value::Array(vec![Value::Int(1)])),
+            ("Directories", Value::Array(vec![Value::Uuid([9; 16])])),
+            ("EligibleLeaderReplicas", Value::Array(vec![Value::Int(2)])),
+        ]);
+        let input = snapshot(&[topic.clone(), zero_dirs, real_dirs]);
+        let rep = rewrite(&input, &plan_to(&[(3, Some(0))]), None).unwrap();
+        assert_eq!(rep.records_rewritten, 2);
+        let fields: Vec<(&str, u64, Vec<String>)> = rep.losses.iter().map(|l| (l.field.as_str(), l.count, l.samples.clone())).collect();
+        assert_eq!(fields, vec![("Directories", 1, vec!["orders-1".to_string()]), ("EligibleLeaderReplicas", 1, vec!["orders-1".to_string()])]);
+
+        let mut out = Vec::new();
+        rewrite(&input, &plan_to(&[(3, Some(0))]), Some(&mut out)).unwrap();
+        let recs = decode_all(&out);
+        assert_eq!(recs.len(), 3);
+        assert_eq!((recs[1].0, recs[1].1), (3, 0));
+        // the spliced bytes equal what the encoder writes at v0 for the same surviving fields
+        let mut expect = recs[2].2.clone();
+        expect.fields.retain(|(n, _)| metadata_schema_by_name("PartitionRecord").unwrap().body.fields.iter().any(|f| f.name == *n && f.versions.contains(0)));
+        assert_eq!(recs[2].2, expect);
+        assert_eq!(recs[2].2.get("Replicas"), Some(&Value::Array(vec![Value::Int(1)])));
+    }
+
+    #[test]
+    fn splice_equals_generic_reencode() {
+        let r = rec("RegisterBrokerRecord", 4, vec![
+            ("BrokerId", Value::Int(3)), ("Rack", Value::Str("r1".into())),
+            ("LogDirs", Value::Array(vec![Value::Uuid([1; 16])])),
+        ]);
+        let m = metadata_schema_by_name("RegisterBrokerRecord").unwrap();
+        let (_, v, at) = frame(&r).unwrap();
+        for to in 0..v {
+            let plan = plan_to(&[]);
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            let (mut la, mut lb) = (Vec::new(), Vec::new());
+            if struct_spliceable(m.body, v, to, true) {
+                splice_struct(m.name, m.body, v, to, &r[at..], &mut a, &mut la, &plan).unwrap();
+                reencode(m, v, to, &r[at..], &mut b, &mut lb, &plan).unwrap();
+                assert_eq!(a, b, "version {v} -> {to}");
+                assert_eq!(la, lb);
+            }
+        }
+    }
+
+    #[test]
+    fn dropped_types_features_and_untouched_batches() {
+        let mv = rec("FeatureLevelRecord", 0, vec![("Name", Value::Str("metadata.version".into())), ("FeatureLevel", Value::Int(30))]);
+        let gv = rec("FeatureLevelRecord", 0, vec![("Name", Value::Str("group.version".into())), ("FeatureLevel", Value::Int(1))]);
+        let zk_none = rec("ZkMigrationStateRecord", 0, vec![]);
+        let scram = rec("UserScramCredentialRecord", 0, vec![("Name", Value::Str("alice".into())), ("Mechanism", Value::Int(1))]);
+        let cfg = rec("ConfigRecord", 0, vec![("ResourceType", Value::Int(2)), ("ResourceName", Value::Str("t".into())), ("Name", Value::Str("k".into())), ("Value", Value::Str("v".into()))]);
+        let input = snapshot_of(&[&[mv, gv, zk_none, scram], &[cfg.clone()]]);
+        let untouched = {
+            // the config batch as it sits in the input (the third batch)
+            let mut pos = 0;
+            let mut found = Vec::new();
+            for i in 0..3 {
+                if let NextBatch::Batch(_, r) = batch::next_batch(&input, pos, 0).unwrap() {
+                    if i == 2 {
+                        found = input[r.clone()].to_vec();
+                    }
+                    pos = r.end;
+                }
+            }
+            found
+        };
+        let mut plan = plan_to(&[(21, None), (11, None)]);
+        plan.features.insert("metadata.version".into(), HashMap::from([(30, 7)]));
+        plan.features.insert("group.version".into(), HashMap::from([(1, 0)]));
+        let mut out = Vec::new();
+        let rep = rewrite(&input, &plan, Some(&mut out)).unwrap();
+        assert_eq!(rep.feature_changes, vec![
+            FeatureChange { name: "metadata.version".into(), from: 30, to: 7 },
+            FeatureChange { name: "group.version".into(), from: 1, to: 0 },
+        ]);
+        assert_eq!(rep.records_dropped_silently, 1);
+        assert_eq!(rep.losses.len(), 1);
+        assert_eq!((rep.losses[0].record, rep.losses[0].samples[0].as_str()), ("UserScramCredentialRecord", "alice"));
+        let recs = decode_all(&out);
+        assert_eq!(recs.len(), 2);
+        assert_eq!(recs[0].2.get("FeatureLevel"), Some(&Value::Int(7)));
+        // the config batch was copied verbatim, moved from offset 5 to offset 2: only the
+        // header and the metadata.version record come before it now
+        let at = out.windows(untouched.len() - 8).position(|w| w == &untouched[8..]).expect("config batch copied verbatim") - 8;
+        assert_eq!(i64::from_be_bytes(out[at..at + 8].try_into().unwrap()), 2);
+    }
+
+    #[test]
+    fn corrupt_input_is_an_error_with_position() {
+        let cfg = rec("ConfigRecord", 0, vec![("Name", Value::Str("k".into()))]);
+        let mut input = snapshot(&[cfg]);
+        let n = input.len();
+        input[n - 3] ^= 0xff;
+        let e = rewrite(&input, &plan_to(&[]), None).unwrap_err();
+        assert!(e.reason.contains("CRC"), "{e:?}");
+        assert!(e.position.is_some());
+        let e = rewrite(&input[..n - 5], &plan_to(&[]), None).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Truncated);
+        // whole batches, but no footer: incomplete
+        let good = snapshot(&[rec("ConfigRecord", 0, vec![("Name", Value::Str("k".into()))])]);
+        let mut pos = 0;
+        for _ in 0..2 {
+            if let NextBatch::Batch(_, r) = batch::next_batch(&good, pos, 0).unwrap() {
+                pos = r.end;
+            }
+        }
+        let e = rewrite(&good[..pos], &plan_to(&[]), None).unwrap_err();
+        assert!(e.reason.contains("SnapshotFooter"), "{e:?}");
+        assert_eq!(e.kind, ErrorKind::Truncated);
+    }
+}

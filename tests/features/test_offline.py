@@ -1,0 +1,83 @@
+"""`kraftkit features` on a stopped node's metadata log (written by kraftkit's demo writer:
+metadata.version 3.9-IV0, brokers supporting metadata.version 1..21)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kraftkit.cli.main import main
+from kraftkit.demo import METADATA_VERSION, write_metadata_log
+from kraftkit.metadata.image import load_image
+from kraftkit.metadata.snapshot import list_snapshots
+
+
+@pytest.fixture()
+def logdir(tmp_path):
+    d = tmp_path / "meta" / "__cluster_metadata-0"
+    d.mkdir(parents=True)
+    write_metadata_log(d, topics=20, partitions=4, brokers=4, epochs=2, segment_bytes=16 * 1024)
+    return d
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_describe(logdir, capsys):
+    code, out, _ = run(capsys, "features", "describe", str(logdir.parent), "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert d["finalized"] == {"metadata.version": METADATA_VERSION} and d["metadataVersion"] == "3.9-IV0"
+    assert [n["id"] for n in d["nodes"]] == [1, 2, 3, 4]
+    assert d["nodes"][0]["supported"]["metadata.version"] == [1, METADATA_VERSION]
+
+
+def test_upgrade_refused_when_brokers_do_not_support_it(logdir, capsys):
+    code, _, err = run(capsys, "features", "upgrade", str(logdir), "--release-version", "4.0")
+    assert code == 1
+    assert "broker 1 (supports 1 (3.0-IV1)..21 (3.9-IV0))" in err and "Upgrade the software of broker 1" in err
+    assert not list_snapshots(logdir)
+
+
+def test_safe_downgrade_within_no_metadata_change_needs_no_unsafe(logdir, capsys, tmp_path):
+    # 3.9-IV0 -> 3.7-IV2: nothing changed in between; the log is moved aside, nothing lost
+    code, out, err = run(capsys, "features", "downgrade", str(logdir), "--release-version", "3.7-IV2",
+                         "--backup", str(tmp_path / "bk"), "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["report"]["losses"] == [] and res["report"]["to"] == "3.7-IV2"
+    img = load_image(logdir)
+    assert img.metadata_version == 17 and len(img.topics) == 20
+    assert sorted((tmp_path / "bk" / logdir.name).glob("*.log"))
+
+
+def test_unsafe_downgrade_reports_losses_and_needs_a_backup(logdir, capsys, tmp_path):
+    before = load_image(logdir)
+    code, _, err = run(capsys, "features", "downgrade", str(logdir), "--release-version", "3.5")
+    assert code == 1 and "Refusing to perform the requested downgrade" in err
+    code, _, err = run(capsys, "features", "downgrade", str(logdir), "--release-version", "3.5", "--unsafe")
+    assert code == 2 and "backup" in err
+    code, out, _ = run(capsys, "features", "downgrade", str(logdir), "--release-version", "3.5", "--unsafe", "--dry-run")
+    assert code == 0 and "LOST PartitionRecord.Directories: 80 record(s)" in out
+    assert load_image(logdir) == before  # a dry run changes nothing
+    code, out, err = run(capsys, "features", "downgrade", str(logdir), "--release-version", "3.5", "--unsafe",
+                         "--backup", str(tmp_path / "bk"))
+    assert code == 0, err
+    after = load_image(logdir)
+    assert after.metadata_version == 11
+    assert {t.name for t in after.topics.values()} == {t.name for t in before.topics.values()}
+    assert after.configs == before.configs
+    assert "moved" in out and "LOST RegisterBrokerRecord.LogDirs: 4 record(s)" in out
+
+
+def test_bad_requests(logdir, capsys):
+    assert run(capsys, "features", "downgrade", str(logdir))[0] == 2
+    assert run(capsys, "features", "upgrade", str(logdir), "--feature", "group.version")[0] == 2
+    assert run(capsys, "features", "upgrade", str(logdir), "--feature", "kraft.version=1")[0] == 2
+    assert run(capsys, "features", "describe", str(logdir / "nope"))[0] == 2
+    code, _, err = run(capsys, "features", "upgrade", str(logdir), "--release-version", "9.9")
+    assert code == 2 and "unknown metadata.version or release" in err
