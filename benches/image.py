@@ -1,75 +1,76 @@
-"""Metadata image replay speed: records/s of ``MetadataImage`` replaying a metadata-shaped log.
+"""The metadata image engine against the pure-Python image it replaced, in one run:
 
-    python benches/image.py [--topics N] [--partitions N] [--changes N]
+    .venv/bin/python benches/image.py [--records N] [--snapshot-topics N] [--json out.json]
 
-Writes a __cluster_metadata-0 log with kraftkit (TopicRecord + PartitionRecords + configs,
-then PartitionChangeRecords), then times ``load_image`` (decode in Rust, replay in Python)
-and writing a snapshot of the result. Prints one JSON line.
+* replay: ``load_image(dir)`` of the metadata suite's log (5 M records shaped like a busy
+  controller's, 98% PartitionChangeRecords; generated once into ``.cache/bench/``), by the Rust
+  engine (``kraftkit.metadata.image``) and by the pure-Python image
+  (``tests/image/reference_image.py``, the test oracle); target >= 2 M records/s;
+* snapshot: ``write_snapshot(dir)`` of an image with 1 M partitions (20k topics x 50) by both
+  (the files must be byte for byte equal); target < 2 s on one core.
+
+The rows are the metadata suite's (``benches/metadata.py``, ``run.py --suites metadata``) without
+the decode and dump rows. Pinned to one core; ratios are the engine's rate over the oracle's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-import tempfile
 import time
-import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
 
-from kraftkit.log import Log, encode_batch  # noqa: E402
-from kraftkit.metadata.image import load_image  # noqa: E402
-from kraftkit.metadata.records import encode_metadata_record  # noqa: E402
-
-
-def records(topics: int, partitions: int, changes: int):
-    yield 12, 0, {"Name": "metadata.version", "FeatureLevel": 21}
-    yield 0, 3, {"BrokerId": 1, "IncarnationId": uuid.UUID(int=7), "BrokerEpoch": 1, "Rack": None,
-                 "EndPoints": [], "Features": [], "Fenced": False}
-    ids = []
-    for t in range(topics):
-        tid = uuid.UUID(int=t + 1)
-        ids.append(tid)
-        yield 2, 0, {"Name": f"topic-{t}", "TopicId": tid}
-        yield 4, 0, {"ResourceType": 2, "ResourceName": f"topic-{t}", "Name": "retention.ms", "Value": "1000"}
-        for p in range(partitions):
-            yield 3, 1, {"PartitionId": p, "TopicId": tid, "Replicas": [1, 2, 3], "Isr": [1, 2, 3],
-                         "RemovingReplicas": [], "AddingReplicas": [], "Leader": 1, "LeaderEpoch": 0, "PartitionEpoch": 0}
-    for i in range(changes):
-        yield 5, 1, {"PartitionId": i % partitions, "TopicId": ids[i % topics], "Isr": [1, 2] if i % 2 else [1, 2, 3],
-                     "Leader": -2 if i % 3 else 2}
+import benchlib  # noqa: E402
+import metadata  # noqa: E402
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--topics", type=int, default=2000)
-    ap.add_argument("--partitions", type=int, default=50)
-    ap.add_argument("--changes", type=int, default=400_000)
-    a = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        d = Path(tmp) / "__cluster_metadata-0"
-        vals = [encode_metadata_record(k, v, data) for k, v, data in records(a.topics, a.partitions, a.changes)]
-        with Log(d, create=True, segment_bytes=64 << 20) as log:
-            for i in range(0, len(vals), 1000):
-                chunk = vals[i:i + 1000]
-                log.append(encode_batch([(0, None, v, ()) for v in chunk], base_offset=i, partition_leader_epoch=0))
-        best = None
-        for _ in range(3):
-            t0 = time.perf_counter()
-            img = load_image(d)
-            dt = time.perf_counter() - t0
-            best = dt if best is None else min(best, dt)
-        out = Path(tmp) / "snap"
-        out.mkdir()
-        t0 = time.perf_counter()
-        img.write_snapshot(out)
-        snap_s = time.perf_counter() - t0
-        print(json.dumps({"records": len(vals), "replay_s": round(best, 3),
-                          "replay_records_per_s": round(len(vals) / best),
-                          "snapshot_records": a.topics * (a.partitions + 2) + 2, "snapshot_write_s": round(snap_s, 3)}))
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--records", type=int, default=5_000_000, help="records in the metadata log (default 5 M)")
+    p.add_argument("--snapshot-topics", type=int, default=20_000, help="topics x 50 partitions of the snapshot image")
+    p.add_argument("--snapshot-partitions", type=int, default=50)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--max-seconds", type=float, default=15.0)
+    p.add_argument("--data-dir", default=str(metadata.REPO / ".cache" / "bench"))
+    p.add_argument("--no-pin", action="store_true")
+    p.add_argument("--json", metavar="PATH")
+    a = p.parse_args(argv)
+    t0 = time.perf_counter()
+    pinned = None if a.no_pin else benchlib.pin_to_one_core()
+    say = lambda m="": print(m, file=sys.stderr, flush=True)  # noqa: E731
+    say(f"image benchmarks, pinned to CPU {pinned}")
+    load0 = os.getloadavg()
+    root = Path(a.data_dir)
+    ml = metadata.ensure_metadata_log(root, records=a.records, log=say)
+    extra: dict = {"metadata_log": {**ml.dataset.to_json(), "mix": ml.mix}}
+    say("  replay")
+    rows, extra["replay_image"] = metadata.run_replay(ml, warmup=a.warmup, repeat=a.repeat, max_seconds=a.max_seconds, log=say)
+    say("  snapshot")
+    r, extra["snapshot_image"] = metadata.run_snapshot(topics=a.snapshot_topics, partitions=a.snapshot_partitions,
+                                                       warmup=a.warmup, repeat=a.repeat, max_seconds=a.max_seconds,
+                                                       tmp_root=root / "tmp", log=say)
+    rows += r
+    benchlib.finalize(rows)
+    print(f"best of {a.repeat} after {a.warmup} warm-up (the pure-Python rows: one run); load average "
+          f"{load0[0]:.1f} at start, {os.getloadavg()[0]:.1f} at end")
+    print(metadata.describe(extra))
+    print()
+    print(metadata.print_table(rows))
+    tg = metadata.targets(rows)
+    for t in tg:
+        print(f"  [{'MET ' if t['met'] else 'MISS'}] {t['target']:<58} {t['dataset']:<11} {t['value']}")
+    print(f"total time {time.perf_counter() - t0:.0f} s")
+    if a.json:
+        Path(a.json).write_text(json.dumps({"results": [r.to_json() for r in rows], "targets": tg, **extra}, indent=1, default=str))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -8,6 +8,7 @@ pub mod compression;
 pub mod crc;
 pub mod dump;
 pub mod error;
+pub mod image;
 pub mod index;
 pub mod rewrite;
 pub mod schema;

@@ -59,32 +59,43 @@ def base():
 
 def test_partition_change_semantics():
     img = replay_records(base())
-    p = img.topic("a").partitions[0]
+
+    def part(pid=0):  # views are snapshots of the image: read them again after a replay
+        return img.topic("a").partitions[pid]
+
+    p = part()
     assert p["Directories"] == [MIGRATING, MIGRATING]  # empty directories = MIGRATING per replica
     # ISR shrink only: leader unchanged (-2 default), leader epoch kept, partition epoch +1
     replay_records([change(T1, 0, Isr=[1])], img)
+    p = part()
     assert (p["Isr"], p["Leader"], p["LeaderEpoch"], p["PartitionEpoch"]) == ([1], 1, 0, 1)
     assert p["Replicas"] == [1, 2]  # null Replicas = unchanged
     # leader change: leader epoch +1 and partition epoch +1
     replay_records([change(T1, 0, Leader=2, Isr=[2])], img)
+    p = part()
     assert (p["Leader"], p["LeaderEpoch"], p["PartitionEpoch"]) == (2, 1, 2)
     # Leader -1 (no leader) is a change too
     replay_records([change(T1, 0, Leader=-1, Isr=[], EligibleLeaderReplicas=[1, 2], LastKnownElr=[2])], img)
+    p = part()
     assert (p["Leader"], p["LeaderEpoch"], p["PartitionEpoch"]) == (-1, 2, 3)
     assert (p["EligibleLeaderReplicas"], p["LastKnownElr"]) == ([1, 2], [2])
     # unclean recovery state; -1 (the default) keeps it
     replay_records([change(T1, 0, Leader=1, Isr=[1], LeaderRecoveryState=1)], img)
+    p = part()
     assert p["LeaderRecoveryState"] == 1
     replay_records([change(T1, 0, Isr=[1, 2])], img)
+    p = part()
     assert p["LeaderRecoveryState"] == 1 and p["PartitionEpoch"] == 5
     # reassignment with directories
     replay_records([change(T1, 0, Replicas=[1, 2, 3], AddingReplicas=[3], Directories=[D1, D1, D1])], img)
+    p = part()
     assert p["Replicas"] == [1, 2, 3] and p["AddingReplicas"] == [3] and p["Directories"] == [D1] * 3
     # ClearElrRecord for every topic: a change only where there is an ELR
-    before = img.topic("a").partitions[1]["PartitionEpoch"]
+    before = part(1)["PartitionEpoch"]
     replay_records([(28, 0, {"TopicName": ""})], img)
+    p = part()
     assert p["EligibleLeaderReplicas"] == [] and p["LastKnownElr"] == [] and p["PartitionEpoch"] == 7
-    assert img.topic("a").partitions[1]["PartitionEpoch"] == before
+    assert part(1)["PartitionEpoch"] == before
 
 
 def test_unknown_partition_and_topic_errors_carry_the_offset():

@@ -24,21 +24,29 @@ Replay follows Kafka's image deltas (``org.apache.kafka.image.*Delta``):
 
 Errors in the records (a change to an unknown broker or partition...) raise
 :class:`ReplayError` with the offset and Kafka's message.
+
+The engine is Rust (``kraftkit._core.ImageState``, ``rust/src/image/``): records, batches and
+whole segment and snapshot files are replayed there (files with the GIL released), and
+snapshots are generated and written there. This module is its face: the attributes below
+(``brokers``, ``topics``, ``configs``...) are Python views made from the engine on first
+access and kept until the image changes; they are read-only snapshots of the image at that
+moment (a view taken before a replay does not see it). ``replay(api_key, version, dict)`` takes
+a record as ``decode_metadata_record`` gives it; missing fields take their schema defaults, as
+if the record had been encoded and read back. The original pure-Python implementation is the
+test oracle in ``tests/image/reference_image.py``.
 """
 
 from __future__ import annotations
 
 import base64
-import copy
-import gc
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
-from kraftkit._core import decode_metadata_batch, encode_control_record, encode_metadata_record
+from kraftkit._core import ImageError, ImageState, encode_control_record, zk_migration_states
 from kraftkit.errors import KraftkitError
 from kraftkit.log.control import ControlType
 
@@ -71,11 +79,9 @@ MV_NAMES = {
 }
 #: An image without a metadata.version record is at 3.0-IV1 (FeaturesImage.EMPTY).
 MINIMUM_KRAFT_MV = 1
-# MV levels that gate what a snapshot can hold (kafka-formats.md §7.3; Kafka 4.3.1 for >= 26)
-MV_3_3_IV0, MV_3_3_IV3, MV_3_4_IV0, MV_3_5_IV2, MV_3_6_IV2 = 4, 7, 8, 11, 14
-MV_3_7_IV0, MV_3_7_IV2, MV_4_0_IV0, MV_4_0_IV1, MV_4_3_IV0 = 15, 17, 22, 23, 30
 
-ZK_MIGRATION_STATES = {0: "NONE", 1: "MIGRATION", 2: "PRE_MIGRATION", 3: "POST_MIGRATION", 4: "ZK"}
+#: ZkMigrationState names by id (from the engine's table).
+ZK_MIGRATION_STATES = dict(zk_migration_states())
 CONFIG_TYPES = {0: "UNKNOWN", 2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 16: "CLIENT_METRICS", 32: "GROUP"}
 SCRAM_MECHANISMS = {0: "UNKNOWN", 1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 
@@ -105,6 +111,20 @@ class UnwritableMetadataError(KraftkitError):
     (``UnwritableMetadataException``)."""
 
 
+def _raise(e: ImageError) -> NoReturn:
+    """The engine's error as the exception callers catch."""
+    if e.kind == "replay":
+        raise ReplayError(e.reason, e.offset) from None
+    if e.kind == "unwritable":
+        raise UnwritableMetadataError("Metadata has been lost because the following could not be represented "
+                                      f"in metadata.version {mv_name(e.metadata_version)}: " + "; ".join(e.losses)) from None
+    if e.kind == "snapshot":
+        from kraftkit.metadata.snapshot import SnapshotError
+
+        raise SnapshotError(e.reason) from None
+    raise e
+
+
 @dataclass
 class Provenance:
     """``MetadataProvenance``: the last offset in the image, its epoch and append time."""
@@ -126,69 +146,128 @@ class Topic:
     partitions: dict[int, dict[str, Any]] = field(default_factory=dict)
 
 
-def _by_name(items: list[dict]) -> list[dict]:
-    """Endpoints and features are maps keyed by Name in Kafka (``mapKey``): order carries no
-    meaning, so the image keeps them sorted."""
-    return sorted((dict(x) for x in items), key=lambda x: x["Name"])
+_T = TypeVar("_T")
 
 
-def _ints(v: list[int] | None) -> list[int]:
-    return [] if v is None else list(v)
+def _view(build: Callable[[MetadataImage], _T]) -> property:
+    """A read-only attribute made by ``build`` on first access and kept until the image changes."""
+    name = build.__name__
 
+    def get(self: MetadataImage) -> _T:
+        try:
+            return self._views[name]
+        except KeyError:
+            v = self._views[name] = build(self)
+            return v
 
-def _dirs(dirs: list[uuid.UUID] | None, n: int) -> list[uuid.UUID]:
-    """``PartitionRegistration.defaultToMigrating``."""
-    if dirs is None or all(d == MIGRATING for d in dirs):
-        return [MIGRATING] * n
-    return list(dirs)
+    return property(get, doc=build.__doc__)
 
-
-
-def _set_or_remove(sections: dict, owner: Any, key: str, value: Any, remove: bool) -> None:
-    """Sets ``sections[owner][key] = value``, or removes the key (and an owner left empty)."""
-    if remove:
-        entries = sections.get(owner)
-        if entries is not None:
-            entries.pop(key, None)
-            if not entries:
-                del sections[owner]
-    else:
-        sections.setdefault(owner, {})[key] = value
 
 class MetadataImage:
     """An in-memory metadata image. Build one with :func:`load_image` or by replaying
     records (``replay(api_key, version, data)``, ``replay_batch(batch)``)."""
 
-    def __init__(self) -> None:
-        self.metadata_version: int | None = None
-        self.features: dict[str, int] = {}
-        self.zk_migration_state = 0
-        self.brokers: dict[int, dict[str, Any]] = {}
-        self.controllers: dict[int, dict[str, Any]] = {}
-        self.topics: dict[uuid.UUID, Topic] = {}
-        self.topic_ids: dict[str, uuid.UUID] = {}
-        self.configs: dict[tuple[int, str], dict[str, str]] = {}
-        self.client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
-        self.next_producer_id = -1
-        self.acls: dict[uuid.UUID, dict[str, Any]] = {}
-        self.scram: dict[tuple[int, str], dict[str, Any]] = {}
-        self.delegation_tokens: dict[str, dict[str, Any]] = {}
-        self.provenance = Provenance()
-        #: kraft.version from KRaftVersion control records (None: never seen, i.e. 0)
-        self.kraft_version: int | None = None
-        #: the last VotersRecord, decoded (None: none seen)
-        self.voters: dict[str, Any] | None = None
-        #: records of an open metadata transaction (BeginTransactionRecord seen, no End yet)
-        self.pending_transaction: list[tuple[int, int, dict, int | None]] | None = None
-        self.records_replayed = 0
+    def __init__(self, _state: ImageState | None = None) -> None:
+        self._state = ImageState() if _state is None else _state
+        self._views: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ state
+    @property
+    def metadata_version(self) -> int | None:
+        return self._state.metadata_version
+
+    @property
+    def zk_migration_state(self) -> int:
+        return self._state.zk_migration_state
+
+    @property
+    def next_producer_id(self) -> int:
+        return self._state.next_producer_id
+
+    @property
+    def kraft_version(self) -> int | None:
+        """kraft.version from KRaftVersion control records (None: never seen, i.e. 0)."""
+        return self._state.kraft_version
+
+    @property
+    def records_replayed(self) -> int:
+        return self._state.records_replayed
+
+    @property
+    def provenance(self) -> Provenance:
+        return Provenance(*self._state.provenance)
+
+    @provenance.setter
+    def provenance(self, p: Provenance) -> None:
+        self._state.set_provenance(p.offset, p.epoch, p.timestamp)
+
+    @_view
+    def features(self) -> dict[str, int]:
+        """Finalized feature levels other than metadata.version."""
+        return self._state.features()
+
+    @_view
+    def brokers(self) -> dict[int, dict[str, Any]]:
+        return self._state.brokers()
+
+    @_view
+    def controllers(self) -> dict[int, dict[str, Any]]:
+        return self._state.controllers()
+
+    @_view
+    def topics(self) -> dict[uuid.UUID, Topic]:
+        return {tid: Topic(name, tid, parts) for name, tid, parts in self._state.topics()}
+
+    @_view
+    def topic_ids(self) -> dict[str, uuid.UUID]:
+        return self._state.topic_ids()
+
+    @_view
+    def configs(self) -> dict[tuple[int, str], dict[str, str]]:
+        return self._state.configs()
+
+    @_view
+    def client_quotas(self) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+        return self._state.client_quotas()
+
+    @_view
+    def acls(self) -> dict[uuid.UUID, dict[str, Any]]:
+        return self._state.acls()
+
+    @_view
+    def scram(self) -> dict[tuple[int, str], dict[str, Any]]:
+        return self._state.scram()
+
+    @_view
+    def delegation_tokens(self) -> dict[str, dict[str, Any]]:
+        return self._state.delegation_tokens()
+
+    @_view
+    def voters(self) -> dict[str, Any] | None:
+        """The last VotersRecord, decoded (None: none seen)."""
+        return self._state.voters()
+
+    @_view
+    def pending_transaction(self) -> list[tuple[int, int, dict, int | None]] | None:
+        """Records of an open metadata transaction (BeginTransactionRecord seen, no End yet)."""
+        return self._state.pending_transaction()
 
     # ------------------------------------------------------------------ accessors
     def copy(self) -> MetadataImage:
-        return copy.deepcopy(self)
+        return MetadataImage(self._state.copy())
 
     def topic(self, name: str) -> Topic | None:
         tid = self.topic_ids.get(name)
-        return None if tid is None else self.topics[tid]
+        return None if tid is None else self.topics.get(tid)
+
+    @property
+    def topic_count(self) -> int:
+        return self._state.topic_count
+
+    @property
+    def partition_count(self) -> int:
+        """Partitions of every topic (without building the topic views)."""
+        return self._state.partition_count
 
     @property
     def finalized_features(self) -> dict[str, int]:
@@ -211,235 +290,46 @@ class MetadataImage:
 
     def __repr__(self) -> str:
         return (f"MetadataImage(mv={mv_name(self.metadata_version)}, brokers={sorted(self.brokers)}, "
-                f"topics={len(self.topics)}, offset={self.provenance.offset})")
+                f"topics={self.topic_count}, offset={self._state.provenance[0]})")
 
     # ------------------------------------------------------------------ replay
     def replay_batch(self, batch) -> None:
         """Applies every record of one KRaft batch (data or control) and moves the
         provenance to its last offset."""
-        for offset, api_key, ver, data in decode_metadata_batch(batch):
-            if api_key is None:
-                self.replay_control(ver, data)
-            else:
-                self.replay(api_key, ver, data, offset)
-        self.provenance = Provenance(batch.last_offset, batch.partition_leader_epoch, batch.max_timestamp)
+        self._views.clear()
+        try:
+            self._state.replay_batch(batch)
+        except ImageError as e:
+            _raise(e)
 
     def replay_control(self, control_type: int, data: dict | None) -> None:
-        if control_type == KRAFT_VERSION and data is not None:
-            self.kraft_version = data["KRaftVersion"]
-        elif control_type == KRAFT_VOTERS and data is not None:
-            self.voters = data
+        self._views.clear()
+        try:
+            self._state.replay_control(control_type, data)
+        except ImageError as e:
+            _raise(e)
 
     def replay(self, api_key: int, version: int, data: dict[str, Any], offset: int | None = None) -> None:
-        """Applies one metadata record (decoded dict, schema field names)."""
-        if api_key == BEGIN_TXN:
-            if self.pending_transaction is not None:
-                raise ReplayError("BeginTransactionRecord inside a metadata transaction", offset)
-            self.pending_transaction = []
-            return
-        if api_key == END_TXN or api_key == ABORT_TXN:
-            if self.pending_transaction is None:
-                raise ReplayError(f"{'End' if api_key == END_TXN else 'Abort'}TransactionRecord without a "
-                                  "BeginTransactionRecord", offset)
-            pending, self.pending_transaction = self.pending_transaction, None
-            if api_key == END_TXN:
-                for rec in pending:
-                    self._apply(*rec)
-            return
-        if self.pending_transaction is not None:
-            self.pending_transaction.append((api_key, version, data, offset))
-            return
-        self._apply(api_key, version, data, offset)
-
-    def _apply(self, api_key: int, version: int, data: dict[str, Any], offset: int | None) -> None:
-        handler = _HANDLERS.get(api_key)
-        if handler is None:
-            raise ReplayError(f"Unknown metadata id {api_key}", offset)
-        self.records_replayed += 1
+        """Applies one metadata record (decoded dict, schema field names). The dict is
+        encoded at ``version`` and applied as the record it encodes: missing fields take their
+        defaults, and a dict the codec cannot encode (a wrong type, a non-default field the
+        version lacks, an invalid version) raises :class:`ReplayError` ("malformed ... record")."""
+        if self._views:
+            self._views.clear()
         try:
-            handler(self, data)
-        except ReplayError as e:
-            if e.offset is None and offset is not None:
-                raise ReplayError(e.reason, offset) from None
-            raise
-        except (KeyError, TypeError) as e:
-            raise ReplayError(f"malformed {api_key} record: {e!r}", offset) from None
+            self._state.replay(api_key, version, data, offset)
+        except ImageError as e:
+            _raise(e)
 
-    # features
-    def _feature_level(self, d: dict) -> None:
-        name, level = d["Name"], d["FeatureLevel"]
-        if name == MV_FEATURE:
-            self.metadata_version = level
-        elif level == 0:
-            self.features.pop(name, None)
-        else:
-            self.features[name] = level
-
-    def _zk_migration(self, d: dict) -> None:
-        self.zk_migration_state = d["ZkMigrationState"]
-
-    # cluster
-    def _register_broker(self, d: dict) -> None:
-        self.brokers[d["BrokerId"]] = {
-            "BrokerId": d["BrokerId"],
-            "IsMigratingZkBroker": d.get("IsMigratingZkBroker", False),
-            "IncarnationId": d["IncarnationId"],
-            "BrokerEpoch": d["BrokerEpoch"],
-            "EndPoints": _by_name(d["EndPoints"]),
-            "Features": _by_name(d["Features"]),
-            "Rack": d["Rack"],
-            "Fenced": d["Fenced"],
-            "InControlledShutdown": d.get("InControlledShutdown", False),
-            "LogDirs": list(d.get("LogDirs", [])),
-            "CordonedLogDirs": None if d.get("CordonedLogDirs") is None else list(d["CordonedLogDirs"]),
-        }
-
-    def _unregister_broker(self, d: dict) -> None:
-        self.brokers.pop(d["BrokerId"], None)
-
-    def _broker_or_throw(self, broker_id: int, epoch: int, action: str) -> dict:
-        b = self.brokers.get(broker_id)
-        if b is None:
-            raise ReplayError(f"Tried to {action} broker {broker_id}, but that broker was not registered.")
-        if b["BrokerEpoch"] != epoch:
-            raise ReplayError(f"Tried to {action} broker {broker_id}, but the given epoch, {epoch}, did not match "
-                              f"the current broker epoch, {b['BrokerEpoch']}")
-        return b
-
-    def _fence(self, d: dict) -> None:
-        self._broker_or_throw(d["Id"], d["Epoch"], "fence")["Fenced"] = True
-
-    def _unfence(self, d: dict) -> None:
-        self._broker_or_throw(d["Id"], d["Epoch"], "unfence")["Fenced"] = False
-
-    def _broker_change(self, d: dict) -> None:
-        b = self._broker_or_throw(d["BrokerId"], d["BrokerEpoch"], "change")
-        fenced = d.get("Fenced", 0)
-        if fenced not in (-1, 0, 1):
-            raise ReplayError(f"Unable to replay BrokerRegistrationChangeRecord: unknown value for fenced field: {fenced}")
-        shutdown = d.get("InControlledShutdown", 0)
-        if shutdown not in (0, 1):
-            raise ReplayError("Unable to replay BrokerRegistrationChangeRecord: unknown value for "
-                              f"inControlledShutdown field: {shutdown}")
-        if fenced:
-            b["Fenced"] = fenced == 1
-        if shutdown == 1:
-            b["InControlledShutdown"] = True
-        if d.get("LogDirs"):
-            b["LogDirs"] = list(d["LogDirs"])
-        if d.get("CordonedLogDirs") is not None:
-            b["CordonedLogDirs"] = list(d["CordonedLogDirs"])
-
-    def _register_controller(self, d: dict) -> None:
-        self.controllers[d["ControllerId"]] = {
-            "ControllerId": d["ControllerId"],
-            "IncarnationId": d["IncarnationId"],
-            "ZkMigrationReady": d["ZkMigrationReady"],
-            "EndPoints": _by_name(d["EndPoints"]),
-            "Features": _by_name(d["Features"]),
-        }
-
-    # topics
-    def _topic(self, d: dict) -> None:
-        tid, name = d["TopicId"], d["Name"]
-        old = self.topics.get(tid)
-        if old is not None and old.name != name:
-            self.topic_ids.pop(old.name, None)
-        self.topics[tid] = Topic(name, tid)
-        self.topic_ids[name] = tid
-
-    def _topic_or_throw(self, tid: uuid.UUID) -> Topic:
-        t = self.topics.get(tid)
-        if t is None:
-            raise ReplayError(f"Unable to find topic with id {uuid_text(tid)}")
-        return t
-
-    def _partition(self, d: dict) -> None:
-        t = self._topic_or_throw(d["TopicId"])
-        replicas = list(d["Replicas"])
-        dirs = d.get("Directories")
-        if dirs and len(dirs) != len(replicas):
-            raise ReplayError(f"The lengths for replicas and directories do not match: {d}")
-        t.partitions[d["PartitionId"]] = {
-            "Replicas": replicas,
-            "Isr": list(d["Isr"]),
-            "RemovingReplicas": list(d["RemovingReplicas"]),
-            "AddingReplicas": list(d["AddingReplicas"]),
-            "Leader": d["Leader"],
-            "LeaderRecoveryState": d.get("LeaderRecoveryState", 0),
-            "LeaderEpoch": d["LeaderEpoch"],
-            "PartitionEpoch": d["PartitionEpoch"],
-            "Directories": _dirs(dirs, len(replicas)),
-            "EligibleLeaderReplicas": _ints(d.get("EligibleLeaderReplicas")),
-            "LastKnownElr": _ints(d.get("LastKnownElr")),
-        }
-
-    def _partition_change(self, d: dict) -> None:
-        t = self._topic_or_throw(d["TopicId"])
-        p = t.partitions.get(d["PartitionId"])
-        if p is None:
-            raise ReplayError(f"Unable to find partition {uuid_text(d['TopicId'])}:{d['PartitionId']}")
-        _merge(p, d)
-
-    def _remove_topic(self, d: dict) -> None:
-        tid = d["TopicId"]
-        t = self.topics.pop(tid, None)
-        if t is None:
-            raise ReplayError(f"Unable to delete topic with id {uuid_text(tid)}: no such topic found.")
-        if self.topic_ids.get(t.name) == tid:
-            del self.topic_ids[t.name]
-        self.configs.pop((2, t.name), None)
-
-    def _clear_elr(self, d: dict) -> None:
-        name = d["TopicName"]
-        if name:
-            t = self.topic(name)
-            if t is None:
-                raise ReplayError(f"Topic {name} not found.")
-            topics = [t]
-        else:
-            topics = list(self.topics.values())
-        for t in topics:
-            for p in t.partitions.values():
-                if p["EligibleLeaderReplicas"] or p["LastKnownElr"]:
-                    _merge(p, {"EligibleLeaderReplicas": [], "LastKnownElr": []})
-
-    # configs, quotas, producer ids
-    def _config(self, d: dict) -> None:
-        _set_or_remove(self.configs, (d["ResourceType"], d["ResourceName"]), d["Name"], d["Value"], d["Value"] is None)
-
-    def _client_quota(self, d: dict) -> None:
-        entity = tuple(sorted((e["EntityType"], e["EntityName"]) for e in d["Entity"]))
-        _set_or_remove(self.client_quotas, entity, d["Key"], d["Value"], d["Remove"])
-
-    def _producer_ids(self, d: dict) -> None:
-        self.next_producer_id = d["NextProducerId"]
-
-    # security
-    def _acl(self, d: dict) -> None:
-        self.acls[d["Id"]] = {k: d[k] for k in ("Id", "ResourceType", "ResourceName", "PatternType", "Principal",
-                                                 "Host", "Operation", "PermissionType")}
-
-    def _remove_acl(self, d: dict) -> None:
-        if self.acls.pop(d["Id"], None) is None:
-            raise ReplayError(f"Failed to find existing ACL with ID {uuid_text(d['Id'])} in either image or changes")
-
-    def _scram(self, d: dict) -> None:
-        self.scram[(d["Mechanism"], d["Name"])] = {k: d[k] for k in ("Name", "Mechanism", "Salt", "StoredKey",
-                                                                       "ServerKey", "Iterations")}
-
-    def _remove_scram(self, d: dict) -> None:
-        self.scram.pop((d["Mechanism"], d["Name"]), None)
-
-    def _token(self, d: dict) -> None:
-        self.delegation_tokens[d["TokenId"]] = {k: (list(d[k]) if k == "Renewers" else d[k]) for k in (
-            "Owner", "Requester", "Renewers", "IssueTimestamp", "MaxTimestamp", "ExpirationTimestamp", "TokenId")}
-
-    def _remove_token(self, d: dict) -> None:
-        self.delegation_tokens.pop(d["TokenId"], None)
-
-    def _noop(self, d: dict) -> None:
-        pass
+    def _replay_log(self, files: list[Path], start: int, at: int | None, *, skip_below_start: bool) -> int:
+        """Replays log segment files (records at or above ``start`` and below ``at``); returns the
+        end offset reached."""
+        self._views.clear()
+        try:
+            end, _ = self._state.replay_log([str(f) for f in files], start, at, skip_below_start)
+        except ImageError as e:
+            _raise(e)
+        return end
 
     # ------------------------------------------------------------------ views
     def sections(self) -> dict[str, Any]:
@@ -471,98 +361,10 @@ class MetadataImage:
         at the record versions of ``metadata_version`` (default: the image's), keys sorted
         within each section so equal images give equal records. Raises
         :class:`UnwritableMetadataError` when something cannot be represented at that version."""
-        mv = self.effective_metadata_version if metadata_version is None else metadata_version
-        name = mv_name(mv)
-        losses: list[str] = []
-        out: list[tuple[int, int, dict[str, Any]]] = []
-        # 1. features
-        if mv < MV_3_3_IV0:
-            if self.finalized_features:
-                losses.append("feature flag(s): " + ", ".join(sorted(self.finalized_features)))
-        else:
-            out.append((FEATURE_LEVEL, 0, {"Name": MV_FEATURE, "FeatureLevel": mv}))
-            for fname, level in sorted(self.features.items()):
-                out.append((FEATURE_LEVEL, 0, {"Name": fname, "FeatureLevel": level}))
-        # ZkMigrationStateRecord: 3.x writes one at MV >= 3.4-IV0; 4.x (no ZooKeeper) never
-        # does and ignores it on replay, so it is written for MV < 4.0 or a state that is not NONE.
-        if mv >= MV_3_4_IV0 and (mv < MV_4_0_IV0 or self.zk_migration_state != 0):
-            out.append((ZK_MIGRATION, 0, {"ZkMigrationState": self.zk_migration_state}))
-        elif self.zk_migration_state != 0:
-            losses.append(f"the ZK Migration state which was {ZK_MIGRATION_STATES.get(self.zk_migration_state)}")
-        # 2. cluster
-        bver = 4 if mv >= MV_4_3_IV0 else 3 if mv >= MV_3_7_IV2 else 2 if mv >= MV_3_4_IV0 else 1 if mv >= MV_3_3_IV3 else 0
-        for _, b in sorted(self.brokers.items()):
-            rec = dict(b)
-            if bver < 1:
-                if rec.pop("InControlledShutdown"):
-                    losses.append("the inControlledShutdown state of one or more brokers")
-            if bver < 2 and rec.pop("IsMigratingZkBroker"):
-                losses.append("the isMigratingZkBroker state of one or more brokers")
-            if bver < 3 and rec.pop("LogDirs"):
-                losses.append("the online log directories of one or more brokers")
-            if bver < 4 and rec.pop("CordonedLogDirs", None):
-                losses.append("the cordoned log directories of one or more brokers")
-            rec = {k: v for k, v in rec.items() if _field_in(REGISTER_BROKER, k, bver)}
-            out.append((REGISTER_BROKER, bver, rec))
-        if self.controllers:
-            if mv >= MV_3_7_IV0:
-                for _, c in sorted(self.controllers.items()):
-                    out.append((REGISTER_CONTROLLER, 0, dict(c)))
-            else:
-                losses.append("controller registration data")
-        # 3. topics
-        pver = 2 if mv >= MV_4_0_IV1 else 1 if mv >= MV_3_7_IV2 else 0
-        elr_enabled = mv >= MV_4_0_IV1 and self.features.get(ELR_FEATURE, 0) >= 1
-        for t in sorted(self.topics.values(), key=lambda t: t.name):
-            out.append((TOPIC, 0, {"Name": t.name, "TopicId": t.id}))
-            for pid, p in sorted(t.partitions.items()):
-                rec = {"PartitionId": pid, "TopicId": t.id, "Replicas": p["Replicas"], "Isr": p["Isr"],
-                       "RemovingReplicas": p["RemovingReplicas"], "AddingReplicas": p["AddingReplicas"],
-                       "Leader": p["Leader"], "LeaderRecoveryState": p["LeaderRecoveryState"],
-                       "LeaderEpoch": p["LeaderEpoch"], "PartitionEpoch": p["PartitionEpoch"]}
-                if pver >= 1:
-                    rec["Directories"] = p["Directories"]
-                elif any(x != MIGRATING for x in p["Directories"]):
-                    losses.append("the directory assignment state of one or more replicas")
-                if elr_enabled and pver >= 2:
-                    if p["EligibleLeaderReplicas"]:
-                        rec["EligibleLeaderReplicas"] = p["EligibleLeaderReplicas"]
-                    if p["LastKnownElr"]:
-                        rec["LastKnownElr"] = p["LastKnownElr"]
-                out.append((PARTITION, pver, rec))
-        # 4. configs
-        for (rtype, rname), cfg in sorted(self.configs.items()):
-            for k, v in sorted(cfg.items()):
-                out.append((CONFIG, 0, {"ResourceType": rtype, "ResourceName": rname, "Name": k, "Value": v}))
-        # 5. client quotas
-        for entity, q in sorted(self.client_quotas.items(), key=_quota_sort):
-            for k, v in sorted(q.items()):
-                out.append((CLIENT_QUOTA, 0, {"Entity": [{"EntityType": et, "EntityName": en} for et, en in entity],
-                                              "Key": k, "Value": v, "Remove": False}))
-        # 6. producer ids
-        if self.next_producer_id >= 0:
-            out.append((PRODUCER_IDS, 0, {"BrokerId": -1, "BrokerEpoch": -1, "NextProducerId": self.next_producer_id}))
-        # 7. ACLs
-        for _, acl in sorted(self.acls.items()):
-            out.append((ACL, 0, dict(acl)))
-        # 8. SCRAM
-        if self.scram:
-            if mv >= MV_3_5_IV2:
-                for _, cred in sorted(self.scram.items()):
-                    out.append((USER_SCRAM, 0, dict(cred)))
-            else:
-                losses.append("SCRAM credentials of " + ", ".join(sorted({u for _, u in self.scram})))
-        # 9. delegation tokens
-        if self.delegation_tokens:
-            if mv >= MV_3_6_IV2:
-                for _, tok in sorted(self.delegation_tokens.items()):
-                    out.append((DELEGATION_TOKEN, 0, dict(tok)))
-            else:
-                losses.append("DelegationTokenImage(" + ", ".join(sorted(self.delegation_tokens)) + ")")
-        if losses:
-            raise UnwritableMetadataError("Metadata has been lost because the following could not be represented "
-                                          f"in metadata.version {name}: " + "; ".join(dict.fromkeys(losses)))
-        return out
+        try:
+            return self._state.snapshot_records(metadata_version)
+        except ImageError as e:
+            _raise(e)
 
     def write_snapshot(
         self,
@@ -585,89 +387,34 @@ class MetadataImage:
         ``voters=None`` to leave the voter set out. Every batch timestamp is ``time_ms``,
         by default the last contained log timestamp, so that the same image always gives
         the same bytes. Records go to the writer in lists of ``batch_records`` (Kafka's
-        ``SnapshotEmitter`` uses 1024)."""
-        from kraftkit.metadata.snapshot import SnapshotId, SnapshotWriter
+        ``SnapshotEmitter`` uses 1024), as :class:`~kraftkit.metadata.snapshot.SnapshotWriter`
+        writes them (same batches, same bytes); the engine generates, encodes and writes them
+        with the GIL released."""
+        from kraftkit.metadata.snapshot import MAX_BATCH_BYTES, SnapshotId
 
+        prov = self.provenance
         if snapshot_id is None:
-            if self.provenance.offset < 0:
+            if prov.offset < 0:
                 raise KraftkitError("the image has no provenance; pass a snapshot id")
-            snapshot_id = SnapshotId(self.provenance.end_offset, self.provenance.epoch)
-        ts = self.provenance.timestamp if last_contained_log_timestamp is None else last_contained_log_timestamp
+            snapshot_id = SnapshotId(prov.end_offset, prov.epoch)
+        if batch_records < 1:
+            raise ValueError(f"batch_records must be at least 1, got {batch_records}")
+        ts = prov.timestamp if last_contained_log_timestamp is None else last_contained_log_timestamp
         kv = (self.kraft_version or 0) if kraft_version is None else kraft_version
         if voters is True:
-            voters = self.voters if kv >= 1 else None
-        voters_value = None if not voters else encode_control_record(KRAFT_VOTERS, voters)
-        records = [encode_metadata_record(k, v, d) for k, v, d in self.snapshot_records(metadata_version)]
-        with SnapshotWriter(directory, snapshot_id, last_contained_log_timestamp=ts, kraft_version=kv,
-                            voters_value=voters_value, time_ms=ts if time_ms is None else time_ms) as w:
-            for i in range(0, len(records), batch_records):
-                w.append(records[i:i + batch_records])
-        return w.final_path
-
-
-_HANDLERS = {
-    REGISTER_BROKER: MetadataImage._register_broker,
-    UNREGISTER_BROKER: MetadataImage._unregister_broker,
-    TOPIC: MetadataImage._topic,
-    PARTITION: MetadataImage._partition,
-    CONFIG: MetadataImage._config,
-    PARTITION_CHANGE: MetadataImage._partition_change,
-    FENCE_BROKER: MetadataImage._fence,
-    UNFENCE_BROKER: MetadataImage._unfence,
-    REMOVE_TOPIC: MetadataImage._remove_topic,
-    DELEGATION_TOKEN: MetadataImage._token,
-    USER_SCRAM: MetadataImage._scram,
-    FEATURE_LEVEL: MetadataImage._feature_level,
-    CLIENT_QUOTA: MetadataImage._client_quota,
-    PRODUCER_IDS: MetadataImage._producer_ids,
-    BROKER_REG_CHANGE: MetadataImage._broker_change,
-    ACL: MetadataImage._acl,
-    REMOVE_ACL: MetadataImage._remove_acl,
-    NO_OP: MetadataImage._noop,
-    ZK_MIGRATION: MetadataImage._zk_migration,
-    REMOVE_SCRAM: MetadataImage._remove_scram,
-    REMOVE_DELEGATION_TOKEN: MetadataImage._remove_token,
-    REGISTER_CONTROLLER: MetadataImage._register_controller,
-    CLEAR_ELR: MetadataImage._clear_elr,
-}
-
-
-def _merge(p: dict[str, Any], d: dict[str, Any]) -> None:
-    """``PartitionRegistration.merge(PartitionChangeRecord)``, in place."""
-    new_replicas = d.get("Replicas")
-    new_dirs = d.get("Directories")
-    if new_replicas is not None or new_dirs is not None:
-        replicas = p["Replicas"] if new_replicas is None else list(new_replicas)
-        if new_dirs and new_replicas is not None and len(new_dirs) != len(new_replicas):
-            raise ReplayError(f"The lengths for replicas and directories do not match: {d}")
-        p["Directories"] = _dirs(p["Directories"] if new_dirs is None else new_dirs, len(replicas))
-        p["Replicas"] = replicas
-    for k in ("Isr", "RemovingReplicas", "AddingReplicas", "EligibleLeaderReplicas", "LastKnownElr"):
-        if d.get(k) is not None:
-            p[k] = list(d[k])
-    leader = d.get("Leader", -2)
-    if leader != -2:
-        p["Leader"] = leader
-        p["LeaderEpoch"] += 1
-    lrs = d.get("LeaderRecoveryState", -1)
-    if lrs != -1:
-        if lrs not in (0, 1):
-            raise ReplayError(f"Unknown leader recovery state {lrs}")
-        p["LeaderRecoveryState"] = lrs
-    p["PartitionEpoch"] += 1
-
-
-_SCHEMA_FIELDS: dict[int, dict[str, tuple[int, int]]] = {}
-
-
-def _field_in(api_key: int, name: str, version: int) -> bool:
-    if not _SCHEMA_FIELDS:
-        from kraftkit._core import metadata_schema
-
-        for m in metadata_schema()["metadata"]:
-            _SCHEMA_FIELDS[m["api_key"]] = {f["name"]: f["versions"] for f in m["fields"]}
-    lo, hi = _SCHEMA_FIELDS[api_key][name]
-    return lo <= version <= hi
+            voters_arg: bool | bytes | None = True if kv >= 1 else None
+        else:
+            voters_arg = None if not voters else encode_control_record(KRAFT_VOTERS, voters)
+        prefix = f"{snapshot_id.end_offset:020d}-{snapshot_id.epoch:010d}-"
+        try:
+            path = self._state.write_snapshot(
+                os.fspath(directory), snapshot_id.file_name, prefix, epoch=snapshot_id.epoch,
+                last_contained_log_timestamp=ts, kraft_version=kv, voters=voters_arg,
+                time_ms=ts if time_ms is None else time_ms, metadata_version=metadata_version,
+                batch_records=batch_records, max_batch_bytes=MAX_BATCH_BYTES)
+        except ImageError as e:
+            _raise(e)
+        return Path(path)
 
 
 def _jsonable(v: Any) -> Any:
@@ -724,20 +471,14 @@ def replay_records(records: Iterable[tuple[int, int, dict[str, Any]]], image: Me
 def load_snapshot(path: str | os.PathLike[str]) -> MetadataImage:
     """The image a snapshot file holds (provenance from its name and header)."""
     from kraftkit.metadata.snapshot import SnapshotReader
-    from kraftkit.metadata.source import batches
 
     reader = SnapshotReader(path)
     img = MetadataImage()
-    ts = -1
-    for batch in batches(Path(path)):
-        for offset, api_key, ver, data in decode_metadata_batch(batch):
-            if api_key is None:
-                if ver == SNAPSHOT_HEADER:
-                    ts = data["LastContainedLogTimestamp"]
-                img.replay_control(ver, data)
-            else:
-                img.replay(api_key, ver, data, offset)
-    if img.pending_transaction is not None:
+    try:
+        ts = img._state.replay_snapshot(str(Path(path)))
+    except ImageError as e:
+        _raise(e)
+    if img._state.in_transaction:
         raise ReplayError(f"{path}: snapshot ends inside a metadata transaction")
     sid = reader.snapshot_id
     if sid is not None:
@@ -752,10 +493,13 @@ def load_image(path: str | os.PathLike[str], at: int | None = None, *, use_snaps
     log directory or ``__cluster_metadata-0`` directory: the newest snapshot whose end offset
     is at most ``at``, then the log's batches from the snapshot's end up to ``at``.
     A snapshot file gives its own image; a segment file is replayed alone.
-    ``use_snapshots=False`` replays the log from its start (which must be offset 0)."""
+    ``use_snapshots=False`` replays the log from its start (which must be offset 0).
+
+    Every batch read is CRC checked; a batch that straddles the snapshot's end or ``at`` is
+    applied record by record. The log is replayed by the engine with the GIL released."""
     from kraftkit.log.log import list_segments
     from kraftkit.metadata.snapshot import list_snapshots
-    from kraftkit.metadata.source import MetadataSourceError, batches, classify, metadata_dir
+    from kraftkit.metadata.source import MetadataSourceError, classify, metadata_dir
 
     p = Path(path)
     if p.is_file():
@@ -767,7 +511,7 @@ def load_image(path: str | os.PathLike[str], at: int | None = None, *, use_snaps
             return img
         if p.suffix == ".log":
             img = MetadataImage()
-            _replay_batches(img, batches(p), at)
+            img._replay_log([p], 0, at, skip_below_start=False)
             return img
         raise MetadataSourceError(f"{p}: not a metadata log segment or snapshot")
     if not p.is_dir():
@@ -791,25 +535,9 @@ def load_image(path: str | os.PathLike[str], at: int | None = None, *, use_snaps
         return img
     if segs[0] > start:
         raise MetadataSourceError(f"{d}: the log starts at offset {segs[0]}, after {start} (no snapshot covers the gap)")
-
-    def log_batches():
-        for i, base in enumerate(segs):
-            if i + 1 < len(segs) and segs[i + 1] <= start:
-                continue
-            for batch in batches(d / f"{base:020d}.log"):
-                if batch.last_offset < start:
-                    continue
-                yield batch
-
-    # Replay allocates many small containers and frees none: the cyclic GC would only rescan
-    # them over and over (a third of the time), so it is paused while replaying.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        end = _replay_batches(img, log_batches(), at, start)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
+    # segments that end before the start are not read
+    files = [d / f"{base:020d}.log" for i, base in enumerate(segs) if not (i + 1 < len(segs) and segs[i + 1] <= start)]
+    end = img._replay_log(files, start, at, skip_below_start=True)
     if at is not None and end < at:
         raise MetadataSourceError(f"{d}: the log ends at offset {end}, below {at}")
     return img
@@ -832,26 +560,3 @@ def batch_ending_at(path: str | os.PathLike[str], offset: int):
             raise MetadataSourceError(f"{d}: offset {offset} is inside the batch {batch.base_offset}..{batch.last_offset}; "
                                       "a snapshot must end at a batch boundary")
     raise MetadataSourceError(f"{d}: offset {offset} is past the end of the log")
-
-
-def _replay_batches(img: MetadataImage, it, at: int | None, start: int = 0) -> int:
-    """Replays batches (records at or above ``start`` and below ``at``); returns the end offset reached."""
-    end = start
-    for batch in it:
-        if at is not None and batch.base_offset >= at:
-            break
-        if batch.base_offset < start or (at is not None and batch.last_offset >= at):
-            # a batch that straddles the start or the requested end: record by record
-            for offset, api_key, ver, data in decode_metadata_batch(batch):
-                if offset < start or (at is not None and offset >= at):
-                    continue
-                if api_key is None:
-                    img.replay_control(ver, data)
-                else:
-                    img.replay(api_key, ver, data, offset)
-                img.provenance = Provenance(offset, batch.partition_leader_epoch, batch.max_timestamp)
-                end = offset + 1
-        else:
-            img.replay_batch(batch)
-            end = batch.last_offset + 1
-    return end

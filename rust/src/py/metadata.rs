@@ -55,7 +55,7 @@ thread_local! {
 }
 const UUID_CACHE_MAX: usize = 1 << 16;
 
-fn uuid_to_py(py: Python<'_>, u: &[u8; 16]) -> PyResult<PyObject> {
+pub(crate) fn uuid_to_py(py: Python<'_>, u: &[u8; 16]) -> PyResult<PyObject> {
     if let Some(o) = UUIDS.with(|c| c.borrow().get(u).map(|o| o.clone_ref(py))) {
         return Ok(o);
     }
@@ -128,11 +128,31 @@ pub fn struct_to_py<'py>(py: Python<'py>, st: &Struct) -> PyResult<Bound<'py, Py
 // ---------------------------------------------------------------------------------------------
 // Python -> Value
 
-fn bad(path: &str, msg: impl std::fmt::Display) -> PyErr {
+/// Where a value sits in the dict being converted; formatted only for error messages, so that
+/// converting a record allocates no path strings.
+#[derive(Clone, Copy)]
+enum FieldPath<'a> {
+    Root(&'a str),
+    Field(&'a FieldPath<'a>, &'static str),
+    Index(&'a FieldPath<'a>, usize),
+}
+
+impl std::fmt::Display for FieldPath<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FieldPath::Root(s) => f.write_str(s),
+            FieldPath::Field(FieldPath::Root(""), n) => f.write_str(n),
+            FieldPath::Field(p, n) => write!(f, "{p}.{n}"),
+            FieldPath::Index(p, i) => write!(f, "{p}[{i}]"),
+        }
+    }
+}
+
+fn bad(path: &FieldPath<'_>, msg: impl std::fmt::Display) -> PyErr {
     PyValueError::new_err(format!("{path}: {msg}"))
 }
 
-fn from_py(obj: &Bound<'_, PyAny>, t: &FieldType, path: &str) -> PyResult<Value> {
+fn from_py(obj: &Bound<'_, PyAny>, t: &FieldType, path: &FieldPath<'_>) -> PyResult<Value> {
     if obj.is_none() {
         return Ok(Value::Null);
     }
@@ -167,13 +187,13 @@ fn from_py(obj: &Bound<'_, PyAny>, t: &FieldType, path: &str) -> PyResult<Value>
             }
             let mut items = Vec::new();
             for (i, it) in obj.try_iter().map_err(|_| PyTypeError::new_err(format!("{path}: expected a list, got {}", type_name(obj))))?.enumerate() {
-                items.push(from_py(&it?, elem, &format!("{path}[{i}]"))?);
+                items.push(from_py(&it?, elem, &FieldPath::Index(path, i))?);
             }
             Value::Array(items)
         }
         FieldType::Struct(s) => {
             let d = obj.downcast::<PyDict>().map_err(|_| PyTypeError::new_err(format!("{path}: expected a dict, got {}", type_name(obj))))?;
-            Value::Struct(struct_from_py(d, s, path)?)
+            Value::Struct(struct_from_path(d, s, path)?)
         }
         _ => {
             if obj.is_instance_of::<PyBool>() || !obj.is_instance_of::<PyInt>() {
@@ -188,7 +208,13 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
 }
 
-fn uuid_from_py(obj: &Bound<'_, PyAny>, path: &str) -> PyResult<[u8; 16]> {
+fn uuid_from_py(obj: &Bound<'_, PyAny>, path: &FieldPath<'_>) -> PyResult<[u8; 16]> {
+    if obj.is_instance(uuid_class(obj.py())?)? {
+        // `UUID.int` is a slot; `UUID.bytes` a property computed in Python.
+        if let Ok(i) = obj.getattr(pyo3::intern!(obj.py(), "int")).and_then(|i| i.extract::<u128>()) {
+            return Ok(i.to_be_bytes());
+        }
+    }
     if let Ok(s) = obj.downcast::<PyString>() {
         let s = s.to_str()?;
         return json::parse_uuid_text(s).ok_or_else(|| bad(path, format!("{s:?} is not a Kafka uuid (22 characters of URL-safe base64)")));
@@ -207,6 +233,10 @@ fn uuid_from_py(obj: &Bound<'_, PyAny>, path: &str) -> PyResult<[u8; 16]> {
 /// A dict keyed by schema field names -> Struct (missing fields are left out: the encoder
 /// writes their defaults). Unknown keys are errors.
 pub fn struct_from_py(d: &Bound<'_, PyDict>, s: &'static StructSchema, path: &str) -> PyResult<Struct> {
+    struct_from_path(d, s, &FieldPath::Root(path))
+}
+
+fn struct_from_path(d: &Bound<'_, PyDict>, s: &'static StructSchema, path: &FieldPath<'_>) -> PyResult<Struct> {
     let mut st = Struct::default();
     for (k, v) in d.iter() {
         let key = k.downcast::<PyString>().map_err(|_| PyTypeError::new_err(format!("{path}: keys must be str")))?;
@@ -227,8 +257,7 @@ pub fn struct_from_py(d: &Bound<'_, PyDict>, s: &'static StructSchema, path: &st
             let names: Vec<&str> = s.fields.iter().map(|f| f.name).collect();
             bad(path, format!("{} has no field {key:?} (fields: {})", s.name, names.join(", ")))
         })?;
-        let sub = if path.is_empty() { f.name.to_string() } else { format!("{path}.{}", f.name) };
-        st.fields.push((f.name, from_py(&v, &f.ty, &sub)?));
+        st.fields.push((f.name, from_py(&v, &f.ty, &FieldPath::Field(path, f.name))?));
     }
     Ok(st)
 }

@@ -2,6 +2,7 @@
 
 mod batch;
 mod errors;
+mod image;
 mod metadata;
 mod rewrite;
 mod segment;
@@ -17,6 +18,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     metadata::register(m)?;
     snapshot::register(m)?;
     rewrite::register(m)?;
+    image::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -1,0 +1,828 @@
+//! Applying one metadata record to the image, as Kafka's image deltas do
+//! (`org.apache.kafka.image.*Delta`), with Kafka's error messages.
+//!
+//! Records arrive as the schema codec decodes them: a [`Struct`] holding exactly the fields of
+//! the record's version. A field a handler needs but the version lacks makes the record
+//! "malformed" (the Python image's `KeyError`); the codec never gives a wrong type.
+
+use super::repr::struct_repr;
+use super::{Broker, Image, Partition, PendingRecord, Quotas, Topic, Uuid, MIGRATING, MV_FEATURE};
+use crate::schema::{Struct, Value};
+use std::fmt;
+
+// apiKeys
+pub(crate) const REGISTER_BROKER: i16 = 0;
+pub(crate) const UNREGISTER_BROKER: i16 = 1;
+pub(crate) const TOPIC: i16 = 2;
+pub(crate) const PARTITION: i16 = 3;
+pub(crate) const CONFIG: i16 = 4;
+pub(crate) const PARTITION_CHANGE: i16 = 5;
+pub(crate) const FENCE_BROKER: i16 = 7;
+pub(crate) const UNFENCE_BROKER: i16 = 8;
+pub(crate) const REMOVE_TOPIC: i16 = 9;
+pub(crate) const DELEGATION_TOKEN: i16 = 10;
+pub(crate) const USER_SCRAM: i16 = 11;
+pub(crate) const FEATURE_LEVEL: i16 = 12;
+pub(crate) const CLIENT_QUOTA: i16 = 14;
+pub(crate) const PRODUCER_IDS: i16 = 15;
+pub(crate) const BROKER_REG_CHANGE: i16 = 17;
+pub(crate) const ACL: i16 = 18;
+pub(crate) const REMOVE_ACL: i16 = 19;
+pub(crate) const NO_OP: i16 = 20;
+pub(crate) const ZK_MIGRATION: i16 = 21;
+pub(crate) const REMOVE_SCRAM: i16 = 22;
+pub(crate) const BEGIN_TXN: i16 = 23;
+pub(crate) const END_TXN: i16 = 24;
+pub(crate) const ABORT_TXN: i16 = 25;
+pub(crate) const REMOVE_DELEGATION_TOKEN: i16 = 26;
+pub(crate) const REGISTER_CONTROLLER: i16 = 27;
+pub(crate) const CLEAR_ELR: i16 = 28;
+
+// control record types
+pub(crate) const KRAFT_VERSION: i16 = crate::snapshot::KRAFT_VERSION;
+pub(crate) const KRAFT_VOTERS: i16 = crate::snapshot::KRAFT_VOTERS;
+
+/// A record that cannot be applied (Kafka would fail to load it too): the record's offset
+/// (when known) and Kafka's message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplayError {
+    pub offset: Option<i64>,
+    pub reason: String,
+}
+
+impl fmt::Display for ReplayError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.offset {
+            Some(o) => write!(f, "offset {o}: {}", self.reason),
+            None => f.write_str(&self.reason),
+        }
+    }
+}
+
+impl std::error::Error for ReplayError {}
+
+/// Why a handler refused a record.
+pub(crate) enum Refusal {
+    /// Kafka's message.
+    Replay(String),
+    /// A field the handler needs is missing or of the wrong type (Python's exception repr).
+    Malformed(String),
+}
+
+type R<T = ()> = Result<T, Refusal>;
+
+fn refuse<T>(msg: impl Into<String>) -> R<T> {
+    Err(Refusal::Replay(msg.into()))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Field access
+
+fn field<'a>(d: &'a Struct, name: &str) -> R<&'a Value> {
+    d.get(name).ok_or_else(|| Refusal::Malformed(format!("KeyError('{name}')")))
+}
+
+fn type_error(name: &str, want: &str) -> Refusal {
+    Refusal::Malformed(format!("TypeError('{name}: expected {want}')"))
+}
+
+fn as_int(v: &Value, name: &str) -> R<i64> {
+    match v {
+        Value::Int(i) => Ok(*i),
+        _ => Err(type_error(name, "an integer")),
+    }
+}
+
+fn int(d: &Struct, name: &str) -> R<i64> {
+    as_int(field(d, name)?, name)
+}
+
+fn int_or(d: &Struct, name: &str, default: i64) -> R<i64> {
+    d.get(name).map_or(Ok(default), |v| as_int(v, name))
+}
+
+fn boolean(d: &Struct, name: &str) -> R<bool> {
+    match field(d, name)? {
+        Value::Bool(b) => Ok(*b),
+        _ => Err(type_error(name, "a bool")),
+    }
+}
+
+fn bool_or(d: &Struct, name: &str, default: bool) -> R<bool> {
+    match d.get(name) {
+        None => Ok(default),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(type_error(name, "a bool")),
+    }
+}
+
+fn string(d: &Struct, name: &str) -> R<String> {
+    match field(d, name)? {
+        Value::Str(s) => Ok(s.clone()),
+        _ => Err(type_error(name, "a string")),
+    }
+}
+
+fn nullable_string(d: &Struct, name: &str) -> R<Option<String>> {
+    match field(d, name)? {
+        Value::Str(s) => Ok(Some(s.clone())),
+        Value::Null => Ok(None),
+        _ => Err(type_error(name, "a string or None")),
+    }
+}
+
+fn uuid(d: &Struct, name: &str) -> R<Uuid> {
+    match field(d, name)? {
+        Value::Uuid(u) => Ok(*u),
+        _ => Err(type_error(name, "a uuid")),
+    }
+}
+
+pub(crate) fn int_list(v: &Value, name: &str) -> R<Vec<i32>> {
+    match v {
+        Value::Array(items) => items
+            .iter()
+            .map(|x| match x {
+                Value::Int(i) => i32::try_from(*i).map_err(|_| type_error(name, "int32 elements")),
+                _ => Err(type_error(name, "int32 elements")),
+            })
+            .collect(),
+        _ => Err(type_error(name, "a list")),
+    }
+}
+
+pub(crate) fn uuid_list(v: &Value, name: &str) -> R<Vec<Uuid>> {
+    match v {
+        Value::Array(items) => items
+            .iter()
+            .map(|x| match x {
+                Value::Uuid(u) => Ok(*u),
+                _ => Err(type_error(name, "uuid elements")),
+            })
+            .collect(),
+        _ => Err(type_error(name, "a list")),
+    }
+}
+
+/// `d.get(name)` as an optional list: absent and null are both None.
+fn opt_list<T>(d: &Struct, name: &str, conv: fn(&Value, &str) -> R<Vec<T>>) -> R<Option<Vec<T>>> {
+    match d.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => conv(v, name).map(Some),
+    }
+}
+
+/// A struct's fields without its unknown tagged fields (the Python image keeps only named keys).
+fn fields_only(d: &Struct, names: &[&'static str]) -> R<Struct> {
+    let mut out = Struct::default();
+    for n in names {
+        out.fields.push((*n, field(d, n)?.clone()));
+    }
+    Ok(out)
+}
+
+/// Endpoints and features are maps keyed by Name in Kafka (`mapKey`): order carries no
+/// meaning, so the image keeps them sorted by name (stably).
+fn by_name(v: &Value, name: &str) -> R<Vec<Struct>> {
+    let Value::Array(items) = v else { return Err(type_error(name, "a list")) };
+    let mut out = Vec::with_capacity(items.len());
+    for it in items {
+        match it {
+            Value::Struct(s) => {
+                if !matches!(s.get("Name"), Some(Value::Str(_))) {
+                    return Err(Refusal::Malformed("KeyError('Name')".into()));
+                }
+                out.push(s.clone());
+            }
+            _ => return Err(type_error(name, "structs")),
+        }
+    }
+    out.sort_by(|a, b| name_of(a).cmp(name_of(b)));
+    Ok(out)
+}
+
+fn name_of(s: &Struct) -> &str {
+    match s.get("Name") {
+        Some(Value::Str(n)) => n,
+        _ => "",
+    }
+}
+
+/// `PartitionRegistration.defaultToMigrating`.
+pub(crate) fn default_to_migrating(dirs: Option<Vec<Uuid>>, n: usize) -> Vec<Uuid> {
+    match dirs {
+        Some(d) if !d.iter().all(|x| *x == MIGRATING) => d,
+        _ => vec![MIGRATING; n],
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Partition changes
+
+/// A list a partition change assigns: decoded values, or raw big-endian values straight from
+/// the record (so that replaying a change allocates nothing).
+pub(crate) trait Seq<T> {
+    fn count(&self) -> usize;
+    /// Replaces `v`'s contents with this list (reusing `v`'s allocation).
+    fn assign_to(&self, v: &mut Vec<T>);
+}
+
+impl<T: Copy> Seq<T> for Vec<T> {
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn assign_to(&self, v: &mut Vec<T>) {
+        v.clear();
+        v.extend_from_slice(self);
+    }
+}
+
+/// A `PartitionChangeRecord`: None for a list or value that stays unchanged.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct PartitionChange<I = Vec<i32>, U = Vec<Uuid>> {
+    pub partition_id: i64,
+    pub topic_id: Uuid,
+    pub isr: Option<I>,
+    /// -2: unchanged.
+    pub leader: i64,
+    pub replicas: Option<I>,
+    pub removing_replicas: Option<I>,
+    pub adding_replicas: Option<I>,
+    /// -1: unchanged.
+    pub leader_recovery_state: i64,
+    pub directories: Option<U>,
+    pub eligible_leader_replicas: Option<I>,
+    pub last_known_elr: Option<I>,
+}
+
+impl PartitionChange {
+    pub(crate) fn from_struct(d: &Struct) -> R<Self> {
+        Ok(PartitionChange {
+            partition_id: int(d, "PartitionId")?,
+            topic_id: uuid(d, "TopicId")?,
+            isr: opt_list(d, "Isr", int_list)?,
+            leader: int_or(d, "Leader", -2)?,
+            replicas: opt_list(d, "Replicas", int_list)?,
+            removing_replicas: opt_list(d, "RemovingReplicas", int_list)?,
+            adding_replicas: opt_list(d, "AddingReplicas", int_list)?,
+            leader_recovery_state: int_or(d, "LeaderRecoveryState", -1)?,
+            directories: opt_list(d, "Directories", uuid_list)?,
+            eligible_leader_replicas: opt_list(d, "EligibleLeaderReplicas", int_list)?,
+            last_known_elr: opt_list(d, "LastKnownElr", int_list)?,
+        })
+    }
+}
+
+/// A `PartitionRecord`: a partition's whole registration.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct NewPartition<I = Vec<i32>, U = Vec<Uuid>> {
+    pub partition_id: i64,
+    pub topic_id: Uuid,
+    pub replicas: I,
+    pub isr: I,
+    pub removing_replicas: I,
+    pub adding_replicas: I,
+    pub leader: i64,
+    pub leader_recovery_state: i64,
+    pub leader_epoch: i64,
+    pub partition_epoch: i64,
+    /// None before version 1.
+    pub directories: Option<U>,
+    pub eligible_leader_replicas: Option<I>,
+    pub last_known_elr: Option<I>,
+}
+
+impl NewPartition {
+    pub(crate) fn from_struct(d: &Struct) -> R<Self> {
+        Ok(NewPartition {
+            partition_id: int(d, "PartitionId")?,
+            topic_id: uuid(d, "TopicId")?,
+            replicas: int_list(field(d, "Replicas")?, "Replicas")?,
+            isr: int_list(field(d, "Isr")?, "Isr")?,
+            removing_replicas: int_list(field(d, "RemovingReplicas")?, "RemovingReplicas")?,
+            adding_replicas: int_list(field(d, "AddingReplicas")?, "AddingReplicas")?,
+            leader: int(d, "Leader")?,
+            leader_recovery_state: int_or(d, "LeaderRecoveryState", 0)?,
+            leader_epoch: int(d, "LeaderEpoch")?,
+            partition_epoch: int(d, "PartitionEpoch")?,
+            directories: opt_list(d, "Directories", uuid_list)?,
+            eligible_leader_replicas: opt_list(d, "EligibleLeaderReplicas", int_list)?,
+            last_known_elr: opt_list(d, "LastKnownElr", int_list)?,
+        })
+    }
+}
+
+/// Why a merge failed (the caller words it: one message quotes the whole record).
+pub(crate) enum MergeError {
+    LengthMismatch,
+    UnknownLeaderRecoveryState(i64),
+}
+
+/// `PartitionRegistration.merge(PartitionChangeRecord)`, in place. As in the Python image, a
+/// bad leader recovery state is found after the other fields changed.
+pub(crate) fn merge<I: Seq<i32>, U: Seq<Uuid>>(p: &mut Partition, c: &PartitionChange<I, U>) -> Result<(), MergeError> {
+    if c.replicas.is_some() || c.directories.is_some() {
+        if let (Some(d), Some(r)) = (&c.directories, &c.replicas) {
+            if d.count() != 0 && d.count() != r.count() {
+                return Err(MergeError::LengthMismatch);
+            }
+        }
+        if let Some(r) = &c.replicas {
+            r.assign_to(&mut p.replicas);
+        }
+        if let Some(d) = &c.directories {
+            d.assign_to(&mut p.directories);
+        }
+        // PartitionRegistration.defaultToMigrating
+        if p.directories.iter().all(|x| *x == MIGRATING) {
+            p.directories.clear();
+            p.directories.resize(p.replicas.len(), MIGRATING);
+        }
+    }
+    for (new, old) in [
+        (&c.isr, &mut p.isr),
+        (&c.removing_replicas, &mut p.removing_replicas),
+        (&c.adding_replicas, &mut p.adding_replicas),
+        (&c.eligible_leader_replicas, &mut p.eligible_leader_replicas),
+        (&c.last_known_elr, &mut p.last_known_elr),
+    ] {
+        if let Some(v) = new {
+            v.assign_to(old);
+        }
+    }
+    if c.leader != -2 {
+        p.leader = c.leader;
+        p.leader_epoch += 1;
+    }
+    let lrs = c.leader_recovery_state;
+    if lrs != -1 {
+        if lrs != 0 && lrs != 1 {
+            return Err(MergeError::UnknownLeaderRecoveryState(lrs));
+        }
+        p.leader_recovery_state = lrs;
+    }
+    p.partition_epoch += 1;
+    Ok(())
+}
+
+fn length_mismatch(d: &Struct) -> String {
+    format!("The lengths for replicas and directories do not match: {}", struct_repr(d))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Replay
+
+impl Image {
+    /// Applies one metadata record (a decoded `Struct` of the record's version). Transaction
+    /// markers open, commit or abort a metadata transaction; records inside one wait for its
+    /// end. Errors carry `offset` and Kafka's message.
+    pub fn replay(&mut self, api_key: i16, version: i16, data: Struct, offset: Option<i64>) -> Result<(), ReplayError> {
+        let err = |reason: String| ReplayError { offset, reason };
+        match api_key {
+            BEGIN_TXN => {
+                if self.pending_transaction.is_some() {
+                    return Err(err("BeginTransactionRecord inside a metadata transaction".into()));
+                }
+                self.pending_transaction = Some(Vec::new());
+                Ok(())
+            }
+            END_TXN | ABORT_TXN => {
+                let Some(pending) = self.pending_transaction.take() else {
+                    let which = if api_key == END_TXN { "End" } else { "Abort" };
+                    return Err(err(format!("{which}TransactionRecord without a BeginTransactionRecord")));
+                };
+                if api_key == END_TXN {
+                    for rec in pending {
+                        self.apply(rec.api_key, rec.version, &rec.data, rec.offset)?;
+                    }
+                }
+                Ok(())
+            }
+            _ => {
+                if let Some(pending) = self.pending_transaction.as_mut() {
+                    pending.push(PendingRecord { api_key, version, data, offset });
+                    return Ok(());
+                }
+                self.apply(api_key, version, &data, offset)
+            }
+        }
+    }
+
+    /// Applies a control record: KRaftVersion and KRaftVoters change the KRaft state; the
+    /// others (and transaction markers, `None`) change nothing.
+    pub fn replay_control(&mut self, control_type: i16, data: Option<&Struct>) -> Result<(), ReplayError> {
+        let Some(d) = data else { return Ok(()) };
+        if control_type == KRAFT_VERSION {
+            let v = int(d, "KRaftVersion").map_err(|r| ReplayError { offset: None, reason: refusal_text(r, "KRaftVersion") })?;
+            self.kraft_version = Some(v);
+        } else if control_type == KRAFT_VOTERS {
+            self.voters = Some(d.clone());
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, api_key: i16, _version: i16, d: &Struct, offset: Option<i64>) -> Result<(), ReplayError> {
+        let handler: fn(&mut Image, &Struct) -> R = match api_key {
+            REGISTER_BROKER => Image::register_broker,
+            UNREGISTER_BROKER => Image::unregister_broker,
+            TOPIC => Image::topic_record,
+            PARTITION => Image::partition_record,
+            CONFIG => Image::config,
+            PARTITION_CHANGE => Image::partition_change,
+            FENCE_BROKER => Image::fence,
+            UNFENCE_BROKER => Image::unfence,
+            REMOVE_TOPIC => Image::remove_topic,
+            DELEGATION_TOKEN => Image::token,
+            USER_SCRAM => Image::scram_record,
+            FEATURE_LEVEL => Image::feature_level,
+            CLIENT_QUOTA => Image::client_quota,
+            PRODUCER_IDS => Image::producer_ids,
+            BROKER_REG_CHANGE => Image::broker_change,
+            ACL => Image::acl,
+            REMOVE_ACL => Image::remove_acl,
+            NO_OP => |_, _| Ok(()),
+            ZK_MIGRATION => Image::zk_migration,
+            REMOVE_SCRAM => Image::remove_scram,
+            REMOVE_DELEGATION_TOKEN => Image::remove_token,
+            REGISTER_CONTROLLER => Image::register_controller,
+            CLEAR_ELR => Image::clear_elr,
+            _ => return Err(ReplayError { offset, reason: format!("Unknown metadata id {api_key}") }),
+        };
+        self.records_replayed += 1;
+        handler(self, d).map_err(|r| ReplayError { offset, reason: refusal_text(r, &api_key.to_string()) })
+    }
+
+    /// Applies a `PartitionChangeRecord` decoded by the typed decoder; `record` gives the
+    /// decoded struct for the one message that quotes the whole record.
+    pub(crate) fn apply_partition_change<I: Seq<i32>, U: Seq<Uuid>>(&mut self, c: &PartitionChange<I, U>, offset: Option<i64>, record: impl FnOnce() -> Option<Struct>) -> Result<(), ReplayError> {
+        self.records_replayed += 1;
+        self.merge_change(c, || record().map(|d| length_mismatch(&d)).unwrap_or_else(|| "The lengths for replicas and directories do not match".into()))
+            .map_err(|r| ReplayError { offset, reason: refusal_text(r, "5") })
+    }
+
+    fn merge_change<I: Seq<i32>, U: Seq<Uuid>>(&mut self, c: &PartitionChange<I, U>, mismatch: impl FnOnce() -> String) -> R {
+        let Some(t) = self.topics.get_mut(&c.topic_id) else {
+            return refuse(format!("Unable to find topic with id {}", uuid_text(&c.topic_id)));
+        };
+        let pid = c.partition_id;
+        let Some(p) = t.partitions.get_mut(&pid) else {
+            return refuse(format!("Unable to find partition {}:{pid}", uuid_text(&c.topic_id)));
+        };
+        merge(p, c).map_err(|e| match e {
+            MergeError::LengthMismatch => Refusal::Replay(mismatch()),
+            MergeError::UnknownLeaderRecoveryState(s) => Refusal::Replay(format!("Unknown leader recovery state {s}")),
+        })
+    }
+
+    // features
+    fn feature_level(&mut self, d: &Struct) -> R {
+        let name = string(d, "Name")?;
+        let level = int(d, "FeatureLevel")?;
+        if name == MV_FEATURE {
+            self.metadata_version = Some(level);
+        } else if level == 0 {
+            self.features.remove(&name);
+        } else {
+            self.features.insert(name, level);
+        }
+        Ok(())
+    }
+
+    fn zk_migration(&mut self, d: &Struct) -> R {
+        self.zk_migration_state = int(d, "ZkMigrationState")?;
+        Ok(())
+    }
+
+    // cluster
+    fn register_broker(&mut self, d: &Struct) -> R {
+        let id = int(d, "BrokerId")?;
+        let b = Broker {
+            broker_id: id,
+            is_migrating_zk_broker: bool_or(d, "IsMigratingZkBroker", false)?,
+            incarnation_id: uuid(d, "IncarnationId")?,
+            broker_epoch: int(d, "BrokerEpoch")?,
+            end_points: by_name(field(d, "EndPoints")?, "EndPoints")?,
+            features: by_name(field(d, "Features")?, "Features")?,
+            rack: nullable_string(d, "Rack")?,
+            fenced: boolean(d, "Fenced")?,
+            in_controlled_shutdown: bool_or(d, "InControlledShutdown", false)?,
+            log_dirs: match d.get("LogDirs") {
+                None => Vec::new(),
+                Some(v) => uuid_list(v, "LogDirs")?,
+            },
+            cordoned_log_dirs: opt_list(d, "CordonedLogDirs", uuid_list)?,
+        };
+        self.brokers.insert(id, b);
+        Ok(())
+    }
+
+    fn unregister_broker(&mut self, d: &Struct) -> R {
+        self.brokers.remove(&int(d, "BrokerId")?);
+        Ok(())
+    }
+
+    fn broker_or_throw(&mut self, id: i64, epoch: i64, action: &str) -> R<&mut Broker> {
+        let Some(b) = self.brokers.get_mut(&id) else {
+            return refuse(format!("Tried to {action} broker {id}, but that broker was not registered."));
+        };
+        if b.broker_epoch != epoch {
+            return refuse(format!(
+                "Tried to {action} broker {id}, but the given epoch, {epoch}, did not match the current broker epoch, {}",
+                b.broker_epoch
+            ));
+        }
+        Ok(b)
+    }
+
+    fn fence(&mut self, d: &Struct) -> R {
+        let (id, epoch) = (int(d, "Id")?, int(d, "Epoch")?);
+        self.broker_or_throw(id, epoch, "fence")?.fenced = true;
+        Ok(())
+    }
+
+    fn unfence(&mut self, d: &Struct) -> R {
+        let (id, epoch) = (int(d, "Id")?, int(d, "Epoch")?);
+        self.broker_or_throw(id, epoch, "unfence")?.fenced = false;
+        Ok(())
+    }
+
+    fn broker_change(&mut self, d: &Struct) -> R {
+        let (id, epoch) = (int(d, "BrokerId")?, int(d, "BrokerEpoch")?);
+        let b = self.broker_or_throw(id, epoch, "change")?;
+        let fenced = int_or(d, "Fenced", 0)?;
+        if !(-1..=1).contains(&fenced) {
+            return refuse(format!("Unable to replay BrokerRegistrationChangeRecord: unknown value for fenced field: {fenced}"));
+        }
+        let shutdown = int_or(d, "InControlledShutdown", 0)?;
+        if shutdown != 0 && shutdown != 1 {
+            return refuse(format!("Unable to replay BrokerRegistrationChangeRecord: unknown value for inControlledShutdown field: {shutdown}"));
+        }
+        let log_dirs = match d.get("LogDirs") {
+            Some(v @ Value::Array(a)) if !a.is_empty() => Some(uuid_list(v, "LogDirs")?),
+            _ => None,
+        };
+        let cordoned = opt_list(d, "CordonedLogDirs", uuid_list)?;
+        if fenced != 0 {
+            b.fenced = fenced == 1;
+        }
+        if shutdown == 1 {
+            b.in_controlled_shutdown = true;
+        }
+        if let Some(v) = log_dirs {
+            b.log_dirs = v;
+        }
+        if let Some(v) = cordoned {
+            b.cordoned_log_dirs = Some(v);
+        }
+        Ok(())
+    }
+
+    fn register_controller(&mut self, d: &Struct) -> R {
+        let id = int(d, "ControllerId")?;
+        let mut c = fields_only(d, &["ControllerId", "IncarnationId", "ZkMigrationReady"])?;
+        c.fields.push(("EndPoints", Value::Array(by_name(field(d, "EndPoints")?, "EndPoints")?.into_iter().map(Value::Struct).collect())));
+        c.fields.push(("Features", Value::Array(by_name(field(d, "Features")?, "Features")?.into_iter().map(Value::Struct).collect())));
+        self.controllers.insert(id, c);
+        Ok(())
+    }
+
+    // topics
+    fn topic_record(&mut self, d: &Struct) -> R {
+        let id = uuid(d, "TopicId")?;
+        let name = string(d, "Name")?;
+        let seq = match self.topics.get(&id) {
+            Some(old) => {
+                if old.name != name {
+                    let old_name = old.name.clone();
+                    self.topic_ids.remove(&old_name);
+                }
+                old.seq
+            }
+            None => self.take_seq(),
+        };
+        self.topics.insert(id, Topic { name: name.clone(), id, seq, partitions: Default::default() });
+        self.topic_ids.insert(name, id);
+        Ok(())
+    }
+
+    fn partition_record(&mut self, d: &Struct) -> R {
+        let np = NewPartition::from_struct(d)?;
+        self.insert_partition(&np, || length_mismatch(d))
+    }
+
+    /// Applies a `PartitionRecord` read by the typed decoder; `record` gives the decoded struct
+    /// for the one message that quotes the whole record.
+    pub(crate) fn apply_partition_record<I: Seq<i32>, U: Seq<Uuid>>(&mut self, np: &NewPartition<I, U>, offset: Option<i64>, record: impl FnOnce() -> Option<Struct>) -> Result<(), ReplayError> {
+        self.records_replayed += 1;
+        self.insert_partition(np, || record().map(|d| length_mismatch(&d)).unwrap_or_else(|| "The lengths for replicas and directories do not match".into()))
+            .map_err(|r| ReplayError { offset, reason: refusal_text(r, "3") })
+    }
+
+    fn insert_partition<I: Seq<i32>, U: Seq<Uuid>>(&mut self, np: &NewPartition<I, U>, mismatch: impl FnOnce() -> String) -> R {
+        let Some(t) = self.topics.get_mut(&np.topic_id) else {
+            return refuse(format!("Unable to find topic with id {}", uuid_text(&np.topic_id)));
+        };
+        let n = np.replicas.count();
+        if let Some(dd) = &np.directories {
+            if dd.count() != 0 && dd.count() != n {
+                return refuse(mismatch());
+            }
+        }
+        let vec = |s: &I| {
+            let mut v = Vec::with_capacity(s.count());
+            s.assign_to(&mut v);
+            v
+        };
+        let opt_vec = |s: &Option<I>| s.as_ref().map(vec).unwrap_or_default();
+        let mut directories = Vec::new();
+        if let Some(dd) = &np.directories {
+            dd.assign_to(&mut directories);
+        }
+        let p = Partition {
+            replicas: vec(&np.replicas),
+            isr: vec(&np.isr),
+            removing_replicas: vec(&np.removing_replicas),
+            adding_replicas: vec(&np.adding_replicas),
+            leader: np.leader,
+            leader_recovery_state: np.leader_recovery_state,
+            leader_epoch: np.leader_epoch,
+            partition_epoch: np.partition_epoch,
+            directories: default_to_migrating(Some(directories), n),
+            eligible_leader_replicas: opt_vec(&np.eligible_leader_replicas),
+            last_known_elr: opt_vec(&np.last_known_elr),
+        };
+        t.partitions.insert(np.partition_id, p);
+        Ok(())
+    }
+
+    fn partition_change(&mut self, d: &Struct) -> R {
+        let c = PartitionChange::from_struct(d)?;
+        self.merge_change(&c, || length_mismatch(d))
+    }
+
+    fn remove_topic(&mut self, d: &Struct) -> R {
+        let id = uuid(d, "TopicId")?;
+        let Some(t) = self.topics.remove(&id) else {
+            return refuse(format!("Unable to delete topic with id {}: no such topic found.", uuid_text(&id)));
+        };
+        if self.topic_ids.get(&t.name) == Some(&id) {
+            self.topic_ids.remove(&t.name);
+        }
+        self.configs.remove(&(2, t.name));
+        Ok(())
+    }
+
+    fn clear_elr(&mut self, d: &Struct) -> R {
+        let name = string(d, "TopicName")?;
+        let clear = |t: &mut Topic| {
+            for p in t.partitions.values_mut() {
+                if !p.eligible_leader_replicas.is_empty() || !p.last_known_elr.is_empty() {
+                    let c: PartitionChange = PartitionChange {
+                        leader: -2,
+                        leader_recovery_state: -1,
+                        eligible_leader_replicas: Some(Vec::new()),
+                        last_known_elr: Some(Vec::new()),
+                        ..Default::default()
+                    };
+                    // Clearing lists cannot fail.
+                    let _ = merge(p, &c);
+                }
+            }
+        };
+        if name.is_empty() {
+            self.topics.values_mut().for_each(clear);
+        } else {
+            let Some(t) = self.topic_ids.get(&name).copied().and_then(|id| self.topics.get_mut(&id)) else {
+                return refuse(format!("Topic {name} not found."));
+            };
+            clear(t);
+        }
+        Ok(())
+    }
+
+    // configs, quotas, producer ids
+    fn config(&mut self, d: &Struct) -> R {
+        let owner = (int(d, "ResourceType")?, string(d, "ResourceName")?);
+        let key = string(d, "Name")?;
+        match nullable_string(d, "Value")? {
+            Some(v) => {
+                self.configs.entry(owner).or_default().insert(key, v);
+            }
+            None => {
+                if let Some(entries) = self.configs.get_mut(&owner) {
+                    entries.remove(&key);
+                    if entries.is_empty() {
+                        self.configs.remove(&owner);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn client_quota(&mut self, d: &Struct) -> R {
+        let Value::Array(items) = field(d, "Entity")? else { return Err(type_error("Entity", "a list")) };
+        let mut entity = Vec::with_capacity(items.len());
+        for it in items {
+            let Value::Struct(e) = it else { return Err(type_error("Entity", "structs")) };
+            entity.push((string(e, "EntityType")?, nullable_string(e, "EntityName")?));
+        }
+        sort_entity(&mut entity)?;
+        let key = string(d, "Key")?;
+        let value = match field(d, "Value")? {
+            Value::Float(x) => *x,
+            Value::Int(i) => *i as f64,
+            _ => return Err(type_error("Value", "a float")),
+        };
+        if boolean(d, "Remove")? {
+            if let Some(q) = self.client_quotas.get_mut(&entity) {
+                q.values.remove(&key);
+                if q.values.is_empty() {
+                    self.client_quotas.remove(&entity);
+                }
+            }
+        } else {
+            if !self.client_quotas.contains_key(&entity) {
+                let seq = self.take_seq();
+                self.client_quotas.insert(entity.clone(), Quotas { seq, values: Default::default() });
+            }
+            if let Some(q) = self.client_quotas.get_mut(&entity) {
+                q.values.insert(key, value);
+            }
+        }
+        Ok(())
+    }
+
+    fn producer_ids(&mut self, d: &Struct) -> R {
+        self.next_producer_id = int(d, "NextProducerId")?;
+        Ok(())
+    }
+
+    // security
+    fn acl(&mut self, d: &Struct) -> R {
+        let id = uuid(d, "Id")?;
+        let acl = fields_only(d, &["Id", "ResourceType", "ResourceName", "PatternType", "Principal", "Host", "Operation", "PermissionType"])?;
+        self.acls.insert(id, acl);
+        Ok(())
+    }
+
+    fn remove_acl(&mut self, d: &Struct) -> R {
+        let id = uuid(d, "Id")?;
+        if self.acls.remove(&id).is_none() {
+            return refuse(format!("Failed to find existing ACL with ID {} in either image or changes", uuid_text(&id)));
+        }
+        Ok(())
+    }
+
+    fn scram_record(&mut self, d: &Struct) -> R {
+        let key = (int(d, "Mechanism")?, string(d, "Name")?);
+        let cred = fields_only(d, &["Name", "Mechanism", "Salt", "StoredKey", "ServerKey", "Iterations"])?;
+        self.scram.insert(key, cred);
+        Ok(())
+    }
+
+    fn remove_scram(&mut self, d: &Struct) -> R {
+        let key = (int(d, "Mechanism")?, string(d, "Name")?);
+        self.scram.remove(&key);
+        Ok(())
+    }
+
+    fn token(&mut self, d: &Struct) -> R {
+        let id = string(d, "TokenId")?;
+        let tok = fields_only(d, &["Owner", "Requester", "Renewers", "IssueTimestamp", "MaxTimestamp", "ExpirationTimestamp", "TokenId"])?;
+        self.delegation_tokens.insert(id, tok);
+        Ok(())
+    }
+
+    fn remove_token(&mut self, d: &Struct) -> R {
+        self.delegation_tokens.remove(&string(d, "TokenId")?);
+        Ok(())
+    }
+}
+
+/// Sorts an entity's (type, name) pairs as Python sorts tuples: a null name and a string
+/// name under one entity type cannot be ordered (Python raises `TypeError`).
+fn sort_entity(entity: &mut [(String, Option<String>)]) -> R {
+    for (i, a) in entity.iter().enumerate() {
+        for b in &entity[i + 1..] {
+            if a.0 == b.0 && a.1.is_some() != b.1.is_some() {
+                let (x, y) = if b.1.is_none() { ("NoneType", "str") } else { ("str", "NoneType") };
+                return Err(Refusal::Malformed(format!("TypeError(\"'<' not supported between instances of '{x}' and '{y}'\")")));
+            }
+        }
+    }
+    entity.sort();
+    Ok(())
+}
+
+fn refusal_text(r: Refusal, api_key: &str) -> String {
+    match r {
+        Refusal::Replay(m) => m,
+        Refusal::Malformed(m) => format!("malformed {api_key} record: {m}"),
+    }
+}
+
+/// Kafka's `Uuid.toString()`: URL-safe base64 of the 16 bytes, without padding.
+pub fn uuid_text(u: &Uuid) -> String {
+    crate::schema::json::uuid_text(u)
+}
