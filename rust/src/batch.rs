@@ -353,28 +353,78 @@ pub fn records_data<'a>(h: &BatchHeader, batch: &'a [u8], fpos: u64) -> Result<R
 
 /// Parses every record of the records area, checking counts and sizes like Kafka does.
 pub fn parse_records(h: &BatchHeader, data: &[u8], fpos: u64, out: &mut Vec<RecordView>) -> Result<()> {
-    let n = h.records_count;
-    if n < 0 {
-        return Err(Error::corrupt(fpos, Some(h.base_offset), format!("negative records count {n}")));
+    let recs = Records::new(h, data, fpos)?;
+    out.reserve(recs.len());
+    for r in recs {
+        out.push(r?);
     }
-    // Each record takes at least 7 bytes; refuse absurd counts before allocating.
-    if (n as usize) > data.len() / 7 + 1 {
-        return Err(Error::corrupt(fpos, Some(h.base_offset), format!("records count {n} cannot fit in {} bytes", data.len())));
+    Ok(())
+}
+
+/// The records of a batch's records area, parsed one at a time. After the last record, trailing
+/// bytes are reported as an error; iteration stops after the first error.
+pub struct Records<'a> {
+    data: &'a [u8],
+    pos: usize,
+    i: i32,
+    n: i32,
+    fpos: u64,
+    base_offset: i64,
+    done: bool,
+}
+
+impl<'a> Records<'a> {
+    /// Checks the record count against the data size (before anything is allocated for it).
+    pub fn new(h: &BatchHeader, data: &'a [u8], fpos: u64) -> Result<Self> {
+        let n = h.records_count;
+        if n < 0 {
+            return Err(Error::corrupt(fpos, Some(h.base_offset), format!("negative records count {n}")));
+        }
+        // Each record takes at least 7 bytes; refuse absurd counts before allocating.
+        if (n as usize) > data.len() / 7 + 1 {
+            return Err(Error::corrupt(fpos, Some(h.base_offset), format!("records count {n} cannot fit in {} bytes", data.len())));
+        }
+        Ok(Records { data, pos: 0, i: 0, n, fpos, base_offset: h.base_offset, done: false })
     }
-    out.reserve(n as usize);
-    let mut pos = 0usize;
-    for i in 0..n {
-        match read_record(data, &mut pos, data.len()) {
-            Ok(r) => out.push(r),
+
+    /// The declared record count.
+    pub fn len(&self) -> usize {
+        self.n as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+}
+
+impl Iterator for Records<'_> {
+    type Item = Result<RecordView>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Result<RecordView>> {
+        if self.done {
+            return None;
+        }
+        let n = self.n;
+        if self.i == n {
+            self.done = true;
+            if self.pos != self.data.len() {
+                let rest = self.data.len() - self.pos;
+                return Some(Err(Error::corrupt(self.fpos, Some(self.base_offset), format!("incorrect declared batch size: {rest} bytes remain after {n} records"))));
+            }
+            return None;
+        }
+        match read_record(self.data, &mut self.pos, self.data.len()) {
+            Ok(r) => {
+                self.i += 1;
+                Some(Ok(r))
+            }
             Err(reason) => {
-                return Err(Error::corrupt(fpos, Some(h.base_offset), format!("record {i} of {n}: {reason}")));
+                self.done = true;
+                Some(Err(Error::corrupt(self.fpos, Some(self.base_offset), format!("record {} of {n}: {reason}", self.i))))
             }
         }
     }
-    if pos != data.len() {
-        return Err(Error::corrupt(fpos, Some(h.base_offset), format!("incorrect declared batch size: {} bytes remain after {n} records", data.len() - pos)));
-    }
-    Ok(())
 }
 
 /// Control record types (`ControlRecordType` in Kafka).

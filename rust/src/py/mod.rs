@@ -3,6 +3,7 @@
 mod batch;
 mod errors;
 mod metadata;
+mod record;
 mod segment;
 mod snapshot;
 
@@ -12,6 +13,7 @@ use pyo3::prelude::*;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     batch::register(m)?;
+    record::register(m)?;
     segment::register(m)?;
     metadata::register(m)?;
     snapshot::register(m)?;
