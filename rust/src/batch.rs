@@ -265,7 +265,7 @@ fn read_bytes_field(buf: &[u8], pos: &mut usize, end: usize, what: &str) -> std:
 }
 
 /// Parses one record at `*pos` (which ends no later than `end`).
-#[inline]
+#[inline(always)]
 pub fn read_record(buf: &[u8], pos: &mut usize, end: usize) -> std::result::Result<RecordView, String> {
     let start = *pos;
     let len = read_varint(&buf[..end], pos).ok_or("invalid record length varint")?;
@@ -353,78 +353,54 @@ pub fn records_data<'a>(h: &BatchHeader, batch: &'a [u8], fpos: u64) -> Result<R
 
 /// Parses every record of the records area, checking counts and sizes like Kafka does.
 pub fn parse_records(h: &BatchHeader, data: &[u8], fpos: u64, out: &mut Vec<RecordView>) -> Result<()> {
-    let recs = Records::new(h, data, fpos)?;
-    out.reserve(recs.len());
-    for r in recs {
-        out.push(r?);
+    let n = record_count(h, data, fpos)?;
+    out.reserve(n);
+    let mut pos = 0usize;
+    for i in 0..n {
+        match read_record(data, &mut pos, data.len()) {
+            Ok(r) => out.push(r),
+            Err(reason) => {
+                return Err(Error::corrupt(fpos, Some(h.base_offset), format!("record {i} of {n}: {reason}")));
+            }
+        }
+    }
+    if pos != data.len() {
+        return Err(Error::corrupt(fpos, Some(h.base_offset), format!("incorrect declared batch size: {} bytes remain after {n} records", data.len() - pos)));
     }
     Ok(())
 }
 
-/// The records of a batch's records area, parsed one at a time. After the last record, trailing
-/// bytes are reported as an error; iteration stops after the first error.
-pub struct Records<'a> {
-    data: &'a [u8],
-    pos: usize,
-    i: i32,
-    n: i32,
-    fpos: u64,
-    base_offset: i64,
-    done: bool,
+/// The declared record count, checked against the data size (before anything is allocated for it).
+pub fn record_count(h: &BatchHeader, data: &[u8], fpos: u64) -> Result<usize> {
+    let n = h.records_count;
+    if n < 0 {
+        return Err(Error::corrupt(fpos, Some(h.base_offset), format!("negative records count {n}")));
+    }
+    // Each record takes at least 7 bytes; refuse absurd counts before allocating.
+    if (n as usize) > data.len() / 7 + 1 {
+        return Err(Error::corrupt(fpos, Some(h.base_offset), format!("records count {n} cannot fit in {} bytes", data.len())));
+    }
+    Ok(n as usize)
 }
 
-impl<'a> Records<'a> {
-    /// Checks the record count against the data size (before anything is allocated for it).
-    pub fn new(h: &BatchHeader, data: &'a [u8], fpos: u64) -> Result<Self> {
-        let n = h.records_count;
-        if n < 0 {
-            return Err(Error::corrupt(fpos, Some(h.base_offset), format!("negative records count {n}")));
-        }
-        // Each record takes at least 7 bytes; refuse absurd counts before allocating.
-        if (n as usize) > data.len() / 7 + 1 {
-            return Err(Error::corrupt(fpos, Some(h.base_offset), format!("records count {n} cannot fit in {} bytes", data.len())));
-        }
-        Ok(Records { data, pos: 0, i: 0, n, fpos, base_offset: h.base_offset, done: false })
-    }
-
-    /// The declared record count.
-    pub fn len(&self) -> usize {
-        self.n as usize
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.n == 0
-    }
-}
-
-impl Iterator for Records<'_> {
-    type Item = Result<RecordView>;
-
-    #[inline]
-    fn next(&mut self) -> Option<Result<RecordView>> {
-        if self.done {
-            return None;
-        }
-        let n = self.n;
-        if self.i == n {
-            self.done = true;
-            if self.pos != self.data.len() {
-                let rest = self.data.len() - self.pos;
-                return Some(Err(Error::corrupt(self.fpos, Some(self.base_offset), format!("incorrect declared batch size: {rest} bytes remain after {n} records"))));
-            }
-            return None;
-        }
-        match read_record(self.data, &mut self.pos, self.data.len()) {
-            Ok(r) => {
-                self.i += 1;
-                Some(Ok(r))
-            }
+/// Parses the records of the records area one at a time, handing each to `f` (checking counts and
+/// sizes like `parse_records`); stops at the first error, a corrupt record's or `f`'s.
+#[inline]
+pub fn for_each_record<E: From<Error>>(h: &BatchHeader, data: &[u8], fpos: u64, mut f: impl FnMut(RecordView) -> std::result::Result<(), E>) -> std::result::Result<(), E> {
+    let n = record_count(h, data, fpos)?;
+    let mut pos = 0usize;
+    for i in 0..n {
+        match read_record(data, &mut pos, data.len()) {
+            Ok(r) => f(r)?,
             Err(reason) => {
-                self.done = true;
-                Some(Err(Error::corrupt(self.fpos, Some(self.base_offset), format!("record {} of {n}: {reason}", self.i))))
+                return Err(Error::corrupt(fpos, Some(h.base_offset), format!("record {i} of {n}: {reason}")).into());
             }
         }
     }
+    if pos != data.len() {
+        return Err(Error::corrupt(fpos, Some(h.base_offset), format!("incorrect declared batch size: {} bytes remain after {n} records", data.len() - pos)).into());
+    }
+    Ok(())
 }
 
 /// Control record types (`ControlRecordType` in Kafka).

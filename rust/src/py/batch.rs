@@ -69,6 +69,18 @@ impl RecBuf {
     }
 }
 
+/// Why building a batch's records stopped.
+enum BuildError {
+    Corrupt(crate::error::Error),
+    Py(PyErr),
+}
+
+impl From<crate::error::Error> for BuildError {
+    fn from(e: crate::error::Error) -> Self {
+        BuildError::Corrupt(e)
+    }
+}
+
 #[inline]
 fn slice<'a>(d: &'a [u8], r: &Option<std::ops::Range<u32>>) -> Option<&'a [u8]> {
     r.as_ref().map(|r| &d[r.start as usize..r.end as usize])
@@ -99,32 +111,18 @@ impl RecordBatch {
             }
         };
         let d = &buf.bytes()[..data_len];
-        let records = batch::Records::new(h, d, self.position).map_err(|e| to_pyerr(py, &e, self.file_name()))?;
+        let n = batch::record_count(h, d, self.position).map_err(|e| to_pyerr(py, &e, self.file_name()))?;
         let control = h.is_control();
         let log_append = h.is_log_append_time();
-        // Corrupt records are reported after the unfinished list is gone (making the exception
-        // object may run the GC, which must not see a list with empty slots).
-        let mut list = RecordList::new(py, records.len())?;
-        for v in records {
-            let v = match v {
-                Ok(v) => v,
-                Err(e) => {
-                    drop(list);
-                    return Err(to_pyerr(py, &e, self.file_name()));
-                }
-            };
+        let mut list = RecordList::new(py, n)?;
+        let built = batch::for_each_record(h, d, self.position, |v| {
             let offset = h.base_offset + v.offset_delta as i64;
             let timestamp = if log_append { h.max_timestamp } else { h.base_timestamp.wrapping_add(v.timestamp_delta) };
             let key = slice(d, &v.key);
             let control = if control {
-                match batch::parse_control_key(key) {
-                    Ok((ver, t)) => Some((t, ver)),
-                    Err(reason) => {
-                        drop(list);
-                        let e = crate::error::Error::corrupt(self.position, Some(h.base_offset), format!("record at offset {offset}: {reason}"));
-                        return Err(to_pyerr(py, &e, self.file_name()));
-                    }
-                }
+                let (ver, t) = batch::parse_control_key(key)
+                    .map_err(|reason| crate::error::Error::corrupt(self.position, Some(h.base_offset), format!("record at offset {offset}: {reason}")))?;
+                Some((t, ver))
             } else {
                 None
             };
@@ -138,9 +136,21 @@ impl RecordBatch {
                 size_in_bytes: v.size,
                 control,
                 headers: if v.header_count > 0 { Some((buf.clone(), v)) } else { None },
-            })?;
+            })
+            .map_err(BuildError::Py)
+        });
+        match built {
+            Ok(()) => list.finish(),
+            Err(e) => {
+                // The unfinished list goes before the exception is made (making it may run the GC,
+                // which must not see a list with empty slots).
+                drop(list);
+                Err(match e {
+                    BuildError::Corrupt(e) => to_pyerr(py, &e, self.file_name()),
+                    BuildError::Py(e) => e,
+                })
+            }
         }
-        list.finish()
     }
 }
 
