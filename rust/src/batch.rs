@@ -265,7 +265,7 @@ fn read_bytes_field(buf: &[u8], pos: &mut usize, end: usize, what: &str) -> std:
 }
 
 /// Parses one record at `*pos` (which ends no later than `end`).
-#[inline]
+#[inline(always)]
 pub fn read_record(buf: &[u8], pos: &mut usize, end: usize) -> std::result::Result<RecordView, String> {
     let start = *pos;
     let len = read_varint(&buf[..end], pos).ok_or("invalid record length varint")?;
@@ -353,15 +353,8 @@ pub fn records_data<'a>(h: &BatchHeader, batch: &'a [u8], fpos: u64) -> Result<R
 
 /// Parses every record of the records area, checking counts and sizes like Kafka does.
 pub fn parse_records(h: &BatchHeader, data: &[u8], fpos: u64, out: &mut Vec<RecordView>) -> Result<()> {
-    let n = h.records_count;
-    if n < 0 {
-        return Err(Error::corrupt(fpos, Some(h.base_offset), format!("negative records count {n}")));
-    }
-    // Each record takes at least 7 bytes; refuse absurd counts before allocating.
-    if (n as usize) > data.len() / 7 + 1 {
-        return Err(Error::corrupt(fpos, Some(h.base_offset), format!("records count {n} cannot fit in {} bytes", data.len())));
-    }
-    out.reserve(n as usize);
+    let n = record_count(h, data, fpos)?;
+    out.reserve(n);
     let mut pos = 0usize;
     for i in 0..n {
         match read_record(data, &mut pos, data.len()) {
@@ -373,6 +366,39 @@ pub fn parse_records(h: &BatchHeader, data: &[u8], fpos: u64, out: &mut Vec<Reco
     }
     if pos != data.len() {
         return Err(Error::corrupt(fpos, Some(h.base_offset), format!("incorrect declared batch size: {} bytes remain after {n} records", data.len() - pos)));
+    }
+    Ok(())
+}
+
+/// The declared record count, checked against the data size (before anything is allocated for it).
+pub fn record_count(h: &BatchHeader, data: &[u8], fpos: u64) -> Result<usize> {
+    let n = h.records_count;
+    if n < 0 {
+        return Err(Error::corrupt(fpos, Some(h.base_offset), format!("negative records count {n}")));
+    }
+    // Each record takes at least 7 bytes; refuse absurd counts before allocating.
+    if (n as usize) > data.len() / 7 + 1 {
+        return Err(Error::corrupt(fpos, Some(h.base_offset), format!("records count {n} cannot fit in {} bytes", data.len())));
+    }
+    Ok(n as usize)
+}
+
+/// Parses the records of the records area one at a time, handing each to `f` (checking counts and
+/// sizes like `parse_records`); stops at the first error, a corrupt record's or `f`'s.
+#[inline]
+pub fn for_each_record<E: From<Error>>(h: &BatchHeader, data: &[u8], fpos: u64, mut f: impl FnMut(RecordView) -> std::result::Result<(), E>) -> std::result::Result<(), E> {
+    let n = record_count(h, data, fpos)?;
+    let mut pos = 0usize;
+    for i in 0..n {
+        match read_record(data, &mut pos, data.len()) {
+            Ok(r) => f(r)?,
+            Err(reason) => {
+                return Err(Error::corrupt(fpos, Some(h.base_offset), format!("record {i} of {n}: {reason}")).into());
+            }
+        }
+    }
+    if pos != data.len() {
+        return Err(Error::corrupt(fpos, Some(h.base_offset), format!("incorrect declared batch size: {} bytes remain after {n} records", data.len() - pos)).into());
     }
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! RecordBatch, Record and ControlRecord objects, and batch encoding/decoding functions.
 
 use super::errors::to_pyerr;
-use crate::batch::{self, BatchHeader, NextBatch, RecordView};
+use super::record::{Fields, RecordList};
+use crate::batch::{self, BatchHeader, NextBatch};
 use crate::builder::{self, BatchParams, RecordInput};
 use crate::compression::Codec;
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -51,31 +52,16 @@ pub struct RecordBatch {
     pub file: Option<Arc<str>>,
 }
 
-/// One record of a batch. `key`, `value` and `headers` are read from the batch bytes on access.
-#[pyclass(module = "kraftkit.log", frozen, subclass)]
-pub struct Record {
-    #[pyo3(get)]
-    pub offset: i64,
-    #[pyo3(get)]
-    pub timestamp: i64,
-    #[pyo3(get)]
-    pub sequence: i32,
-    #[pyo3(get)]
-    pub attributes: i8,
-    buf: RecBuf,
-    view: RecordView,
-}
-
 /// Where a record's bytes live: inside the batch's backing (uncompressed) or a decompressed copy.
 #[derive(Clone)]
-enum RecBuf {
+pub enum RecBuf {
     Shared(Arc<Backing>, usize),
     Owned(Arc<Vec<u8>>),
 }
 
 impl RecBuf {
     #[inline]
-    fn bytes(&self) -> &[u8] {
+    pub fn bytes(&self) -> &[u8] {
         match self {
             RecBuf::Shared(b, start) => &b.bytes()[*start..],
             RecBuf::Owned(v) => v,
@@ -83,80 +69,21 @@ impl RecBuf {
     }
 }
 
-/// A record of a control batch: its key names the control type.
-#[pyclass(module = "kraftkit.log", frozen, extends = Record)]
-pub struct ControlRecord {
-    /// Control type id (0 ABORT, 1 COMMIT, 2 LEADER_CHANGE, 3 SNAPSHOT_HEADER, 4 SNAPSHOT_FOOTER, 5 KRAFT_VERSION, 6 KRAFT_VOTERS).
-    #[pyo3(get)]
-    pub control_type: i16,
-    #[pyo3(get)]
-    pub key_version: i16,
+/// Why building a batch's records stopped.
+enum BuildError {
+    Corrupt(crate::error::Error),
+    Py(PyErr),
 }
 
-#[pymethods]
-impl ControlRecord {
-    #[getter]
-    fn is_control(&self) -> bool {
-        true
-    }
-    #[getter]
-    fn control_type_name(&self) -> &'static str {
-        batch::control_type_name(self.control_type)
-    }
-    fn __repr__(slf: PyRef<'_, Self>) -> String {
-        let name = batch::control_type_name(slf.control_type);
-        let r = slf.as_super();
-        format!("ControlRecord(offset={}, type={name}, timestamp={})", r.offset, r.timestamp)
+impl From<crate::error::Error> for BuildError {
+    fn from(e: crate::error::Error) -> Self {
+        BuildError::Corrupt(e)
     }
 }
 
-fn opt_bytes<'py>(py: Python<'py>, d: &[u8], r: &Option<std::ops::Range<u32>>) -> Option<Bound<'py, PyBytes>> {
-    r.as_ref().map(|r| PyBytes::new(py, &d[r.start as usize..r.end as usize]))
-}
-
-#[pymethods]
-impl Record {
-    #[getter]
-    fn key<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
-        opt_bytes(py, self.buf.bytes(), &self.view.key)
-    }
-    #[getter]
-    fn value<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
-        opt_bytes(py, self.buf.bytes(), &self.view.value)
-    }
-    /// Key length in bytes, -1 for a null key (as kafka-dump-log prints it).
-    #[getter]
-    fn key_size(&self) -> i64 {
-        self.view.key.as_ref().map_or(-1, |r| (r.end - r.start) as i64)
-    }
-    #[getter]
-    fn value_size(&self) -> i64 {
-        self.view.value.as_ref().map_or(-1, |r| (r.end - r.start) as i64)
-    }
-    /// Size of the record in the batch, including its length prefix.
-    #[getter]
-    fn size_in_bytes(&self) -> u32 {
-        self.view.size
-    }
-    /// Headers as a list of (key, value) with key a str and value bytes or None.
-    #[getter]
-    fn headers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let d = self.buf.bytes();
-        let list = PyList::empty(py);
-        for h in batch::read_headers(d, &self.view) {
-            let k = String::from_utf8_lossy(&d[h.key.start as usize..h.key.end as usize]).into_owned();
-            let v = opt_bytes(py, d, &h.value);
-            list.append((k, v))?;
-        }
-        Ok(list)
-    }
-    #[getter]
-    fn is_control(&self) -> bool {
-        false
-    }
-    fn __repr__(&self) -> String {
-        format!("Record(offset={}, timestamp={}, key_size={}, value_size={})", self.offset, self.timestamp, self.key_size(), self.value_size())
-    }
+#[inline]
+fn slice<'a>(d: &'a [u8], r: &Option<std::ops::Range<u32>>) -> Option<&'a [u8]> {
+    r.as_ref().map(|r| &d[r.start as usize..r.end as usize])
 }
 
 impl RecordBatch {
@@ -183,28 +110,47 @@ impl RecordBatch {
                 (RecBuf::Owned(Arc::new(v)), n)
             }
         };
-        let mut views = Vec::new();
-        batch::parse_records(h, &buf.bytes()[..data_len], self.position, &mut views).map_err(|e| to_pyerr(py, &e, self.file_name()))?;
+        let d = &buf.bytes()[..data_len];
+        let n = batch::record_count(h, d, self.position).map_err(|e| to_pyerr(py, &e, self.file_name()))?;
         let control = h.is_control();
         let log_append = h.is_log_append_time();
-        let mut items: Vec<PyObject> = Vec::with_capacity(views.len());
-        for v in views {
+        let mut list = RecordList::new(py, n)?;
+        let built = batch::for_each_record(h, d, self.position, |v| {
             let offset = h.base_offset + v.offset_delta as i64;
             let timestamp = if log_append { h.max_timestamp } else { h.base_timestamp.wrapping_add(v.timestamp_delta) };
-            let rec = Record { offset, timestamp, sequence: h.record_sequence(v.offset_delta), attributes: v.attributes, buf: buf.clone(), view: v };
-            if control {
-                let d = rec.buf.bytes();
-                let key = rec.view.key.as_ref().map(|r| &d[r.start as usize..r.end as usize]);
-                let (ver, t) = batch::parse_control_key(key).map_err(|reason| {
-                    to_pyerr(py, &crate::error::Error::corrupt(self.position, Some(h.base_offset), format!("record at offset {offset}: {reason}")), self.file_name())
-                })?;
-                let init = PyClassInitializer::from(rec).add_subclass(ControlRecord { control_type: t, key_version: ver });
-                items.push(Bound::new(py, init)?.into_any().unbind());
+            let key = slice(d, &v.key);
+            let control = if control {
+                let (ver, t) = batch::parse_control_key(key)
+                    .map_err(|reason| crate::error::Error::corrupt(self.position, Some(h.base_offset), format!("record at offset {offset}: {reason}")))?;
+                Some((t, ver))
             } else {
-                items.push(Bound::new(py, rec)?.into_any().unbind());
+                None
+            };
+            list.push(Fields {
+                offset,
+                timestamp,
+                key,
+                value: slice(d, &v.value),
+                sequence: h.record_sequence(v.offset_delta),
+                attributes: v.attributes,
+                size_in_bytes: v.size,
+                control,
+                headers: if v.header_count > 0 { Some((buf.clone(), v)) } else { None },
+            })
+            .map_err(BuildError::Py)
+        });
+        match built {
+            Ok(()) => list.finish(),
+            Err(e) => {
+                // The unfinished list goes before the exception is made (making it may run the GC,
+                // which must not see a list with empty slots).
+                drop(list);
+                Err(match e {
+                    BuildError::Corrupt(e) => to_pyerr(py, &e, self.file_name()),
+                    BuildError::Py(e) => e,
+                })
             }
         }
-        Ok(PyList::new(py, items)?)
     }
 }
 
@@ -511,8 +457,6 @@ fn encode_batch<'py>(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RecordBatch>()?;
-    m.add_class::<Record>()?;
-    m.add_class::<ControlRecord>()?;
     m.add_function(wrap_pyfunction!(decode_batches, m)?)?;
     m.add_function(wrap_pyfunction!(encode_batch, m)?)?;
     m.add_function(wrap_pyfunction!(py_crc32c, m)?)?;

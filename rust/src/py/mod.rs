@@ -4,6 +4,7 @@ mod batch;
 mod errors;
 mod image;
 mod metadata;
+mod record;
 mod rewrite;
 mod segment;
 mod snapshot;
@@ -14,6 +15,7 @@ use pyo3::prelude::*;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     batch::register(m)?;
+    record::register(m)?;
     segment::register(m)?;
     metadata::register(m)?;
     snapshot::register(m)?;
