@@ -274,3 +274,34 @@ class ImageState:
                        max_batch_bytes: int = 8388608) -> str: ...
 
 def zk_migration_states() -> list[tuple[int, str]]: ...
+
+# ---------------------------------------------------------------------------- snapshot rewriting
+
+def rewrite_snapshot(
+    src: str | PathLike[str],
+    dst: str | PathLike[str] | None,
+    versions: dict[int, int | None],
+    features: dict[str, dict[int, int]],
+    *,
+    drop_kraft_control: bool = False,
+    semantic_defaults: list[tuple[str, str, str]] = ...,
+    samples: int = 5,
+    epoch: int | None = None,
+) -> dict[str, Any]:
+    """Rewrites the snapshot ``src`` into ``dst`` (None: dry run) per the plan; returns the report
+    (counts, ``losses``: record/field/count/samples, ``feature_changes``). Streaming, GIL released,
+    atomic output. Policy: ``kraftkit.features.rewrite``."""
+
+# ---------------------------------------------------------------------------- RPC messages
+
+def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None,
+                   body: RecordDict) -> bytes:
+    """Request header (v2 when the version is flexible, else v1) + body, without the size prefix."""
+def decode_request(data: bytes) -> tuple[int, int, int, str | None, RecordDict]:
+    """(api_key, version, correlation_id, client_id, body) of a request."""
+def encode_response(api_key: int, version: int, correlation_id: int, body: RecordDict) -> bytes:
+    """Response header (v1 when flexible, v0 otherwise and always for ApiVersions) + body."""
+def decode_response(api_key: int, version: int, data: bytes) -> tuple[int, RecordDict]:
+    """(correlation_id, body) of a response to a request of ``api_key`` at ``version``."""
+def rpc_schema() -> list[dict[str, Any]]:
+    """The generated RPC schema tables (name, api_key, kind, versions, fields)."""

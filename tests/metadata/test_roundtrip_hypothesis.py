@@ -37,7 +37,7 @@ def _ints(kind: str) -> st.SearchStrategy:
     return st.one_of(st.sampled_from([lo, hi, -1 if lo < 0 else 0, 0, 1]), st.integers(lo, hi))
 
 
-def value_strategy(t: dict, v: int) -> st.SearchStrategy:
+def value_strategy(t: dict, v: int, flexible: bool = True) -> st.SearchStrategy:
     kind = t["kind"]
     if kind in INT_RANGES:
         return _ints(kind)
@@ -52,9 +52,9 @@ def value_strategy(t: dict, v: int) -> st.SearchStrategy:
     if kind == "uuid":
         return st.binary(min_size=16, max_size=16).map(lambda b: uuid.UUID(bytes=b))
     if kind == "array":
-        return st.lists(value_strategy(t["element"], v), max_size=3)
+        return st.lists(value_strategy(t["element"], v, flexible), max_size=3)
     if kind == "struct":
-        return struct_strategy(t["fields"], v, flexible=True)
+        return struct_strategy(t["fields"], v, flexible=flexible)
     raise AssertionError(kind)
 
 
@@ -63,10 +63,11 @@ def struct_strategy(fields: list[dict], v: int, flexible: bool) -> st.SearchStra
     for f in fields:
         if not _has(f["versions"], v):
             continue
-        s = value_strategy(f["type"], v)
+        s = value_strategy(f["type"], v, flexible)
         if _has(f["nullable_versions"], v):
             s = st.one_of(st.none(), s)
-        if flexible and _has(f["tagged_versions"], v):
+        if flexible and _has(f["tagged_versions"], v) and f["type"]["kind"] != "struct":
+            # (a tagged struct's default is the struct of its fields' defaults, drawn anyway)
             s = st.one_of(st.just(f["default"]), s)
         parts[f["name"]] = s
     known_tags = {f["tag"] for f in fields if _has(f["versions"], v) and _has(f["tagged_versions"], v)}

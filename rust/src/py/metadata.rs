@@ -463,11 +463,12 @@ fn fields_py<'py>(py: Python<'py>, s: &StructSchema) -> PyResult<Bound<'py, PyLi
     Ok(l)
 }
 
-fn message_py<'py>(py: Python<'py>, m: &MessageSchema) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn message_py<'py>(py: Python<'py>, m: &MessageSchema) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("name", m.name)?;
     d.set_item("api_key", if m.api_key >= 0 { Some(m.api_key) } else { None })?;
     d.set_item("type_name", m.type_name)?;
+    d.set_item("kind", m.kind)?;
     d.set_item("valid_versions", versions_py(py, m.valid_versions)?)?;
     d.set_item("flexible_versions", versions_py(py, m.flexible_versions)?)?;
     d.set_item("fields", fields_py(py, m.body)?)?;

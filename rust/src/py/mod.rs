@@ -4,6 +4,7 @@ mod batch;
 mod errors;
 mod image;
 mod metadata;
+mod protocol;
 mod record;
 mod rewrite;
 mod segment;
@@ -20,6 +21,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     metadata::register(m)?;
     snapshot::register(m)?;
     rewrite::register(m)?;
+    protocol::register(m)?;
     image::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

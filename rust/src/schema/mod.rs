@@ -15,7 +15,7 @@ pub mod json;
 pub mod types;
 
 pub use codec::{CodecError, CodecErrorKind};
-pub use generated::{CONTROL_RECORDS, METADATA_RECORDS};
+pub use generated::{CONTROL_RECORDS, METADATA_RECORDS, RPC_MESSAGES};
 pub use types::*;
 
 use codec::{CResult, Reader};
@@ -133,6 +133,123 @@ pub fn encode_control_record(control_type: i16, data: &Struct) -> CResult<Vec<u8
     let mut out = Vec::with_capacity(32);
     codec::encode_message(c.schema, version, data, &mut out)?;
     Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// RPC messages: request and response framing (without the 4-byte size prefix)
+
+/// The ApiVersions apiKey: its responses always use response header v0 (KIP-511).
+pub const API_VERSIONS_KEY: i16 = 18;
+
+/// An RPC message schema by name (`VoteRequest`, `RequestHeader`, ...).
+pub fn rpc_schema(name: &str) -> Option<&'static MessageSchema> {
+    RPC_MESSAGES.iter().copied().find(|m| m.name == name)
+}
+
+/// The request (`response` false) or response schema of an apiKey.
+pub fn rpc_message(api_key: i16, response: bool) -> Option<&'static MessageSchema> {
+    let kind = if response { "response" } else { "request" };
+    RPC_MESSAGES.iter().copied().find(|m| m.api_key == api_key && m.kind == kind)
+}
+
+fn rpc_or_err(api_key: i16, response: bool) -> CResult<&'static MessageSchema> {
+    rpc_message(api_key, response).ok_or_else(|| {
+        CodecError::new(CodecErrorKind::Unsupported, Some(0), format!("apiKey {api_key} is not an RPC kraftkit speaks"))
+    })
+}
+
+/// The request header version for a request: 2 when the request version is flexible, else 1.
+pub fn request_header_version(api_key: i16, version: i16) -> CResult<i16> {
+    Ok(if rpc_or_err(api_key, false)?.flexible_versions.contains(version) { 2 } else { 1 })
+}
+
+/// The response header version: 1 when the response version is flexible, else 0; always 0
+/// for ApiVersions (a client must read it before knowing what the broker supports).
+pub fn response_header_version(api_key: i16, version: i16) -> CResult<i16> {
+    if api_key == API_VERSIONS_KEY {
+        return Ok(0);
+    }
+    Ok(if rpc_or_err(api_key, true)?.flexible_versions.contains(version) { 1 } else { 0 })
+}
+
+fn header_schema(response: bool) -> &'static MessageSchema {
+    rpc_schema(if response { "ResponseHeader" } else { "RequestHeader" }).expect("generated headers")
+}
+
+/// Encodes a request: header (apiKey, version, correlation id, client id) then body.
+pub fn encode_request(api_key: i16, version: i16, correlation_id: i32, client_id: Option<&str>, body: &Struct) -> CResult<Vec<u8>> {
+    let m = rpc_or_err(api_key, false)?;
+    let hv = request_header_version(api_key, version)?;
+    let header = Struct {
+        fields: vec![
+            ("RequestApiKey", Value::Int(api_key as i64)),
+            ("RequestApiVersion", Value::Int(version as i64)),
+            ("CorrelationId", Value::Int(correlation_id as i64)),
+            ("ClientId", client_id.map_or(Value::Null, |c| Value::Str(c.to_string()))),
+        ],
+        unknown_tags: Vec::new(),
+    };
+    let mut out = Vec::with_capacity(64);
+    codec::encode_message(header_schema(false), hv, &header, &mut out)?;
+    codec::encode_message(m, version, body, &mut out)?;
+    Ok(out)
+}
+
+/// A decoded request: apiKey, version, the header and the body.
+pub struct Request {
+    pub api_key: i16,
+    pub version: i16,
+    pub correlation_id: i32,
+    pub header: Struct,
+    pub body: Struct,
+}
+
+/// Decodes a request (apiKey and version first, then the header version they imply, then
+/// the body; trailing bytes are an error).
+pub fn decode_request(b: &[u8]) -> CResult<Request> {
+    if b.len() < 8 {
+        return Err(CodecError::new(CodecErrorKind::Truncated, Some(0), format!("a request header needs at least 8 bytes, got {}", b.len())));
+    }
+    let api_key = i16::from_be_bytes([b[0], b[1]]);
+    let version = i16::from_be_bytes([b[2], b[3]]);
+    let correlation_id = i32::from_be_bytes([b[4], b[5], b[6], b[7]]);
+    let m = rpc_or_err(api_key, false)?;
+    let hv = request_header_version(api_key, version)?;
+    let mut r = Reader::new(b);
+    let header = codec::read_body(&mut r, header_schema(false), hv)?;
+    let body = codec::read_body(&mut r, m, version)?;
+    if r.remaining() > 0 {
+        return Err(CodecError::new(CodecErrorKind::Corrupt, Some(r.pos), format!("{} byte(s) of garbage after {} v{version}", r.remaining(), m.name)));
+    }
+    Ok(Request { api_key, version, correlation_id, header, body })
+}
+
+/// Encodes a response to a request of `api_key` at `version`.
+pub fn encode_response(api_key: i16, version: i16, correlation_id: i32, body: &Struct) -> CResult<Vec<u8>> {
+    let m = rpc_or_err(api_key, true)?;
+    let hv = response_header_version(api_key, version)?;
+    let header = Struct { fields: vec![("CorrelationId", Value::Int(correlation_id as i64))], unknown_tags: Vec::new() };
+    let mut out = Vec::with_capacity(64);
+    codec::encode_message(header_schema(true), hv, &header, &mut out)?;
+    codec::encode_message(m, version, body, &mut out)?;
+    Ok(out)
+}
+
+/// Decodes a response to a request of `api_key` at `version`: (correlation id, body).
+pub fn decode_response(api_key: i16, version: i16, b: &[u8]) -> CResult<(i32, Struct)> {
+    let m = rpc_or_err(api_key, true)?;
+    let hv = response_header_version(api_key, version)?;
+    let mut r = Reader::new(b);
+    let header = codec::read_body(&mut r, header_schema(true), hv)?;
+    let correlation_id = match header.get("CorrelationId") {
+        Some(Value::Int(c)) => *c as i32,
+        _ => 0,
+    };
+    let body = codec::read_body(&mut r, m, version)?;
+    if r.remaining() > 0 {
+        return Err(CodecError::new(CodecErrorKind::Corrupt, Some(r.pos), format!("{} byte(s) of garbage after {} v{version}", r.remaining(), m.name)));
+    }
+    Ok((correlation_id, body))
 }
 
 #[cfg(test)]
