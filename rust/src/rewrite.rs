@@ -161,12 +161,14 @@ pub fn rewrite_stream(input: &mut dyn Read, plan: &Plan, mut out: Option<&mut dy
     let mut expect_in: i64 = 0;
     let mut expect_epoch = plan.epoch;
     let mut footer_seen = false;
-    while read_batch(input, &mut inbuf, fpos)? {
-        let (h, range) = match batch::next_batch(&inbuf, 0, fpos)? {
+    let dry_run = out.is_none();
+    while let Some(n) = read_batch(input, &mut inbuf, fpos)? {
+        let inb = &inbuf[..n];
+        let (h, range) = match batch::next_batch(inb, 0, fpos)? {
             NextBatch::End => break,
             NextBatch::Batch(h, r) => (h, r),
         };
-        let bytes = &inbuf[range.clone()];
+        let bytes = &inb[range.clone()];
         batch::validate(&h, bytes, fpos)?;
         if h.base_offset != expect_in {
             return Err(Error::corrupt(fpos, Some(h.base_offset), format!("batch base offset {} where offset {expect_in} was expected (snapshot offsets start at 0 and are contiguous)", h.base_offset)));
@@ -234,6 +236,11 @@ pub fn rewrite_stream(input: &mut dyn Read, plan: &Plan, mut out: Option<&mut dy
         {
             // every new value has the length of the old one (e.g. only the version in the
             // frame changed): patch them into a copy of the batch and recompute its CRC
+            if dry_run {
+                rw.report.bytes_out += bytes.len() as u64;
+                next_offset += kept as i64;
+                continue;
+            }
             buf.extend_from_slice(bytes);
             for (r, a) in views.iter().zip(&actions) {
                 if let (Action::Replace(v), Some(x)) = (a, r.value.as_ref()) {
@@ -296,8 +303,9 @@ const DIRECT_READ_MAX: usize = 64 << 20;
 /// Reads the next whole batch (log overhead + length bytes) into `buf`; false at the end.
 /// The size is checked as `next_batch` checks it before anything is allocated for it, and
 /// the bytes are read as they come, so a corrupt length cannot make it allocate much.
-fn read_batch(input: &mut dyn Read, buf: &mut Vec<u8>, fpos: u64) -> Result<bool> {
-    buf.clear();
+fn read_batch(input: &mut dyn Read, buf: &mut Vec<u8>, fpos: u64) -> Result<Option<usize>> {
+    // `buf` keeps its length between batches (only growing), so it is zeroed once, not per batch;
+    // the returned count says how much of it this batch filled
     let mut head = [0u8; batch::HEADER_SIZE_UP_TO_MAGIC];
     let mut got = 0;
     while got < head.len() {
@@ -308,35 +316,41 @@ fn read_batch(input: &mut dyn Read, buf: &mut Vec<u8>, fpos: u64) -> Result<bool
         got += n;
     }
     if got == 0 {
-        return Ok(false);
+        return Ok(None);
     }
-    buf.extend_from_slice(&head[..got]);
+    if buf.len() < got {
+        buf.resize(got, 0);
+    }
+    buf[..got].copy_from_slice(&head[..got]);
     if got < head.len() {
         // next_batch reports the truncation with its precise reason
-        return Ok(true);
+        return Ok(Some(got));
     }
     let length = i32::from_be_bytes([head[8], head[9], head[10], head[11]]);
     if length < batch::LEGACY_RECORD_OVERHEAD_V0 {
-        return Ok(true); // next_batch: "record size .. is smaller than the minimum"
+        return Ok(Some(got)); // next_batch: "record size .. is smaller than the minimum"
     }
     let total = length as usize + batch::LOG_OVERHEAD;
     if total <= DIRECT_READ_MAX {
-        // one read straight into place; a short file leaves the rest out (next_batch reports it)
-        buf.resize(total, 0);
+        // read straight into place; a short file leaves the rest out (next_batch reports it)
+        if buf.len() < total {
+            buf.resize(total, 0);
+        }
         let mut filled = got;
         while filled < total {
-            let n = input.read(&mut buf[filled..]).map_err(|e| Error::from(e).at(fpos, None))?;
+            let n = input.read(&mut buf[filled..total]).map_err(|e| Error::from(e).at(fpos, None))?;
             if n == 0 {
                 break;
             }
             filled += n;
         }
-        buf.truncate(filled);
+        Ok(Some(filled))
     } else {
         // a size this large is likely corrupt: read what is there, growing only with the data
+        buf.truncate(got);
         input.take((total - got) as u64).read_to_end(buf).map_err(|e| Error::from(e).at(fpos, None))?;
+        Ok(Some(buf.len()))
     }
-    Ok(true)
 }
 
 fn codec_err(e: CodecError, off: i64, fpos: u64, what: &str) -> Error {
