@@ -628,6 +628,33 @@ struct Change<'a> {
     lost: &'a mut Vec<String>,
 }
 
+/// Whether the encoded array `raw` of field `f` carries nothing (empty, null with a null default,
+/// or all-zero uuids under that semantic rule), judged from the bytes alone; None when the
+/// field is not such an array (the caller decodes it).
+fn quick_carries_nothing(record: &str, f: &Field, raw: &[u8], compact: bool, plan: &Plan) -> Option<bool> {
+    let FieldType::Array(elem) = &f.ty else { return None };
+    if !compact {
+        return None;
+    }
+    let mut p = 0usize;
+    let n = read_uvarint(raw, &mut p)?;
+    let empty_is_default = matches!(f.default, DefaultValue::Zero);
+    if n == 0 {
+        // null: default only when the default is null (or a semantic rule says so)
+        return Some(matches!(f.default, DefaultValue::Null) || plan.semantic_defaults.iter().any(|(r, name, _)| r == record && name == f.name));
+    }
+    let has_rule = plan.semantic_defaults.iter().any(|(r, name, _)| r == record && name == f.name);
+    if n == 1 {
+        // empty: the default unless the default is null; both semantic rules call it nothing
+        return Some(empty_is_default || has_rule);
+    }
+    let zero_rule = plan.semantic_defaults.iter().any(|(r, name, rule)| r == record && name == f.name && *rule == SemanticDefault::AllZeroUuids);
+    if zero_rule && matches!(elem, FieldType::Uuid) {
+        return Some(raw[p..].iter().all(|b| *b == 0));
+    }
+    Some(false) // non-empty: neither the default nor "empty"
+}
+
 /// Writes the top-level struct `body` (version `from`) at version `to` by copying the bytes of
 /// the fields both versions have and cutting out the others (recording the non-default ones).
 fn splice_struct(c: &mut Change, s: &'static StructSchema, body: &[u8], out: &mut Vec<u8>) -> std::result::Result<(), CodecError> {
@@ -650,8 +677,15 @@ fn splice_struct(c: &mut Change, s: &'static StructSchema, body: &[u8], out: &mu
         if !f.versions.contains(to) {
             out.extend_from_slice(&body[run_start..start]);
             run_start = r.pos;
-            let val = codec::read_field_value(&mut Reader::new(&body[start..r.pos]), f, from, true, false)?;
-            if !is_default(f, &val, from) && !semantic_default(record, f, &val, plan) {
+            let raw = &body[start..r.pos];
+            let carries_nothing = match quick_carries_nothing(record, f, raw, compact, plan) {
+                Some(b) => b,
+                None => {
+                    let val = codec::read_field_value(&mut Reader::new(raw), f, from, true, false)?;
+                    is_default(f, &val, from) || semantic_default(record, f, &val, plan)
+                }
+            };
+            if !carries_nothing {
                 lost.push(f.name.to_string());
             }
         }
@@ -820,6 +854,31 @@ mod tests {
         expect.fields.retain(|(n, _)| metadata_schema_by_name("PartitionRecord").unwrap().body.fields.iter().any(|f| f.name == *n && f.versions.contains(0)));
         assert_eq!(recs[2].2, expect);
         assert_eq!(recs[2].2.get("Replicas"), Some(&Value::Array(vec![Value::Int(1)])));
+    }
+
+    #[test]
+    fn quick_default_check_agrees_with_decoding() {
+        let m = metadata_schema_by_name("PartitionRecord").unwrap();
+        let dirs = m.body.fields.iter().find(|f| f.name == "Directories").unwrap();
+        let elr = m.body.fields.iter().find(|f| f.name == "EligibleLeaderReplicas").unwrap();
+        let with_rule = plan_to(&[]);
+        let mut no_rule = plan_to(&[]);
+        no_rule.semantic_defaults.clear();
+        let uuids = |us: &[[u8; 16]]| Value::Array(us.iter().map(|u| Value::Uuid(*u)).collect());
+        let cases = [
+            (dirs, uuids(&[])), (dirs, uuids(&[[0; 16]])), (dirs, uuids(&[[0; 16], [0; 16]])),
+            (dirs, uuids(&[[0; 16], [3; 16]])), (dirs, uuids(&[[5; 16]])),
+            (elr, Value::Null), (elr, Value::Array(vec![])), (elr, Value::Array(vec![Value::Int(1)])),
+        ];
+        for plan in [&with_rule, &no_rule] {
+            for (f, val) in &cases {
+                let mut raw = Vec::new();
+                codec::write_value_for_test(&mut raw, f, 2, val).unwrap();
+                let quick = quick_carries_nothing("PartitionRecord", f, &raw, true, plan);
+                let slow = is_default(f, val, 2) || semantic_default("PartitionRecord", f, val, plan);
+                assert_eq!(quick, Some(slow), "{} = {val:?}", f.name);
+            }
+        }
     }
 
     #[test]

@@ -524,6 +524,13 @@ pub fn skip_quick(b: &[u8], pos: &mut usize, t: &FieldType, v: i16, compact: boo
     }
 }
 
+/// Encodes one value of field `f` at version `v` as it appears in a flexible struct body (tests).
+#[cfg(test)]
+pub fn write_value_for_test(out: &mut Vec<u8>, f: &Field, v: i16, val: &Value) -> CResult<()> {
+    let nullable = f.nullable_versions.contains(v);
+    write_value(out, &f.ty, v, true, compact(f, true, v), nullable, val)
+}
+
 /// Reads one value of field `f` at version `v` (for callers that walk a struct themselves).
 pub fn read_field_value(r: &mut Reader, f: &Field, v: i16, flexible: bool, in_tag: bool) -> CResult<Value> {
     let nullable = f.nullable_versions.contains(v);
