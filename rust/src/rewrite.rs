@@ -25,6 +25,7 @@ use crate::schema::types::*;
 use crate::schema::{self, CodecError};
 use crate::varint::{read_uvarint, write_uvarint};
 use std::collections::HashMap;
+use std::rc::Rc;
 use std::io::{Read, Write};
 
 const FEATURE_LEVEL_RECORD: i16 = 12;
@@ -132,8 +133,8 @@ struct Rewriter<'p> {
     plan: &'p Plan,
     report: Report,
     topics: HashMap<[u8; 16], String>,
-    /// Indexed by api key: (from, to, whether splicing is exact for this change of version).
-    spliceable: Vec<Option<(i16, i16, bool)>>,
+    /// Indexed by api key: the splice plan of the last (from, to) seen.
+    splice_plans: Vec<Option<CachedPlan>>,
     lost_fields: Vec<String>,
     /// Replacement record values of the current batch, back to back.
     arena: Vec<u8>,
@@ -151,7 +152,7 @@ pub fn rewrite(input: &[u8], plan: &Plan, out: Option<&mut dyn Write>) -> Result
 /// [`rewrite`] reading the snapshot from a stream, one batch at a time: memory holds one input
 /// and one output batch, whatever the snapshot's size.
 pub fn rewrite_stream(input: &mut dyn Read, plan: &Plan, mut out: Option<&mut dyn Write>) -> Result<Report> {
-    let mut rw = Rewriter { plan, report: Report::default(), topics: HashMap::new(), spliceable: vec![None; 64], lost_fields: Vec::new(), arena: Vec::new() };
+    let mut rw = Rewriter { plan, report: Report::default(), topics: HashMap::new(), splice_plans: vec![None; 64], lost_fields: Vec::new(), arena: Vec::new() };
     let mut fpos = 0u64;
     let mut next_offset: i64 = 0;
     let mut views: Vec<RecordView> = Vec::new();
@@ -409,12 +410,11 @@ impl Rewriter<'_> {
         write_frame(&mut out, api_key, to);
         self.lost_fields.clear();
         let flexible = schema.flexible_versions.contains(version);
-        let splice = flexible && schema.flexible_versions.contains(to) && self.can_splice(schema, version, to);
+        let splice = if flexible && schema.flexible_versions.contains(to) { self.splice_plan(schema, version, to) } else { None };
         let mut change = Change { record: schema.name, from: version, to, plan: self.plan, lost: &mut self.lost_fields };
-        let res = if splice {
-            splice_struct(&mut change, schema.body, body, &mut out)
-        } else {
-            reencode(&mut change, schema, body, &mut out)
+        let res = match &splice {
+            Some(sp) => splice_struct(&mut change, sp, body, &mut out),
+            None => reencode(&mut change, schema, body, &mut out),
         };
         let end = out.len();
         self.arena = out;
@@ -483,14 +483,14 @@ impl Rewriter<'_> {
         }
     }
 
-    fn can_splice(&mut self, m: &'static MessageSchema, from: i16, to: i16) -> bool {
-        let slot = &mut self.spliceable[m.api_key as usize & 63];
-        match *slot {
-            Some((f, t, ok)) if f == from && t == to => ok,
+    fn splice_plan(&mut self, m: &'static MessageSchema, from: i16, to: i16) -> Option<Rc<SplicePlan>> {
+        let slot = &mut self.splice_plans[m.api_key as usize & 63];
+        match slot {
+            Some((f, t, plan)) if *f == from && *t == to => plan.clone(),
             _ => {
-                let ok = struct_spliceable(m.body, from, to, true);
-                *slot = Some((from, to, ok));
-                ok
+                let plan = struct_spliceable(m.body, from, to, true).then(|| Rc::new(SplicePlan::new(m.body, from, to)));
+                *slot = Some((from, to, plan.clone()));
+                plan
             }
         }
     }
@@ -655,30 +655,85 @@ fn quick_carries_nothing(record: &str, f: &Field, raw: &[u8], compact: bool, pla
     Some(false) // non-empty: neither the default nor "empty"
 }
 
+/// (from, to, the plan; None when the change cannot be spliced).
+type CachedPlan = (i16, i16, Option<Rc<SplicePlan>>);
+
+/// One non-tagged field of the source version, in order, and what a splice does with it.
+struct SpliceStep {
+    field: &'static Field,
+    /// encoded size when it is fixed (ints, uuids)
+    fixed: Option<usize>,
+    compact: bool,
+    nullable: bool,
+    /// the target version has it
+    keep: bool,
+}
+
+/// How to splice one record type from one version to another, worked out once.
+struct SplicePlan {
+    from: i16,
+    steps: Vec<SpliceStep>,
+    /// tags of fields the source version has (tagged) and the target does not
+    dropped_tags: Vec<(u32, &'static Field)>,
+}
+
+impl SplicePlan {
+    fn new(s: &'static StructSchema, from: i16, to: i16) -> Self {
+        let steps = s
+            .fields
+            .iter()
+            .filter(|f| f.versions.contains(from) && !f.tagged_versions.contains(from))
+            .map(|f| SpliceStep {
+                field: f,
+                fixed: codec::fixed_width(&f.ty),
+                compact: f.flexible_versions.map_or(true, |fv| fv.contains(from)),
+                nullable: f.nullable_versions.contains(from),
+                keep: f.versions.contains(to),
+            })
+            .collect();
+        let dropped_tags = s
+            .fields
+            .iter()
+            .filter(|f| f.versions.contains(from) && f.tagged_versions.contains(from) && !f.versions.contains(to))
+            .filter_map(|f| f.tag.map(|t| (t, f)))
+            .collect();
+        SplicePlan { from, steps, dropped_tags }
+    }
+}
+
 /// Writes the top-level struct `body` (version `from`) at version `to` by copying the bytes of
 /// the fields both versions have and cutting out the others (recording the non-default ones).
-fn splice_struct(c: &mut Change, s: &'static StructSchema, body: &[u8], out: &mut Vec<u8>) -> std::result::Result<(), CodecError> {
-    let (record, from, to, plan) = (c.record, c.from, c.to, c.plan);
+fn splice_struct(c: &mut Change, sp: &SplicePlan, body: &[u8], out: &mut Vec<u8>) -> std::result::Result<(), CodecError> {
+    let (record, from, plan) = (c.record, sp.from, c.plan);
     let lost = &mut *c.lost;
     let mut r = Reader::new(body);
     // bytes of consecutive kept fields are copied in one go
     let mut run_start = 0usize;
-    for f in s.fields {
-        if !f.versions.contains(from) || f.tagged_versions.contains(from) {
-            continue;
-        }
+    for st in &sp.steps {
+        let f = st.field;
         let start = r.pos;
-        let mut p = r.pos;
-        let compact = f.flexible_versions.map_or(true, |fv| fv.contains(from));
-        match codec::skip_quick(body, &mut p, &f.ty, from, compact, f.nullable_versions.contains(from)) {
-            Some(()) => r.pos = p,
-            None => codec::skip_field_value(&mut r, f, from, true)?, // says what is wrong, and where
+        let quick = match st.fixed {
+            Some(w) if start + w <= body.len() => {
+                r.pos = start + w;
+                true
+            }
+            Some(_) => false,
+            None => {
+                let mut p = r.pos;
+                let ok = codec::skip_quick(body, &mut p, &f.ty, from, st.compact, st.nullable).is_some();
+                r.pos = p;
+                ok
+            }
+        };
+        if !quick {
+            r.pos = start;
+            codec::skip_field_value(&mut r, f, from, true)?; // says what is wrong, and where
         }
-        if !f.versions.contains(to) {
+        if !st.keep {
             out.extend_from_slice(&body[run_start..start]);
             run_start = r.pos;
             let raw = &body[start..r.pos];
-            let carries_nothing = match quick_carries_nothing(record, f, raw, compact, plan) {
+            let carries_nothing = match quick_carries_nothing(record, f, raw, st.compact, plan) {
                 Some(b) => b,
                 None => {
                     let val = codec::read_field_value(&mut Reader::new(raw), f, from, true, false)?;
@@ -692,27 +747,37 @@ fn splice_struct(c: &mut Change, s: &'static StructSchema, body: &[u8], out: &mu
     }
     out.extend_from_slice(&body[run_start..r.pos]);
     // the tagged-field section: keep the tags `to` knows (and the unknown ones), in order
+    let section = r.pos;
     let n = r.uvarint("tagged field count")?;
+    if n == 0 && r.remaining() == 0 {
+        out.push(0);
+        return Ok(());
+    }
     let mut kept: Vec<&[u8]> = Vec::with_capacity(n as usize);
+    let mut dropped = false;
     for _ in 0..n {
         let entry_start = r.pos;
         let tag = r.uvarint("tag")?;
         let size = r.uvarint("tagged field size")? as usize;
         let payload_start = r.pos;
         r.take(size, "tagged field")?;
-        let field = s.fields.iter().find(|f| f.tag == Some(tag) && f.versions.contains(from) && f.tagged_versions.contains(from));
-        match field {
-            Some(f) if !f.versions.contains(to) => {
+        match sp.dropped_tags.iter().find(|(t, _)| *t == tag) {
+            Some((_, f)) => {
+                dropped = true;
                 let val = codec::read_field_value(&mut Reader::new(&body[payload_start..r.pos]), f, from, true, true)?;
                 if !is_default(f, &val, from) && !semantic_default(record, f, &val, plan) {
                     lost.push(f.name.to_string());
                 }
             }
-            _ => kept.push(&body[entry_start..r.pos]),
+            None => kept.push(&body[entry_start..r.pos]),
         }
     }
     if r.remaining() > 0 {
         return Err(CodecError::new(crate::schema::codec::CodecErrorKind::Corrupt, Some(r.pos), format!("{} byte(s) of garbage after the record", r.remaining())));
+    }
+    if !dropped {
+        out.extend_from_slice(&body[section..]);
+        return Ok(());
     }
     write_uvarint(out, kept.len() as u32);
     for e in kept {
@@ -894,7 +959,8 @@ mod tests {
             let (mut a, mut b) = (Vec::new(), Vec::new());
             let (mut la, mut lb) = (Vec::new(), Vec::new());
             if struct_spliceable(m.body, v, to, true) {
-                splice_struct(&mut Change { record: m.name, from: v, to, plan: &plan, lost: &mut la }, m.body, &r[at..], &mut a).unwrap();
+                let sp = SplicePlan::new(m.body, v, to);
+                splice_struct(&mut Change { record: m.name, from: v, to, plan: &plan, lost: &mut la }, &sp, &r[at..], &mut a).unwrap();
                 reencode(&mut Change { record: m.name, from: v, to, plan: &plan, lost: &mut lb }, m, &r[at..], &mut b).unwrap();
                 assert_eq!(a, b, "version {v} -> {to}");
                 assert_eq!(la, lb);

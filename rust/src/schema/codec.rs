@@ -343,7 +343,7 @@ fn read_value(r: &mut Reader, t: &FieldType, v: i16, flexible: bool, compact: bo
 
 /// The encoded size of a fixed-width type (None for strings, bytes, arrays, structs).
 #[inline]
-fn fixed_width(t: &FieldType) -> Option<usize> {
+pub fn fixed_width(t: &FieldType) -> Option<usize> {
     match t {
         FieldType::Bool | FieldType::Int8 => Some(1),
         FieldType::Int16 | FieldType::Uint16 => Some(2),
