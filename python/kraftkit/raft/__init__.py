@@ -1,0 +1,21 @@
+"""The KIP-595 raft replica: a deterministic core (:mod:`kraftkit.raft.core`), its log interface
+(:mod:`kraftkit.raft.log`), the quorum-state file (:mod:`kraftkit.raft.quorum_state`) and the RPC
+bodies it exchanges (:mod:`kraftkit.raft.messages`). Transport and node glue come later."""
+
+from kraftkit.raft.core import (
+    Append, Appended, AppendRejected, Committed, CreateSnapshot, Fsync, FsyncComplete, PersistElection, RaftConfig,
+    RaftCore, RaftStateError, Receive, RecordsAdapter, Resign, Send, SnapshotLoaded, Start, StateChanged, Tick,
+)
+from kraftkit.raft.log import Entry, LogError, MemoryLog, RaftLog, SnapshotId
+from kraftkit.raft.messages import METADATA_PARTITION, Errors, TopicPartition
+from kraftkit.raft.quorum_state import (
+    ElectionState, FileQuorumStateStore, MemoryQuorumStateStore, Role, parse_quorum_state, render_quorum_state,
+)
+
+__all__ = [
+    "Append", "Appended", "AppendRejected", "Committed", "CreateSnapshot", "ElectionState", "Entry", "Errors",
+    "FileQuorumStateStore", "Fsync", "FsyncComplete", "LogError", "METADATA_PARTITION", "MemoryLog",
+    "MemoryQuorumStateStore", "PersistElection", "RaftConfig", "RaftCore", "RaftLog", "RaftStateError", "Receive",
+    "RecordsAdapter", "Resign", "Role", "Send", "SnapshotId", "SnapshotLoaded", "Start", "StateChanged", "Tick",
+    "TopicPartition", "parse_quorum_state", "render_quorum_state",
+]

@@ -1,0 +1,197 @@
+"""KRaft RPC bodies as plain dicts, shaped exactly like Kafka's message schemas.
+
+Field names are those of ``kraftkit._core.rpc_schema()`` (the schemas of the Kafka client the codec
+was generated from), so a transport can hand any body built here to
+:func:`kraftkit.protocol.encode_request` / :func:`~kraftkit.protocol.encode_response` at the
+version given in :data:`VERSIONS`. Note that in those schemas ``VoteRequest`` names the candidate
+``ReplicaId``/``ReplicaEpoch`` (Kafka renamed ``CandidateId``/``CandidateEpoch`` when it added
+pre-vote); the meaning is unchanged.
+
+Every body is *batched*: the topic/partition arrays are kept, and the builders take the
+:class:`TopicPartition` the replica is keyed by, so one transport can later multiplex many raft
+partitions. The ``Records`` / ``UnalignedRecords`` values are whatever the core's records adapter
+produces (see :class:`kraftkit.raft.core.RecordsAdapter`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from typing import Any
+
+__all__ = [
+    "FETCH", "VOTE", "BEGIN_QUORUM_EPOCH", "END_QUORUM_EPOCH", "FETCH_SNAPSHOT", "VERSIONS", "API_NAMES",
+    "Errors", "TopicPartition", "METADATA_PARTITION", "METADATA_TOPIC_ID", "ZERO_UUID", "single_partition",
+]
+
+FETCH = 1
+VOTE = 52
+BEGIN_QUORUM_EPOCH = 53
+END_QUORUM_EPOCH = 54
+FETCH_SNAPSHOT = 59
+
+#: The versions KRaft peers speak at the reference commit (kafka-formats.md §9.1).
+VERSIONS = {VOTE: 1, BEGIN_QUORUM_EPOCH: 1, END_QUORUM_EPOCH: 1, FETCH: 17, FETCH_SNAPSHOT: 1}
+API_NAMES = {FETCH: "Fetch", VOTE: "Vote", BEGIN_QUORUM_EPOCH: "BeginQuorumEpoch",
+             END_QUORUM_EPOCH: "EndQuorumEpoch", FETCH_SNAPSHOT: "FetchSnapshot"}
+
+ZERO_UUID = uuid.UUID(int=0)
+#: Kafka's fixed topic id of ``__cluster_metadata`` (``AAAAAAAAAAAAAAAAAAAAAQ``)
+METADATA_TOPIC_ID = uuid.UUID(int=1)
+
+
+class Errors:
+    """The Kafka error codes the raft core uses."""
+
+    NONE = 0
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    NOT_LEADER_OR_FOLLOWER = 6
+    BROKER_NOT_AVAILABLE = 8
+    INVALID_REQUEST = 42
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 75
+    SNAPSHOT_NOT_FOUND = 98
+    POSITION_OUT_OF_RANGE = 99
+    INCONSISTENT_CLUSTER_ID = 104
+    INVALID_VOTER_KEY = 125
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class TopicPartition:
+    """The key of one raft replica (KRaft itself uses ``__cluster_metadata``-0)."""
+
+    topic: str
+    partition: int
+    topic_id: uuid.UUID = dataclasses.field(default=ZERO_UUID, compare=False)
+
+
+METADATA_PARTITION = TopicPartition("__cluster_metadata", 0, METADATA_TOPIC_ID)
+
+
+def single_partition(body: dict, api: int, response: bool = False) -> tuple[str | uuid.UUID, dict] | None:
+    """``(topic name or id, partition dict)`` if the body names exactly one partition, else None."""
+    topics_key = "Responses" if (api == FETCH and response) else "Topics"
+    topics = body.get(topics_key) or []
+    if len(topics) != 1:
+        return None
+    t = topics[0]
+    parts = t.get("Partitions") or []
+    if len(parts) != 1:
+        return None
+    if api == FETCH:
+        name: Any = t.get("TopicId", ZERO_UUID)
+    elif api == FETCH_SNAPSHOT:
+        name = t.get("Name")
+    else:
+        name = t.get("TopicName")
+    return name, parts[0]
+
+
+def topic_matches(tp: TopicPartition, api: int, name: Any, part: dict, response: bool = False) -> bool:
+    if api == FETCH:
+        ok_topic = name == tp.topic_id
+        idx = part.get("PartitionIndex") if response else part.get("Partition")
+    elif api == FETCH_SNAPSHOT:
+        ok_topic = name == tp.topic
+        idx = part.get("Index") if response else part.get("Partition")
+    else:
+        ok_topic = name == tp.topic
+        idx = part.get("PartitionIndex")
+    return ok_topic and idx == tp.partition
+
+
+# ---------------------------------------------------------------- builders (requests)
+
+def vote_request(tp: TopicPartition, cluster_id: str | None, voter_id: int, candidate_epoch: int,
+                 candidate_id: int, last_epoch: int, last_offset: int) -> dict:
+    return {"ClusterId": cluster_id, "VoterId": voter_id, "Topics": [{"TopicName": tp.topic, "Partitions": [{
+        "PartitionIndex": tp.partition, "ReplicaEpoch": candidate_epoch, "ReplicaId": candidate_id,
+        "ReplicaDirectoryId": ZERO_UUID, "VoterDirectoryId": ZERO_UUID,
+        "LastOffsetEpoch": last_epoch, "LastOffset": last_offset}]}]}
+
+
+def begin_quorum_epoch_request(tp: TopicPartition, cluster_id: str | None, voter_id: int, leader_id: int,
+                               epoch: int) -> dict:
+    return {"ClusterId": cluster_id, "VoterId": voter_id, "Topics": [{"TopicName": tp.topic, "Partitions": [{
+        "PartitionIndex": tp.partition, "VoterDirectoryId": ZERO_UUID, "LeaderId": leader_id,
+        "LeaderEpoch": epoch}]}], "LeaderEndpoints": []}
+
+
+def end_quorum_epoch_request(tp: TopicPartition, cluster_id: str | None, leader_id: int, epoch: int,
+                             preferred: list[int]) -> dict:
+    return {"ClusterId": cluster_id, "Topics": [{"TopicName": tp.topic, "Partitions": [{
+        "PartitionIndex": tp.partition, "LeaderId": leader_id, "LeaderEpoch": epoch,
+        "PreferredSuccessors": list(preferred),
+        "PreferredCandidates": [{"CandidateId": c, "CandidateDirectoryId": ZERO_UUID} for c in preferred]}]}],
+        "LeaderEndpoints": []}
+
+
+def fetch_request(tp: TopicPartition, cluster_id: str | None, replica_id: int, epoch: int, fetch_offset: int,
+                  last_fetched_epoch: int, max_wait_ms: int) -> dict:
+    return {"ClusterId": cluster_id, "ReplicaState": {"ReplicaId": replica_id, "ReplicaEpoch": -1},
+            "MaxWaitMs": max_wait_ms, "MinBytes": 0, "MaxBytes": 8388608, "IsolationLevel": 0, "SessionId": 0,
+            "SessionEpoch": -1, "Topics": [{"TopicId": tp.topic_id, "Partitions": [{
+                "Partition": tp.partition, "CurrentLeaderEpoch": epoch, "FetchOffset": fetch_offset,
+                "LastFetchedEpoch": last_fetched_epoch, "LogStartOffset": -1, "PartitionMaxBytes": 0,
+                "ReplicaDirectoryId": ZERO_UUID}]}], "ForgottenTopicsData": [], "RackId": ""}
+
+
+def fetch_snapshot_request(tp: TopicPartition, cluster_id: str | None, replica_id: int, epoch: int,
+                           snapshot_id: tuple[int, int], position: int, max_bytes: int) -> dict:
+    return {"ClusterId": cluster_id, "ReplicaId": replica_id, "MaxBytes": max_bytes, "Topics": [{
+        "Name": tp.topic, "Partitions": [{"Partition": tp.partition, "CurrentLeaderEpoch": epoch,
+                                          "SnapshotId": {"EndOffset": snapshot_id[0], "Epoch": snapshot_id[1]},
+                                          "Position": position, "ReplicaDirectoryId": ZERO_UUID}]}]}
+
+
+# ---------------------------------------------------------------- builders (responses)
+
+def _quorum_response(tp: TopicPartition, error: int, leader_id: int, epoch: int, top_error: int = 0,
+                     **extra: Any) -> dict:
+    part = {"PartitionIndex": tp.partition, "ErrorCode": error, "LeaderId": leader_id, "LeaderEpoch": epoch}
+    part.update(extra)
+    parts = [] if top_error else [part]
+    return {"ErrorCode": top_error, "Topics": [{"TopicName": tp.topic, "Partitions": parts}] if parts else [],
+            "NodeEndpoints": []}
+
+
+def vote_response(tp: TopicPartition, error: int, leader_id: int, epoch: int, granted: bool,
+                  top_error: int = 0) -> dict:
+    return _quorum_response(tp, error, leader_id, epoch, top_error, VoteGranted=granted)
+
+
+def begin_quorum_epoch_response(tp: TopicPartition, error: int, leader_id: int, epoch: int,
+                                top_error: int = 0) -> dict:
+    return _quorum_response(tp, error, leader_id, epoch, top_error)
+
+
+def end_quorum_epoch_response(tp: TopicPartition, error: int, leader_id: int, epoch: int,
+                              top_error: int = 0) -> dict:
+    return _quorum_response(tp, error, leader_id, epoch, top_error)
+
+
+def fetch_response(tp: TopicPartition, error: int, leader_id: int, epoch: int, *, high_watermark: int = -1,
+                   log_start_offset: int = -1, diverging: tuple[int, int] | None = None,
+                   snapshot_id: tuple[int, int] | None = None, records: Any = None, top_error: int = 0) -> dict:
+    part = {"PartitionIndex": tp.partition, "ErrorCode": error, "HighWatermark": high_watermark,
+            "LastStableOffset": -1, "LogStartOffset": log_start_offset,
+            "DivergingEpoch": {"Epoch": diverging[0], "EndOffset": diverging[1]} if diverging
+            else {"Epoch": -1, "EndOffset": -1},
+            "CurrentLeader": {"LeaderId": leader_id, "LeaderEpoch": epoch},
+            "SnapshotId": {"EndOffset": snapshot_id[0], "Epoch": snapshot_id[1]} if snapshot_id
+            else {"EndOffset": -1, "Epoch": -1},
+            "AbortedTransactions": [], "PreferredReadReplica": -1, "Records": records}
+    return {"ThrottleTimeMs": 0, "ErrorCode": top_error, "SessionId": 0,
+            "Responses": [] if top_error else [{"TopicId": tp.topic_id, "Partitions": [part]}],
+            "NodeEndpoints": []}
+
+
+def fetch_snapshot_response(tp: TopicPartition, error: int, leader_id: int, epoch: int, *,
+                            snapshot_id: tuple[int, int] = (-1, -1), size: int = -1, position: int = -1,
+                            data: Any = b"", top_error: int = 0) -> dict:
+    part = {"Index": tp.partition, "ErrorCode": error,
+            "SnapshotId": {"EndOffset": snapshot_id[0], "Epoch": snapshot_id[1]},
+            "CurrentLeader": {"LeaderId": leader_id, "LeaderEpoch": epoch},
+            "Size": size, "Position": position, "UnalignedRecords": data}
+    return {"ThrottleTimeMs": 0, "ErrorCode": top_error,
+            "Topics": [] if top_error else [{"Name": tp.topic, "Partitions": [part]}], "NodeEndpoints": []}
