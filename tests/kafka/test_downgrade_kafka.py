@@ -19,6 +19,8 @@ from tests.harness.node import free_port
 
 pytestmark = pytest.mark.kafka
 
+QUOTAS_CLIENT = Path(tools.__file__).resolve().parent / "java" / "ClientQuotas.java"
+
 
 def _describe_topics(version: str, bootstrap: str) -> dict[str, dict]:
     out = tools.topic_command(version, bootstrap, ["--describe"])
@@ -98,6 +100,7 @@ def test_older_kafka_boots_from_a_rewritten_snapshot(kafka_jars, tmp_path, relea
                      ["--bootstrap-server", node.bootstrap, "--list"])
         users = _tool(release, ("org.apache.kafka.tools.ConfigCommand", "kafka.admin.ConfigCommand"),
                       ["--bootstrap-server", node.bootstrap, "--describe", "--entity-type", "users"])
+        quotas = tools.run_tool(release, QUOTAS_CLIENT, [node.bootstrap], timeout=120).stdout
         log_tail = node.log_tail(100)
     # the finalized metadata.version is the target
     mv_line = next(line for line in features.splitlines() if line.startswith("Feature: metadata.version"))
@@ -106,6 +109,14 @@ def test_older_kafka_boots_from_a_rewritten_snapshot(kafka_jars, tmp_path, relea
     assert after.acls and after.scram and {"UserScramCredentialRecord", "AccessControlEntryRecord"}.isdisjoint(lost_records)
     for acl in after.acls.values():
         assert f"principal={acl['Principal']}, host={acl['Host']}" in acls, (acl, acls)
+    # every client quota kept is served (the older release's own Admin client asks)
+    assert after.client_quotas and "ClientQuotaRecord" not in lost_records
+    served = {}
+    for line in quotas.splitlines():
+        ent, _, vals = line.partition("\t")
+        key = tuple(sorted((t, None if n == "<default>" else n) for t, n in (x.split(":", 1) for x in ent.split(","))))
+        served[key] = {k: float(v) for k, v in (x.split("=", 1) for x in vals.split(";"))}
+    assert served == {tuple(sorted(k)): v for k, v in after.client_quotas.items()}, (served, after.client_quotas)
     for mech, user in after.scram:
         assert re.search(rf"user-principal '{re.escape(user)}' are .*SCRAM-SHA-{256 if mech == 1 else 512}=", users), (user, users)
     # every topic kept is served, with its id, partitions and configs
