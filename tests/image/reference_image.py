@@ -664,44 +664,9 @@ def _field_in(api_key: int, name: str, version: int) -> bool:
     return lo <= version <= hi
 
 
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, uuid.UUID):
-        return uuid_text(v)
-    if isinstance(v, (bytes, bytearray)):
-        return base64.b64encode(v).decode()
-    if isinstance(v, dict):
-        return {k: _jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    return v
-
-
-def _config_node(key: tuple[int, str]) -> str:
-    """``ConfigurationsImageNode``: ``TYPE`` for the default resource, ``TYPE:name`` otherwise."""
-    rtype, name = key
-    t = CONFIG_TYPES.get(rtype, str(rtype))
-    return t if name == "" else f"{t}:{name}"
-
-
-def _quota_escape(s: str) -> str:
-    return s.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
-
-
-def _entity_node(entity: tuple[tuple[str, str | None], ...]) -> str:
-    """``ClientQuotasImageNode.clientQuotaEntityToString``: clientId(..)_ip(..)_user(..)."""
-    d = dict(entity)
-    parts = []
-    for t in ("client-id", "ip", "user"):
-        if t in d:
-            label = {"client-id": "clientId"}.get(t, t)
-            parts.append(f"{label}({_quota_escape(d[t] or '')})")
-    others = sorted(t for t in d if t not in ("client-id", "ip", "user"))
-    parts += [f"{t}({_quota_escape(d[t] or '')})" for t in others]
-    return "_".join(parts)
-
-
-def _quota_sort(kv):
-    return tuple((t, n or "") for t, n in kv[0])
+# How sections are rendered (uuid text, config and quota node names) is presentation, not the
+# replay semantics this oracle checks: it uses the face's helpers.
+from kraftkit.metadata.image import _config_node, _entity_node, _jsonable, _quota_sort  # noqa: E402
 
 
 # ---------------------------------------------------------------------- loading

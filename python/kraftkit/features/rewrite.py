@@ -35,12 +35,12 @@ from kraftkit._core import rewrite_snapshot as _rewrite
 from kraftkit.errors import KraftkitError
 from kraftkit.features.registry import KRAFT_VERSION_FEATURE, MV_FEATURE, MetadataVersion, Registry, Release, registry
 
-# metadata record api keys
-REGISTER_BROKER, UNREGISTER_BROKER, TOPIC, PARTITION, CONFIG, PARTITION_CHANGE = 0, 1, 2, 3, 4, 5
-FENCE_BROKER, UNFENCE_BROKER, REMOVE_TOPIC, DELEGATION_TOKEN, USER_SCRAM = 7, 8, 9, 10, 11
-FEATURE_LEVEL, CLIENT_QUOTA, PRODUCER_IDS, BROKER_REG_CHANGE, ACL, REMOVE_ACL = 12, 14, 15, 17, 18, 19
-NO_OP, ZK_MIGRATION, REMOVE_SCRAM, BEGIN_TXN, END_TXN, ABORT_TXN = 20, 21, 22, 23, 24, 25
-REMOVE_DELEGATION_TOKEN, REGISTER_CONTROLLER, CLEAR_ELR = 26, 27, 28
+from kraftkit.metadata.image import (  # metadata record api keys
+    ABORT_TXN, ACL, BEGIN_TXN, BROKER_REG_CHANGE, CLEAR_ELR, CLIENT_QUOTA, CONFIG, DELEGATION_TOKEN, END_TXN,
+    FEATURE_LEVEL, FENCE_BROKER, NO_OP, PARTITION, PARTITION_CHANGE, PRODUCER_IDS, REGISTER_BROKER,
+    REGISTER_CONTROLLER, REMOVE_ACL, REMOVE_DELEGATION_TOKEN, REMOVE_SCRAM, REMOVE_TOPIC, TOPIC,
+    UNFENCE_BROKER, UNREGISTER_BROKER, USER_SCRAM, ZK_MIGRATION,
+)
 
 #: Values that carry nothing although they are not the schema default: replica directories
 #: that are all ``MIGRATING`` (Kafka's image writer drops them without a loss) and an empty

@@ -49,6 +49,7 @@ from kraftkit.features.registry import (
     registry,
 )
 from kraftkit.log.control import ControlType
+from kraftkit.metadata.image import FEATURE_LEVEL, uuid_text
 
 META_PROPERTIES = "meta.properties"
 BOOTSTRAP_FILE = "bootstrap.checkpoint"
@@ -56,7 +57,6 @@ CLUSTER_METADATA_DIR = "__cluster_metadata-0"
 BOOTSTRAP_SNAPSHOT = "00000000000000000000-0000000000.checkpoint"
 #: KafkaRaftClient.MAX_BATCH_SIZE_BYTES (BatchFileWriter's batches)
 MAX_BATCH_BYTES = 8 * 1024 * 1024
-FEATURE_LEVEL_RECORD = 12
 DEFAULT_CONTROLLER_LISTENER = "CONTROLLER"
 
 
@@ -87,7 +87,7 @@ def uuid_to_str(raw: bytes) -> str:
     """Kafka's ``Uuid.toString``: URL-safe base64 of the 16 bytes, without padding."""
     if len(raw) != 16:
         raise ValueError("a Kafka Uuid is 16 bytes")
-    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+    return uuid_text(_uuid.UUID(bytes=raw))
 
 
 def parse_uuid(text: str) -> bytes:
@@ -342,7 +342,7 @@ class FeatureSet:
 
     def bootstrap_records(self) -> list[tuple[int, int, dict[str, Any]]]:
         """``(api key, version, data)`` of every bootstrap record (FeatureLevelRecord v0)."""
-        return [(FEATURE_LEVEL_RECORD, 0, {"Name": n, "FeatureLevel": lv}) for n, lv in self.bootstrap_levels().items()]
+        return [(FEATURE_LEVEL, 0, {"Name": n, "FeatureLevel": lv}) for n, lv in self.bootstrap_levels().items()]
 
 
 def resolve_features(
@@ -908,7 +908,7 @@ def read_bootstrap(path: str | os.PathLike[str]) -> dict[str, Any]:
     others = 0
     for _offset, value in reader.records():
         api_key, _version, data = decode_metadata_record(value)
-        if api_key == FEATURE_LEVEL_RECORD:
+        if api_key == FEATURE_LEVEL:
             features[data["Name"]] = data["FeatureLevel"]
         else:
             others += 1
