@@ -74,7 +74,9 @@ def run_describe(args: argparse.Namespace) -> int:
 
 def run_change(args: argparse.Namespace) -> int:
     from kraftkit.errors import KraftkitError
-    from kraftkit.features.offline import FeatureChangeError, change, describe, requested_updates
+    from kraftkit.features.offline import FeatureChangeError, change, requested_updates, state_of
+    from kraftkit.metadata.image import load_image
+    from kraftkit.metadata.source import metadata_dir
     from kraftkit.features.validation import UpgradeType
 
     prog = f"kraftkit features {args.mode}"
@@ -93,9 +95,12 @@ def run_change(args: argparse.Namespace) -> int:
             raise FeatureChangeError("give --release-version or --feature")
         utype = {"upgrade": UpgradeType.UPGRADE, "disable": UpgradeType.SAFE_DOWNGRADE}.get(
             args.mode, UpgradeType.UNSAFE_DOWNGRADE if getattr(args, "unsafe", False) else UpgradeType.SAFE_DOWNGRADE)
-        st = describe(args.path)
-        updates = requested_updates(st, release_version=release, features=feats, upgrade_type=utype)
-        res = change(args.path, updates, dry_run=args.dry_run, backup=args.backup)
+        d = metadata_dir(args.path)
+        if not d.is_dir():
+            raise FeatureChangeError(f"{args.path}: not a metadata log directory")
+        image = load_image(d)
+        updates = requested_updates(state_of(image, str(d)), release_version=release, features=feats, upgrade_type=utype)
+        res = change(d, updates, dry_run=args.dry_run, backup=args.backup, image=image)
     except FeatureChangeError as e:
         if args.json:
             print(json.dumps({"ok": False, "error": str(e), "results": [str(r) for r in e.results]}))

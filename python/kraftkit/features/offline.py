@@ -59,13 +59,17 @@ def describe(path: str | os.PathLike[str]) -> FeatureState:
     """The finalized features at the end of a log directory, snapshot or bootstrap file."""
     from kraftkit.metadata.image import load_image
 
-    img = load_image(path)
+    return state_of(load_image(path), str(path))
+
+
+def state_of(img, source: str) -> FeatureState:
+    """The feature state of a loaded :class:`~kraftkit.metadata.image.MetadataImage`."""
     fin = dict(img.finalized_features)
     if img.kraft_version is not None:
         fin[KRAFT_VERSION_FEATURE] = img.kraft_version
     nodes = [NodeFeatures.from_registration("broker", i, b["Features"]) for i, b in sorted(img.brokers.items())]
     nodes += [NodeFeatures.from_registration("controller", i, c["Features"]) for i, c in sorted(img.controllers.items())]
-    return FeatureState(str(path), fin, nodes, img.provenance.end_offset, img.provenance.epoch)
+    return FeatureState(source, fin, nodes, img.provenance.end_offset, img.provenance.epoch)
 
 
 def requested_updates(state: FeatureState, *, release_version: str | None, features: dict[str, int],
@@ -104,10 +108,11 @@ class ChangeResult:
 
 
 def change(path: str | os.PathLike[str], updates: list[FeatureUpdate], *, dry_run: bool = False,
-           backup: str | os.PathLike[str] | None = None) -> ChangeResult:
+           backup: str | os.PathLike[str] | None = None, image=None) -> ChangeResult:
     """Validates ``updates`` against the node's metadata and, unless ``dry_run``, writes a
     snapshot at the end of its log with the new levels. An existing snapshot with the same id
-    is replaced only when ``backup`` names a directory to keep it in.
+    is replaced only when ``backup`` names a directory to keep it in. ``image`` is the image at the
+    end of ``path``'s log when the caller has already loaded it.
 
     A metadata.version downgrade also needs ``backup``: the log below the new snapshot holds
     records the older release cannot read (and releases before 3.7 replay the log from its
@@ -121,7 +126,9 @@ def change(path: str | os.PathLike[str], updates: list[FeatureUpdate], *, dry_ru
     d = metadata_dir(path)
     if not d.is_dir():
         raise FeatureChangeError(f"{path}: not a metadata log directory")
-    state = describe(d)
+    # replayed once: the state to validate and the image to snapshot (``image``: already loaded from d)
+    img = load_image(d) if image is None else image
+    state = state_of(img, str(d))
     if not updates:
         raise FeatureChangeError(f"{d}: nothing to change (the finalized levels already are the requested ones)")
     results = validate_updates(state.finalized, updates, state.nodes)
@@ -136,7 +143,6 @@ def change(path: str | os.PathLike[str], updates: list[FeatureUpdate], *, dry_ru
     sid = SnapshotId(state.end_offset, state.epoch)
     out = ChangeResult(state, results)
     with tempfile.TemporaryDirectory(prefix="kraftkit-features-") as tmp:
-        img = load_image(d)
         current = img.write_snapshot(tmp, sid)
         final = d / sid.file_name
         downgrade = target.level < state.finalized.get(MV_FEATURE, 0)
