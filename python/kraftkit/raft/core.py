@@ -244,6 +244,23 @@ class RaftCore:
         """The leader's HW in the current epoch (None before it commits its LeaderChange entry)."""
         return self._leader_hw if self.role is Role.LEADER else None
 
+    def quorum_info(self) -> dict[str, Any] | None:
+        """What the leader knows of the replicas (DescribeQuorum's answer); None unless leader.
+        Times are the core's milliseconds (-1: never)."""
+        if self.role is not Role.LEADER:
+            return None
+
+        def state(r: int, end: int) -> dict[str, int]:
+            if r == self.node_id:
+                return {"id": r, "end_offset": self.log.end_offset, "last_fetch": self.now, "last_caught_up": self.now}
+            fetched, caught = self._fetch_times.get(r, (-1, -1))
+            return {"id": r, "end_offset": end, "last_fetch": fetched, "last_caught_up": caught}
+
+        return {"leader_id": self.node_id, "epoch": self.epoch,
+                "high_watermark": self._leader_hw if self._leader_hw is not None else -1,
+                "voters": [state(v, self._replica_end.get(v, -1)) for v in self.voters],
+                "observers": [state(o, end) for o, (end, _t) in sorted(self._observers.items())]}
+
     def next_deadline(self) -> int | None:
         """The earliest time at which a :class:`Tick` could change something (None: only events will)."""
         cands = [d for _, _, d in self._inflight.values()]
@@ -331,6 +348,7 @@ class RaftCore:
         self._begin_resend_at: dict[int, int] = {}
         self._window: set[int] = set()
         self._observers: dict[int, tuple[int, int]] = {}
+        self._fetch_times: dict[int, tuple[int, int]] = {}  # replica -> (last fetch, last caught up)
         self._purgatory: list[tuple[int, int, int, dict]] = []  # (deadline, src, corr, body)
         self._unacked_end: set[int] = set()
         self._preferred: list[int] = []
@@ -707,6 +725,9 @@ class RaftCore:
         if status == "diverging":
             return self._fetch_reply(src, corr, Errors.NONE, diverging=arg)
         hw_before = self._leader_hw
+        if replica >= 0 and replica != self.node_id:
+            caught_up = self.now if offset >= log.end_offset else self._fetch_times.get(replica, (0, -1))[1]
+            self._fetch_times[replica] = (self.now, caught_up)
         if replica in self._replica_end:
             self._replica_end[replica] = offset
             self._acked.add(replica)
