@@ -280,6 +280,8 @@ class RaftNode:
                 self._on_state_change(rep, o)
             elif isinstance(o, SnapshotLoaded):
                 path = rep.log.snapshot_path(o.snapshot_id)
+                log.info("node %d %s: loaded snapshot %s (%d bytes) fetched from leader %d", self.node_id, rep.tp,
+                         tuple(o.snapshot_id), path.stat().st_size, rep.core.leader_id)
                 rep.machine.load_snapshot(path, o.snapshot_id)
                 self._notify(rep, "handle_load_snapshot", path, o.snapshot_id)
             elif isinstance(o, (Appended, AppendRejected)):
