@@ -9,7 +9,7 @@ import pytest
 from kraftkit.raft import messages as m
 from kraftkit.raft.core import (
     Append, Appended, AppendRejected, Committed, CreateSnapshot, Fsync, FsyncComplete, PersistElection, RaftConfig,
-    RaftCore, RaftStateError, Receive, Resign, Send, SnapshotLoaded, Start, Tick, end_epoch_backoff_ms,
+    PeerUnreachable, RaftCore, RaftStateError, Receive, Resign, Send, SnapshotLoaded, Start, Tick, end_epoch_backoff_ms,
 )
 from kraftkit.raft.log import Entry, LogError, MemoryLog, SnapshotId
 from kraftkit.raft.messages import Errors
@@ -258,6 +258,23 @@ def test_fetch_timeout_makes_a_voter_follower_a_candidate():
     assert c.role is Role.FOLLOWER
     c.step(Tick(2000))
     assert c.role is Role.CANDIDATE and c.epoch == 4
+
+
+def test_a_refused_leader_makes_a_voter_stand_at_once_but_nothing_else_does():
+    c, _ = make(persisted=ElectionState(3, leader_id=2), fetch_timeout_ms=2000)
+    c.step(PeerUnreachable(10, 3))  # another voter is down: no reason to stand
+    assert c.role is Role.FOLLOWER
+    out = c.step(PeerUnreachable(11, 2))  # the leader's process is gone
+    assert c.role is Role.CANDIDATE and c.epoch == 4
+    assert isinstance(out[0], PersistElection) and sends(out, m.VOTE)
+    # switched off, it waits out the fetch timeout as Kafka does
+    k, _ = make(persisted=ElectionState(3, leader_id=2), fetch_timeout_ms=2000, elect_on_refused_leader=False)
+    k.step(PeerUnreachable(11, 2))
+    assert k.role is Role.FOLLOWER
+    # an observer never stands
+    o, _ = make(node_id=9, persisted=ElectionState(3, leader_id=2))
+    o.step(PeerUnreachable(11, 2))
+    assert o.role is Role.FOLLOWER
 
 
 def test_begin_quorum_epoch_is_resent_until_each_voter_fetches():

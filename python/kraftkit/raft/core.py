@@ -6,7 +6,7 @@ the asyncio node) feeds it events and carries out what it returns::
     outputs = core.step(Receive(now_ms, src, api, body, correlation_id, is_response))
 
 Events: :class:`Start`, :class:`Tick`, :class:`Receive`, :class:`Append`, :class:`FsyncComplete`,
-:class:`Resign`, :class:`CreateSnapshot`. Outputs, to be executed **in order**:
+:class:`Resign`, :class:`CreateSnapshot`, :class:`PeerUnreachable`. Outputs, to be executed **in order**:
 :class:`PersistElection` (must be durable before anything after it is done: that is how the epoch and
 vote reach disk before any message that depends on them), :class:`Send`, :class:`Fsync`,
 :class:`Committed`, :class:`StateChanged`, :class:`SnapshotLoaded`, :class:`Appended`,
@@ -35,7 +35,7 @@ from kraftkit.raft.quorum_state import ElectionState, Role
 
 __all__ = [
     "RaftConfig", "RaftCore", "RaftStateError", "RecordsAdapter",
-    "Start", "Tick", "Receive", "Append", "FsyncComplete", "Resign", "CreateSnapshot",
+    "Start", "Tick", "Receive", "Append", "FsyncComplete", "Resign", "CreateSnapshot", "PeerUnreachable",
     "PersistElection", "Send", "Fsync", "Committed", "StateChanged", "SnapshotLoaded", "Appended",
     "AppendRejected", "Role",
 ]
@@ -62,6 +62,10 @@ class RaftConfig:
     snapshot_chunk_bytes: int = 8388608  # FetchSnapshot MaxBytes
     cluster_id: str | None = None
     check_quorum: bool = True
+    #: a follower whose leader refuses connections (its process is gone) stands for election at once
+    #: instead of waiting out fetch_timeout_ms; a partition or a hung host still waits it out.
+    #: Kafka waits in every case; the difference is listed in the README.
+    elect_on_refused_leader: bool = True
 
 
 class RecordsAdapter:
@@ -113,6 +117,15 @@ class FsyncComplete:
     """The driver flushed the log; ``log.flushed_offset`` says how far."""
 
     now: int
+
+
+@dataclasses.dataclass(frozen=True)
+class PeerUnreachable:
+    """The driver could not connect to ``node`` at all: the connection was refused, so no process
+    listens at its address (a dead process, not a slow network, which only times out)."""
+
+    now: int
+    node: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -295,6 +308,8 @@ class RaftCore:
                 self._become_resigned(self._preferred_successors())
         elif isinstance(event, CreateSnapshot):
             self._on_create_snapshot(event)
+        elif isinstance(event, PeerUnreachable):
+            self._on_unreachable(event.node)
         elif not isinstance(event, (Tick, FsyncComplete)):
             raise TypeError(f"unknown event {event!r}")
         self._after_log_change()
@@ -963,6 +978,11 @@ class RaftCore:
             raise ValueError(f"node {self.node_id}: snapshot at {end} outside ({self.log.start_offset}, "
                                  f"min(HW {self.high_watermark}, flushed {self.log.flushed_offset})]")
         self.log.create_snapshot(SnapshotId(end, self.log.epoch_of(end - 1)), ev.data)
+
+    def _on_unreachable(self, node: int) -> None:
+        if (self.cfg.elect_on_refused_leader and self.role is Role.FOLLOWER and node == self.leader_id
+                and not self.is_observer and self._fetch_deadline is not None):
+            self._fetch_deadline = min(self._fetch_deadline, self.now)
 
     def _after_log_change(self) -> None:
         if self.role is Role.LEADER:

@@ -42,8 +42,8 @@ from kraftkit.errors import KraftkitError
 from kraftkit.protocol.messages import ApiKey, decode_request, supported_versions
 from kraftkit.raft import messages as m
 from kraftkit.raft.core import (
-    Append, Appended, AppendRejected, Committed, CreateSnapshot, Fsync, FsyncComplete, PersistElection, RaftConfig,
-    RaftCore, Receive, Resign, Send, SnapshotLoaded, Start, StateChanged, Tick,
+    Append, Appended, AppendRejected, Committed, CreateSnapshot, Fsync, FsyncComplete, PeerUnreachable,
+    PersistElection, RaftConfig, RaftCore, Receive, Resign, Send, SnapshotLoaded, Start, StateChanged, Tick,
 )
 from kraftkit.raft.file_log import FileRaftLog, split_batches
 from kraftkit.raft.log import SnapshotId
@@ -428,9 +428,15 @@ class RaftNode:
             addr = self.config.voters.get(dest)
             if addr is None:
                 return None
-            conn = PeerConnection(dest, addr[0], addr[1], client_id=f"raft-client-{self.node_id}", versions=m.VERSIONS)
+            conn = PeerConnection(dest, addr[0], addr[1], client_id=f"raft-client-{self.node_id}", versions=m.VERSIONS,
+                                  on_refused=self._refused)
             self._peers[dest] = conn
         return conn
+
+    def _refused(self, dest: int) -> None:
+        if self._loop is not None:
+            for rep in self.replicas.values():
+                self._step(rep, PeerUnreachable(self.now(), dest))
 
     def _send(self, rep: Replica, o: Send) -> None:
         conn = self._peer(o.dest)

@@ -77,7 +77,7 @@ class PeerConnection:
     timeout handles the rest, as Kafka's does)."""
 
     def __init__(self, node_id: int, host: str, port: int, *, client_id: str,
-                 versions: dict[int, int]) -> None:
+                 versions: dict[int, int], on_refused: Callable[[int], None] | None = None) -> None:
         self.node_id = node_id
         self.address = (host, port)
         self.client_id = client_id
@@ -88,6 +88,7 @@ class PeerConnection:
         self._closed = False
         self._ids = itertools.count(1)
         self.peer_versions: dict[int, tuple[int, int]] | None = None
+        self._on_refused = on_refused
 
     def send(self, api: int, body: dict, callback: ResponseCallback) -> None:
         if self._closed:
@@ -119,6 +120,8 @@ class PeerConnection:
                 reader, writer = await asyncio.wait_for(asyncio.open_connection(*self.address), CONNECT_TIMEOUT_S)
             except (OSError, asyncio.TimeoutError) as e:
                 log.debug("peer %d at %s:%d: cannot connect: %s", self.node_id, *self.address, e)
+                if isinstance(e, ConnectionRefusedError) and self._on_refused is not None:
+                    self._on_refused(self.node_id)
                 while self._queue:
                     self._queue.popleft()[2](None)
                 await asyncio.sleep(RECONNECT_BACKOFF_S)
