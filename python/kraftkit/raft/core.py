@@ -6,7 +6,7 @@ the asyncio node) feeds it events and carries out what it returns::
     outputs = core.step(Receive(now_ms, src, api, body, correlation_id, is_response))
 
 Events: :class:`Start`, :class:`Tick`, :class:`Receive`, :class:`Append`, :class:`FsyncComplete`,
-:class:`Resign`, :class:`CreateSnapshot`, :class:`PeerUnreachable`. Outputs, to be executed **in order**:
+:class:`Resign`, :class:`CreateSnapshot`, :class:`PeerUnreachable`, :class:`RequestFailed`. Outputs, to be executed **in order**:
 :class:`PersistElection` (must be durable before anything after it is done: that is how the epoch and
 vote reach disk before any message that depends on them), :class:`Send`, :class:`Fsync`,
 :class:`Committed`, :class:`StateChanged`, :class:`SnapshotLoaded`, :class:`Appended`,
@@ -36,6 +36,7 @@ from kraftkit.raft.quorum_state import ElectionState, Role
 __all__ = [
     "RaftConfig", "RaftCore", "RaftStateError", "RecordsAdapter",
     "Start", "Tick", "Receive", "Append", "FsyncComplete", "Resign", "CreateSnapshot", "PeerUnreachable",
+    "RequestFailed",
     "PersistElection", "Send", "Fsync", "Committed", "StateChanged", "SnapshotLoaded", "Appended",
     "AppendRejected", "Role",
 ]
@@ -63,8 +64,9 @@ class RaftConfig:
     cluster_id: str | None = None
     check_quorum: bool = True
     #: a follower whose leader refuses connections (its process is gone) stands for election at once
-    #: instead of waiting out fetch_timeout_ms; a partition or a hung host still waits it out.
-    #: Kafka waits in every case; the difference is listed in the README.
+    #: instead of waiting out fetch_timeout_ms, and a candidate counts a refusing voter as a lost vote;
+    #: a partition or a hung host still waits the timeouts out. Kafka waits in every case; the
+    #: difference is listed in the README.
     elect_on_refused_leader: bool = True
 
 
@@ -126,6 +128,16 @@ class PeerUnreachable:
 
     now: int
     node: int
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestFailed:
+    """The request ``correlation_id`` to ``dest`` will get no answer (the connection broke or could
+    not be made): as Kafka's client does for a disconnect, the core backs off and may retry."""
+
+    now: int
+    dest: int
+    correlation_id: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -310,6 +322,8 @@ class RaftCore:
             self._on_create_snapshot(event)
         elif isinstance(event, PeerUnreachable):
             self._on_unreachable(event.node)
+        elif isinstance(event, RequestFailed):
+            self._on_request_failed(event.dest, event.correlation_id)
         elif not isinstance(event, (Tick, FsyncComplete)):
             raise TypeError(f"unknown event {event!r}")
         self._after_log_change()
@@ -979,10 +993,27 @@ class RaftCore:
                                  f"min(HW {self.high_watermark}, flushed {self.log.flushed_offset})]")
         self.log.create_snapshot(SnapshotId(end, self.log.epoch_of(end - 1)), ev.data)
 
+    def _on_request_failed(self, dest: int, corr: int) -> None:
+        req = self._inflight.get(corr)
+        if req is None or req[0] != dest:
+            return
+        del self._inflight[corr]
+        if corr == self._fetch_corr:
+            self._fetch_corr = None
+            self._bootstrap_target = None
+        self._retry_at[(dest, req[1])] = self.now + self.cfg.retry_backoff_ms
+
     def _on_unreachable(self, node: int) -> None:
-        if (self.cfg.elect_on_refused_leader and self.role is Role.FOLLOWER and node == self.leader_id
-                and not self.is_observer and self._fetch_deadline is not None):
+        if not self.cfg.elect_on_refused_leader or self.is_observer:
+            return
+        if self.role is Role.FOLLOWER and node == self.leader_id and self._fetch_deadline is not None:
             self._fetch_deadline = min(self._fetch_deadline, self.now)
+        elif self.role is Role.CANDIDATE and node in self.voters and node not in self._granted:
+            # a voter that is down cannot vote in time: when too few are left to win, back off now
+            # rather than at the election timeout (a split vote after a leader crash ends sooner)
+            self._rejected.add(node)
+            if len(self.voters) - len(self._rejected) < self.majority and self._backoff_deadline is None:
+                self._start_backoff()
 
     def _after_log_change(self) -> None:
         if self.role is Role.LEADER:

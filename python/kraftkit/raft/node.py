@@ -43,7 +43,7 @@ from kraftkit.protocol.messages import ApiKey, decode_request, supported_version
 from kraftkit.raft import messages as m
 from kraftkit.raft.core import (
     Append, Appended, AppendRejected, Committed, CreateSnapshot, Fsync, FsyncComplete, PeerUnreachable,
-    PersistElection, RaftConfig, RaftCore, Receive, Resign, Send, SnapshotLoaded, Start, StateChanged, Tick,
+    PersistElection, RaftConfig, RaftCore, Receive, RequestFailed, Resign, Send, SnapshotLoaded, Start, StateChanged, Tick,
 )
 from kraftkit.raft.file_log import FileRaftLog, split_batches
 from kraftkit.raft.log import SnapshotId
@@ -445,7 +445,11 @@ class RaftNode:
             return
 
         def on_answer(body: dict | None, rep=rep, o=o) -> None:
-            if body is not None and self._loop is not None:
+            if self._loop is None:
+                return
+            if body is None:
+                self._step(rep, RequestFailed(self.now(), o.dest, o.correlation_id))
+            else:
                 self._step(rep, Receive(self.now(), o.dest, o.api, body, o.correlation_id, True))
 
         conn.send(o.api, o.body, on_answer)
