@@ -977,13 +977,13 @@ class RaftCore:
             self._out.append(AppendRejected(f"not the leader (role {self.role.value}, epoch {self.epoch})"))
             return
         base = self.log.end_offset
-        entries = [Entry(base + i, self.epoch, p, False) for i, p in enumerate(ev.payloads)]
-        if not entries:
+        n = len(ev.payloads)
+        if not n:
             self._out.append(AppendRejected("nothing to append"))
             return
-        self.log.append(entries)
+        self.log.append(self.log.entries_for_append(base, self.epoch, ev.payloads))
         self._out.append(Fsync(self.log.end_offset))
-        self._out.append(Appended(base, base + len(entries) - 1, self.epoch))
+        self._out.append(Appended(base, base + n - 1, self.epoch))
         self._complete_purgatory()
 
     def _on_create_snapshot(self, ev: CreateSnapshot) -> None:

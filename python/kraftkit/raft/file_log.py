@@ -29,13 +29,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kraftkit._core import control_record_key, encode_batch, encode_control_record, write_atomic
+from kraftkit._core import assign_offsets, control_record_key, encode_batch, encode_control_record, write_atomic
 from kraftkit.errors import LogError
 from kraftkit.log import Log
 from kraftkit.log.log import list_segments, segment_name
 from kraftkit.raft.log import Batch, Entry, RaftLog, SnapshotId
 
-__all__ = ["FileRaftLog", "snapshot_file_name", "parse_snapshot_name", "split_batches"]
+__all__ = ["FileRaftLog", "ClientBatches", "snapshot_file_name", "parse_snapshot_name", "split_batches"]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,21 @@ def split_batches(data: bytes | memoryview) -> tuple[list[Batch], int]:
         out.append(Batch(base, epoch, bytes(view[pos:pos + size]), base + delta))
         pos += size
     return out, pos
+
+
+class ClientBatches:
+    """Record batches a client sent to be appended as they are (a Produce request's records,
+    already checked): ``len()`` is their record count. The leader gives them offsets and its epoch
+    in place (:func:`kraftkit._core.assign_offsets`) instead of re-encoding every record."""
+
+    __slots__ = ("data", "count")
+
+    def __init__(self, data: bytes, count: int) -> None:
+        self.data = data
+        self.count = count
+
+    def __len__(self) -> int:
+        return self.count
 
 
 class FileRaftLog(RaftLog):
@@ -164,6 +179,14 @@ class FileRaftLog(RaftLog):
                 run = []
             run.append(e)
         self._append_run(run)
+
+    def entries_for_append(self, base_offset: int, epoch: int, payloads: Any) -> list[Entry] | list[Batch]:
+        if isinstance(payloads, ClientBatches):
+            data, n = assign_offsets(payloads.data, base_offset, epoch)
+            if n != payloads.count:
+                raise LogError(f"{self.dir}: the client batches hold {n} records, not {payloads.count}")
+            return [Batch(base_offset, epoch, data, base_offset + n - 1)]
+        return super().entries_for_append(base_offset, epoch, payloads)
 
     def _append_run(self, run: list[Entry]) -> None:
         first = run[0]

@@ -108,6 +108,12 @@ class RaftLog(abc.ABC):
     def install_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
         """Replace the whole log by a snapshot fetched from the leader (``truncateToLatestSnapshot``)."""
 
+    def entries_for_append(self, base_offset: int, epoch: int, payloads: Any) -> list[Entry] | list[Batch]:
+        """What a leader's local append of ``payloads`` (``len(payloads)`` records) at
+        ``base_offset`` becomes in this log: one entry per payload by default; a log that stores
+        batches may take a ready-made batch instead (see ``FileRaftLog``)."""
+        return [Entry(base_offset + i, epoch, p, False) for i, p in enumerate(payloads)]
+
     # ------------------------------------------------------------ derived rules (shared by all logs)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:

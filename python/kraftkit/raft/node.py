@@ -37,7 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from kraftkit._core import RecordBatch, decode_batches, decode_metadata_record
+from kraftkit._core import RecordBatch, check_metadata_batches
 from kraftkit.errors import KraftkitError
 from kraftkit.protocol.messages import ApiKey, decode_request, supported_versions
 from kraftkit.raft import messages as m
@@ -45,7 +45,7 @@ from kraftkit.raft.core import (
     Append, Appended, AppendRejected, Committed, CreateSnapshot, Fsync, FsyncComplete, PeerUnreachable,
     PersistElection, RaftConfig, RaftCore, Receive, RequestFailed, Resign, Send, SnapshotLoaded, Start, StateChanged, Tick,
 )
-from kraftkit.raft.file_log import FileRaftLog, split_batches
+from kraftkit.raft.file_log import ClientBatches, FileRaftLog
 from kraftkit.raft.log import SnapshotId
 from kraftkit.raft.messages import Errors, TopicPartition
 from kraftkit.raft.quorum_state import FileQuorumStateStore, Role
@@ -60,7 +60,6 @@ log = logging.getLogger(__name__)
 UNSUPPORTED_VERSION = 35
 REQUEST_TIMED_OUT = 7
 INVALID_RECORD = 87
-CORRUPT_MESSAGE = 2
 #: The APIs the listener answers (at the versions the codec speaks)
 SERVED = (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.API_VERSIONS, ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH,
           ApiKey.END_QUORUM_EPOCH, ApiKey.DESCRIBE_QUORUM, ApiKey.FETCH_SNAPSHOT, ApiKey.DESCRIBE_CLUSTER)
@@ -383,14 +382,14 @@ class RaftNode:
         """Adds a listener (``handle_commit``, ``handle_load_snapshot``, ``handle_leader_change``)."""
         self.replica(tp).listeners.append(listener)
 
-    def append_nowait(self, values: list[bytes], tp: TopicPartition | None = None) -> tuple[int, asyncio.Future]:
-        """Appends ``values`` (record values, one batch) if this node leads; returns the base offset
-        and a future of the last offset that resolves once it is committed. Raises
-        :class:`NotLeaderError` otherwise."""
+    def append_nowait(self, values: list[bytes] | ClientBatches, tp: TopicPartition | None = None) -> tuple[int, asyncio.Future]:
+        """Appends ``values`` (record values, one batch; or :class:`ClientBatches` taken as they
+        are) if this node leads; returns the base offset and a future of the last offset that
+        resolves once it is committed. Raises :class:`NotLeaderError` otherwise."""
         rep = self.replica(tp)
         if self._loop is None:
             raise NotLeaderError("the node is not running")
-        out = self._step(rep, Append(self.now(), tuple(values)))
+        out = self._step(rep, Append(self.now(), values if isinstance(values, ClientBatches) else tuple(values)))
         for o in out:
             if isinstance(o, Appended):
                 fut = self._loop.create_future()
@@ -606,12 +605,20 @@ class RaftNode:
                     ans["ErrorCode"] = Errors.UNKNOWN_TOPIC_OR_PARTITION
                     continue
                 ans["CurrentLeader"] = {"LeaderId": rep.core.leader_id, "LeaderEpoch": rep.core.epoch}
-                values, err = _produce_values(p.get("Records"))
-                if err is not None:
-                    ans["ErrorCode"], ans["ErrorMessage"] = err
+                records = p.get("Records")
+                if not records:
+                    ans["ErrorCode"], ans["ErrorMessage"] = INVALID_RECORD, "no records"
                     continue
                 try:
-                    base, done = self.append_nowait(values, rep.tp)
+                    count = check_metadata_batches(records)
+                except KraftkitError as e:
+                    ans["ErrorCode"], ans["ErrorMessage"] = INVALID_RECORD, f"not a metadata record batch: {e}"
+                    continue
+                if count == 0:
+                    ans["ErrorCode"], ans["ErrorMessage"] = INVALID_RECORD, "no records"
+                    continue
+                try:
+                    base, done = self.append_nowait(ClientBatches(bytes(records), count), rep.tp)
                 except NotLeaderError as e:
                     ans["ErrorCode"], ans["ErrorMessage"] = Errors.NOT_LEADER_OR_FOLLOWER, str(e)
                     continue
@@ -652,27 +659,3 @@ class RaftNode:
         leader = self.replica().core.leader_id
         addr = self.config.voters.get(leader)
         return [] if addr is None else [{"NodeId": leader, "Host": addr[0], "Port": addr[1], "Rack": None}]
-
-
-def _produce_values(records: Any) -> tuple[list[bytes], tuple[int, str] | None]:
-    """The record values of a Produce partition, checked: complete batches with valid CRCs, no
-    control batches, every value a metadata record kraftkit can decode."""
-    if not records:
-        return [], (INVALID_RECORD, "no records")
-    batches, used = split_batches(records)
-    if used != len(records) or not batches:
-        return [], (CORRUPT_MESSAGE, f"records end in a partial batch ({len(records) - used} trailing bytes)")
-    values: list[bytes] = []
-    try:
-        for b in decode_batches(records, verify_crc=True):
-            if b.is_control:
-                return [], (INVALID_RECORD, f"control batch at offset {b.base_offset}: only the leader writes control records")
-            for r in b:
-                v = r.value
-                if v is None:
-                    return [], (INVALID_RECORD, f"record {r.offset}: null value")
-                decode_metadata_record(v)
-                values.append(v)
-    except KraftkitError as e:
-        return [], (INVALID_RECORD, f"not a metadata record batch: {e}")
-    return values, None

@@ -499,6 +499,7 @@ fn metadata_schema<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_metadata_record, m)?)?;
+    m.add_function(wrap_pyfunction!(check_metadata_batches, m)?)?;
     m.add_function(wrap_pyfunction!(encode_metadata_record, m)?)?;
     m.add_function(wrap_pyfunction!(metadata_record_json, m)?)?;
     m.add_function(wrap_pyfunction!(decode_control_record, m)?)?;
@@ -508,4 +509,12 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_metadata_batch, m)?)?;
     m.add_function(wrap_pyfunction!(metadata_schema, m)?)?;
     Ok(())
+}
+
+/// Checks batches a client wants appended to the metadata log (see
+/// `schema::check_metadata_batches`); returns the record count or raises CorruptRecordError.
+#[pyfunction]
+fn check_metadata_batches(py: Python<'_>, data: pyo3::buffer::PyBuffer<u8>) -> PyResult<usize> {
+    let v = data.to_vec(py)?;
+    py.allow_threads(|| schema::check_metadata_batches(&v)).map_err(CorruptRecordError::new_err)
 }
