@@ -178,7 +178,14 @@ fn from_py(obj: &Bound<'_, PyAny>, t: &FieldType, path: &FieldPath<'_>) -> PyRes
             if obj.is_instance_of::<PyString>() {
                 return Err(PyTypeError::new_err(format!("{path}: expected bytes, got str")));
             }
-            Value::Bytes(obj.extract::<Vec<u8>>().map_err(|_| PyTypeError::new_err(format!("{path}: expected bytes, got {}", type_name(obj))))?)
+            if let Ok(b) = obj.downcast::<PyBytes>() {
+                Value::Bytes(b.as_bytes().to_vec())
+            } else if let Ok(buf) = pyo3::buffer::PyBuffer::<u8>::get(obj) {
+                // bytearray, memoryview, mmap...: one copy, not an item-by-item sequence walk
+                Value::Bytes(buf.to_vec(obj.py())?)
+            } else {
+                Value::Bytes(obj.extract::<Vec<u8>>().map_err(|_| PyTypeError::new_err(format!("{path}: expected bytes, got {}", type_name(obj))))?)
+            }
         }
         FieldType::Uuid => Value::Uuid(uuid_from_py(obj, path)?),
         FieldType::Array(elem) => {
