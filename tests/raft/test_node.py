@@ -271,3 +271,32 @@ def test_append_on_a_follower_is_refused_with_the_leader(tmp_path):
                 await n.stop()
 
     run(main())
+
+
+def test_an_uncommittable_produce_times_out_with_request_timed_out(tmp_path):
+    async def main():
+        nodes = make_nodes(tmp_path, snapshot_every_records=0)
+        for n in nodes:
+            await n.start()
+        try:
+            leader = await wait_for(lambda: leader_of(nodes), what="a leader")
+            for n in nodes:
+                if n is not leader:
+                    await n.stop(resign=False)  # no majority left: nothing more can commit
+            loop = asyncio.get_running_loop()
+
+            def produce():
+                with KafkaConnection("127.0.0.1", leader.address[1]) as conn:
+                    body = produce_body([NOOP, NOOP])
+                    body["TimeoutMs"] = 200
+                    return conn.request(ApiKey.PRODUCE, conn.version_for(ApiKey.PRODUCE), body)
+
+            resp = await loop.run_in_executor(None, produce)
+            part = resp["Responses"][0]["PartitionResponses"][0]
+            assert part["ErrorCode"] == 7 and "200 ms" in part["ErrorMessage"]
+            assert leader.replica().log.end_offset > part["BaseOffset"] >= 1  # appended, never committed
+        finally:
+            for n in nodes:
+                await n.stop()
+
+    run(main())

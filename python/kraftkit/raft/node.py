@@ -147,6 +147,8 @@ class Replica:
         self.waiters: list[tuple[int, asyncio.Future]] = []  # (last offset, future), ascending
         self.flush_scheduled = False
         self.snapshot_scheduled = False
+        self.produce_queue: list[tuple[ClientBatches, Any]] = []
+        self.produce_scheduled = False
         self.timer: asyncio.TimerHandle | None = None
         self.timer_at: int | None = None
         self.role = self.core.role
@@ -590,7 +592,7 @@ class RaftNode:
         timeout_ms = max(0, body.get("TimeoutMs", 30000))
         loop = asyncio.get_running_loop()
         answers: list[tuple[dict, list]] = []
-        waits: list[tuple[dict, asyncio.Future]] = []
+        items: list[tuple[dict, Replica, ClientBatches]] = []
         for t in body.get("TopicData") or []:
             parts_out: list[dict] = []
             answers.append(({"Name": t.get("Name", ""), "TopicId": t.get("TopicId", uuid.UUID(int=0))}, parts_out))
@@ -605,55 +607,92 @@ class RaftNode:
                     ans["ErrorCode"] = Errors.UNKNOWN_TOPIC_OR_PARTITION
                     continue
                 ans["CurrentLeader"] = {"LeaderId": rep.core.leader_id, "LeaderEpoch": rep.core.epoch}
-                records = p.get("Records")
-                if not records:
-                    ans["ErrorCode"], ans["ErrorMessage"] = INVALID_RECORD, "no records"
+                if rep.core.role is not Role.LEADER:
+                    ans["ErrorCode"] = Errors.NOT_LEADER_OR_FOLLOWER
+                    ans["ErrorMessage"] = f"node {self.node_id} is not the leader (leader {rep.core.leader_id})"
                     continue
+                records = p.get("Records")
                 try:
-                    count = check_metadata_batches(records)
+                    count = check_metadata_batches(records) if records else 0
                 except KraftkitError as e:
                     ans["ErrorCode"], ans["ErrorMessage"] = INVALID_RECORD, f"not a metadata record batch: {e}"
                     continue
                 if count == 0:
                     ans["ErrorCode"], ans["ErrorMessage"] = INVALID_RECORD, "no records"
                     continue
-                try:
-                    base, done = self.append_nowait(ClientBatches(bytes(records), count), rep.tp)
-                except NotLeaderError as e:
-                    ans["ErrorCode"], ans["ErrorMessage"] = Errors.NOT_LEADER_OR_FOLLOWER, str(e)
-                    continue
-                ans["BaseOffset"] = base
-                ans["LogStartOffset"] = rep.log.start_offset
-                if acks == -1:
-                    waits.append((ans, done))
-                else:
-                    done.add_done_callback(lambda f: f.cancelled() or f.exception())
+                items.append((ans, rep, ClientBatches(bytes(records), count)))
 
         def reply() -> dict:
             return {"Responses": [dict(topic, PartitionResponses=parts) for topic, parts in answers],
                     "ThrottleTimeMs": 0, "NodeEndpoints": self._leader_endpoints()}
 
-        if acks == 0:
-            fut.set_result(None)
+        if not items:
+            fut.set_result(None if acks == 0 else reply())
             return
-        if not waits:
-            fut.set_result(reply())
-            return
+        pending = {id(ans) for ans, _rep, _b in items}  # answers still waiting for their append or commit
 
-        async def wait_commit() -> None:
-            try:
-                await asyncio.wait_for(asyncio.gather(*(w for _, w in waits), return_exceptions=True), timeout_ms / 1000)
-            except asyncio.TimeoutError:
-                pass
-            for ans, w in waits:
-                if not w.done():
+        def finish(ans: dict) -> None:
+            pending.discard(id(ans))
+            if not pending:
+                timer.cancel()
+                if not fut.done():
+                    fut.set_result(None if acks == 0 else reply())
+
+        def on_timeout() -> None:
+            for ans, _rep, _b in items:
+                if id(ans) in pending:
                     ans["ErrorCode"], ans["ErrorMessage"] = REQUEST_TIMED_OUT, f"not committed within {timeout_ms} ms"
-                elif w.exception() is not None:
-                    ans["ErrorCode"], ans["ErrorMessage"] = Errors.NOT_LEADER_OR_FOLLOWER, str(w.exception())
+            pending.clear()
             if not fut.done():
-                fut.set_result(reply())
+                fut.set_result(None if acks == 0 else reply())
 
-        loop.create_task(wait_commit())
+        timer = loop.call_later(timeout_ms / 1000, on_timeout)
+        for ans, rep, batches in items:
+            def appended(base: int | None, commit: asyncio.Future | None, error: Exception | None, ans=ans, rep=rep) -> None:
+                if id(ans) not in pending:
+                    return  # timed out already
+                if error is not None:
+                    ans["ErrorCode"], ans["ErrorMessage"] = Errors.NOT_LEADER_OR_FOLLOWER, str(error)
+                    return finish(ans)
+                ans["BaseOffset"], ans["LogStartOffset"] = base, rep.log.start_offset
+                if acks != -1:
+                    return finish(ans)
+
+                def committed(f: asyncio.Future, ans=ans) -> None:
+                    if id(ans) not in pending:
+                        return
+                    if f.exception() is not None:
+                        ans["ErrorCode"], ans["ErrorMessage"] = Errors.NOT_LEADER_OR_FOLLOWER, str(f.exception())
+                    finish(ans)
+
+                assert commit is not None
+                commit.add_done_callback(committed)
+
+            rep.produce_queue.append((batches, appended))
+            if not rep.produce_scheduled:
+                rep.produce_scheduled = True
+                loop.call_soon(self._drain_produce, rep)
+
+    def _drain_produce(self, rep: Replica) -> None:
+        """Appends every Produce request that arrived since the last drain as one log append (their
+        batches keep their bounds; one core step, one commit to wait for), as Kafka's leader
+        accumulates appends."""
+        rep.produce_scheduled = False
+        queue, rep.produce_queue = rep.produce_queue, []
+        if not queue:
+            return
+        data = queue[0][0].data if len(queue) == 1 else b"".join(b.data for b, _ in queue)
+        total = sum(b.count for b, _ in queue)
+        try:
+            base, commit = self.append_nowait(ClientBatches(data, total), rep.tp)
+        except NotLeaderError as e:
+            for _b, cb in queue:
+                cb(None, None, e)
+            return
+        commit.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved; waiters see it too
+        for b, cb in queue:
+            cb(base, commit, None)
+            base += b.count
 
     def _leader_endpoints(self) -> list[dict]:
         leader = self.replica().core.leader_id
