@@ -38,8 +38,11 @@ def main() -> int:
     p.add_argument("--size", type=int, default=64)
     p.add_argument("--journal", default=None)
     p.add_argument("--linger", type=float, default=0.0, help="stay up this long after the load (followers)")
+    p.add_argument("--period", type=float, default=None, help="appendEntriesPeriod in seconds (PySyncObj's default 0.1)")
     a = p.parse_args()
-    conf = SyncObjConf(journalFile=f"{a.journal}/journal.bin" if a.journal else None, dynamicMembershipChange=False)
+    tuning = {} if a.period is None else {"appendEntriesPeriod": a.period}
+    conf = SyncObjConf(journalFile=f"{a.journal}/journal.bin" if a.journal else None, dynamicMembershipChange=False,
+                       **tuning)
     obj = Store(a.me, a.partners.split(","), conf)
     deadline = time.monotonic() + 30
     while obj._getLeader() is None and time.monotonic() < deadline:
