@@ -269,6 +269,11 @@ class RaftCore:
         """The leader's HW in the current epoch (None before it commits its LeaderChange entry)."""
         return self._leader_hw if self.role is Role.LEADER else None
 
+    @property
+    def resignation_pending(self) -> bool:
+        """A resigned leader still waiting for voters to acknowledge its EndQuorumEpoch."""
+        return self.role is Role.RESIGNED and bool(self._unacked_end)
+
     def quorum_info(self) -> dict[str, Any] | None:
         """What the leader knows of the replicas (DescribeQuorum's answer); None unless leader.
         Times are the core's milliseconds (-1: never)."""

@@ -216,7 +216,7 @@ class RaftNode:
                 self._step(rep, Resign(self.now()))
             if leaders:
                 deadline = self._loop.time() + timeout
-                while self._loop.time() < deadline and any(r.core._unacked_end for r in leaders):
+                while self._loop.time() < deadline and any(r.core.resignation_pending for r in leaders):
                     await asyncio.sleep(0.01)
         if self._server is not None:
             self._server.close()
