@@ -5,6 +5,7 @@
   ``__cluster_metadata`` through the real Fetch RPC (and FetchSnapshot when the leader's log no
   longer starts at 0) and stores it byte for byte as the controllers do; it follows a leader change;
   the real leader's DescribeQuorum, as ``kafka-metadata-quorum.sh --replication`` prints it, lists it.
+  The same against three 3.9 controllers.
 * Kafka's own ``kafka-metadata-quorum.sh describe --status/--replication`` against three
   ``kraftkit quorum run`` voters (and an observer) reports what ``kraftkit quorum describe`` does.
 
@@ -171,13 +172,14 @@ def row(rows: list[dict[str, str]], node_id: int) -> dict[str, str]:
 
 # ----------------------------------------------------------------------- kraftkit observes Kafka
 
-def test_observer_replicates_a_real_quorum_byte_for_byte(kafka_jars, tmp_path):
-    """A kraftkit observer joins three real controllers, fetches __cluster_metadata from offset 0
-    through the real Fetch RPC, keeps following across a leader change and a restart of its own, and
-    its segment holds exactly the controllers' bytes; the real leaders' DescribeQuorum lists it as
-    an observer."""
-    with KafkaQuorum(tmp_path / "kafka", V4) as q:
-        tools.create_topics(V4, q.bootstrap, [
+@pytest.mark.parametrize("version", [jars.KAFKA_4, jars.KAFKA_3])
+def test_observer_replicates_a_real_quorum_byte_for_byte(kafka_jars, tmp_path, version):
+    """A kraftkit observer joins three real controllers (4.x and 3.9), fetches __cluster_metadata
+    from offset 0 through the real Fetch RPC, keeps following across a leader change and a restart
+    of its own, and its segment holds exactly the controllers' bytes; the real leaders'
+    DescribeQuorum lists it as an observer."""
+    with KafkaQuorum(tmp_path / "kafka", version) as q:
+        tools.create_topics(version, q.bootstrap, [
             {"name": "interop-a", "partitions": 3, "configs": {"cleanup.policy": "compact", "retention.ms": "3600000"}},
             {"name": "interop-b", "partitions": 1}])
         status = q.describe_status()
@@ -194,8 +196,8 @@ def test_observer_replicates_a_real_quorum_byte_for_byte(kafka_jars, tmp_path):
                        lambda: observer_end(leader_view(leader_addr), OBSERVER) >= hw, 60, obs.log_tail)
             # the real leader, as Kafka's own tool shows it
             rows = q.describe_replication()
-            assert {r["NodeId"]: r["Status"] for r in rows} == {
-                **{str(v): "Follower" for v in q.nodes if v != leader}, str(leader): "Leader", str(OBSERVER): "Observer"}
+            want = {str(v): "Leader" if v == leader else "Follower" for v in q.nodes}
+            assert {r["NodeId"]: r["Status"] for r in rows} == {**want, str(OBSERVER): "Observer"}
             me = row(rows, OBSERVER)
             assert int(me["LogEndOffset"]) >= hw and int(me["Lag"]) >= 0 and int(me["LastFetchTimestamp"]) > 0
             # kraftkit's own describe, bootstrapped from a controller that is not the leader, agrees
@@ -216,10 +218,10 @@ def test_observer_replicates_a_real_quorum_byte_for_byte(kafka_jars, tmp_path):
             wait_until(f"observer {OBSERVER} to follow leader {new_leader} to offset {new_hw}",
                        lambda: observer_end(leader_view(live_addr), OBSERVER) >= new_hw, 60, obs.log_tail)
             bootstrap = ",".join(f"127.0.0.1:{q.controller_ports[n]}" for n in live)
-            status2 = parse_status(metadata_quorum(V4, bootstrap, "describe", "--status"))
+            status2 = parse_status(metadata_quorum(version, bootstrap, "describe", "--status"))
             assert int(status2["LeaderId"]) == new_leader and int(status2["LeaderEpoch"]) == new_epoch
-            assert json.loads(status2["CurrentObservers"]) == [{"id": OBSERVER}]
-            rows = parse_replication(metadata_quorum(V4, bootstrap, "describe", "--replication"))
+            assert [o["id"] for o in json.loads(status2["CurrentObservers"])] == [OBSERVER]
+            rows = parse_replication(metadata_quorum(version, bootstrap, "describe", "--replication"))
             assert row(rows, OBSERVER)["Status"] == "Observer" and int(row(rows, OBSERVER)["LogEndOffset"]) >= new_hw
 
             # restarted on its own files, the observer resumes where it stopped (a Fetch at its log end
@@ -259,7 +261,8 @@ def test_observer_fetches_the_snapshot_of_a_real_leader(kafka_jars, tmp_path):
     with KafkaQuorum(tmp_path / "kafka", V4, extra_props=SNAPSHOT_PROPS) as q:
         # two bursts of metadata, each over the 4 KiB between snapshots: two snapshots on every node
         for name in ("burst-1", "burst-2"):
-            tools.create_topics(V4, q.bootstrap, [{"name": name, "partitions": 60, "configs": {"retention.ms": "3600000"}}])
+            tools.create_topics(V4, q.bootstrap, [{"name": name, "partitions": 60,
+                                                   "configs": {"retention.ms": "3600000"}}])
         dirs = {n: q.metadata_log_dir(n) for n in q.nodes}
         wait_until("two snapshots on every controller", lambda: all(len(snapshots(d)) >= 2 for d in dirs.values()), 60)
         newest = {n: snapshots(d)[-1] for n, d in dirs.items()}
@@ -303,9 +306,10 @@ def test_observer_fetches_the_snapshot_of_a_real_leader(kafka_jars, tmp_path):
 # ----------------------------------------------------------------------- Kafka's tool describes kraftkit
 
 def test_kafka_metadata_quorum_describes_a_kraftkit_quorum(kafka_jars, tmp_path):
-    """Kafka's ``kafka-metadata-quorum.sh describe --status/--replication`` against three
-    ``kraftkit quorum run`` voters and an observer agrees with ``kraftkit quorum describe``, before
-    and after a leader change, bootstrapped from every voter or from one follower only."""
+    """Kafka's ``kafka-metadata-quorum.sh describe --status/--replication`` (4.x, and 3.9's
+    ``--status``) against three ``kraftkit quorum run`` voters and an observer agrees with
+    ``kraftkit quorum describe``, before and after a leader change, bootstrapped from every voter or
+    from one follower only."""
     cid = random_cluster_id()
     ports = {}
     while len(set(ports.values())) < 3:
@@ -313,13 +317,16 @@ def test_kafka_metadata_quorum_describes_a_kraftkit_quorum(kafka_jars, tmp_path)
     voter_ports = dict(ports)
     voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in ports.items())
     everyone = ",".join(f"127.0.0.1:{p}" for p in ports.values())
+    # a generous fetch timeout: no election while Kafka's JVM tools load the machine (a stopped
+    # leader resigns with EndQuorumEpoch, so the planned leader change does not wait for it)
+    common = ["--voters", voters, "--cluster-id", cid, "--fetch-timeout-ms", "6000", "--log-level", "DEBUG"]
     nodes: dict[int, KraftkitNode] = {}
     try:
         for i in ports:
-            nodes[i] = KraftkitNode(["--node-id", str(i), "--voters", voters, "--log-dir", str(tmp_path / f"n{i}"),
-                                     "--cluster-id", cid, "--log-level", "DEBUG"], tmp_path / f"n{i}.log")
-        nodes[OBSERVER] = KraftkitNode(["--node-id", str(OBSERVER), "--observer", "--voters", voters, "--log-dir",
-                                        str(tmp_path / "obs"), "--cluster-id", cid, "--log-level", "DEBUG"], tmp_path / "obs.log")
+            nodes[i] = KraftkitNode(["--node-id", str(i), "--log-dir", str(tmp_path / f"n{i}"), *common],
+                                    tmp_path / f"n{i}.log")
+        nodes[OBSERVER] = KraftkitNode(["--node-id", str(OBSERVER), "--observer", "--log-dir", str(tmp_path / "obs"),
+                                        *common], tmp_path / "obs.log")
         one = f"127.0.0.1:{ports[1]}"
         proc = subprocess.run([sys.executable, "-m", "kraftkit.cli.main", "quorum", "append", "--bootstrap", one,
                                "--topic", "t1", "--topic", "t2", "--count", "1", "--json"],
@@ -358,6 +365,12 @@ def test_kafka_metadata_quorum_describes_a_kraftkit_quorum(kafka_jars, tmp_path)
             assert json.loads(status["CurrentVoters"]) == [
                 {"id": i, "endpoints": [f"CONTROLLER://127.0.0.1:{p}"]} for i, p in sorted(voter_ports.items())]
             assert json.loads(status["CurrentObservers"]) == [{"id": OBSERVER}]
+            if round_ == 1:  # the 3.9 tool (an older Admin client: other request versions) reads the same
+                old = parse_status(metadata_quorum(jars.KAFKA_3, everyone, "describe", "--status"))
+                assert (old["ClusterId"], int(old["LeaderId"]), int(old["LeaderEpoch"])) == (
+                    cid, leader, before["leader_epoch"])
+                assert [v["id"] for v in json.loads(old["CurrentVoters"])] == sorted(voter_ports)
+                assert [o["id"] for o in json.loads(old["CurrentObservers"])] == [OBSERVER]
 
             want = {str(v["id"]): ("Leader" if v["id"] == leader else "Follower") for v in before["voters"]}
             want[str(OBSERVER)] = "Observer"
