@@ -262,16 +262,25 @@ class KafkaNode:
     def start(self) -> "KafkaNode":
         if self.running:
             return self
+        self.launch()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def launch(self) -> "KafkaNode":
+        """Format if needed and start the JVM without waiting for it (see :meth:`wait_ready`):
+        the nodes of a quorum must all be launched before any of them can be ready."""
+        if self.running:
+            return self
         jars.ensure_kafka(self.version)
         java = jars.require_java()
         (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
         for d in [*self.log_dirs, self.metadata_dir]:
             d.mkdir(parents=True, exist_ok=True)
-        if not self.broker_port:
-            self.broker_port = free_port()
-            self.controller_port = free_port()
-            while self.controller_port == self.broker_port:
-                self.controller_port = free_port()
+        self._ensure_ports()
         self._write_config()
         if not self.formatted and not (self.metadata_dir / "meta.properties").exists():
             self.format()
@@ -285,11 +294,6 @@ class KafkaNode:
         self.proc = subprocess.Popen(cmd, stdout=self._stdout, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, cwd=self.workdir,
                                      start_new_session=True)
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
         return self
 
     def _new_log_text(self) -> str:
@@ -300,17 +304,36 @@ class KafkaNode:
         except FileNotFoundError:
             return ""
 
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.start_timeout
+    def is_ready(self) -> bool:
+        """The log says ``Kafka Server started`` and the client port accepts connections; raises
+        if the process exited."""
+        if self.proc is None or self.proc.poll() is not None:
+            code = None if self.proc is None else self.proc.returncode
+            raise HarnessError(f"Kafka {self.version} node {self.node_id} exited with code {code} "
+                               f"during startup.\n{self.log_tail()}")
+        return "Kafka Server started" in self._new_log_text() and self._port_open(self.ready_port)
+
+    @property
+    def ready_port(self) -> int:
+        return self.broker_port
+
+    def wait_ready(self, deadline: float | None = None) -> None:
+        """Waits until :meth:`is_ready` (up to ``start_timeout`` s, or the monotonic ``deadline``)."""
+        if deadline is None:
+            deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise HarnessError(f"Kafka {self.version} exited with code {self.proc.returncode} "
-                                   f"during startup.\n{self.log_tail()}")
-            if "Kafka Server started" in self._new_log_text() and self._port_open(self.broker_port):
+            if self.is_ready():
                 return
             time.sleep(0.25)
-        raise HarnessError(f"Kafka {self.version} not ready after {self.start_timeout:.0f}s.\n"
+        raise HarnessError(f"Kafka {self.version} node {self.node_id} not ready after {self.start_timeout:.0f}s.\n"
                            f"{self.log_tail()}")
+
+    def _ensure_ports(self) -> None:
+        if not self.broker_port:
+            self.broker_port = free_port()
+            self.controller_port = free_port()
+            while self.controller_port == self.broker_port:
+                self.controller_port = free_port()
 
     @staticmethod
     def _port_open(port: int) -> bool:

@@ -45,7 +45,7 @@ from kraftkit.raft.core import (
     Append, Appended, Committed, CreateSnapshot, Fsync, FsyncComplete, PeerUnreachable, PersistElection, RaftConfig, RaftCore,
     RaftStateError, Receive, RecordsAdapter, RequestFailed, Resign, Send, SnapshotLoaded, Start, StateChanged, Tick,
 )
-from kraftkit.raft.log import MemoryLog
+from kraftkit.raft.log import LogError, MemoryLog
 from kraftkit.raft.quorum_state import MemoryQuorumStateStore, Role
 
 CORR_STRIDE = 1 << 40  # correlation ids of different incarnations never collide
@@ -185,7 +185,7 @@ class Simulation:
         assert core is not None
         try:
             outputs = core.step(event)
-        except RaftStateError as e:
+        except (RaftStateError, LogError) as e:  # a log refusing a write (truncation below its start...) too
             raise Violation(f"core error on node {node.id}: {e}") from e
         snapshot_due = False
         for o in outputs:

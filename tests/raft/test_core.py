@@ -282,10 +282,12 @@ def test_a_refused_leader_makes_a_voter_stand_at_once_but_nothing_else_does():
     assert (c._backoff_deadline is not None and c._backoff_deadline <= 13 + 1000) or (
         c.epoch == 5 and any(v.body["Topics"][0]["Partitions"][0]["ReplicaEpoch"] == 5 for v in sends(out, m.VOTE)))
     assert c.role is Role.CANDIDATE
-    # an observer never stands
-    o, _ = make(node_id=9, persisted=ElectionState(3, leader_id=2))
-    o.step(PeerUnreachable(11, 2))
-    assert o.role is Role.FOLLOWER
+    # an observer never stands, but stops asking the dead leader and asks the other voters
+    o, out = make(node_id=9, persisted=ElectionState(3, leader_id=2))
+    (f,) = sends(out, m.FETCH)
+    o.step(RequestFailed(11, 2, f.correlation_id))
+    out = o.step(PeerUnreachable(11, 2))
+    assert o.role is Role.FOLLOWER and [s.dest for s in sends(out, m.FETCH)] in ([1], [3])
 
 
 def test_a_failed_fetch_is_retried_after_the_backoff_not_the_request_timeout():
@@ -298,6 +300,60 @@ def test_a_failed_fetch_is_retried_after_the_backoff_not_the_request_timeout():
     assert again.dest == 2 and again.correlation_id != f.correlation_id
     # a late answer to the failed request is ignored
     assert c.step(Receive(30, 2, m.FETCH, m.fetch_response(TP, 0, 2, 3, high_watermark=0), f.correlation_id, True)) == []
+
+def _fetches_until(c: RaftCore, start: int, end: int, answer) -> list[Send]:
+    """Ticks ``c`` every 50 ms from ``start`` to ``end``; each Fetch it sends is answered by
+    ``answer(send, now)`` (a response body, or None: never answered) at the next tick. Returns the
+    fetches sent."""
+    sent: list[Send] = []
+    todo: list[Send] = []
+    for t in range(start, end, 50):
+        todo += sends(c.step(Tick(t)), m.FETCH)
+        now, todo = todo, []
+        for f in now:  # what was sent since the last tick; fetches its answers cause go out at the next one
+            sent.append(f)
+            body = answer(f, t)
+            if body is not None:
+                todo += sends(respond(c, t, f, body), m.FETCH)
+    return sent
+
+
+def test_observer_whose_leader_died_asks_the_other_voters_and_follows_the_new_leader():
+    # observer 9 follows leader 2 of epoch 3; 2 dies; voter 3 leads epoch 4 and tells so when asked
+    c, out = make(node_id=9, persisted=ElectionState(3, leader_id=2), fetch_timeout_ms=2000, request_timeout_ms=2000)
+    assert (c.role, c.leader_id) == (Role.FOLLOWER, 2) and [f.dest for f in sends(out, m.FETCH)] == [2]
+
+    def answer(f: Send, now: int) -> dict | None:
+        if f.dest == 2:
+            return None  # the dead leader never answers
+        if part_of(f.body, m.FETCH, response=False)["CurrentLeaderEpoch"] < 4:
+            return m.fetch_response(TP, Errors.FENCED_LEADER_EPOCH, 3, 4)
+        return m.fetch_response(TP, 0, 3, 4, high_watermark=0) if f.dest == 3 else \
+            m.fetch_response(TP, Errors.NOT_LEADER_OR_FOLLOWER, 3, 4)
+
+    sent = _fetches_until(c, 100, 12000, answer)
+    assert (c.role, c.epoch, c.leader_id) == (Role.FOLLOWER, 4, 3)
+    assert {f.dest for f in sent} - {2}  # asked someone else than the dead leader
+    assert sent[-1].dest == 3 and c._fetch_deadline is not None  # back to fetching from the leader
+
+
+def test_observer_after_a_fetch_timeout_does_not_stick_to_a_voter_that_is_not_the_leader():
+    # the leader 2 is alive but one answer was lost: the observer asks around; a voter that says
+    # NOT_LEADER_OR_FOLLOWER (same epoch, same leader) is not asked again and again, another one is
+    def answer(f: Send, now: int) -> dict:
+        if f.dest == 2:
+            return m.fetch_response(TP, 0, 2, 3, high_watermark=0)
+        return m.fetch_response(TP, Errors.NOT_LEADER_OR_FOLLOWER, 2, 3)
+
+    for seed in range(10):  # whichever voter the observer happens to ask first
+        c = RaftCore(9, (1, 2, 3, 4, 5), MemoryLog(), ElectionState(3, leader_id=2),
+                     RaftConfig(cluster_id=CID, fetch_timeout_ms=2000, request_timeout_ms=2000), random.Random(seed))
+        c.step(Start(0))
+        c.step(Tick(2100))  # the first fetch timed out unanswered, and so did the fetch timeout
+        dests = [f.dest for f in _fetches_until(c, 2150, 6000, answer)]
+        assert 2 in dests, (seed, dests)  # (the old code asked its first pick forever)
+        assert (c.role, c.epoch, c.leader_id) == (Role.FOLLOWER, 3, 2)
+        assert dests[-3:] == [2, 2, 2] and c._fetch_deadline is not None
 
 
 def test_begin_quorum_epoch_is_resent_until_each_voter_fetches():

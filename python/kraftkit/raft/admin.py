@@ -108,13 +108,31 @@ class QuorumAdmin:
             part = resp["Topics"][0]["Partitions"][0]
             err = part["ErrorCode"]
             if err == NOT_LEADER_OR_FOLLOWER and time.monotonic() < deadline:
-                if part["LeaderId"] >= 0 and self._move_to(part["LeaderId"]):
+                # a Kafka controller that is not the leader answers without the leader (LeaderId 0, no
+                # Nodes): ask it DescribeCluster, whose ControllerId is the leader (as Kafka's Admin does)
+                if self._move_to_active_controller(conn) or (part["LeaderId"] >= 0 and self._move_to(part["LeaderId"])):
                     continue
                 time.sleep(0.1)
                 continue
             if err:
                 raise QuorumError(f"DescribeQuorum failed: error {err} {part.get('ErrorMessage') or ''}", err)
             return self._render(part)
+
+    def _move_to_active_controller(self, conn: KafkaConnection) -> bool:
+        """Learns the controllers and the active one (the raft leader) from DescribeCluster
+        (EndpointType 2) and moves there; False if that tells nothing new."""
+        try:
+            v = conn.version_for(ApiKey.DESCRIBE_CLUSTER)
+            resp = conn.request(ApiKey.DESCRIBE_CLUSTER, v, {"IncludeClusterAuthorizedOperations": False,
+                                                              "EndpointType": 2, "IncludeFencedBrokers": False})
+        except ProtocolError:
+            return False
+        if resp.get("ErrorCode") or resp.get("EndpointType", 2) != 2:
+            return False
+        for b in resp.get("Brokers") or []:
+            self.endpoints[b["BrokerId"]] = (b["Host"], b["Port"])
+        leader = resp.get("ControllerId", -1)
+        return leader >= 0 and self._move_to(leader)
 
     def cluster_id(self) -> str | None:
         conn = self._connection()

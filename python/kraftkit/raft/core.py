@@ -588,14 +588,18 @@ class RaftCore:
             return
         if self.log.flushed_offset < self.log.end_offset:
             return  # fsync first: the next FetchOffset tells the leader this data is durable
-        if self.role is Role.FOLLOWER and (self._fetch_deadline is None or self._fetch_deadline > self.now):
+        # a follower fetches from its leader; an observer whose fetch timeout expired (deadline None) asks
+        # the bootstrap voters instead until one names the leader (Kafka's pollFollowerAsObserver)
+        if self.role is Role.FOLLOWER and self._fetch_deadline is not None and self._fetch_deadline > self.now:
             target = self.leader_id
         else:
-            if self._bootstrap_target is None:
-                others = [v for v in self.voters if v != self.node_id]
-                if not others:
+            # a voter that just answered with an error (e.g. NOT_LEADER_OR_FOLLOWER in the same epoch)
+            # is backing off: ask another one (Kafka's findReadyBootstrapServer), not it again
+            if self._bootstrap_target is None or (self._bootstrap_target, m.FETCH) in self._retry_at:
+                ready = [v for v in self.voters if v != self.node_id and (v, m.FETCH) not in self._retry_at]
+                if not ready:
                     return
-                self._bootstrap_target = self.rng.choice(others)
+                self._bootstrap_target = self.rng.choice(ready)
             target = self._bootstrap_target
         if (target, m.FETCH) in self._retry_at or (target, m.FETCH_SNAPSHOT) in self._retry_at:
             return
@@ -1009,9 +1013,10 @@ class RaftCore:
         self._retry_at[(dest, req[1])] = self.now + self.cfg.retry_backoff_ms
 
     def _on_unreachable(self, node: int) -> None:
-        if not self.cfg.elect_on_refused_leader or self.is_observer:
+        if not self.cfg.elect_on_refused_leader:
             return
         if self.role is Role.FOLLOWER and node == self.leader_id and self._fetch_deadline is not None:
+            # a voter stands at once; an observer asks the other voters who leads now
             self._fetch_deadline = min(self._fetch_deadline, self.now)
         elif self.role is Role.CANDIDATE and node in self.voters and node not in self._granted:
             # a voter that is down cannot vote in time: when too few are left to win, back off now
