@@ -821,6 +821,34 @@ fn strip(c: &mut Change, s: &'static StructSchema, st: &mut Struct, path: &str) 
     });
 }
 
+/// What single records would lose under a plan, one at a time (the rewrite's judgement, without
+/// a snapshot around them): for the Spark UDF over record values read anywhere.
+pub struct RecordLosses<'p> {
+    rw: Rewriter<'p>,
+}
+
+impl<'p> RecordLosses<'p> {
+    pub fn new(plan: &'p Plan) -> Self {
+        RecordLosses { rw: Rewriter { plan, report: Report::default(), topics: HashMap::new(), splice_plans: vec![None; 64], lost_fields: Vec::new(), arena: Vec::new() } }
+    }
+
+    /// The losses of one metadata record value (frame + body): (record type, field) pairs,
+    /// the field "" when the whole record would be dropped; empty when nothing is lost.
+    pub fn data(&mut self, value: &[u8]) -> Result<Vec<(&'static str, String)>> {
+        self.rw.report.losses.clear();
+        self.rw.arena.clear();
+        self.rw.data(Some(value), 0, 0)?;
+        Ok(self.rw.report.losses.drain(..).map(|l| (l.record, l.field)).collect())
+    }
+
+    /// The losses of one control record (key and value).
+    pub fn control(&mut self, key: Option<&[u8]>, value: Option<&[u8]>) -> Result<Vec<(&'static str, String)>> {
+        self.rw.report.losses.clear();
+        self.rw.control(key, value, 0, 0)?;
+        Ok(self.rw.report.losses.drain(..).map(|l| (l.record, l.field)).collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
