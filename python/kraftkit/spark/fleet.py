@@ -188,10 +188,11 @@ def _damage(partition_dir: Path, how: str, rng: random.Random) -> dict:
         else:
             _unlink_copy(target)
             data = bytearray(target.read_bytes())
-            # the second entry's relative offset goes backwards: not increasing
-            data[8:12] = (0).to_bytes(4, "big")
+            # the last entry points past the end of its segment
+            past = target.with_suffix(".log").stat().st_size + 4096
+            data[-4:] = past.to_bytes(4, "big")
             target.write_bytes(bytes(data))
-            return {"kind": "index", "file": str(target), "entry": 1}
+            return {"kind": "index", "file": str(target), "entry": len(data) // 8 - 1}
     seg = segs[len(segs) // 2] if how == "crc" else segs[-1]
     _unlink_copy(seg)
     batches = list(Segment(seg).batches())

@@ -19,6 +19,7 @@ def java_available() -> bool:
 
 def local_session(master: str = "local[2]", app: str = "kraftkit", conf: dict[str, str] | None = None) -> Any:
     """A SparkSession on this machine (``master`` like ``local[2]``) with ``kraft`` registered."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
