@@ -21,7 +21,15 @@ def register(spark: Any) -> None:
     installed on the executors, ``spark.read.format("kraft")`` then works everywhere."""
     from kraftkit.spark.datasource import KraftDataSource
 
-    spark.dataSource.register(KraftDataSource)
+    try:
+        n = int(spark.sparkContext.defaultParallelism)
+    except Exception:  # Spark Connect has no SparkContext
+        n = KraftDataSource.default_min_partitions
+    # a subclass that carries the session's parallelism (pickled by value to the workers that
+    # plan reads): minPartitions defaults to the cores there are
+    cls = type(f"KraftDataSource_{n}", (KraftDataSource,), {"default_min_partitions": max(1, n),
+                                                            "__module__": "kraftkit.spark._registered"})
+    spark.dataSource.register(cls)
 
 
 __all__ = ["register"]

@@ -17,9 +17,11 @@ Options:
   JSON of ``record`` costs the most). A user schema (``.schema("cluster string, offset bigint")``)
   prunes the same way: Spark's Python sources receive no pruning from the optimizer, so the
   columns read are the columns declared;
-* ``partitionBytes`` (default 32 MiB) and ``minPartitions`` (default 8): files are packed into
-  partitions of about ``min(partitionBytes, total / minPartitions)`` bytes; larger local files
-  are cut at batch boundaries, so one big segment spreads over several tasks;
+* ``partitionBytes`` (default 256 MiB) and ``minPartitions`` (default: the session's default
+  parallelism as :func:`kraftkit.spark.register` saw it, else 2): the files are packed into a
+  multiple of ``minPartitions`` partitions of at most about ``partitionBytes`` each; larger local
+  files are cut at batch boundaries, so one big segment spreads over several tasks. Few large
+  partitions are best: a Python data source task costs Spark about 80 ms whatever it reads;
 * ``chunkRows``: rows per Arrow batch (default 65536).
 """
 
@@ -55,12 +57,12 @@ class ReadOptions:
     start_offset: int | None = None
     end_offset: int | None = None
     columns: list[str] | None = None
-    partition_bytes: int = 32 << 20
-    min_partitions: int = 8
+    partition_bytes: int = 256 << 20
+    min_partitions: int = 2
     chunk_rows: int = 65536
 
     @classmethod
-    def parse(cls, options: dict[str, str]) -> ReadOptions:
+    def parse(cls, options: dict[str, str], default_min_partitions: int = 2) -> ReadOptions:
         o = {k.lower(): v for k, v in options.items()}
         if o.get("paths"):
             # DataFrameReader.load([a, b]) passes a JSON list
@@ -85,8 +87,8 @@ class ReadOptions:
             start_offset=int(o["startoffset"]) if o.get("startoffset") else None,
             end_offset=int(o["endoffset"]) if o.get("endoffset") else None,
             columns=cols,
-            partition_bytes=int(o.get("partitionbytes", 32 << 20)),
-            min_partitions=int(o.get("minpartitions", 8)),
+            partition_bytes=int(o.get("partitionbytes", 256 << 20)),
+            min_partitions=int(o.get("minpartitions", default_min_partitions)),
             chunk_rows=int(o.get("chunkrows", 65536)),
         )
 
@@ -94,16 +96,19 @@ class ReadOptions:
 class KraftDataSource(DataSource):
     """The ``kraft`` data source (see the module docstring)."""
 
+    #: minPartitions when the option is not given (``register`` sets the session's parallelism)
+    default_min_partitions = 2
+
     @classmethod
     def name(cls) -> str:
         return NAME
 
     def schema(self) -> str:
-        cols = ReadOptions.parse(dict(self.options)).columns or COLUMN_NAMES
+        cols = ReadOptions.parse(dict(self.options), self.default_min_partitions).columns or COLUMN_NAMES
         return ddl(cols)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return KraftReader(ReadOptions.parse(dict(self.options)), schema)
+        return KraftReader(ReadOptions.parse(dict(self.options), self.default_min_partitions), schema)
 
 
 def _check_schema(schema: StructType) -> list[str]:
@@ -122,10 +127,13 @@ def _check_schema(schema: StructType) -> list[str]:
 
 
 def _target(total: int, opts: ReadOptions) -> int:
-    """Bytes per partition: min(partitionBytes, total / minPartitions), at least 1 MiB unless
-    partitionBytes asks for less."""
+    """Bytes per partition: total / n for the smallest multiple n of minPartitions that keeps
+    partitions within partitionBytes; at least 1 MiB unless partitionBytes asks for less."""
+    m = max(1, opts.min_partitions)
+    n = max(m, math.ceil(total / max(1, opts.partition_bytes)))
+    n = -(-n // m) * m
     floor = min(1 << 20, opts.partition_bytes)
-    return max(floor, min(opts.partition_bytes, math.ceil(total / max(1, opts.min_partitions))))
+    return max(floor, math.ceil(total / n))
 
 
 def plan_ranges(files: Sequence[layout.FleetFile], opts: ReadOptions) -> list[FileRange]:
