@@ -218,7 +218,9 @@ class AuditResult:
         downs = defaultdict(list)
         for d in self.downgrades.collect():
             downs[d["cluster"]].append(d)
-        lines = [f"{'cluster':<16} {'node':<8} {'metadata.version':<17} {'topics':>7} {'parts':>7} {'brokers':>7} "
+        cw = max([16] + [len(r["cluster"]) for r in rows])
+        nw = max([8] + [len(str(r["node"])) for r in rows])
+        lines = [f"{'cluster':<{cw}} {'node':<{nw}} {'metadata.version':<17} {'topics':>7} {'parts':>7} {'brokers':>7} "
                  f"{'corrupt':>7}  safe downgrade floor"]
         for r in rows:
             ds = sorted(downs[r["cluster"]], key=lambda d: -d["to_level"])
@@ -228,7 +230,7 @@ class AuditResult:
                     break
                 floor = d["to_version"]
             mv = r["metadata_version"] or "?"
-            lines.append(f"{r['cluster']:<16} {str(r['node']):<8} {mv:<17} {_n(r['topics']):>7} {_n(r['partitions']):>7} "
+            lines.append(f"{r['cluster']:<{cw}} {str(r['node']):<{nw}} {mv:<17} {_n(r['topics']):>7} {_n(r['partitions']):>7} "
                          f"{_n(r['brokers']):>7} {_n(r['corrupt_batches']):>7}  {floor or '-'}"
                          + (f"  (skipped {r['error'][:80]})" if r["error"] and r["metadata_version"] else
                             f"  ERROR {r['error'][:80]}" if r["error"] else ""))
