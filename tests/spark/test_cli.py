@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -42,3 +46,23 @@ def test_usage_errors_exit_2(spark, tmp_path, capsys):
     assert main(["spark", "audit", str(tmp_path / "nothing-here")]) == 2
     assert "no metadata" in capsys.readouterr().err
     assert main(["spark", "rewrite", str(tmp_path), "--metadata-version", "3.5"]) == 2  # no --out
+
+
+def test_format_kraft_works_in_a_fresh_session_without_register(fleet, tmp_path):
+    """Spark registers ``pyspark_kraft.DefaultSource`` on its own (a fresh process, no kraftkit import)."""
+    script = tmp_path / "fresh.py"
+    script.write_text(
+        "import os, sys\n"
+        "os.environ['PYSPARK_PYTHON'] = sys.executable\n"
+        "from pyspark.sql import SparkSession\n"
+        "s = (SparkSession.builder.master('local[1]').config('spark.driver.host', '127.0.0.1')\n"
+        "     .config('spark.driver.bindAddress', '127.0.0.1').config('spark.ui.enabled', 'false').getOrCreate())\n"
+        "print('ROWS', s.read.format('kraft').load(sys.argv[1]).count())\n"
+        "s.stop()\n")
+    node = f"{fleet.root}/{fleet.clusters[2].name}/node-0"
+    proc = subprocess.run([sys.executable, str(script), node], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    want = sum(b.count for f in sorted(Path(node).rglob("*")) if f.suffix in (".log", ".checkpoint")
+               for b in Segment(f).batches())
+    assert f"ROWS {want}" in proc.stdout
