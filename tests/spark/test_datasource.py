@@ -147,3 +147,30 @@ def test_reads_the_metadata_of_a_real_kafka_node(spark, kafka_oracle):
     assert sorted(got) == sorted(map(str, files))
     for f in files:
         assert got[str(f)] == oracle_rows(f), f
+
+
+def test_pushed_filters_spare_reading_and_change_nothing(spark, fleet):
+    from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, LessThan
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from kraftkit.spark.datasource import KraftPushdownReader, ReadOptions
+
+    q = "cluster = 'cluster-001' and offset >= 50 and offset < 120"
+    conf = "spark.sql.python.filterPushdown.enabled"
+    def rows(push: bool) -> list:
+        df = spark.read.format("kraft").option("pushFilters", str(push).lower()).load(fleet.root)
+        return srt(df.where(q).select("file", "offset", "record").collect())
+
+    base = rows(False)
+    spark.conf.set(conf, "true")
+    try:
+        pushed = rows(True)
+    finally:
+        spark.conf.unset(conf)
+    assert pushed == base and len(base) > 70
+    r = KraftPushdownReader(ReadOptions.parse({"path": fleet.root}), StructType([StructField("offset", LongType())]))
+    filters = [EqualTo(("cluster",), "cluster-001"), GreaterThanOrEqual(("offset",), 50), LessThan(("offset",), 120)]
+    assert list(r.pushFilters(filters)) == filters
+    files = {x.path for p in r.partitions() for x in p.value}
+    assert files and all("/cluster-001/" in f for f in files)
+    assert (r.pushed_lo, r.pushed_hi) == (50, 120)

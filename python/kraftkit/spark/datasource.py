@@ -23,6 +23,12 @@ Options:
   files are cut at batch boundaries, so one big segment spreads over several tasks. Few large
   partitions are best: a Python data source task costs Spark about 80 ms whatever it reads;
 * ``chunkRows``: rows per Arrow batch (default 65536).
+
+With the option ``pushFilters=true`` and ``spark.sql.python.filterPushdown.enabled`` (Spark
+4.1+; Spark refuses a reader that pushes filters without that setting), ``where`` clauses on ``offset``
+(bounds, equality) and on ``cluster``, ``node``, ``kind`` (equality, ``IN``) are pushed: files
+of other clusters, nodes or kinds and segments outside the offset range are not read, and records
+outside the range are not built. Spark still applies every filter, so results never change.
 """
 
 from __future__ import annotations
@@ -60,6 +66,7 @@ class ReadOptions:
     partition_bytes: int = 256 << 20
     min_partitions: int = 2
     chunk_rows: int = 65536
+    push_filters: bool = False
 
     @classmethod
     def parse(cls, options: dict[str, str], default_min_partitions: int = 2) -> ReadOptions:
@@ -90,6 +97,7 @@ class ReadOptions:
             partition_bytes=int(o.get("partitionbytes", 256 << 20)),
             min_partitions=int(o.get("minpartitions", default_min_partitions)),
             chunk_rows=int(o.get("chunkrows", 65536)),
+            push_filters=o.get("pushfilters", "").lower() in _TRUE,
         )
 
 
@@ -108,7 +116,9 @@ class KraftDataSource(DataSource):
         return ddl(cols)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return KraftReader(ReadOptions.parse(dict(self.options), self.default_min_partitions), schema)
+        opts = ReadOptions.parse(dict(self.options), self.default_min_partitions)
+        cls = KraftPushdownReader if opts.push_filters else KraftReader
+        return cls(opts, schema)
 
 
 def _check_schema(schema: StructType) -> list[str]:
@@ -197,9 +207,22 @@ class KraftReader(DataSourceReader):
     def __init__(self, opts: ReadOptions, schema: StructType) -> None:
         self.opts = opts
         self.columns = _check_schema(schema)
+        #: pushed filters (with spark.sql.python.filterPushdown.enabled): an offset range for
+        #: every record, and the clusters, nodes and kinds of file to read
+        self.pushed_lo: int | None = None
+        self.pushed_hi: int | None = None
+        self.pushed_in: dict[str, set] = {}
 
     def partitions(self) -> list[InputPartition]:
         files = layout.discover(self.opts.paths, self.opts.kind)
+        files = [f for f in files if all(getattr(f, c) in vals for c, vals in self.pushed_in.items())]
+        if self.pushed_hi is not None or self.pushed_lo is not None:
+            # segments hold log offsets: those wholly outside the pushed range are not read
+            narrowed = ReadOptions(self.opts.paths, "all", self.pushed_lo, self.pushed_hi)
+            keep = {r.path for r in plan_ranges([f for f in files if f.kind == "segment"], narrowed)}
+            files = [f for f in files if f.kind != "segment" or f.path in keep]
+        if not files:
+            return [KraftPartition([])]
         ranges = plan_ranges(files, self.opts)
         total = sum(max(r.size, 64 << 10) for r in ranges)
         target = _target(total, self.opts)
@@ -209,11 +232,37 @@ class KraftReader(DataSourceReader):
         from kraftkit.spark.scan import arrow_schema, scan_source
 
         schema = arrow_schema(self.columns)
-        lo, hi = self.opts.start_offset, self.opts.end_offset
         for r in partition.value:
             local = layout.local_path(r.path)
             source = local if local is not None else layout.read_bytes(r.path)
             seg = r.kind == "segment"
+            los = [x for x in (self.opts.start_offset if seg else None, self.pushed_lo) if x is not None]
+            his = [x for x in (self.opts.end_offset if seg else None, self.pushed_hi) if x is not None]
             yield from scan_source(source, self.columns, where=r, schema=schema,
-                                   min_offset=lo if seg else None, max_offset=hi if seg else None,
+                                   min_offset=max(los) if los else None, max_offset=min(his) if his else None,
                                    chunk_rows=self.opts.chunk_rows)
+
+
+class KraftPushdownReader(KraftReader):
+    """The reader with ``pushFilters`` (option ``pushFilters=true``; Spark refuses a reader that
+    has the method while ``spark.sql.python.filterPushdown.enabled`` is false)."""
+
+    def pushFilters(self, filters: list) -> Iterator:
+        """Takes what spares reading (offset bounds, cluster/node/kind equality) and hands every
+        filter back: Spark still evaluates them all, so pushing never changes a result."""
+        from pyspark.sql.datasource import EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual
+
+        for f in filters:
+            col = f.attribute[0] if len(getattr(f, "attribute", ())) == 1 else None
+            v = getattr(f, "value", None)
+            if col == "offset" and isinstance(v, int) and not isinstance(v, bool):
+                lo = {GreaterThan: v + 1, GreaterThanOrEqual: v, EqualTo: v}.get(type(f))
+                hi = {LessThan: v, LessThanOrEqual: v + 1, EqualTo: v + 1}.get(type(f))
+                if lo is not None:
+                    self.pushed_lo = lo if self.pushed_lo is None else max(self.pushed_lo, lo)
+                if hi is not None:
+                    self.pushed_hi = hi if self.pushed_hi is None else min(self.pushed_hi, hi)
+            elif col in ("cluster", "node", "kind") and isinstance(f, (EqualTo, In)):
+                vals = set(v) if isinstance(f, In) else {v}
+                self.pushed_in[col] = self.pushed_in.get(col, vals) & vals
+            yield f
