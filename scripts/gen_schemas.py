@@ -49,7 +49,8 @@ SHARED_REL = "../shared/kafka-spec"
 
 KAFKA_VERSION = "4.3.1"  # tests/harness/jars.py KAFKA_4 (kept literal: the script must not need the harness)
 
-# The RPC messages kraftkit speaks (KRaft's quorum RPCs, ApiVersions and the headers), from
+# The RPC messages kraftkit speaks (KRaft's quorum RPCs, ApiVersions, the headers, Produce and
+# DescribeCluster), from
 # kafka-clients' common/message/.
 RPC_MESSAGES = [
     "RequestHeader", "ResponseHeader",
@@ -63,6 +64,10 @@ RPC_MESSAGES = [
     "AddRaftVoterRequest", "AddRaftVoterResponse",
     "RemoveRaftVoterRequest", "RemoveRaftVoterResponse",
     "UpdateRaftVoterRequest", "UpdateRaftVoterResponse",
+    # served by the quorum node: appends (Produce to __cluster_metadata) and the controller
+    # discovery Kafka's Admin client does before DescribeQuorum (kafka-metadata-quorum.sh)
+    "ProduceRequest", "ProduceResponse",
+    "DescribeClusterRequest", "DescribeClusterResponse",
 ]
 
 # Control record types (Kafka's ControlRecordType enum; the ids are not in the JSON schemas).

@@ -459,3 +459,30 @@ mod tests {
         assert_eq!(e.kind, ErrorKind::Unsupported);
     }
 }
+
+/// What a leader does to a client's batches before appending them (Kafka's `LogValidator` with
+/// offsets assigned in place, for magic 2): every batch of `buf` is checked (sizes, magic, CRC,
+/// a record count that matches its offset range), then gets consecutive offsets from
+/// `base_offset`, the `partition_leader_epoch`, and a new CRC. Returns the new bytes and the
+/// number of records. A partial trailing batch is an error: a produce request holds whole ones.
+pub fn assign_offsets(buf: &[u8], base_offset: i64, partition_leader_epoch: i32) -> Result<(Vec<u8>, i64)> {
+    let mut out = buf.to_vec();
+    let mut pos = 0usize;
+    let mut next = base_offset;
+    while let NextBatch::Batch(h, range) = next_batch(buf, pos, 0)? {
+        let fpos = range.start as u64;
+        validate(&h, &buf[range.clone()], fpos)?;
+        if h.records_count as i64 != h.last_offset_delta as i64 + 1 {
+            return Err(Error::corrupt(fpos, Some(h.base_offset), format!(
+                "{} records but a last offset delta of {}", h.records_count, h.last_offset_delta)));
+        }
+        let b = &mut out[range.clone()];
+        b[0..8].copy_from_slice(&next.to_be_bytes());
+        b[12..16].copy_from_slice(&partition_leader_epoch.to_be_bytes());
+        let crc = compute_crc(b);
+        b[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+        next += h.records_count as i64;
+        pos = range.end;
+    }
+    Ok((out, next - base_offset))
+}

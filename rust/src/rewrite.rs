@@ -24,6 +24,7 @@ use crate::schema::json::uuid_text;
 use crate::schema::types::*;
 use crate::schema::{self, CodecError};
 use crate::varint::{read_uvarint, write_uvarint};
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::io::{Read, Write};
@@ -136,6 +137,7 @@ struct Rewriter<'p> {
     /// Indexed by api key: the splice plan of the last (from, to) seen.
     splice_plans: Vec<Option<CachedPlan>>,
     lost_fields: Vec<String>,
+    lost_steps: Vec<usize>,
     /// Replacement record values of the current batch, back to back.
     arena: Vec<u8>,
 }
@@ -152,7 +154,7 @@ pub fn rewrite(input: &[u8], plan: &Plan, out: Option<&mut dyn Write>) -> Result
 /// [`rewrite`] reading the snapshot from a stream, one batch at a time: memory holds one input
 /// and one output batch, whatever the snapshot's size.
 pub fn rewrite_stream(input: &mut dyn Read, plan: &Plan, mut out: Option<&mut dyn Write>) -> Result<Report> {
-    let mut rw = Rewriter { plan, report: Report::default(), topics: HashMap::new(), splice_plans: vec![None; 64], lost_fields: Vec::new(), arena: Vec::new() };
+    let mut rw = Rewriter { plan, report: Report::default(), topics: HashMap::new(), splice_plans: vec![None; 64], lost_fields: Vec::new(), lost_steps: Vec::new(), arena: Vec::new() };
     let mut fpos = 0u64;
     let mut next_offset: i64 = 0;
     let mut views: Vec<RecordView> = Vec::new();
@@ -409,17 +411,54 @@ impl Rewriter<'_> {
         let mut out = std::mem::take(&mut self.arena);
         write_frame(&mut out, api_key, to);
         self.lost_fields.clear();
+        self.lost_steps.clear();
         let flexible = schema.flexible_versions.contains(version);
         let splice = if flexible && schema.flexible_versions.contains(to) { self.splice_plan(schema, version, to) } else { None };
-        let mut change = Change { record: schema.name, from: version, to, plan: self.plan, lost: &mut self.lost_fields };
         let res = match &splice {
-            Some(sp) => splice_struct(&mut change, sp, body, &mut out),
-            None => reencode(&mut change, schema, body, &mut out),
+            Some(sp) => splice_struct(sp, body, &mut out, &mut self.lost_steps),
+            None => {
+                let mut change = Change { record: schema.name, from: version, to, plan: self.plan, lost: &mut self.lost_fields };
+                reencode(&mut change, schema, body, &mut out)
+            }
         };
         let end = out.len();
         self.arena = out;
         res.map_err(|e| codec_err(e, off, fpos, schema.name))?;
-        if !self.lost_fields.is_empty() {
+        if let (Some(sp), false) = (&splice, self.lost_steps.is_empty()) {
+            // the common lossy case, once per record: loss entries found through the plan's
+            // slots (no string work), a sample key decoded only while a loss still wants one
+            let n = self.plan.samples;
+            let mut wanted = false;
+            for &i in &self.lost_steps {
+                let slot = &sp.loss_slots[i];
+                let idx = match slot.get() {
+                    Some(idx) => idx,
+                    None => {
+                        let name = sp.lost_field(i).name;
+                        let idx = match self.report.losses.iter().position(|l| l.record == schema.name && l.field == name) {
+                            Some(idx) => idx,
+                            None => {
+                                self.report.losses.push(Loss { record: schema.name, field: name.to_string(), count: 0, samples: Vec::new() });
+                                self.report.losses.len() - 1
+                            }
+                        };
+                        slot.set(Some(idx));
+                        idx
+                    }
+                };
+                self.report.losses[idx].count += 1;
+                wanted |= self.report.losses[idx].samples.len() < n;
+            }
+            if wanted {
+                let sample = self.sample_key(schema, version, body);
+                for &i in &self.lost_steps {
+                    let l = &mut self.report.losses[sp.loss_slots[i].get().expect("slot set above")];
+                    if l.samples.len() < n && !sample.is_empty() && !l.samples.contains(&sample) {
+                        l.samples.push(sample.clone());
+                    }
+                }
+            }
+        } else if !self.lost_fields.is_empty() {
             let fields = std::mem::take(&mut self.lost_fields);
             let n = self.plan.samples;
             // a sample key costs a full decode: only while some loss still wants samples
@@ -488,7 +527,7 @@ impl Rewriter<'_> {
         match slot {
             Some((f, t, plan)) if *f == from && *t == to => plan.clone(),
             _ => {
-                let plan = struct_spliceable(m.body, from, to, true).then(|| Rc::new(SplicePlan::new(m.body, from, to)));
+                let plan = struct_spliceable(m.body, from, to, true).then(|| Rc::new(SplicePlan::new(m.body, from, to, m.name, self.plan)));
                 *slot = Some((from, to, plan.clone()));
                 plan
             }
@@ -606,16 +645,16 @@ fn struct_spliceable(s: &'static StructSchema, from: i16, to: i16, top: bool) ->
 }
 
 fn semantic_default(record: &str, f: &Field, val: &Value, plan: &Plan) -> bool {
-    plan.semantic_defaults.iter().any(|(r, name, rule)| {
-        r == record
-            && name == f.name
-            && match (rule, val) {
-                (_, Value::Null) => true,
-                (SemanticDefault::Empty, Value::Array(items)) => items.is_empty(),
-                (SemanticDefault::AllZeroUuids, Value::Array(items)) => items.iter().all(|x| matches!(x, Value::Uuid(u) if *u == [0u8; 16])),
-                _ => false,
-            }
-    })
+    plan.semantic_defaults.iter().any(|(r, name, rule)| r == record && name == f.name && rule_says_nothing(*rule, val))
+}
+
+fn rule_says_nothing(rule: SemanticDefault, val: &Value) -> bool {
+    match (rule, val) {
+        (_, Value::Null) => true,
+        (SemanticDefault::Empty, Value::Array(items)) => items.is_empty(),
+        (SemanticDefault::AllZeroUuids, Value::Array(items)) => items.iter().all(|x| matches!(x, Value::Uuid(u) if *u == [0u8; 16])),
+        _ => false,
+    }
 }
 
 /// One record's change of version, and where to note what it loses.
@@ -631,7 +670,7 @@ struct Change<'a> {
 /// Whether the encoded array `raw` of field `f` carries nothing (empty, null with a null default,
 /// or all-zero uuids under that semantic rule), judged from the bytes alone; None when the
 /// field is not such an array (the caller decodes it).
-fn quick_carries_nothing(record: &str, f: &Field, raw: &[u8], compact: bool, plan: &Plan) -> Option<bool> {
+fn quick_carries_nothing(f: &Field, raw: &[u8], compact: bool, rule: Option<SemanticDefault>) -> Option<bool> {
     let FieldType::Array(elem) = &f.ty else { return None };
     if !compact {
         return None;
@@ -641,15 +680,13 @@ fn quick_carries_nothing(record: &str, f: &Field, raw: &[u8], compact: bool, pla
     let empty_is_default = matches!(f.default, DefaultValue::Zero);
     if n == 0 {
         // null: default only when the default is null (or a semantic rule says so)
-        return Some(matches!(f.default, DefaultValue::Null) || plan.semantic_defaults.iter().any(|(r, name, _)| r == record && name == f.name));
+        return Some(matches!(f.default, DefaultValue::Null) || rule.is_some());
     }
-    let has_rule = plan.semantic_defaults.iter().any(|(r, name, _)| r == record && name == f.name);
     if n == 1 {
         // empty: the default unless the default is null; both semantic rules call it nothing
-        return Some(empty_is_default || has_rule);
+        return Some(empty_is_default || rule.is_some());
     }
-    let zero_rule = plan.semantic_defaults.iter().any(|(r, name, rule)| r == record && name == f.name && *rule == SemanticDefault::AllZeroUuids);
-    if zero_rule && matches!(elem, FieldType::Uuid) {
+    if rule == Some(SemanticDefault::AllZeroUuids) && matches!(elem, FieldType::Uuid) {
         return Some(raw[p..].iter().all(|b| *b == 0));
     }
     Some(false) // non-empty: neither the default nor "empty"
@@ -667,19 +704,24 @@ struct SpliceStep {
     nullable: bool,
     /// the target version has it
     keep: bool,
+    /// the plan's rule for when a non-default value of it still carries nothing
+    rule: Option<SemanticDefault>,
 }
 
 /// How to splice one record type from one version to another, worked out once.
 struct SplicePlan {
     from: i16,
     steps: Vec<SpliceStep>,
-    /// tags of fields the source version has (tagged) and the target does not
-    dropped_tags: Vec<(u32, &'static Field)>,
+    /// tags of fields the source version has (tagged) and the target does not, with their rule
+    dropped_tags: Vec<(u32, &'static Field, Option<SemanticDefault>)>,
+    /// per lost field (steps, then dropped tags): its entry in the report's losses, once known
+    loss_slots: Vec<Cell<Option<usize>>>,
 }
 
 impl SplicePlan {
-    fn new(s: &'static StructSchema, from: i16, to: i16) -> Self {
-        let steps = s
+    fn new(s: &'static StructSchema, from: i16, to: i16, record: &str, plan: &Plan) -> Self {
+        let rule = |f: &Field| plan.semantic_defaults.iter().find(|(r, n, _)| r == record && n == f.name).map(|(_, _, x)| *x);
+        let steps: Vec<SpliceStep> = s
             .fields
             .iter()
             .filter(|f| f.versions.contains(from) && !f.tagged_versions.contains(from))
@@ -689,27 +731,35 @@ impl SplicePlan {
                 compact: f.flexible_versions.map_or(true, |fv| fv.contains(from)),
                 nullable: f.nullable_versions.contains(from),
                 keep: f.versions.contains(to),
+                rule: rule(f),
             })
             .collect();
         let dropped_tags = s
             .fields
             .iter()
             .filter(|f| f.versions.contains(from) && f.tagged_versions.contains(from) && !f.versions.contains(to))
-            .filter_map(|f| f.tag.map(|t| (t, f)))
-            .collect();
-        SplicePlan { from, steps, dropped_tags }
+            .filter_map(|f| f.tag.map(|t| (t, f, rule(f))))
+            .collect::<Vec<_>>();
+        let loss_slots = (0..steps.len() + dropped_tags.len()).map(|_| Cell::new(None)).collect();
+        SplicePlan { from, steps, dropped_tags, loss_slots }
+    }
+
+    /// The field lost at `i` (an index `splice_struct` reported).
+    fn lost_field(&self, i: usize) -> &'static Field {
+        if i < self.steps.len() { self.steps[i].field } else { self.dropped_tags[i - self.steps.len()].1 }
     }
 }
 
 /// Writes the top-level struct `body` (version `from`) at version `to` by copying the bytes of
 /// the fields both versions have and cutting out the others (recording the non-default ones).
-fn splice_struct(c: &mut Change, sp: &SplicePlan, body: &[u8], out: &mut Vec<u8>) -> std::result::Result<(), CodecError> {
-    let (record, from, plan) = (c.record, sp.from, c.plan);
-    let lost = &mut *c.lost;
+/// The fields it loses (non-default values the target cannot carry) go to `lost` as indices
+/// into the plan (see [`SplicePlan::lost_field`]).
+fn splice_struct(sp: &SplicePlan, body: &[u8], out: &mut Vec<u8>, lost: &mut Vec<usize>) -> std::result::Result<(), CodecError> {
+    let from = sp.from;
     let mut r = Reader::new(body);
     // bytes of consecutive kept fields are copied in one go
     let mut run_start = 0usize;
-    for st in &sp.steps {
+    for (i, st) in sp.steps.iter().enumerate() {
         let f = st.field;
         let start = r.pos;
         let quick = match st.fixed {
@@ -733,15 +783,15 @@ fn splice_struct(c: &mut Change, sp: &SplicePlan, body: &[u8], out: &mut Vec<u8>
             out.extend_from_slice(&body[run_start..start]);
             run_start = r.pos;
             let raw = &body[start..r.pos];
-            let carries_nothing = match quick_carries_nothing(record, f, raw, st.compact, plan) {
+            let carries_nothing = match quick_carries_nothing(f, raw, st.compact, st.rule) {
                 Some(b) => b,
                 None => {
                     let val = codec::read_field_value(&mut Reader::new(raw), f, from, true, false)?;
-                    is_default(f, &val, from) || semantic_default(record, f, &val, plan)
+                    is_default(f, &val, from) || st.rule.is_some_and(|x| rule_says_nothing(x, &val))
                 }
             };
             if !carries_nothing {
-                lost.push(f.name.to_string());
+                lost.push(i);
             }
         }
     }
@@ -761,12 +811,13 @@ fn splice_struct(c: &mut Change, sp: &SplicePlan, body: &[u8], out: &mut Vec<u8>
         let size = r.uvarint("tagged field size")? as usize;
         let payload_start = r.pos;
         r.take(size, "tagged field")?;
-        match sp.dropped_tags.iter().find(|(t, _)| *t == tag) {
-            Some((_, f)) => {
+        match sp.dropped_tags.iter().position(|(t, _, _)| *t == tag) {
+            Some(j) => {
+                let (_, f, rule) = sp.dropped_tags[j];
                 dropped = true;
                 let val = codec::read_field_value(&mut Reader::new(&body[payload_start..r.pos]), f, from, true, true)?;
-                if !is_default(f, &val, from) && !semantic_default(record, f, &val, plan) {
-                    lost.push(f.name.to_string());
+                if !is_default(f, &val, from) && !rule.is_some_and(|x| rule_says_nothing(x, &val)) {
+                    lost.push(sp.steps.len() + j);
                 }
             }
             None => kept.push(&body[entry_start..r.pos]),
@@ -829,7 +880,7 @@ pub struct RecordLosses<'p> {
 
 impl<'p> RecordLosses<'p> {
     pub fn new(plan: &'p Plan) -> Self {
-        RecordLosses { rw: Rewriter { plan, report: Report::default(), topics: HashMap::new(), splice_plans: vec![None; 64], lost_fields: Vec::new(), arena: Vec::new() } }
+        RecordLosses { rw: Rewriter { plan, report: Report::default(), topics: HashMap::new(), splice_plans: vec![None; 64], lost_fields: Vec::new(), lost_steps: Vec::new(), arena: Vec::new() } }
     }
 
     /// The losses of one metadata record value (frame + body): (record type, field) pairs,
@@ -967,7 +1018,8 @@ mod tests {
             for (f, val) in &cases {
                 let mut raw = Vec::new();
                 codec::write_value_for_test(&mut raw, f, 2, val).unwrap();
-                let quick = quick_carries_nothing("PartitionRecord", f, &raw, true, plan);
+                let rule = plan.semantic_defaults.iter().find(|(r, n, _)| r == "PartitionRecord" && n == f.name).map(|x| x.2);
+                let quick = quick_carries_nothing(f, &raw, true, rule);
                 let slow = is_default(f, val, 2) || semantic_default("PartitionRecord", f, val, plan);
                 assert_eq!(quick, Some(slow), "{} = {val:?}", f.name);
             }
@@ -987,8 +1039,10 @@ mod tests {
             let (mut a, mut b) = (Vec::new(), Vec::new());
             let (mut la, mut lb) = (Vec::new(), Vec::new());
             if struct_spliceable(m.body, v, to, true) {
-                let sp = SplicePlan::new(m.body, v, to);
-                splice_struct(&mut Change { record: m.name, from: v, to, plan: &plan, lost: &mut la }, &sp, &r[at..], &mut a).unwrap();
+                let sp = SplicePlan::new(m.body, v, to, m.name, &plan);
+                let mut steps = Vec::new();
+                splice_struct(&sp, &r[at..], &mut a, &mut steps).unwrap();
+                la.extend(steps.iter().map(|&i| sp.lost_field(i).name.to_string()));
                 reencode(&mut Change { record: m.name, from: v, to, plan: &plan, lost: &mut lb }, m, &r[at..], &mut b).unwrap();
                 assert_eq!(a, b, "version {v} -> {to}");
                 assert_eq!(la, lb);

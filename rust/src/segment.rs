@@ -374,6 +374,8 @@ pub struct ActiveSegment {
     pub next_offset: Option<i64>,
     file: File,
     pub index: IndexBuilder,
+    /// How many bytes of each index (offset, time) are in the files already.
+    index_written: (usize, usize),
 }
 
 impl ActiveSegment {
@@ -385,7 +387,15 @@ impl ActiveSegment {
     pub fn create(dir: &Path, base_offset: i64, interval: usize) -> Result<Self> {
         let path = dir.join(segment_file_name(base_offset, ".log"));
         let file = OpenOptions::new().create_new(true).append(true).open(&path)?;
-        Ok(ActiveSegment { dir: dir.to_path_buf(), base_offset, size: 0, next_offset: None, file, index: IndexBuilder::new(base_offset, interval) })
+        Ok(ActiveSegment {
+            dir: dir.to_path_buf(),
+            base_offset,
+            size: 0,
+            next_offset: None,
+            file,
+            index: IndexBuilder::new(base_offset, interval),
+            index_written: (usize::MAX, usize::MAX),
+        })
     }
 
     /// Opens an existing segment for appends, rebuilding its indexes with the recovery rule.
@@ -413,6 +423,7 @@ impl ActiveSegment {
                 write_atomic(&p, bytes)?;
             }
         }
+        let written = (index.offset_index.len(), index.time_index.len());
         let seg = ActiveSegment {
             dir: dir.to_path_buf(),
             base_offset,
@@ -420,6 +431,7 @@ impl ActiveSegment {
             next_offset: rec.report.last_offset.map(|o| o + 1),
             file,
             index,
+            index_written: written,
         };
         Ok((seg, rec.report))
     }
@@ -439,10 +451,28 @@ impl ActiveSegment {
         Ok(info)
     }
 
-    /// fsyncs the log and writes the index files as they stand.
+    /// fsyncs the log and brings the index files up to date. The index entries written since
+    /// the last flush are appended to the files without an fsync of their own: an active
+    /// segment's indexes are rebuilt from its log whenever it is opened (as Kafka rebuilds the
+    /// indexes of segments past the recovery point), so only the log needs to be durable here.
     pub fn flush(&mut self) -> Result<()> {
         self.file.sync_data()?;
-        self.write_indexes()
+        if self.index_written == (usize::MAX, usize::MAX) {
+            self.write_indexes()?;
+        } else {
+            for (suffix, bytes, done) in [
+                (".index", &self.index.offset_index, self.index_written.0),
+                (".timeindex", &self.index.time_index, self.index_written.1),
+            ] {
+                if bytes.len() > done {
+                    let path = self.dir.join(segment_file_name(self.base_offset, suffix));
+                    let mut f = OpenOptions::new().create(true).append(true).open(&path)?;
+                    f.write_all(&bytes[done..])?;
+                }
+            }
+        }
+        self.index_written = (self.index.offset_index.len(), self.index.time_index.len());
+        Ok(())
     }
 
     fn write_indexes(&self) -> Result<()> {

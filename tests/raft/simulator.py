@@ -42,8 +42,8 @@ from typing import Any, Callable
 
 from kraftkit.raft import messages as m
 from kraftkit.raft.core import (
-    Append, Appended, Committed, CreateSnapshot, Fsync, FsyncComplete, PersistElection, RaftConfig, RaftCore,
-    RaftStateError, Receive, RecordsAdapter, Resign, Send, SnapshotLoaded, Start, StateChanged, Tick,
+    Append, Appended, Committed, CreateSnapshot, Fsync, FsyncComplete, PeerUnreachable, PersistElection, RaftConfig, RaftCore,
+    RaftStateError, Receive, RecordsAdapter, RequestFailed, Resign, Send, SnapshotLoaded, Start, StateChanged, Tick,
 )
 from kraftkit.raft.log import MemoryLog
 from kraftkit.raft.quorum_state import MemoryQuorumStateStore, Role
@@ -141,7 +141,7 @@ class Simulation:
         self.next_value = 0
         self.live_target: int | None = None  # an offset appended after healing that must commit everywhere
         self.events = 0
-        self.stats = {"crashes": 0, "partitions": 0, "resigns": 0, "snapshots": 0, "snapshot_loads": 0,
+        self.stats = {"refused": 0, "crashes": 0, "partitions": 0, "resigns": 0, "snapshots": 0, "snapshot_loads": 0,
                       "elections": 0, "messages": 0, "dropped": 0}
 
     # ------------------------------------------------------------------ scheduling
@@ -258,6 +258,10 @@ class Simulation:
             self.on_send(node, o)
         self.check_persisted_before_send(node, o)
         copies = 1
+        if not o.is_response and 0 <= o.dest < len(self.nodes) and not self.nodes[o.dest].running \
+                and (node.id, o.dest) not in self.blocked and self.rng.random() < 0.5:
+            # nothing listens at a crashed node's address: the driver sees the connection refused
+            self.push(self.now + 1, "refused", node.id, node.incarnation, o.dest, o.correlation_id)
         if not self.healed:
             if (node.id, o.dest) in self.blocked or self.rng.random() < self.loss:
                 self.stats["dropped"] += 1
@@ -503,6 +507,16 @@ class Simulation:
             node.fsync_pending = False
             node.log.flush()
             self.step(node, FsyncComplete(self.now))
+            return node
+        if kind == "refused":
+            nid, inc, dest, corr = args
+            node = self.nodes[nid]
+            if not node.running or node.incarnation != inc or self.nodes[dest].running:
+                return None
+            self.stats["refused"] += 1
+            self.step(node, RequestFailed(self.now, dest, corr))
+            if node.running and node.incarnation == inc:
+                self.step(node, PeerUnreachable(self.now, dest))
             return node
         if kind == "restart":
             node = self.nodes[args[0]]

@@ -9,7 +9,7 @@ import pytest
 from kraftkit.raft import messages as m
 from kraftkit.raft.core import (
     Append, Appended, AppendRejected, Committed, CreateSnapshot, Fsync, FsyncComplete, PersistElection, RaftConfig,
-    RaftCore, RaftStateError, Receive, Resign, Send, SnapshotLoaded, Start, Tick, end_epoch_backoff_ms,
+    PeerUnreachable, RaftCore, RaftStateError, Receive, RequestFailed, Resign, Send, SnapshotLoaded, Start, Tick, end_epoch_backoff_ms,
 )
 from kraftkit.raft.log import Entry, LogError, MemoryLog, SnapshotId
 from kraftkit.raft.messages import Errors
@@ -258,6 +258,46 @@ def test_fetch_timeout_makes_a_voter_follower_a_candidate():
     assert c.role is Role.FOLLOWER
     c.step(Tick(2000))
     assert c.role is Role.CANDIDATE and c.epoch == 4
+
+
+def test_a_refused_leader_makes_a_voter_stand_at_once_but_nothing_else_does():
+    c, _ = make(persisted=ElectionState(3, leader_id=2), fetch_timeout_ms=2000)
+    c.step(PeerUnreachable(10, 3))  # another voter is down: no reason to stand
+    assert c.role is Role.FOLLOWER
+    out = c.step(PeerUnreachable(11, 2))  # the leader's process is gone
+    assert c.role is Role.CANDIDATE and c.epoch == 4
+    assert isinstance(out[0], PersistElection) and sends(out, m.VOTE)
+    # switched off, it waits out the fetch timeout as Kafka does
+    k, _ = make(persisted=ElectionState(3, leader_id=2), fetch_timeout_ms=2000, elect_on_refused_leader=False)
+    k.step(PeerUnreachable(11, 2))
+    assert k.role is Role.FOLLOWER
+    # as a candidate, a refusing voter counts as a lost vote: with the other voter's rejection the
+    # election cannot be won, so it backs off now instead of at the election timeout
+    rs = sends(out, m.VOTE)
+    to3 = next(r for r in rs if r.dest == 3)
+    respond(c, 12, to3, m.vote_response(TP, 0, -1, 4, False))
+    assert c._backoff_deadline is None
+    out = c.step(PeerUnreachable(13, 2))
+    # (a backoff of 0 ms stands again at once, in epoch 5)
+    assert (c._backoff_deadline is not None and c._backoff_deadline <= 13 + 1000) or (
+        c.epoch == 5 and any(v.body["Topics"][0]["Partitions"][0]["ReplicaEpoch"] == 5 for v in sends(out, m.VOTE)))
+    assert c.role is Role.CANDIDATE
+    # an observer never stands
+    o, _ = make(node_id=9, persisted=ElectionState(3, leader_id=2))
+    o.step(PeerUnreachable(11, 2))
+    assert o.role is Role.FOLLOWER
+
+
+def test_a_failed_fetch_is_retried_after_the_backoff_not_the_request_timeout():
+    c, out = make(persisted=ElectionState(3, leader_id=2), retry_backoff_ms=20, request_timeout_ms=2000)
+    (f,) = sends(out, m.FETCH)
+    assert c.step(RequestFailed(5, 3, f.correlation_id)) == []  # not that request's node: ignored
+    c.step(RequestFailed(5, 2, f.correlation_id))
+    assert sends(c.step(Tick(24)), m.FETCH) == []
+    (again,) = sends(c.step(Tick(25)), m.FETCH)
+    assert again.dest == 2 and again.correlation_id != f.correlation_id
+    # a late answer to the failed request is ignored
+    assert c.step(Receive(30, 2, m.FETCH, m.fetch_response(TP, 0, 2, 3, high_watermark=0), f.correlation_id, True)) == []
 
 
 def test_begin_quorum_epoch_is_resent_until_each_voter_fetches():

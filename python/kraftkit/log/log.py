@@ -163,6 +163,40 @@ class Log:
         self._active, _ = SegmentWriter.open(self.dir, last, self.index_interval_bytes)
         self._truncate_epochs(offset)
 
+    def delete_segments(self, base_offsets: list[int]) -> None:
+        """Deletes the oldest segments (their ``.log`` and index files), as retention does once a
+        snapshot covers them; the log start offset moves to the first segment left. The active
+        segment cannot be deleted."""
+        self._check_open()
+        n = len(base_offsets)
+        if n == 0:
+            return
+        if sorted(base_offsets) != self._bases[:n] or n >= len(self._bases):
+            raise LogError(f"{self.dir}: can delete only the oldest segments and never the active one, not {base_offsets}")
+        for base in self._bases[:n]:
+            for suffix in (".log", ".index", ".timeindex"):
+                (self.dir / segment_name(base, suffix)).unlink(missing_ok=True)
+        self._bases = self._bases[n:]
+        start = self._bases[0]
+        prior = [(e, o) for e, o in self._epochs if o <= start]
+        kept = ([(prior[-1][0], start)] if prior else []) + [(e, o) for e, o in self._epochs if o > start]
+        if kept != self._epochs:
+            self._epochs = kept
+            write_leader_epochs(self.dir / EPOCH_FILE, kept)
+
+    def assign_leader_epoch(self, epoch: int, start_offset: int) -> None:
+        """Records that ``epoch`` starts at ``start_offset`` before any batch of it is written (a
+        new Raft leader does this, as Kafka's ``LeaderEpochFileCache.assign``); entries for that
+        epoch or later, or starting at or after that offset, are replaced."""
+        self._check_open()
+        if start_offset > self.log_end_offset:
+            raise LogError(f"{self.dir}: epoch {epoch} cannot start at {start_offset}, past the log end offset {self.log_end_offset}")
+        kept = [(e, o) for e, o in self._epochs if e < epoch and o < start_offset]
+        kept.append((epoch, start_offset))
+        if kept != self._epochs:
+            self._epochs = kept
+            write_leader_epochs(self.dir / EPOCH_FILE, kept)
+
     def _truncate_epochs(self, end: int) -> None:
         kept = [(e, o) for e, o in self._epochs if o < end]
         if kept != self._epochs:

@@ -14,6 +14,7 @@ __all__ = ["API_KEYS", "ApiKey", "decode_request", "decode_response", "encode_re
 class ApiKey(enum.IntEnum):
     """The apiKeys kraftkit speaks (Kafka's ``ApiKeys``)."""
 
+    PRODUCE = 0
     FETCH = 1
     API_VERSIONS = 18
     VOTE = 52
@@ -21,6 +22,7 @@ class ApiKey(enum.IntEnum):
     END_QUORUM_EPOCH = 54
     DESCRIBE_QUORUM = 55
     FETCH_SNAPSHOT = 59
+    DESCRIBE_CLUSTER = 60
     ADD_RAFT_VOTER = 80
     REMOVE_RAFT_VOTER = 81
     UPDATE_RAFT_VOTER = 82

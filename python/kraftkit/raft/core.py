@@ -6,7 +6,7 @@ the asyncio node) feeds it events and carries out what it returns::
     outputs = core.step(Receive(now_ms, src, api, body, correlation_id, is_response))
 
 Events: :class:`Start`, :class:`Tick`, :class:`Receive`, :class:`Append`, :class:`FsyncComplete`,
-:class:`Resign`, :class:`CreateSnapshot`. Outputs, to be executed **in order**:
+:class:`Resign`, :class:`CreateSnapshot`, :class:`PeerUnreachable`, :class:`RequestFailed`. Outputs, to be executed **in order**:
 :class:`PersistElection` (must be durable before anything after it is done: that is how the epoch and
 vote reach disk before any message that depends on them), :class:`Send`, :class:`Fsync`,
 :class:`Committed`, :class:`StateChanged`, :class:`SnapshotLoaded`, :class:`Appended`,
@@ -35,7 +35,8 @@ from kraftkit.raft.quorum_state import ElectionState, Role
 
 __all__ = [
     "RaftConfig", "RaftCore", "RaftStateError", "RecordsAdapter",
-    "Start", "Tick", "Receive", "Append", "FsyncComplete", "Resign", "CreateSnapshot",
+    "Start", "Tick", "Receive", "Append", "FsyncComplete", "Resign", "CreateSnapshot", "PeerUnreachable",
+    "RequestFailed",
     "PersistElection", "Send", "Fsync", "Committed", "StateChanged", "SnapshotLoaded", "Appended",
     "AppendRejected", "Role",
 ]
@@ -62,6 +63,11 @@ class RaftConfig:
     snapshot_chunk_bytes: int = 8388608  # FetchSnapshot MaxBytes
     cluster_id: str | None = None
     check_quorum: bool = True
+    #: a follower whose leader refuses connections (its process is gone) stands for election at once
+    #: instead of waiting out fetch_timeout_ms, and a candidate counts a refusing voter as a lost vote;
+    #: a partition or a hung host still waits the timeouts out. Kafka waits in every case; the
+    #: difference is listed in the README.
+    elect_on_refused_leader: bool = True
 
 
 class RecordsAdapter:
@@ -113,6 +119,25 @@ class FsyncComplete:
     """The driver flushed the log; ``log.flushed_offset`` says how far."""
 
     now: int
+
+
+@dataclasses.dataclass(frozen=True)
+class PeerUnreachable:
+    """The driver could not connect to ``node`` at all: the connection was refused, so no process
+    listens at its address (a dead process, not a slow network, which only times out)."""
+
+    now: int
+    node: int
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestFailed:
+    """The request ``correlation_id`` to ``dest`` will get no answer (the connection broke or could
+    not be made): as Kafka's client does for a disconnect, the core backs off and may retry."""
+
+    now: int
+    dest: int
+    correlation_id: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,6 +269,28 @@ class RaftCore:
         """The leader's HW in the current epoch (None before it commits its LeaderChange entry)."""
         return self._leader_hw if self.role is Role.LEADER else None
 
+    @property
+    def resignation_pending(self) -> bool:
+        """A resigned leader still waiting for voters to acknowledge its EndQuorumEpoch."""
+        return self.role is Role.RESIGNED and bool(self._unacked_end)
+
+    def quorum_info(self) -> dict[str, Any] | None:
+        """What the leader knows of the replicas (DescribeQuorum's answer); None unless leader.
+        Times are the core's milliseconds (-1: never)."""
+        if self.role is not Role.LEADER:
+            return None
+
+        def state(r: int, end: int) -> dict[str, int]:
+            if r == self.node_id:
+                return {"id": r, "end_offset": self.log.end_offset, "last_fetch": self.now, "last_caught_up": self.now}
+            fetched, caught = self._fetch_times.get(r, (-1, -1))
+            return {"id": r, "end_offset": end, "last_fetch": fetched, "last_caught_up": caught}
+
+        return {"leader_id": self.node_id, "epoch": self.epoch,
+                "high_watermark": self._leader_hw if self._leader_hw is not None else -1,
+                "voters": [state(v, self._replica_end.get(v, -1)) for v in self.voters],
+                "observers": [state(o, end) for o, (end, _t) in sorted(self._observers.items())]}
+
     def next_deadline(self) -> int | None:
         """The earliest time at which a :class:`Tick` could change something (None: only events will)."""
         cands = [d for _, _, d in self._inflight.values()]
@@ -278,6 +325,10 @@ class RaftCore:
                 self._become_resigned(self._preferred_successors())
         elif isinstance(event, CreateSnapshot):
             self._on_create_snapshot(event)
+        elif isinstance(event, PeerUnreachable):
+            self._on_unreachable(event.node)
+        elif isinstance(event, RequestFailed):
+            self._on_request_failed(event.dest, event.correlation_id)
         elif not isinstance(event, (Tick, FsyncComplete)):
             raise TypeError(f"unknown event {event!r}")
         self._after_log_change()
@@ -331,6 +382,7 @@ class RaftCore:
         self._begin_resend_at: dict[int, int] = {}
         self._window: set[int] = set()
         self._observers: dict[int, tuple[int, int]] = {}
+        self._fetch_times: dict[int, tuple[int, int]] = {}  # replica -> (last fetch, last caught up)
         self._purgatory: list[tuple[int, int, int, dict]] = []  # (deadline, src, corr, body)
         self._unacked_end: set[int] = set()
         self._preferred: list[int] = []
@@ -707,6 +759,9 @@ class RaftCore:
         if status == "diverging":
             return self._fetch_reply(src, corr, Errors.NONE, diverging=arg)
         hw_before = self._leader_hw
+        if replica >= 0 and replica != self.node_id:
+            caught_up = self.now if offset >= log.end_offset else self._fetch_times.get(replica, (0, -1))[1]
+            self._fetch_times[replica] = (self.now, caught_up)
         if replica in self._replica_end:
             self._replica_end[replica] = offset
             self._acked.add(replica)
@@ -927,13 +982,13 @@ class RaftCore:
             self._out.append(AppendRejected(f"not the leader (role {self.role.value}, epoch {self.epoch})"))
             return
         base = self.log.end_offset
-        entries = [Entry(base + i, self.epoch, p, False) for i, p in enumerate(ev.payloads)]
-        if not entries:
+        n = len(ev.payloads)
+        if not n:
             self._out.append(AppendRejected("nothing to append"))
             return
-        self.log.append(entries)
+        self.log.append(self.log.entries_for_append(base, self.epoch, ev.payloads))
         self._out.append(Fsync(self.log.end_offset))
-        self._out.append(Appended(base, base + len(entries) - 1, self.epoch))
+        self._out.append(Appended(base, base + n - 1, self.epoch))
         self._complete_purgatory()
 
     def _on_create_snapshot(self, ev: CreateSnapshot) -> None:
@@ -942,6 +997,28 @@ class RaftCore:
             raise ValueError(f"node {self.node_id}: snapshot at {end} outside ({self.log.start_offset}, "
                                  f"min(HW {self.high_watermark}, flushed {self.log.flushed_offset})]")
         self.log.create_snapshot(SnapshotId(end, self.log.epoch_of(end - 1)), ev.data)
+
+    def _on_request_failed(self, dest: int, corr: int) -> None:
+        req = self._inflight.get(corr)
+        if req is None or req[0] != dest:
+            return
+        del self._inflight[corr]
+        if corr == self._fetch_corr:
+            self._fetch_corr = None
+            self._bootstrap_target = None
+        self._retry_at[(dest, req[1])] = self.now + self.cfg.retry_backoff_ms
+
+    def _on_unreachable(self, node: int) -> None:
+        if not self.cfg.elect_on_refused_leader or self.is_observer:
+            return
+        if self.role is Role.FOLLOWER and node == self.leader_id and self._fetch_deadline is not None:
+            self._fetch_deadline = min(self._fetch_deadline, self.now)
+        elif self.role is Role.CANDIDATE and node in self.voters and node not in self._granted:
+            # a voter that is down cannot vote in time: when too few are left to win, back off now
+            # rather than at the election timeout (a split vote after a leader crash ends sooner)
+            self._rejected.add(node)
+            if len(self.voters) - len(self._rejected) < self.majority and self._backoff_deadline is None:
+                self._start_backoff()
 
     def _after_log_change(self) -> None:
         if self.role is Role.LEADER:

@@ -13,11 +13,9 @@ from __future__ import annotations
 import abc
 from typing import Any, NamedTuple
 
-__all__ = ["Entry", "SnapshotId", "RaftLog", "MemoryLog", "LogError"]
+from kraftkit.errors import LogError  # a request the log cannot honour (a gap, a truncation below the start...)
 
-
-class LogError(Exception):
-    """A request the log cannot honour (a gap, a truncation below the start, ...)."""
+__all__ = ["Batch", "Entry", "SnapshotId", "RaftLog", "MemoryLog", "LogError"]
 
 
 class Entry(NamedTuple):
@@ -27,6 +25,18 @@ class Entry(NamedTuple):
     epoch: int
     payload: Any
     control: bool = False
+
+
+class Batch(NamedTuple):
+    """Record batches exactly as Kafka stores and sends them (one or more v2 batches in ``data``),
+    starting at ``offset`` and ending with ``last_offset``. A file-backed log reads and appends
+    these, so what the leader sends a follower is the bytes of its segment, and what a follower
+    stores is the bytes it was sent (``Entry`` lists stand for the same thing in memory)."""
+
+    offset: int
+    epoch: int
+    data: bytes
+    last_offset: int
 
 
 class SnapshotId(NamedTuple):
@@ -59,8 +69,9 @@ class RaftLog(abc.ABC):
         """Epoch of the last entry; the snapshot's epoch if the log is empty after one; else 0."""
 
     @abc.abstractmethod
-    def append(self, entries: list[Entry]) -> None:
-        """Append entries whose first offset must equal ``end_offset``."""
+    def append(self, entries: list[Entry] | list[Batch]) -> None:
+        """Append entries (or raw batches, for logs that store them) whose first offset must equal
+        ``end_offset``."""
 
     @abc.abstractmethod
     def truncate_to(self, offset: int) -> None:
@@ -71,7 +82,8 @@ class RaftLog(abc.ABC):
         """Make everything written so far durable; returns the new flushed offset."""
 
     @abc.abstractmethod
-    def read(self, start: int, max_entries: int) -> list[Entry]: ...
+    def read(self, start: int, max_entries: int) -> list[Entry] | list[Batch]:
+        """What a Fetch at ``start`` returns: entries, or raw batches from the one holding ``start``."""
 
     @abc.abstractmethod
     def epoch_starts(self) -> list[tuple[int, int]]:
@@ -95,6 +107,12 @@ class RaftLog(abc.ABC):
     @abc.abstractmethod
     def install_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
         """Replace the whole log by a snapshot fetched from the leader (``truncateToLatestSnapshot``)."""
+
+    def entries_for_append(self, base_offset: int, epoch: int, payloads: Any) -> list[Entry] | list[Batch]:
+        """What a leader's local append of ``payloads`` (``len(payloads)`` records) at
+        ``base_offset`` becomes in this log: one entry per payload by default; a log that stores
+        batches may take a ready-made batch instead (see ``FileRaftLog``)."""
+        return [Entry(base_offset + i, epoch, p, False) for i, p in enumerate(payloads)]
 
     # ------------------------------------------------------------ derived rules (shared by all logs)
 

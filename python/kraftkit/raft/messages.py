@@ -64,6 +64,9 @@ class TopicPartition:
     partition: int
     topic_id: uuid.UUID = dataclasses.field(default=ZERO_UUID, compare=False)
 
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
 
 METADATA_PARTITION = TopicPartition("__cluster_metadata", 0, METADATA_TOPIC_ID)
 

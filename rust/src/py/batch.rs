@@ -355,6 +355,15 @@ fn decode_batches(py: Python<'_>, data: PyBuffer<u8>, verify_crc: bool) -> PyRes
     split_batches(py, backing, None, 0, n, verify_crc, true)
 }
 
+/// A leader's intake of a client's batches: checked, then given consecutive offsets from
+/// `base_offset`, the partition leader epoch and new CRCs. Returns (bytes, record count).
+#[pyfunction]
+fn assign_offsets<'py>(py: Python<'py>, data: PyBuffer<u8>, base_offset: i64, partition_leader_epoch: i32) -> PyResult<(Bound<'py, PyBytes>, i64)> {
+    let v = data.to_vec(py)?;
+    let (out, n) = py.allow_threads(|| batch::assign_offsets(&v, base_offset, partition_leader_epoch)).map_err(|e| to_pyerr(py, &e, None))?;
+    Ok((PyBytes::new(py, &out), n))
+}
+
 /// CRC-32C (Castagnoli) of `data`, continuing from `crc` (default 0).
 #[pyfunction(name = "crc32c")]
 #[pyo3(signature = (data, crc = 0))]
@@ -458,6 +467,7 @@ fn encode_batch<'py>(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RecordBatch>()?;
     m.add_function(wrap_pyfunction!(decode_batches, m)?)?;
+    m.add_function(wrap_pyfunction!(assign_offsets, m)?)?;
     m.add_function(wrap_pyfunction!(encode_batch, m)?)?;
     m.add_function(wrap_pyfunction!(py_crc32c, m)?)?;
     Ok(())

@@ -178,7 +178,14 @@ fn from_py(obj: &Bound<'_, PyAny>, t: &FieldType, path: &FieldPath<'_>) -> PyRes
             if obj.is_instance_of::<PyString>() {
                 return Err(PyTypeError::new_err(format!("{path}: expected bytes, got str")));
             }
-            Value::Bytes(obj.extract::<Vec<u8>>().map_err(|_| PyTypeError::new_err(format!("{path}: expected bytes, got {}", type_name(obj))))?)
+            if let Ok(b) = obj.downcast::<PyBytes>() {
+                Value::Bytes(b.as_bytes().to_vec())
+            } else if let Ok(buf) = pyo3::buffer::PyBuffer::<u8>::get(obj) {
+                // bytearray, memoryview, mmap...: one copy, not an item-by-item sequence walk
+                Value::Bytes(buf.to_vec(obj.py())?)
+            } else {
+                Value::Bytes(obj.extract::<Vec<u8>>().map_err(|_| PyTypeError::new_err(format!("{path}: expected bytes, got {}", type_name(obj))))?)
+            }
         }
         FieldType::Uuid => Value::Uuid(uuid_from_py(obj, path)?),
         FieldType::Array(elem) => {
@@ -499,6 +506,7 @@ fn metadata_schema<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_metadata_record, m)?)?;
+    m.add_function(wrap_pyfunction!(check_metadata_batches, m)?)?;
     m.add_function(wrap_pyfunction!(encode_metadata_record, m)?)?;
     m.add_function(wrap_pyfunction!(metadata_record_json, m)?)?;
     m.add_function(wrap_pyfunction!(decode_control_record, m)?)?;
@@ -508,4 +516,12 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_metadata_batch, m)?)?;
     m.add_function(wrap_pyfunction!(metadata_schema, m)?)?;
     Ok(())
+}
+
+/// Checks batches a client wants appended to the metadata log (see
+/// `schema::check_metadata_batches`); returns the record count or raises CorruptRecordError.
+#[pyfunction]
+fn check_metadata_batches(py: Python<'_>, data: pyo3::buffer::PyBuffer<u8>) -> PyResult<usize> {
+    let v = data.to_vec(py)?;
+    py.allow_threads(|| schema::check_metadata_batches(&v)).map_err(CorruptRecordError::new_err)
 }

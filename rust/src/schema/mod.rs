@@ -254,3 +254,47 @@ pub fn decode_response(api_key: i16, version: i16, b: &[u8]) -> CResult<(i32, St
 
 #[cfg(test)]
 mod tests;
+
+/// Checks that `buf` holds only data batches of metadata records, as a KRaft leader accepts
+/// appends: whole v2 batches with valid CRCs, not control, not transactional, records with
+/// consecutive offset deltas and a value that decodes as a metadata record (frame version,
+/// apiKey, a version the schema knows, every field). Returns the number of records, or the
+/// reason (naming the batch and record) of the first problem.
+pub fn check_metadata_batches(buf: &[u8]) -> std::result::Result<usize, String> {
+    use crate::batch::{self, NextBatch};
+    let mut pos = 0usize;
+    let mut count = 0usize;
+    let mut views = Vec::new();
+    loop {
+        let (h, range) = match batch::next_batch(buf, pos, 0) {
+            Ok(NextBatch::Batch(h, r)) => (h, r),
+            Ok(NextBatch::End) => return Ok(count),
+            Err(e) => return Err(e.to_string()),
+        };
+        let bytes = &buf[range.clone()];
+        let fpos = range.start as u64;
+        batch::validate(&h, bytes, fpos).map_err(|e| e.to_string())?;
+        if h.is_control() {
+            return Err(format!("batch at byte {fpos} is a control batch: only the raft leader writes control records"));
+        }
+        if h.attributes & batch::ATTR_TRANSACTIONAL != 0 {
+            return Err(format!("batch at byte {fpos} is transactional; the metadata log takes plain batches"));
+        }
+        let data = batch::records_data(&h, bytes, fpos).map_err(|e| e.to_string())?;
+        views.clear();
+        batch::parse_records(&h, data.bytes(), fpos, &mut views).map_err(|e| e.to_string())?;
+        let d = data.bytes();
+        for (i, v) in views.iter().enumerate() {
+            if v.offset_delta as usize != i {
+                return Err(format!("batch at byte {fpos}: record {i} has offset delta {}", v.offset_delta));
+            }
+            let value = match &v.value {
+                Some(r) => &d[r.start as usize..r.end as usize],
+                None => return Err(format!("batch at byte {fpos}: record {i} has a null value")),
+            };
+            decode_metadata_record(value).map_err(|e| format!("batch at byte {fpos}: record {i}: {e}"))?;
+        }
+        count += views.len();
+        pos = range.end;
+    }
+}

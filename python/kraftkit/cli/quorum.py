@@ -1,0 +1,208 @@
+"""``kraftkit quorum``: run a KIP-595 raft node, describe a quorum, append to it."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+import uuid
+from pathlib import Path
+
+HELP = "run a KRaft quorum node (voter or observer), describe a quorum, append metadata records to it"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("quorum", help=HELP, description=HELP + ".")
+    qsub = p.add_subparsers(dest="quorum_command", metavar="SUBCOMMAND", required=True)
+
+    r = qsub.add_parser(
+        "run", help="run a raft node until SIGTERM/SIGINT",
+        description="Run one node of a KRaft quorum over the Kafka protocol: Vote, BeginQuorumEpoch, "
+                    "EndQuorumEpoch, Fetch and FetchSnapshot with its peers; ApiVersions, DescribeQuorum, "
+                    "DescribeCluster and Produce (appends to __cluster_metadata) for clients. The log lives in "
+                    "LOG_DIR/__cluster_metadata-0 as Kafka lays it out; committed records are replayed into the "
+                    "metadata image and snapshotted every --snapshot-every records. SIGTERM or SIGINT stop it "
+                    "gracefully (a leader resigns first). Exit 2 on bad arguments, 1 if the node fails.")
+    r.add_argument("--node-id", type=int, required=True, metavar="N")
+    r.add_argument("--voters", required=True, metavar="ID@HOST:PORT,...",
+                   help="the voter set (controller.quorum.voters), the same on every node")
+    r.add_argument("--log-dir", required=True, metavar="DIR", help="metadata log directory")
+    r.add_argument("--observer", action="store_true", help="run as an observer (the node id must not be a voter)")
+    r.add_argument("--listen", metavar="HOST:PORT", default=None,
+                   help="listener address (default: the node's voter address; an observer: 127.0.0.1:0)")
+    r.add_argument("--cluster-id", metavar="ID", default=None,
+                   help="22-character cluster id (default: the cluster.id of LOG_DIR/meta.properties)")
+    r.add_argument("--snapshot-every", type=int, default=20000, metavar="RECORDS",
+                   help="snapshot after this many committed records (0: never; default 20000)")
+    r.add_argument("--election-timeout-ms", type=int, default=1000, help="controller.quorum.election.timeout.ms")
+    r.add_argument("--fetch-timeout-ms", type=int, default=2000, help="controller.quorum.fetch.timeout.ms")
+    r.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    r.set_defaults(func=run_node)
+
+    d = qsub.add_parser("describe", help="describe a quorum (DescribeQuorum), as kafka-metadata-quorum.sh does",
+                        description="Ask a node (kraftkit's or a Kafka controller) for the quorum's state: leader, "
+                                    "epoch, high watermark, follower lag, voters and observers (--status, the "
+                                    "default), or one row per replica (--replication). Follows the leader. Exit 2 "
+                                    "if the quorum cannot be reached.")
+    d.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="any node of the quorum")
+    g = d.add_mutually_exclusive_group()
+    g.add_argument("--status", action="store_true", help="the quorum summary (default)")
+    g.add_argument("--replication", action="store_true", help="one row per voter and observer")
+    d.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(func=run_describe)
+
+    a = qsub.add_parser("append", help="append metadata records to a kraftkit quorum and wait for the commit",
+                        description="Produce metadata records to __cluster_metadata on the leader (acks=-1) and print "
+                                    "the committed offsets: --topic NAME appends a TopicRecord (repeatable), else "
+                                    "--count NoOpRecords, --batch records per request. Exit 1 if an append fails.")
+    a.add_argument("--bootstrap", required=True, metavar="HOST:PORT")
+    a.add_argument("--topic", action="append", default=[], metavar="NAME")
+    a.add_argument("--count", type=int, default=1, metavar="N")
+    a.add_argument("--batch", type=int, default=1, metavar="N")
+    a.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(func=run_append)
+
+
+def _cluster_id(args: argparse.Namespace) -> str | None:
+    from kraftkit.features.storage import StorageInputError, validate_cluster_id
+
+    props = Path(args.log_dir) / "meta.properties"
+    found = None
+    if props.is_file():
+        for line in props.read_text(encoding="utf-8").splitlines():
+            if line.startswith("cluster.id="):
+                found = line.split("=", 1)[1].strip()
+    if args.cluster_id and found and args.cluster_id != found:
+        print(f"kraftkit quorum run: --cluster-id {args.cluster_id} but {props} says {found}", file=sys.stderr)
+        return None
+    cid = args.cluster_id or found
+    if cid is None:
+        print(f"kraftkit quorum run: no cluster id: pass --cluster-id or format {args.log_dir} "
+              "(kraftkit storage format)", file=sys.stderr)
+        return None
+    try:
+        return validate_cluster_id(cid)
+    except StorageInputError as e:
+        print(f"kraftkit quorum run: {e}", file=sys.stderr)
+        return None
+
+
+def run_node(args: argparse.Namespace) -> int:
+    from kraftkit.raft.admin import parse_address
+    from kraftkit.raft.core import RaftConfig
+    from kraftkit.raft.node import NodeConfig, RaftNode, parse_voters
+
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format=f"%(asctime)s node {args.node_id} %(levelname)s %(name)s: %(message)s")
+    try:
+        voters = parse_voters(args.voters)
+        listen = parse_address(args.listen) if args.listen else None
+    except ValueError as e:
+        print(f"kraftkit quorum run: {e}", file=sys.stderr)
+        return 2
+    if args.observer == (args.node_id in voters):
+        print(f"kraftkit quorum run: node {args.node_id} " + ("is a voter: drop --observer" if args.observer
+              else "is not in --voters: add it, or pass --observer"), file=sys.stderr)
+        return 2
+    if args.observer and listen is None:
+        listen = ("127.0.0.1", 0)
+    cid = _cluster_id(args)
+    if cid is None:
+        return 2
+    cfg = NodeConfig(args.node_id, voters, Path(args.log_dir), cid, listen=listen,
+                     raft=RaftConfig(election_timeout_ms=args.election_timeout_ms, fetch_timeout_ms=args.fetch_timeout_ms),
+                     snapshot_every_records=args.snapshot_every)
+
+    async def main() -> int:
+        node = RaftNode(cfg)
+        try:
+            await node.start()
+        except OSError as e:
+            print(f"kraftkit quorum run: cannot listen on {cfg.listen[0]}:{cfg.listen[1]}: {e}", file=sys.stderr)
+            return 2
+        loop = asyncio.get_running_loop()
+        stopping = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stopping.set)
+        assert node.address is not None
+        print(json.dumps({"event": "listening", "node_id": args.node_id, "host": node.address[0],
+                          "port": node.address[1]}), flush=True)
+        done = asyncio.ensure_future(node.wait_stopped())
+        stop = asyncio.ensure_future(stopping.wait())
+        await asyncio.wait({done, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if not done.done():
+            await node.stop()
+        return 1 if node.failed is not None else 0
+
+    return asyncio.run(main())
+
+
+def run_describe(args: argparse.Namespace) -> int:
+    from kraftkit.errors import KraftkitError
+    from kraftkit.raft.admin import QuorumAdmin
+
+    try:
+        with QuorumAdmin(args.bootstrap, timeout=args.timeout) as admin:
+            info = admin.describe()
+            info["cluster_id"] = admin.cluster_id()
+    except (KraftkitError, ValueError) as e:
+        print(f"kraftkit quorum describe: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    if args.replication:
+        rows = [("NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status")]
+        for kind, reps in (("Voter", info["voters"]), ("Observer", info["observers"])):
+            for r in reps:
+                status = "Leader" if r["id"] == info["leader_id"] else ("Follower" if kind == "Voter" else "Observer")
+                rows.append((str(r["id"]), str(r["log_end_offset"]), str(r["lag"]), str(r["last_fetch_ms"]),
+                             str(r["last_caught_up_ms"]), status))
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        for row in rows:
+            print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        return 0
+    print(f"ClusterId:              {info['cluster_id']}")
+    print(f"LeaderId:               {info['leader_id']}")
+    print(f"LeaderEpoch:            {info['leader_epoch']}")
+    print(f"HighWatermark:          {info['high_watermark']}")
+    print(f"MaxFollowerLag:         {info['max_follower_lag']}")
+    print(f"MaxFollowerLagTimeMs:   {info['max_follower_lag_time_ms']}")
+    print(f"CurrentVoters:          {[v['id'] for v in info['voters']]}")
+    print(f"CurrentObservers:       {[o['id'] for o in info['observers']]}")
+    return 0
+
+
+def run_append(args: argparse.Namespace) -> int:
+    from kraftkit._core import encode_metadata_record
+    from kraftkit.errors import KraftkitError
+    from kraftkit.metadata.records import record_type
+    from kraftkit.raft.admin import QuorumAdmin
+
+    if args.topic:
+        values = [encode_metadata_record(record_type("TopicRecord")[0], 0, {"Name": t, "TopicId": uuid.uuid4()})
+                  for t in args.topic]
+    else:
+        values = [encode_metadata_record(record_type("NoOpRecord")[0], 0, {}) for _ in range(max(0, args.count))]
+    batch = max(1, args.batch)
+    out = []
+    try:
+        with QuorumAdmin(args.bootstrap, timeout=args.timeout) as admin:
+            for i in range(0, len(values), batch):
+                out.append(admin.append(values[i:i + batch]))
+    except (KraftkitError, ValueError) as e:
+        print(f"kraftkit quorum append: {e}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"committed": [list(x) for x in out], "error": str(e)}))
+        return 1
+    if args.json:
+        print(json.dumps({"committed": [list(x) for x in out]}))
+    else:
+        for base, last in out:
+            print(f"committed offsets {base}..{last}")
+    return 0

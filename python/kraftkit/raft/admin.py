@@ -1,0 +1,176 @@
+"""A blocking client for a running quorum (kraftkit's or Kafka's): DescribeQuorum and appends.
+
+:class:`QuorumAdmin` talks to one node and follows the leader when told where it is
+(``NOT_LEADER_OR_FOLLOWER`` answers carry the leader id, and DescribeQuorum v2 / Produce v10+ carry
+its endpoint). ``describe()`` is what ``kafka-metadata-quorum.sh describe --status/--replication``
+shows; ``append()`` produces metadata records to ``__cluster_metadata`` with ``acks=-1`` and
+returns the committed offsets (a kraftkit quorum accepts this; a Kafka controller does not take
+Produce requests).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kraftkit._core import encode_batch
+from kraftkit.errors import KraftkitError
+from kraftkit.protocol.client import KafkaConnection, ProtocolError
+from kraftkit.protocol.messages import ApiKey
+from kraftkit.raft import messages as m
+
+__all__ = ["QuorumAdmin", "QuorumError", "parse_address"]
+
+NOT_LEADER_OR_FOLLOWER = 6
+
+
+class QuorumError(KraftkitError):
+    """The quorum answered with an error (or has no leader right now)."""
+
+    def __init__(self, message: str, code: int = -1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"bad address {text!r}: expected HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+class QuorumAdmin:
+    """Connects to ``bootstrap`` (HOST:PORT); ``timeout`` bounds every request and the leader search."""
+
+    def __init__(self, bootstrap: str, *, timeout: float = 10.0, topic: m.TopicPartition = m.METADATA_PARTITION) -> None:
+        self.bootstrap = parse_address(bootstrap)
+        self.timeout = timeout
+        self.tp = topic
+        self._conn: KafkaConnection | None = None
+        self._addr = self.bootstrap
+        self.endpoints: dict[int, tuple[str, int]] = {}
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> QuorumAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _connection(self) -> KafkaConnection:
+        if self._conn is None:
+            self._conn = KafkaConnection(*self._addr, timeout=self.timeout, client_id="kraftkit-quorum")
+            self._conn.api_versions()
+        return self._conn
+
+    def _rotate(self, deadline: float, error: Exception) -> None:
+        """The node went away: try the next known node (or the bootstrap one) until the deadline."""
+        self.close()
+        if time.monotonic() >= deadline:
+            raise QuorumError(f"no answer from the quorum within {self.timeout}s: {error}") from None
+        known = sorted(set(self.endpoints.values()) | {self.bootstrap})
+        i = known.index(self._addr) if self._addr in known else -1
+        self._addr = known[(i + 1) % len(known)]
+        time.sleep(0.1)
+
+    def _move_to(self, node: int) -> bool:
+        addr = self.endpoints.get(node)
+        if addr is None or addr == self._addr:
+            return False
+        self.close()
+        self._addr = addr
+        return True
+
+    # -- DescribeQuorum
+    def describe(self) -> dict[str, Any]:
+        """The leader's view: leader id, epoch, high watermark, voters and observers with their end
+        offsets, lags and fetch times (epoch ms), and the cluster id when the node tells it."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                conn = self._connection()
+                v = conn.version_for(ApiKey.DESCRIBE_QUORUM)
+                resp = conn.request(ApiKey.DESCRIBE_QUORUM, v, {"Topics": [{"TopicName": self.tp.topic, "Partitions": [
+                    {"PartitionIndex": self.tp.partition}]}]})
+            except ProtocolError as e:
+                self._rotate(deadline, e)
+                continue
+            for n in resp.get("Nodes") or []:
+                if n["Listeners"]:
+                    self.endpoints[n["NodeId"]] = (n["Listeners"][0]["Host"], n["Listeners"][0]["Port"])
+            if resp.get("ErrorCode"):
+                raise QuorumError(f"DescribeQuorum failed: error {resp['ErrorCode']} {resp.get('ErrorMessage') or ''}",
+                                  resp["ErrorCode"])
+            part = resp["Topics"][0]["Partitions"][0]
+            err = part["ErrorCode"]
+            if err == NOT_LEADER_OR_FOLLOWER and time.monotonic() < deadline:
+                if part["LeaderId"] >= 0 and self._move_to(part["LeaderId"]):
+                    continue
+                time.sleep(0.1)
+                continue
+            if err:
+                raise QuorumError(f"DescribeQuorum failed: error {err} {part.get('ErrorMessage') or ''}", err)
+            return self._render(part)
+
+    def cluster_id(self) -> str | None:
+        conn = self._connection()
+        try:
+            v = conn.version_for(ApiKey.DESCRIBE_CLUSTER)
+        except ProtocolError:
+            return None
+        resp = conn.request(ApiKey.DESCRIBE_CLUSTER, v, {"IncludeClusterAuthorizedOperations": False,
+                                                          "EndpointType": 2, "IncludeFencedBrokers": False})
+        return resp.get("ClusterId")
+
+    @staticmethod
+    def _render(part: dict) -> dict[str, Any]:
+        hw = part["HighWatermark"]
+        now = int(time.time() * 1000)
+
+        def rs(r: dict) -> dict[str, Any]:
+            return {"id": r["ReplicaId"], "log_end_offset": r["LogEndOffset"], "lag": max(0, hw - r["LogEndOffset"]),
+                    "last_fetch_ms": r.get("LastFetchTimestamp", -1), "last_caught_up_ms": r.get("LastCaughtUpTimestamp", -1),
+                    "last_caught_up_age_ms": (now - r["LastCaughtUpTimestamp"]) if r.get("LastCaughtUpTimestamp", -1) >= 0 else -1}
+
+        voters = [rs(r) for r in part["CurrentVoters"]]
+        followers = [v for v in voters if v["id"] != part["LeaderId"]]
+        return {"leader_id": part["LeaderId"], "leader_epoch": part["LeaderEpoch"], "high_watermark": hw,
+                "max_follower_lag": max((v["lag"] for v in followers), default=0),
+                "max_follower_lag_time_ms": max((max(0, v["last_caught_up_age_ms"]) for v in followers), default=0),
+                "voters": voters, "observers": [rs(r) for r in part["Observers"]]}
+
+    # -- appends (Produce to __cluster_metadata)
+    def append(self, values: list[bytes], *, timeout_ms: int = 10000) -> tuple[int, int]:
+        """Appends ``values`` (metadata record values) as one batch and waits for the commit;
+        returns ``(base offset, last offset)``. Follows the leader and retries while there is none
+        or the node goes away (so a batch whose answer was lost may be appended twice: at least
+        once, as an idempotence-less Kafka producer)."""
+        data = encode_batch([(int(time.time() * 1000), None, v, []) for v in values])
+        deadline = time.monotonic() + self.timeout
+        topic: dict[str, Any] = {"Name": self.tp.topic, "TopicId": self.tp.topic_id,
+                                 "PartitionData": [{"Index": self.tp.partition, "Records": data}]}
+        while True:
+            try:
+                conn = self._connection()
+                v = conn.version_for(ApiKey.PRODUCE)
+                resp = conn.request(ApiKey.PRODUCE, v, {"TransactionalId": None, "Acks": -1, "TimeoutMs": timeout_ms,
+                                                         "TopicData": [topic]})
+            except ProtocolError as e:
+                self._rotate(deadline, e)
+                continue
+            for n in resp.get("NodeEndpoints") or []:
+                self.endpoints[n["NodeId"]] = (n["Host"], n["Port"])
+            part = resp["Responses"][0]["PartitionResponses"][0]
+            err = part["ErrorCode"]
+            if err == 0:
+                return part["BaseOffset"], part["BaseOffset"] + len(values) - 1
+            if err == NOT_LEADER_OR_FOLLOWER and time.monotonic() < deadline:
+                leader = (part.get("CurrentLeader") or {}).get("LeaderId", -1)
+                if not (leader >= 0 and self._move_to(leader)):
+                    time.sleep(0.05)
+                continue
+            raise QuorumError(f"append failed: error {err}: {part.get('ErrorMessage') or ''}", err)

@@ -1,0 +1,700 @@
+"""A raft node: the deterministic core driven by asyncio, real files and real sockets.
+
+:class:`RaftNode` owns one listener and, per hosted raft partition (multi-raft ready, as KIP-595
+decided; KRaft itself hosts ``__cluster_metadata``-0), a :class:`Replica`: the
+:class:`~kraftkit.raft.core.RaftCore`, its :class:`~kraftkit.raft.file_log.FileRaftLog`, its
+``quorum-state`` file and its state machine. The driver feeds the core events (requests and answers
+from the network, timer ticks at ``core.next_deadline()``, fsync completions, local appends) and
+carries out what it returns, in order:
+
+* ``PersistElection``: the ``quorum-state`` file is written and fsynced before anything after it;
+* ``Send``: a request goes out on the shared :class:`~kraftkit.raft.transport.PeerConnection` to
+  that node, an answer to the connection that asked;
+* ``Fsync``: the log is flushed once the current burst of events is handled (group commit), then
+  ``FsyncComplete`` is fed back;
+* ``Committed``: the state machine applies the newly committed batches, ``append`` futures resolve,
+  listeners hear of it;
+* ``StateChanged`` / ``SnapshotLoaded``: listeners hear of it (a lost leadership fails the appends
+  still waiting: their fate is then unknown).
+
+The API, in the spirit of Kafka's ``RaftClient``: :meth:`RaftNode.append` (a future of the committed
+offset), :meth:`RaftNode.committed_batches` (committed reads) and listeners with ``handle_commit``,
+``handle_load_snapshot`` and ``handle_leader_change``. Besides the quorum RPCs the listener serves
+ApiVersions, DescribeQuorum, DescribeCluster (so Kafka's own ``kafka-metadata-quorum.sh`` works
+against it) and Produce to ``__cluster_metadata`` (the wire path for appends: each batch's records
+must be metadata records; ``acks=-1`` answers once they are committed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import random
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+from kraftkit._core import RecordBatch, check_metadata_batches
+from kraftkit.errors import KraftkitError
+from kraftkit.protocol.messages import ApiKey, decode_request, supported_versions
+from kraftkit.raft import messages as m
+from kraftkit.raft.core import (
+    Append, Appended, AppendRejected, Committed, CreateSnapshot, Fsync, FsyncComplete, PeerUnreachable,
+    PersistElection, RaftConfig, RaftCore, Receive, RequestFailed, Resign, Send, SnapshotLoaded, Start, StateChanged, Tick,
+)
+from kraftkit.raft.file_log import ClientBatches, FileRaftLog
+from kraftkit.raft.log import SnapshotId
+from kraftkit.raft.messages import Errors, TopicPartition
+from kraftkit.raft.quorum_state import FileQuorumStateStore, Role
+from kraftkit.raft.records import KafkaRecords
+from kraftkit.raft.state_machine import MetadataStateMachine
+from kraftkit.raft.transport import FrameError, PeerConnection, ServerConnection, read_frame, request_header
+
+__all__ = ["NodeConfig", "RaftNode", "Replica", "RaftListener", "NotLeaderError", "parse_voters"]
+
+log = logging.getLogger(__name__)
+
+UNSUPPORTED_VERSION = 35
+REQUEST_TIMED_OUT = 7
+INVALID_RECORD = 87
+#: The APIs the listener answers (at the versions the codec speaks)
+SERVED = (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.API_VERSIONS, ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH,
+          ApiKey.END_QUORUM_EPOCH, ApiKey.DESCRIBE_QUORUM, ApiKey.FETCH_SNAPSHOT, ApiKey.DESCRIBE_CLUSTER)
+RAFT_APIS = (m.VOTE, m.BEGIN_QUORUM_EPOCH, m.END_QUORUM_EPOCH, m.FETCH, m.FETCH_SNAPSHOT)
+CONTROLLER_LISTENER = "CONTROLLER"
+
+
+class NotLeaderError(KraftkitError):
+    """An append to a node that is not the leader, or whose leadership ended before the append
+    committed (its outcome is then unknown). ``leader_id`` names the leader if known (-1 if not)."""
+
+    def __init__(self, message: str, leader_id: int = -1, epoch: int = -1) -> None:
+        super().__init__(message)
+        self.leader_id = leader_id
+        self.epoch = epoch
+
+
+def parse_voters(text: str) -> dict[int, tuple[str, int]]:
+    """``1@127.0.0.1:19091,2@host:19092`` (Kafka's ``controller.quorum.voters``) -> {id: (host, port)}."""
+    out: dict[int, tuple[str, int]] = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        try:
+            ident, addr = item.split("@", 1)
+            host, port = addr.rsplit(":", 1)
+            out[int(ident)] = (host.strip("[]"), int(port))
+        except ValueError:
+            raise ValueError(f"bad voter {item!r}: expected ID@HOST:PORT") from None
+    if not out:
+        raise ValueError("no voters given")
+    return out
+
+
+class RaftListener(Protocol):
+    """Kafka's ``RaftClient.Listener``, as far as kraftkit's node calls it. Every method is optional."""
+
+    def handle_commit(self, batches: list[RecordBatch]) -> None: ...
+    def handle_load_snapshot(self, path: Path, snapshot_id: SnapshotId) -> None: ...
+    def handle_leader_change(self, leader_id: int, epoch: int, role: Role) -> None: ...
+
+
+@dataclasses.dataclass
+class NodeConfig:
+    """One node. ``voters`` maps every voter's id to its listener address; a ``node_id`` outside
+    it is an observer. ``listen`` defaults to the node's own voter address. The partition
+    directories go under ``log_dir`` as Kafka lays them out (``__cluster_metadata-0``)."""
+
+    node_id: int
+    voters: dict[int, tuple[str, int]]
+    log_dir: Path
+    cluster_id: str
+    listen: tuple[str, int] | None = None
+    raft: RaftConfig = dataclasses.field(default_factory=RaftConfig)
+    partitions: tuple[TopicPartition, ...] = (m.METADATA_PARTITION,)
+    #: snapshot after this many committed records since the last one (Kafka's
+    #: ``metadata.log.max.record.bytes.between.snapshots`` counts bytes; 0 = never)
+    snapshot_every_records: int = 20000
+    segment_bytes: int = 1024 * 1024 * 1024
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        self.log_dir = Path(self.log_dir)
+        if self.listen is None:
+            if self.node_id not in self.voters:
+                raise ValueError(f"node {self.node_id} is not a voter: give it an address to listen on")
+            self.listen = self.voters[self.node_id]
+        if self.raft.cluster_id is None:
+            self.raft = dataclasses.replace(self.raft, cluster_id=self.cluster_id)
+
+
+class Replica:
+    """One hosted raft partition: core, log, quorum-state file, state machine, waiting appends."""
+
+    def __init__(self, node: RaftNode, tp: TopicPartition) -> None:
+        cfg = node.config
+        self.node = node
+        self.tp = tp
+        self.dir = cfg.log_dir / f"{tp.topic}-{tp.partition}"
+        self.log = FileRaftLog(self.dir, segment_bytes=cfg.segment_bytes)
+        self.store = FileQuorumStateStore(self.dir / "quorum-state")
+        self.core = RaftCore(cfg.node_id, sorted(cfg.voters), self.log, persisted=self.store.read(), config=cfg.raft,
+                             rng=random.Random(cfg.seed if cfg.seed is not None else None), tp=tp,
+                             records=KafkaRecords())
+        self.machine = MetadataStateMachine(self.log)
+        self.listeners: list[Any] = []
+        self.waiters: list[tuple[int, asyncio.Future]] = []  # (last offset, future), ascending
+        self.flush_scheduled = False
+        self.snapshot_scheduled = False
+        self.produce_queue: list[tuple[ClientBatches, Any]] = []
+        self.produce_scheduled = False
+        self.timer: asyncio.TimerHandle | None = None
+        self.timer_at: int | None = None
+        self.role = self.core.role
+
+
+class RaftNode:
+    """A raft node over TCP (see the module docstring). ``await node.start()``, then
+    ``await node.append([...])``; ``await node.stop()`` resigns gracefully if it leads."""
+
+    def __init__(self, config: NodeConfig, listeners: list[Any] | None = None) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.replicas: dict[TopicPartition, Replica] = {}
+        self._extra_listeners = list(listeners or [])
+        self._peers: dict[int, PeerConnection] = {}
+        self._inbound: dict[int, asyncio.Future] = {}
+        self._next_inbound = 1
+        self._server: asyncio.base_events.Server | None = None
+        self._conns: set[ServerConnection] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._t0 = 0.0
+        self._wall0 = 0
+        self.address: tuple[str, int] | None = None
+        self.failed: BaseException | None = None
+        self._stopped: asyncio.Event | None = None
+
+    # ------------------------------------------------------------------ life cycle
+    def now(self) -> int:
+        assert self._loop is not None
+        return int((self._loop.time() - self._t0) * 1000)
+
+    def wall_ms(self, core_ms: int) -> int:
+        """A core time as wall-clock epoch milliseconds (-1 stays -1)."""
+        return -1 if core_ms < 0 else self._wall0 + core_ms
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._t0 = self._loop.time()
+        self._wall0 = int(time.time() * 1000)
+        self._stopped = asyncio.Event()
+        for tp in self.config.partitions:
+            rep = Replica(self, tp)
+            rep.listeners = list(self._extra_listeners)
+            self.replicas[tp] = rep
+            if rep.log.recovery is not None:
+                log.warning("node %d %s: log recovered: %s", self.node_id, tp, rep.log.recovery.get("error"))
+        host, port = self.config.listen  # type: ignore[misc]
+        self._server = await asyncio.start_server(self._accept, host, port, reuse_address=True)
+        sock = self._server.sockets[0].getsockname()
+        self.address = (sock[0], sock[1])
+        for rep in self.replicas.values():
+            if rep.machine.snapshot_path is not None:
+                self._notify(rep, "handle_load_snapshot", rep.machine.snapshot_path, rep.log.snapshot())
+            self._step(rep, Start(self.now()))
+        log.info("node %d listening on %s:%d (voters %s)", self.node_id, *self.address, sorted(self.config.voters))
+
+    async def stop(self, *, resign: bool = True, timeout: float = 1.0) -> None:
+        """Stops the node; a leader first resigns (EndQuorumEpoch) and waits up to ``timeout`` s
+        for the voters to hear it."""
+        if self._loop is None:
+            return
+        if resign:
+            leaders = [r for r in self.replicas.values() if r.core.role is Role.LEADER]
+            for rep in leaders:
+                self._step(rep, Resign(self.now()))
+            if leaders:
+                deadline = self._loop.time() + timeout
+                while self._loop.time() < deadline and any(r.core.resignation_pending for r in leaders):
+                    await asyncio.sleep(0.01)
+        if self._server is not None:
+            self._server.close()
+        for c in list(self._conns):
+            c.close()
+        for p in list(self._peers.values()):
+            await p.close()
+        for rep in self.replicas.values():
+            if rep.timer is not None:
+                rep.timer.cancel()
+            self._fail_waiters(rep, "the node stopped")
+            rep.log.close()
+        if self._server is not None:
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+            except asyncio.TimeoutError:
+                pass
+        self._loop = None
+        if self._stopped is not None:
+            self._stopped.set()
+
+    async def wait_stopped(self) -> None:
+        assert self._stopped is not None
+        await self._stopped.wait()
+
+    def _fatal(self, rep: Replica, e: BaseException) -> None:
+        log.critical("node %d %s: fatal: %s", self.node_id, rep.tp, e, exc_info=e)
+        self.failed = e
+        asyncio.get_running_loop().create_task(self.stop(resign=False))
+
+    # ------------------------------------------------------------------ driving the core
+    def _step(self, rep: Replica, event) -> list:
+        if self._loop is None:
+            return []
+        try:
+            out = rep.core.step(event)
+        except Exception as e:  # RaftStateError and I/O errors are fatal, as in Kafka
+            self._fatal(rep, e)
+            return []
+        self._execute(rep, out)
+        self._arm_timer(rep)
+        return out
+
+    def _execute(self, rep: Replica, out: list) -> None:
+        for o in out:
+            if isinstance(o, PersistElection):
+                rep.store.write(o.state)
+            elif isinstance(o, Send):
+                if o.is_response:
+                    fut = self._inbound.pop(o.correlation_id, None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(o.body)
+                else:
+                    self._send(rep, o)
+            elif isinstance(o, Fsync):
+                if not rep.flush_scheduled:
+                    rep.flush_scheduled = True
+                    self._loop.call_soon(self._flush, rep)  # type: ignore[union-attr]
+            elif isinstance(o, Committed):
+                self._on_commit(rep, o.high_watermark)
+            elif isinstance(o, StateChanged):
+                self._on_state_change(rep, o)
+            elif isinstance(o, SnapshotLoaded):
+                path = rep.log.snapshot_path(o.snapshot_id)
+                log.info("node %d %s: loaded snapshot %s (%d bytes) fetched from leader %d", self.node_id, rep.tp,
+                         tuple(o.snapshot_id), path.stat().st_size, rep.core.leader_id)
+                rep.machine.load_snapshot(path, o.snapshot_id)
+                self._notify(rep, "handle_load_snapshot", path, o.snapshot_id)
+            elif isinstance(o, (Appended, AppendRejected)):
+                pass  # handled by append(), which made the event
+
+    def _arm_timer(self, rep: Replica) -> None:
+        if self._loop is None:
+            return
+        at = rep.core.next_deadline()
+        if at == rep.timer_at and rep.timer is not None:
+            return
+        if rep.timer is not None:
+            rep.timer.cancel()
+            rep.timer = None
+        rep.timer_at = at
+        if at is not None:
+            delay = max(0, at - self.now() + 1) / 1000
+            rep.timer = self._loop.call_later(delay, self._tick, rep)
+
+    def _tick(self, rep: Replica) -> None:
+        rep.timer = None
+        rep.timer_at = None
+        self._step(rep, Tick(self.now()))
+
+    def _flush(self, rep: Replica) -> None:
+        rep.flush_scheduled = False
+        if self._loop is None:
+            return
+        try:
+            rep.log.flush()
+        except Exception as e:
+            self._fatal(rep, e)
+            return
+        self._step(rep, FsyncComplete(self.now()))
+
+    # ------------------------------------------------------------------ commits, leadership
+    def _on_commit(self, rep: Replica, hw: int) -> None:
+        try:
+            batches = rep.machine.apply_committed(hw)
+        except Exception as e:
+            self._fatal(rep, e)
+            return
+        while rep.waiters and rep.waiters[0][0] < hw:
+            last, fut = rep.waiters.pop(0)
+            if not fut.done():
+                fut.set_result(last)
+        if batches:
+            self._notify(rep, "handle_commit", batches)
+        every = self.config.snapshot_every_records
+        if every and rep.machine.records_since_snapshot >= every and not rep.snapshot_scheduled:
+            rep.snapshot_scheduled = True
+            self._loop.call_soon(self._snapshot, rep)  # type: ignore[union-attr]
+
+    def _snapshot(self, rep: Replica) -> None:
+        rep.snapshot_scheduled = False
+        if self._loop is None:
+            return
+        end = rep.machine.applied_offset
+        if end <= rep.log.start_offset or end > rep.log.flushed_offset:
+            return
+        try:
+            sid = SnapshotId(end, rep.log.epoch_of(end - 1))
+            path = rep.machine.write_snapshot(sid)
+        except Exception as e:
+            log.error("node %d %s: snapshot at %d failed: %s", self.node_id, rep.tp, end, e)
+            return
+        self._step(rep, CreateSnapshot(self.now(), end, path))
+        log.info("node %d %s: snapshot %s; log start now %d", self.node_id, rep.tp, tuple(sid), rep.log.start_offset)
+
+    def _on_state_change(self, rep: Replica, o: StateChanged) -> None:
+        was = rep.role
+        rep.role = o.role
+        log.info("node %d %s: %s in epoch %d (leader %d)", self.node_id, rep.tp, o.role.value, o.epoch, o.leader_id)
+        if was is Role.LEADER and o.role is not Role.LEADER:
+            self._fail_waiters(rep, f"leadership of epoch {rep.core.epoch} ended before the append committed; "
+                                    "it may or may not be committed")
+        self._notify(rep, "handle_leader_change", o.leader_id, o.epoch, o.role)
+
+    def _fail_waiters(self, rep: Replica, why: str) -> None:
+        waiters, rep.waiters = rep.waiters, []
+        for _last, fut in waiters:
+            if not fut.done():
+                fut.set_exception(NotLeaderError(why, rep.core.leader_id, rep.core.epoch))
+
+    def _notify(self, rep: Replica, what: str, *args: Any) -> None:
+        for lst in rep.listeners:
+            fn = getattr(lst, what, None)
+            if fn is not None:
+                try:
+                    fn(*args)
+                except Exception:
+                    log.exception("listener %r failed in %s", lst, what)
+
+    # ------------------------------------------------------------------ the RaftClient API
+    def replica(self, tp: TopicPartition | None = None) -> Replica:
+        return self.replicas[tp or self.config.partitions[0]]
+
+    def register(self, listener: Any, tp: TopicPartition | None = None) -> None:
+        """Adds a listener (``handle_commit``, ``handle_load_snapshot``, ``handle_leader_change``)."""
+        self.replica(tp).listeners.append(listener)
+
+    def append_nowait(self, values: list[bytes] | ClientBatches, tp: TopicPartition | None = None) -> tuple[int, asyncio.Future]:
+        """Appends ``values`` (record values, one batch; or :class:`ClientBatches` taken as they
+        are) if this node leads; returns the base offset and a future of the last offset that
+        resolves once it is committed. Raises :class:`NotLeaderError` otherwise."""
+        rep = self.replica(tp)
+        if self._loop is None:
+            raise NotLeaderError("the node is not running")
+        out = self._step(rep, Append(self.now(), values if isinstance(values, ClientBatches) else tuple(values)))
+        for o in out:
+            if isinstance(o, Appended):
+                fut = self._loop.create_future()
+                if rep.core.high_watermark > o.last_offset:  # committed already (a one-voter quorum)
+                    fut.set_result(o.last_offset)
+                else:
+                    rep.waiters.append((o.last_offset, fut))
+                return o.base_offset, fut
+            if isinstance(o, AppendRejected):
+                raise NotLeaderError(f"node {self.node_id}: {o.reason}", rep.core.leader_id, rep.core.epoch)
+        raise NotLeaderError(f"node {self.node_id}: the append was not taken", rep.core.leader_id, rep.core.epoch)
+
+    async def append(self, values: list[bytes], tp: TopicPartition | None = None) -> int:
+        """Appends and waits until committed; returns the last offset."""
+        _base, fut = self.append_nowait(values, tp)
+        return await fut
+
+    def committed_batches(self, start: int = 0, tp: TopicPartition | None = None) -> Iterator[RecordBatch]:
+        """Committed batches from the one holding ``start`` (below the high watermark)."""
+        rep = self.replica(tp)
+        hw = rep.core.high_watermark
+        for b in rep.log.log_dir.batches(max(start, rep.log.start_offset)):
+            if b.last_offset >= hw:
+                return
+            yield b
+
+    def leader(self, tp: TopicPartition | None = None) -> tuple[int, int]:
+        core = self.replica(tp).core
+        return core.leader_id, core.epoch
+
+    # ------------------------------------------------------------------ outgoing requests
+    def _peer(self, dest: int) -> PeerConnection | None:
+        conn = self._peers.get(dest)
+        if conn is None:
+            addr = self.config.voters.get(dest)
+            if addr is None:
+                return None
+            conn = PeerConnection(dest, addr[0], addr[1], client_id=f"raft-client-{self.node_id}", versions=m.VERSIONS,
+                                  on_refused=self._refused)
+            self._peers[dest] = conn
+        return conn
+
+    def _refused(self, dest: int) -> None:
+        if self._loop is not None:
+            for rep in self.replicas.values():
+                self._step(rep, PeerUnreachable(self.now(), dest))
+
+    def _send(self, rep: Replica, o: Send) -> None:
+        conn = self._peer(o.dest)
+        if conn is None:
+            log.error("node %d: no address for node %d", self.node_id, o.dest)
+            return
+
+        def on_answer(body: dict | None, rep=rep, o=o) -> None:
+            if self._loop is None:
+                return
+            if body is None:
+                self._step(rep, RequestFailed(self.now(), o.dest, o.correlation_id))
+            else:
+                self._step(rep, Receive(self.now(), o.dest, o.api, body, o.correlation_id, True))
+
+        conn.send(o.api, o.body, on_answer)
+
+    # ------------------------------------------------------------------ the listener
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = ServerConnection(reader, writer)
+        self._conns.add(conn)
+        try:
+            while not conn.closed:
+                frame = await read_frame(reader)
+                if frame is None:
+                    break
+                self._handle(conn, frame)
+                await writer.drain()
+        except (FrameError, OSError, ConnectionError) as e:
+            log.debug("node %d: connection from %s dropped: %s", self.node_id, conn.peer, e)
+        finally:
+            conn.close()
+            self._conns.discard(conn)
+
+    def _handle(self, conn: ServerConnection, frame: bytes) -> None:
+        api, version, corr = request_header(frame)
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        ours = supported_versions().get(api)
+        if api not in SERVED or ours is None:
+            log.warning("node %d: %s sent apiKey %d, which this node does not serve; closing", self.node_id, conn.peer, api)
+            conn.close()
+            return
+        if not ours[0] <= version <= ours[1]:
+            if api == ApiKey.API_VERSIONS:  # KIP-511: answer in v0 with what we support
+                conn.enqueue(fut, api, 0, corr)
+                fut.set_result(self._api_versions_body(UNSUPPORTED_VERSION))
+                return
+            log.warning("node %d: %s sent %s v%d, outside %s; closing", self.node_id, conn.peer, ApiKey(api).name, version, ours)
+            conn.close()
+            return
+        try:
+            _api, _v, _corr, _client, body = decode_request(frame)
+        except KraftkitError as e:
+            log.warning("node %d: malformed %s v%d request from %s: %s; closing", self.node_id, ApiKey(api).name,
+                        version, conn.peer, e)
+            conn.close()
+            return
+        conn.enqueue(fut, api, version, corr)
+        try:
+            if api == ApiKey.API_VERSIONS:
+                fut.set_result(self._api_versions_body(0))
+            elif api in RAFT_APIS:
+                self._raft_request(conn, api, body, fut)
+            elif api == ApiKey.DESCRIBE_QUORUM:
+                fut.set_result(self._describe_quorum(body, version))
+            elif api == ApiKey.DESCRIBE_CLUSTER:
+                fut.set_result(self._describe_cluster(body))
+            elif api == ApiKey.PRODUCE:
+                self._produce(body, version, fut)
+        except Exception as e:
+            log.exception("node %d: %s request failed", self.node_id, ApiKey(api).name)
+            if not fut.done():
+                fut.set_exception(e)
+
+    def _api_versions_body(self, error: int) -> dict:
+        versions = supported_versions()
+        keys = [{"ApiKey": int(a), "MinVersion": versions[a][0], "MaxVersion": versions[a][1]}
+                for a in sorted(SERVED) if a in versions]
+        return {"ErrorCode": error, "ApiKeys": keys, "ThrottleTimeMs": 0, "SupportedFeatures": [],
+                "FinalizedFeaturesEpoch": -1, "FinalizedFeatures": [], "ZkMigrationReady": False}
+
+    def _request_tp(self, api: int, body: dict) -> TopicPartition | None:
+        one = m.single_partition(body, api)
+        if one is None:
+            return None
+        for tp in self.replicas:
+            if m.topic_matches(tp, api, one[0], one[1]):
+                return tp
+        return None
+
+    def _raft_request(self, conn: ServerConnection, api: int, body: dict, fut: asyncio.Future) -> None:
+        tp = self._request_tp(api, body)
+        rep = self.replicas.get(tp) if tp is not None else None
+        if rep is None:
+            # not a partition we host (or several at once): let the first replica's core answer
+            # INVALID_REQUEST / UNKNOWN_TOPIC_OR_PARTITION as Kafka does
+            rep = next(iter(self.replicas.values()))
+        rid = self._next_inbound
+        self._next_inbound += 1
+        self._inbound[rid] = fut
+        fut.add_done_callback(lambda _f, rid=rid: self._inbound.pop(rid, None))
+        self._step(rep, Receive(self.now(), -conn.id, api, body, rid, False))
+
+    # -- DescribeQuorum / DescribeCluster (what kafka-metadata-quorum.sh asks)
+    def _describe_quorum(self, body: dict, version: int) -> dict:
+        topics = []
+        for t in body.get("Topics") or []:
+            parts = []
+            for p in t.get("Partitions") or []:
+                tp = next((x for x in self.replicas if x.topic == t.get("TopicName") and x.partition == p.get("PartitionIndex")), None)
+                info = self.replicas[tp].core.quorum_info() if tp is not None else None
+                if tp is None:
+                    parts.append({"PartitionIndex": p.get("PartitionIndex", 0), "ErrorCode": Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                  "ErrorMessage": None, "LeaderId": -1, "LeaderEpoch": -1, "HighWatermark": -1,
+                                  "CurrentVoters": [], "Observers": []})
+                    continue
+                core = self.replicas[tp].core
+                if info is None:
+                    parts.append({"PartitionIndex": tp.partition, "ErrorCode": Errors.NOT_LEADER_OR_FOLLOWER,
+                                  "ErrorMessage": f"node {self.node_id} is not the leader (leader {core.leader_id})",
+                                  "LeaderId": core.leader_id, "LeaderEpoch": core.epoch, "HighWatermark": -1,
+                                  "CurrentVoters": [], "Observers": []})
+                    continue
+
+                def st(r: dict) -> dict:
+                    return {"ReplicaId": r["id"], "ReplicaDirectoryId": uuid.UUID(int=0), "LogEndOffset": r["end_offset"],
+                            "LastFetchTimestamp": self.wall_ms(r["last_fetch"]),
+                            "LastCaughtUpTimestamp": self.wall_ms(r["last_caught_up"])}
+
+                parts.append({"PartitionIndex": tp.partition, "ErrorCode": 0, "ErrorMessage": None,
+                              "LeaderId": info["leader_id"], "LeaderEpoch": info["epoch"],
+                              "HighWatermark": info["high_watermark"],
+                              "CurrentVoters": [st(r) for r in info["voters"]],
+                              "Observers": [st(r) for r in info["observers"]]})
+            topics.append({"TopicName": t.get("TopicName", ""), "Partitions": parts})
+        nodes = [{"NodeId": v, "Listeners": [{"Name": CONTROLLER_LISTENER, "Host": h, "Port": p}]}
+                 for v, (h, p) in sorted(self.config.voters.items())]
+        return {"ErrorCode": 0, "ErrorMessage": None, "Topics": topics, "Nodes": nodes if version >= 2 else []}
+
+    def _describe_cluster(self, body: dict) -> dict:
+        rep = self.replica()
+        leader = rep.core.leader_id
+        controllers = [{"BrokerId": v, "Host": h, "Port": p, "Rack": None, "IsFenced": False}
+                       for v, (h, p) in sorted(self.config.voters.items())]
+        return {"ThrottleTimeMs": 0, "ErrorCode": 0, "ErrorMessage": None, "EndpointType": 2,
+                "ClusterId": self.config.cluster_id, "ControllerId": leader if leader >= 0 else -1,
+                "Brokers": controllers, "ClusterAuthorizedOperations": -2147483648}
+
+    # -- Produce (appends over the wire)
+    def _produce(self, body: dict, version: int, fut: asyncio.Future) -> None:
+        acks = body.get("Acks", -1)
+        timeout_ms = max(0, body.get("TimeoutMs", 30000))
+        loop = asyncio.get_running_loop()
+        answers: list[tuple[dict, list]] = []
+        items: list[tuple[dict, Replica, ClientBatches]] = []
+        for t in body.get("TopicData") or []:
+            parts_out: list[dict] = []
+            answers.append(({"Name": t.get("Name", ""), "TopicId": t.get("TopicId", uuid.UUID(int=0))}, parts_out))
+            for p in t.get("PartitionData") or []:
+                ans = {"Index": p.get("Index", 0), "ErrorCode": 0, "BaseOffset": -1, "LogAppendTimeMs": -1,
+                       "LogStartOffset": -1, "RecordErrors": [], "ErrorMessage": None,
+                       "CurrentLeader": {"LeaderId": -1, "LeaderEpoch": -1}}
+                parts_out.append(ans)
+                rep = next((r for r in self.replicas.values() if r.tp.partition == ans["Index"] and (
+                    r.tp.topic == t.get("Name") or (version >= 13 and r.tp.topic_id == t.get("TopicId")))), None)
+                if rep is None:
+                    ans["ErrorCode"] = Errors.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                ans["CurrentLeader"] = {"LeaderId": rep.core.leader_id, "LeaderEpoch": rep.core.epoch}
+                if rep.core.role is not Role.LEADER:
+                    ans["ErrorCode"] = Errors.NOT_LEADER_OR_FOLLOWER
+                    ans["ErrorMessage"] = f"node {self.node_id} is not the leader (leader {rep.core.leader_id})"
+                    continue
+                records = p.get("Records")
+                try:
+                    count = check_metadata_batches(records) if records else 0
+                except KraftkitError as e:
+                    ans["ErrorCode"], ans["ErrorMessage"] = INVALID_RECORD, f"not a metadata record batch: {e}"
+                    continue
+                if count == 0:
+                    ans["ErrorCode"], ans["ErrorMessage"] = INVALID_RECORD, "no records"
+                    continue
+                items.append((ans, rep, ClientBatches(bytes(records), count)))
+
+        def reply() -> dict:
+            return {"Responses": [dict(topic, PartitionResponses=parts) for topic, parts in answers],
+                    "ThrottleTimeMs": 0, "NodeEndpoints": self._leader_endpoints()}
+
+        if not items:
+            fut.set_result(None if acks == 0 else reply())
+            return
+        pending = {id(ans) for ans, _rep, _b in items}  # answers still waiting for their append or commit
+
+        def finish(ans: dict) -> None:
+            pending.discard(id(ans))
+            if not pending:
+                timer.cancel()
+                if not fut.done():
+                    fut.set_result(None if acks == 0 else reply())
+
+        def on_timeout() -> None:
+            for ans, _rep, _b in items:
+                if id(ans) in pending:
+                    ans["ErrorCode"], ans["ErrorMessage"] = REQUEST_TIMED_OUT, f"not committed within {timeout_ms} ms"
+            pending.clear()
+            if not fut.done():
+                fut.set_result(None if acks == 0 else reply())
+
+        timer = loop.call_later(timeout_ms / 1000, on_timeout)
+        for ans, rep, batches in items:
+            def appended(base: int | None, commit: asyncio.Future | None, error: Exception | None, ans=ans, rep=rep) -> None:
+                if id(ans) not in pending:
+                    return  # timed out already
+                if error is not None:
+                    ans["ErrorCode"], ans["ErrorMessage"] = Errors.NOT_LEADER_OR_FOLLOWER, str(error)
+                    return finish(ans)
+                ans["BaseOffset"], ans["LogStartOffset"] = base, rep.log.start_offset
+                if acks != -1:
+                    return finish(ans)
+
+                def committed(f: asyncio.Future, ans=ans) -> None:
+                    if id(ans) not in pending:
+                        return
+                    if f.exception() is not None:
+                        ans["ErrorCode"], ans["ErrorMessage"] = Errors.NOT_LEADER_OR_FOLLOWER, str(f.exception())
+                    finish(ans)
+
+                assert commit is not None
+                commit.add_done_callback(committed)
+
+            rep.produce_queue.append((batches, appended))
+            if not rep.produce_scheduled:
+                rep.produce_scheduled = True
+                loop.call_soon(self._drain_produce, rep)
+
+    def _drain_produce(self, rep: Replica) -> None:
+        """Appends every Produce request that arrived since the last drain as one log append (their
+        batches keep their bounds; one core step, one commit to wait for), as Kafka's leader
+        accumulates appends."""
+        rep.produce_scheduled = False
+        queue, rep.produce_queue = rep.produce_queue, []
+        if not queue:
+            return
+        data = queue[0][0].data if len(queue) == 1 else b"".join(b.data for b, _ in queue)
+        total = sum(b.count for b, _ in queue)
+        try:
+            base, commit = self.append_nowait(ClientBatches(data, total), rep.tp)
+        except NotLeaderError as e:
+            for _b, cb in queue:
+                cb(None, None, e)
+            return
+        commit.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved; waiters see it too
+        for b, cb in queue:
+            cb(base, commit, None)
+            base += b.count
+
+    def _leader_endpoints(self) -> list[dict]:
+        leader = self.replica().core.leader_id
+        addr = self.config.voters.get(leader)
+        return [] if addr is None else [{"NodeId": leader, "Host": addr[0], "Port": addr[1], "Rack": None}]

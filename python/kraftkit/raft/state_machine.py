@@ -1,0 +1,70 @@
+"""The state machine a kraftkit quorum replicates: Kafka's metadata image.
+
+Committed batches are replayed into a :class:`~kraftkit.metadata.MetadataImage` (the Rust engine),
+in offset order and only below the high watermark, as Kafka's controllers and brokers apply
+``handleCommit``. A snapshot of the image is the KRaft snapshot of the log prefix it covers (the
+same file Kafka writes, readable by ``kraftkit snapshot verify`` and by Kafka); loading one from the
+leader (FetchSnapshot) or from disk at start replaces the image.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from kraftkit._core import RecordBatch
+from kraftkit.metadata.image import MetadataImage, load_snapshot
+from kraftkit.metadata.snapshot import SnapshotId as FileSnapshotId
+from kraftkit.raft.file_log import FileRaftLog
+from kraftkit.raft.log import SnapshotId
+
+__all__ = ["MetadataStateMachine"]
+
+log = logging.getLogger(__name__)
+
+
+class MetadataStateMachine:
+    """Applies the committed prefix of ``raft_log`` to a metadata image."""
+
+    def __init__(self, raft_log: FileRaftLog) -> None:
+        self.log = raft_log
+        self.image = MetadataImage()
+        self.applied_offset = raft_log.start_offset  # every offset below this is applied
+        self.records_since_snapshot = 0
+        self.snapshot_path: Path | None = None
+        sid = raft_log.snapshot()
+        if sid is not None:
+            self.load_snapshot(raft_log.snapshot_path(sid), sid)
+
+    def load_snapshot(self, path: Path, sid: SnapshotId) -> None:
+        self.image = load_snapshot(path)
+        self.applied_offset = sid.end_offset
+        self.records_since_snapshot = 0
+        self.snapshot_path = Path(path)
+
+    def apply_committed(self, high_watermark: int) -> list[RecordBatch]:
+        """Replays every whole batch below ``high_watermark`` not applied yet; returns them."""
+        if high_watermark <= self.applied_offset:
+            return []
+        out: list[RecordBatch] = []
+        for batch in self.log.log_dir.batches(self.applied_offset):
+            if batch.last_offset >= high_watermark:
+                break
+            if batch.last_offset < self.applied_offset:
+                continue
+            self.image.replay_batch(batch)
+            self.applied_offset = batch.last_offset + 1
+            if not batch.is_control:
+                self.records_since_snapshot += batch.count
+            out.append(batch)
+        return out
+
+    def write_snapshot(self, sid: SnapshotId) -> Path:
+        """Writes the image, which must cover exactly ``[.., sid.end_offset)``, into the log
+        directory under the snapshot's name; returns the path."""
+        if sid.end_offset != self.applied_offset:
+            raise ValueError(f"the image is at {self.applied_offset}, not at the snapshot end {sid.end_offset}")
+        path = self.image.write_snapshot(self.log.dir, FileSnapshotId(sid.end_offset, sid.epoch))
+        self.records_since_snapshot = 0
+        self.snapshot_path = path
+        return path
