@@ -2,6 +2,7 @@
 //! their indexes. Policy lives in Python; this crate only reads, checks and writes bytes.
 //! The PyO3 face is in `py/`, behind the `python` feature, so `cargo test` needs no Python.
 
+pub mod arrow;
 pub mod batch;
 pub mod builder;
 pub mod compression;

@@ -872,6 +872,50 @@ fn strip(c: &mut Change, s: &'static StructSchema, st: &mut Struct, path: &str) 
     });
 }
 
+/// What single records would lose under a plan, one at a time (the rewrite's judgement, without
+/// a snapshot around them): for the Spark UDF over record values read anywhere.
+pub struct RecordLosses<'p> {
+    rw: Rewriter<'p>,
+    /// Loss counts before the current record (the report accumulates: splice plans cache
+    /// indexes into it, so it is never cleared; a record's losses are the counts that grew).
+    before: Vec<u64>,
+}
+
+impl<'p> RecordLosses<'p> {
+    pub fn new(plan: &'p Plan) -> Self {
+        RecordLosses {
+            rw: Rewriter { plan, report: Report::default(), topics: HashMap::new(), splice_plans: vec![None; 64], lost_fields: Vec::new(), lost_steps: Vec::new(), arena: Vec::new() },
+            before: Vec::new(),
+        }
+    }
+
+    fn grown(&mut self) -> Vec<(&'static str, String)> {
+        let before = &self.before;
+        self.rw.report.losses.iter().enumerate().filter(|(i, l)| l.count > before.get(*i).copied().unwrap_or(0)).map(|(_, l)| (l.record, l.field.clone())).collect()
+    }
+
+    fn start(&mut self) {
+        self.before.clear();
+        self.before.extend(self.rw.report.losses.iter().map(|l| l.count));
+        self.rw.arena.clear();
+    }
+
+    /// The losses of one metadata record value (frame + body): (record type, field) pairs,
+    /// the field "" when the whole record would be dropped; empty when nothing is lost.
+    pub fn data(&mut self, value: &[u8]) -> Result<Vec<(&'static str, String)>> {
+        self.start();
+        self.rw.data(Some(value), 0, 0)?;
+        Ok(self.grown())
+    }
+
+    /// The losses of one control record (key and value).
+    pub fn control(&mut self, key: Option<&[u8]>, value: Option<&[u8]>) -> Result<Vec<(&'static str, String)>> {
+        self.start();
+        self.rw.control(key, value, 0, 0)?;
+        Ok(self.grown())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

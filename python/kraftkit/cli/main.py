@@ -14,7 +14,7 @@ EXIT_USAGE = 2
 
 #: command name -> module under kraftkit.cli. Only the module of the command being run is
 #: imported (all of them for --help), so each command starts fast.
-COMMANDS = {"dump-log": "dump_log", "verify-log": "verify_log", "snapshot": "snapshot", "metadata": "metadata", "features": "features", "storage": "storage", "quorum": "quorum", "demo": "demo"}
+COMMANDS = {"dump-log": "dump_log", "verify-log": "verify_log", "snapshot": "snapshot", "metadata": "metadata", "features": "features", "storage": "storage", "quorum": "quorum", "demo": "demo", "spark": "spark"}
 
 
 def _version() -> str:

@@ -1,5 +1,6 @@
 //! The Python face of the core (`kraftkit._core`): conversions, exceptions, GIL release.
 
+mod arrow;
 mod batch;
 mod errors;
 mod image;
@@ -23,6 +24,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     rewrite::register(m)?;
     protocol::register(m)?;
     image::register(m)?;
+    arrow::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -36,21 +36,7 @@ fn rewrite_snapshot<'py>(
     epoch: Option<i32>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let name = src.to_string_lossy().into_owned();
-    let mut rules = Vec::with_capacity(semantic_defaults.len());
-    for (record, field, rule) in semantic_defaults {
-        let rule = match rule.as_str() {
-            "all-zero-uuids" => SemanticDefault::AllZeroUuids,
-            "empty" => SemanticDefault::Empty,
-            other => return Err(pyo3::exceptions::PyValueError::new_err(format!("unknown semantic default rule {other:?} (all-zero-uuids, empty)"))),
-        };
-        rules.push((record, field, rule));
-    }
-    let mut plan = Plan { versions: Vec::new(), features, drop_kraft_control, semantic_defaults: rules, samples, epoch };
-    let top = versions.keys().copied().max().unwrap_or(-1);
-    if versions.keys().any(|k| *k < 0) {
-        return Err(pyo3::exceptions::PyValueError::new_err("api keys are non-negative"));
-    }
-    plan.versions = (0..=top).map(|k| versions.get(&k).copied().unwrap_or(Some(i16::MAX))).collect();
+    let plan = make_plan(versions, features, drop_kraft_control, semantic_defaults, samples, epoch)?;
     let f = File::open(&src).map_err(|e| io_err(&name, e))?;
     // streamed, one batch at a time: memory does not grow with the snapshot
     let mut input = std::io::BufReader::with_capacity(1 << 20, f);
@@ -129,6 +115,33 @@ fn rewrite_snapshot<'py>(
     }
     d.set_item("feature_changes", changes)?;
     Ok(d)
+}
+
+/// The core's [`Plan`] from the plain data Python hands in (see `rewrite_snapshot`).
+pub(crate) fn make_plan(
+    versions: HashMap<i16, Option<i16>>,
+    features: HashMap<String, HashMap<i16, i16>>,
+    drop_kraft_control: bool,
+    semantic_defaults: Vec<(String, String, String)>,
+    samples: usize,
+    epoch: Option<i32>,
+) -> PyResult<Plan> {
+    let mut rules = Vec::with_capacity(semantic_defaults.len());
+    for (record, field, rule) in semantic_defaults {
+        let rule = match rule.as_str() {
+            "all-zero-uuids" => SemanticDefault::AllZeroUuids,
+            "empty" => SemanticDefault::Empty,
+            other => return Err(pyo3::exceptions::PyValueError::new_err(format!("unknown semantic default rule {other:?} (all-zero-uuids, empty)"))),
+        };
+        rules.push((record, field, rule));
+    }
+    let mut plan = Plan { versions: Vec::new(), features, drop_kraft_control, semantic_defaults: rules, samples, epoch };
+    let top = versions.keys().copied().max().unwrap_or(-1);
+    if versions.keys().any(|k| *k < 0) {
+        return Err(pyo3::exceptions::PyValueError::new_err("api keys are non-negative"));
+    }
+    plan.versions = (0..=top).map(|k| versions.get(&k).copied().unwrap_or(Some(i16::MAX))).collect();
+    Ok(plan)
 }
 
 fn part_path(dst: &std::path::Path) -> PathBuf {

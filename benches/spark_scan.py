@@ -1,0 +1,178 @@
+#!/usr/bin/env python
+"""Fleet scan benchmark: ``spark.read.format("kraft")`` on Spark ``local[1]`` and ``local[2]``
+against single-process kraftkit and a naive reader that yields a Python tuple per record, all
+in the same run, on the same synthetic fleet (``kraftkit.spark.fleet``, cached in
+``.cache/bench/``). Prints a table with rows/s, MB/s and ratios.
+
+    .venv/bin/python benches/spark_scan.py                  # ~8 M rows, a few minutes on 2 cores
+    .venv/bin/python benches/spark_scan.py --quick          # ~0.5 M rows, about a minute
+
+Rows (each reads every log segment and snapshot of the fleet; MB/s are on-disk bytes):
+
+* ``kraftkit scan, 1 process``: ``kraftkit.spark.scan.scan_source`` over every file in this
+  process, Arrow batches built by the Rust core (what each Spark task runs), no Spark;
+* ``naive tuples, 1 process``: ``kraftkit.log.Segment`` batches and records iterated in Python,
+  one tuple per record (the per-row Python objects the data source avoids);
+* ``format("kraft") local[N]``: the data source, all rows materialized by Spark's ``noop``
+  sink (``df.write.format("noop")``), N executor cores;
+* ``naive source local[2]``: a Python data source yielding the naive reader's tuples.
+
+Column sets: ``typed`` = cluster, file, offset, timestamp, crc_valid, record_type,
+record_version (no JSON); ``full`` = all 17 columns, the record decoded to JSON and the raw value.
+The ratio column is the rate of ``format("kraft") local[2]`` divided by the row's rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+TYPED = ["cluster", "file", "offset", "timestamp", "crc_valid", "record_type", "record_version"]
+
+
+def fleet(args) -> tuple[str, list, int]:
+    from kraftkit.spark.fleet import Fleet, generate_fleet
+    from kraftkit.spark.layout import discover
+
+    root = Path(args.data_dir) / f"spark-fleet-{args.clusters}c-{args.topics}t-s{args.seed}"
+    if not (root / "fleet.json").exists():
+        print(f"generating {root} ...", file=sys.stderr)
+        t0 = time.perf_counter()
+        generate_fleet(root, clusters=args.clusters, nodes=3, topics=(args.topics // 2, args.topics * 3 // 2), partitions=24,
+                       segment_bytes=8 << 20, seed=args.seed)
+        print(f"  {time.perf_counter() - t0:.0f}s", file=sys.stderr)
+    Fleet.load(root)
+    files = discover(str(root))
+    return str(root), files, sum(f.size for f in files)
+
+
+def naive_rows(files, columns):
+    """The naive reader: a Python tuple per record (kraftkit.log objects per batch and record)."""
+    from kraftkit.log import Segment
+    from kraftkit.log.control import control_type_name
+
+    types = {}
+    from kraftkit._core import metadata_record_types
+
+    for t in metadata_record_types():
+        types[t[0]] = t[1]
+    for f in files:
+        for batch in Segment(f.path).batches():
+            valid = batch.is_valid
+            for r in batch:
+                v = r.value
+                if batch.is_control:
+                    rt, ver = control_type_name(r.control_type), None
+                else:
+                    # frame: uvarint 1, uvarint api key, uvarint version (single bytes for every known key)
+                    rt, ver = types.get(v[1]), v[2]
+                yield (f.cluster, f.path, r.offset, r.timestamp, valid, rt, ver)
+
+
+def make_naive_source():
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class NaiveReader(DataSourceReader):
+        def __init__(self, paths):
+            self.paths = paths
+
+        def partitions(self):
+            from kraftkit.spark.layout import discover
+
+            files = discover(self.paths)
+            n = 8
+            return [InputPartition([f for i, f in enumerate(files) if i % n == k]) for k in range(n)]
+
+        def read(self, partition):
+            yield from naive_rows(partition.value, TYPED)
+
+    class NaiveSource(DataSource):
+        @classmethod
+        def name(cls):
+            return "kraft_naive"
+
+        def schema(self):
+            return "cluster string, file string, offset bigint, timestamp bigint, crc_valid boolean, record_type string, record_version int"
+
+        def reader(self, schema):
+            return NaiveReader(self.options["path"])
+
+    return NaiveSource
+
+
+def best(fn, repeat: int) -> tuple[float, object]:
+    fn()  # warm-up (page cache, Python workers)
+    times, out = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return min(times), out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--clusters", type=int, default=None)
+    p.add_argument("--topics", type=int, default=None, help="typical topics per cluster (24 partitions each)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--data-dir", default=str(REPO / ".cache" / "bench"))
+    args = p.parse_args(argv)
+    args.clusters = args.clusters or (4 if args.quick else 16)
+    args.topics = args.topics or (400 if args.quick else 2000)
+
+    root, files, size = fleet(args)
+    from kraftkit.spark.scan import COLUMN_NAMES, FileRange, scan_source
+
+    results = []
+
+    def single(cols):
+        def run():
+            n = 0
+            for f in files:
+                for b in scan_source(f.path, cols, where=FileRange(f.path, f.cluster, f.node, f.kind)):
+                    n += b.num_rows
+            return n
+        return run
+
+    for label, cols in (("typed", TYPED), ("full", COLUMN_NAMES)):
+        t, n = best(single(cols), args.repeat)
+        results.append((label, "kraftkit scan, 1 process (Arrow, no Spark)", n, t))
+    t, n = best(lambda: sum(1 for _ in naive_rows(files, TYPED)), 1)
+    results.append(("typed", "naive tuples, 1 process", n, t))
+
+    from kraftkit.spark.session import local_session
+
+    for cores in (1, 2):
+        spark = local_session(f"local[{cores}]", app=f"bench-{cores}",
+                              conf={"spark.sql.execution.arrow.maxRecordsPerBatch": "65536"})
+        spark.dataSource.register(make_naive_source())
+        for label, cols in (("typed", TYPED), ("full", COLUMN_NAMES)):
+            df = (spark.read.format("kraft").option("columns", ",".join(cols)).load(root))
+            n = df.count()
+            t, _ = best(lambda: df.write.format("noop").mode("overwrite").save(), args.repeat)
+            results.append((label, f'format("kraft") local[{cores}]', n, t))
+        if cores == 2:
+            df = spark.read.format("kraft_naive").load(root)
+            n = df.count()
+            t, _ = best(lambda: df.write.format("noop").mode("overwrite").save(), 1)
+            results.append(("typed", "naive source local[2] (Python tuples)", n, t))
+        spark.stop()
+
+    ref = {label: n / t for label, impl, n, t in results if impl == 'format("kraft") local[2]'}
+    print(f"fleet: {root}: {len(files)} files, {size / 1e6:.0f} MB; machine: {os.cpu_count()} cores, "
+          f"load {os.getloadavg()[0]:.1f}")
+    print(f"{'columns':<7} {'implementation':<44} {'rows':>10} {'seconds':>8} {'M rows/s':>9} {'MB/s':>7} {'local[2] x':>10}")
+    for label, impl, n, t in results:
+        rate = n / t
+        print(f"{label:<7} {impl:<44} {n:>10} {t:>8.2f} {rate / 1e6:>9.2f} {size / 1e6 / t:>7.0f} {ref[label] / rate:>9.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

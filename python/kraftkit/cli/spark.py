@@ -1,0 +1,200 @@
+"""``kraftkit spark audit|verify|rewrite|scan|generate``: the fleet jobs on Spark.
+
+On a laptop they start a local SparkSession (``--master local[2]`` by default); under
+``spark-submit`` (``kraftkit/spark/submit.py``) they use the session spark-submit made, so the
+same command runs on YARN, Kubernetes or a standalone cluster with paths on HDFS or S3.
+Results go to Parquet under ``--out``; a short summary goes to stdout (``--json``: JSON lines).
+Exit codes: 0 all good, 1 damage found (corrupt batches, problems, failed rewrites),
+2 usage error or no metadata files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+HELP = "fleet jobs on Spark: audit, verify and rewrite every cluster's metadata; scan; generate a synthetic fleet"
+
+#: set by ``kraftkit.spark.submit``: use the session spark-submit configured instead of a local one
+AMBIENT_SESSION = False
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("spark", help=HELP, description=HELP + ".")
+    jobs = p.add_subparsers(dest="job", metavar="JOB", required=True)
+
+    def common(q: argparse.ArgumentParser, out: bool = True) -> None:
+        q.add_argument("path", metavar="PATH", help="fleet root, cluster or node directory, glob, or URI (hdfs://, s3://, file://)")
+        if out:
+            q.add_argument("--out", default=None, help="write the results as Parquet under this directory or URI")
+        q.add_argument("--master", default=None, help="Spark master when not under spark-submit (default local[2])")
+        q.add_argument("--json", action="store_true", help="JSON lines instead of the text summary")
+        q.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+
+    q = jobs.add_parser("audit", help="per cluster: features, metadata.version, counts, corrupt batches, downgrade losses")
+    common(q)
+    q.set_defaults(func=run_audit)
+    q = jobs.add_parser("verify", help="CRC, record and index integrity of every file, with exact locations")
+    common(q)
+    q.set_defaults(func=run_verify)
+    q = jobs.add_parser("rewrite", help="rewrite every cluster's latest snapshot at a metadata.version")
+    common(q)
+    q.add_argument("--metadata-version", "--release-version", dest="metadata_version", required=True,
+                   help="target metadata.version (3.9-IV0, a level, or a release like 3.5)")
+    q.add_argument("--dry-run", action="store_true", help="report only; write no snapshot")
+    q.set_defaults(func=run_rewrite)
+    q = jobs.add_parser("scan", help="read every record with format(\"kraft\") and count them by cluster and type")
+    common(q, out=False)
+    q.add_argument("--kind", choices=["all", "snapshots", "logs"], default="all")
+    q.set_defaults(func=run_scan)
+    q = jobs.add_parser("generate", help="write a synthetic fleet (for tests, benchmarks and demos)")
+    q.add_argument("root", help="directory to write <cluster>/<node>/__cluster_metadata-0/ under")
+    q.add_argument("--clusters", type=int, default=8)
+    q.add_argument("--nodes", type=int, default=3)
+    q.add_argument("--topics", default="50:400", help="topics per cluster, MIN:MAX (default 50:400)")
+    q.add_argument("--partitions", type=int, default=12, help="typical partitions per topic (default 12)")
+    q.add_argument("--segment-bytes", type=int, default=1 << 20)
+    q.add_argument("--corrupt", type=int, default=0, help="damage one node of this many clusters")
+    q.add_argument("--seed", type=int, default=42)
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=run_generate)
+
+
+def session(args: argparse.Namespace) -> Any:
+    if AMBIENT_SESSION:
+        from pyspark.sql import SparkSession
+
+        from kraftkit.spark import register
+
+        spark = SparkSession.builder.getOrCreate()
+        register(spark)
+        return spark
+    from kraftkit.spark.session import java_available, local_session
+
+    if not java_available():
+        raise SystemExit("kraftkit spark: Spark needs Java 17+ (set JAVA_HOME or put java on PATH)")
+    return local_session(args.master or "local[2]")
+
+
+def _emit_rows(df: Any, kind: str) -> None:
+    for r in df.toLocalIterator():
+        print(json.dumps({"type": kind, **r.asDict(recursive=True)}, default=str))
+
+
+def _guard(fn):
+    def run(args: argparse.Namespace) -> int:
+        from kraftkit.spark.layout import FleetError
+
+        try:
+            return fn(args)
+        except FleetError as e:
+            print(f"kraftkit spark {args.job}: {e}", file=sys.stderr)
+            return 2
+    return run
+
+
+@_guard
+def run_audit(args: argparse.Namespace) -> int:
+    from kraftkit.spark import jobs
+
+    res = jobs.audit(session(args), args.path, args.out, progress=None if not args.no_progress else False)
+    rows = res.clusters.collect()
+    if args.json:
+        _emit_rows(res.clusters, "cluster")
+        _emit_rows(res.downgrades, "downgrade")
+        _emit_rows(res.corrupt, "corrupt_batch")
+    else:
+        print(res.summary())
+    return 1 if any(r["corrupt_batches"] or r["error"] for r in rows) else 0
+
+
+@_guard
+def run_verify(args: argparse.Namespace) -> int:
+    from kraftkit.spark import jobs
+
+    res = jobs.verify(session(args), args.path, args.out, progress=None if not args.no_progress else False)
+    n = res.problems.count()
+    if args.json:
+        _emit_rows(res.files, "file")
+        _emit_rows(res.problems, "problem")
+    else:
+        print(res.summary())
+    return 1 if n else 0
+
+
+@_guard
+def run_rewrite(args: argparse.Namespace) -> int:
+    from kraftkit.errors import KraftkitError
+    from kraftkit.spark import jobs
+
+    if args.out is None and not args.dry_run:
+        print("kraftkit spark rewrite: --out is required (or --dry-run)", file=sys.stderr)
+        return 2
+    try:
+        res = jobs.rewrite(session(args), args.path, args.metadata_version, args.out, dry_run=args.dry_run,
+                           progress=None if not args.no_progress else False)
+    except KraftkitError as e:
+        print(f"kraftkit spark rewrite: {e}", file=sys.stderr)
+        return 2
+    rows = res.report.collect()
+    if args.json:
+        _emit_rows(res.report, "rewrite")
+    else:
+        print(res.summary())
+    return 1 if any(r["error"] for r in rows) else 0
+
+
+@_guard
+def run_scan(args: argparse.Namespace) -> int:
+    import time
+
+    spark = session(args)
+    t0 = time.perf_counter()
+    df = (spark.read.format("kraft").option("columns", "cluster,record_type,crc_valid,error").option("kind", args.kind)
+          .load(args.path))
+    rows = df.groupBy("cluster", "record_type").count().orderBy("cluster", "record_type").collect()
+    bad = df.where("crc_valid = false or error is not null").count()
+    secs = time.perf_counter() - t0
+    total = sum(r["count"] for r in rows)
+    if args.json:
+        for r in rows:
+            print(json.dumps({"type": "count", **r.asDict()}))
+        print(json.dumps({"type": "total", "rows": total, "damaged_rows": bad, "seconds": round(secs, 3)}))
+    else:
+        for r in rows:
+            print(f"{r['cluster']:<20} {str(r['record_type']):<36} {r['count']:>10}")
+        print(f"{total} records ({bad} in damaged batches) in {secs:.1f}s")
+    return 1 if bad else 0
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    from kraftkit.spark.fleet import generate_fleet
+
+    try:
+        lo, hi = (int(x) for x in args.topics.split(":"))
+    except ValueError:
+        print("kraftkit spark generate: --topics is MIN:MAX", file=sys.stderr)
+        return 2
+
+    def progress(done: int, total: int) -> None:
+        if sys.stderr.isatty():
+            sys.stderr.write(f"\rgenerated {done}/{total} clusters")
+            sys.stderr.write("\n" if done == total else "")
+            sys.stderr.flush()
+
+    fleet = generate_fleet(args.root, clusters=args.clusters, nodes=args.nodes, topics=(lo, hi), partitions=args.partitions,
+                           segment_bytes=args.segment_bytes, corrupt=args.corrupt, seed=args.seed, progress=progress)
+    size = fleet.bytes
+    if args.json:
+        print(json.dumps({"root": fleet.root, "clusters": len(fleet.clusters), "bytes": size,
+                          "records": sum(c.records for c in fleet.clusters),
+                          "damage": [d for c in fleet.clusters for d in c.damage]}))
+    else:
+        print(f"{fleet.root}: {len(fleet.clusters)} clusters x {args.nodes} nodes, "
+              f"{sum(c.records for c in fleet.clusters)} records per node set, {size / 1e6:.1f} MB; manifest fleet.json")
+        for c in fleet.clusters:
+            for d in c.damage:
+                print(f"  damaged {c.name}/{d['node']}: {d['kind']} in {d['file']}")
+    return 0

@@ -1,0 +1,268 @@
+"""``spark.read.format("kraft")``: a fleet's KRaft metadata logs and snapshots as a DataFrame,
+one row per record, read by the Rust core into Arrow record batches (Spark 4's Python Data
+Source API).
+
+    >>> import kraftkit.spark
+    >>> kraftkit.spark.register(spark)                                   # doctest: +SKIP
+    >>> df = spark.read.format("kraft").load("/data/fleet")              # doctest: +SKIP
+    >>> df.groupBy("cluster", "record_type").count().show()              # doctest: +SKIP
+
+Options:
+
+* ``kind``: ``all`` (default), ``snapshots`` or ``logs`` (also ``snapshotsOnly``/``logsOnly`` = true);
+* ``startOffset``, ``endOffset``: log records with offsets in ``[startOffset, endOffset)``
+  only; segments outside the range are not read; snapshots are read when their end offset lies
+  within ``[startOffset, endOffset]``;
+* ``columns``: the columns to read, comma separated (column pruning: only these are built; the
+  JSON of ``record`` costs the most). A user schema (``.schema("cluster string, offset bigint")``)
+  prunes the same way: Spark's Python sources receive no pruning from the optimizer, so the
+  columns read are the columns declared;
+* ``partitionBytes`` (default 256 MiB) and ``minPartitions`` (default: the session's default
+  parallelism as :func:`kraftkit.spark.register` saw it, else 2): the files are packed into a
+  multiple of ``minPartitions`` partitions of at most about ``partitionBytes`` each; larger local
+  files are cut at batch boundaries, so one big segment spreads over several tasks. Few large
+  partitions are best: a Python data source task costs Spark about 80 ms whatever it reads;
+* ``chunkRows``: rows per Arrow batch (default 65536).
+
+With the option ``pushFilters=true`` and ``spark.sql.python.filterPushdown.enabled`` (Spark
+4.1+; Spark refuses a reader that pushes filters without that setting), ``where`` clauses on ``offset``
+(bounds, equality) and on ``cluster``, ``node``, ``kind`` (equality, ``IN``) are pushed: files
+of other clusters, nodes or kinds and segments outside the offset range are not read, and records
+outside the range are not built. Spark still applies every filter, so results never change.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+import json
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from kraftkit.spark import layout
+from kraftkit.spark.scan import COLUMN_NAMES, FileRange, ddl
+
+NAME = "kraft"
+_TRUE = ("true", "1", "yes")
+
+
+class KraftPartition(InputPartition):
+    """Byte ranges of one or more files (``value``: a list of :class:`FileRange`), read by one task."""
+
+    def __init__(self, ranges: list[FileRange]) -> None:
+        super().__init__(ranges)
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    paths: list[str]
+    kind: str = "all"
+    start_offset: int | None = None
+    end_offset: int | None = None
+    columns: list[str] | None = None
+    partition_bytes: int = 256 << 20
+    min_partitions: int = 2
+    chunk_rows: int = 65536
+    push_filters: bool = False
+
+    @classmethod
+    def parse(cls, options: dict[str, str], default_min_partitions: int = 2) -> ReadOptions:
+        o = {k.lower(): v for k, v in options.items()}
+        if o.get("paths"):
+            # DataFrameReader.load([a, b]) passes a JSON list
+            paths = [str(p) for p in json.loads(o["paths"])]
+        else:
+            paths = [p.strip() for p in o.get("path", "").split(",") if p.strip()]
+        if not paths:
+            raise ValueError('kraft: no path; use spark.read.format("kraft").load(PATH_OR_GLOB)')
+        kind = o.get("kind", "all").lower()
+        if o.get("snapshotsonly", "").lower() in _TRUE:
+            kind = "snapshots"
+        if o.get("logsonly", "").lower() in _TRUE:
+            kind = "logs"
+        if kind not in layout.KINDS:
+            raise ValueError(f"kraft: kind must be one of {', '.join(layout.KINDS)}, not {kind!r}")
+        cols = [c.strip() for c in o["columns"].split(",") if c.strip()] if o.get("columns") else None
+        if cols is not None:
+            ddl(cols)  # checks the names
+        return cls(
+            paths=paths,
+            kind=kind,
+            start_offset=int(o["startoffset"]) if o.get("startoffset") else None,
+            end_offset=int(o["endoffset"]) if o.get("endoffset") else None,
+            columns=cols,
+            partition_bytes=int(o.get("partitionbytes", 256 << 20)),
+            min_partitions=int(o.get("minpartitions", default_min_partitions)),
+            chunk_rows=int(o.get("chunkrows", 65536)),
+            push_filters=o.get("pushfilters", "").lower() in _TRUE,
+        )
+
+
+class KraftDataSource(DataSource):
+    """The ``kraft`` data source (see the module docstring)."""
+
+    #: minPartitions when the option is not given (``register`` sets the session's parallelism)
+    default_min_partitions = 2
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> str:
+        cols = ReadOptions.parse(dict(self.options), self.default_min_partitions).columns or COLUMN_NAMES
+        return ddl(cols)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        opts = ReadOptions.parse(dict(self.options), self.default_min_partitions)
+        cls = KraftPushdownReader if opts.push_filters else KraftReader
+        return cls(opts, schema)
+
+
+def _check_schema(schema: StructType) -> list[str]:
+    names = schema.fieldNames()
+    unknown = [n for n in names if n not in COLUMN_NAMES]
+    if unknown:
+        raise ValueError(f"kraft: unknown column(s) {', '.join(unknown)}; known: {', '.join(COLUMN_NAMES)}")
+    from kraftkit.spark.scan import SQL_TYPES
+
+    for f in schema.fields:
+        want = SQL_TYPES[f.name]
+        got = f.dataType.simpleString()
+        if got != want:
+            raise ValueError(f"kraft: column {f.name} is {want}, not {got}")
+    return names
+
+
+def _target(total: int, opts: ReadOptions) -> int:
+    """Bytes per partition: total / n for the smallest multiple n of minPartitions that keeps
+    partitions within partitionBytes; at least 1 MiB unless partitionBytes asks for less."""
+    m = max(1, opts.min_partitions)
+    n = max(m, math.ceil(total / max(1, opts.partition_bytes)))
+    n = -(-n // m) * m
+    floor = min(1 << 20, opts.partition_bytes)
+    return max(floor, math.ceil(total / n))
+
+
+def plan_ranges(files: Sequence[layout.FleetFile], opts: ReadOptions) -> list[FileRange]:
+    """The byte ranges to read: files outside the offset range left out, large local files cut
+    at batch boundaries."""
+    by_dir: dict[str, list[layout.FleetFile]] = defaultdict(list)
+    for f in files:
+        by_dir[f.partition_dir].append(f)
+    lo = opts.start_offset
+    hi = opts.end_offset
+    chosen: list[layout.FleetFile] = []
+    for fs in by_dir.values():
+        segs = [f for f in fs if f.kind == "segment"]
+        nexts = {s.path: (segs[i + 1].offset if i + 1 < len(segs) else None) for i, s in enumerate(segs)}
+        for f in fs:
+            if f.kind == "snapshot":
+                if f.offset is not None and ((lo is not None and f.offset < lo) or (hi is not None and f.offset > hi)):
+                    continue
+            else:
+                nxt = nexts[f.path]
+                if hi is not None and f.offset is not None and f.offset >= hi:
+                    continue
+                if lo is not None and nxt is not None and nxt <= lo:
+                    continue
+            chosen.append(f)
+    total = sum(f.size for f in chosen)
+    target = _target(total, opts)
+    ranges: list[FileRange] = []
+    for f in chosen:
+        local = layout.local_path(f.path)
+        if local is not None and f.size > target * 3 // 2:
+            from kraftkit._core import batch_splits
+
+            cuts = batch_splits(local, target)
+            for a, b in zip(cuts, cuts[1:]):
+                ranges.append(FileRange(f.path, f.cluster, f.node, f.kind, a, b, b - a))
+        else:
+            ranges.append(FileRange(f.path, f.cluster, f.node, f.kind, 0, None, f.size))
+    return ranges
+
+
+def pack(ranges: Sequence[FileRange], target: int) -> list[list[FileRange]]:
+    """Consecutive ranges packed into groups of about ``target`` bytes (each range costs at
+    least 64 KiB, the price of opening a file)."""
+    groups: list[list[FileRange]] = []
+    cur: list[FileRange] = []
+    size = 0
+    for r in ranges:
+        cost = max(r.size, 64 << 10)
+        if cur and size + cost > target:
+            groups.append(cur)
+            cur, size = [], 0
+        cur.append(r)
+        size += cost
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+class KraftReader(DataSourceReader):
+    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.columns = _check_schema(schema)
+        #: pushed filters (with spark.sql.python.filterPushdown.enabled): an offset range for
+        #: every record, and the clusters, nodes and kinds of file to read
+        self.pushed_lo: int | None = None
+        self.pushed_hi: int | None = None
+        self.pushed_in: dict[str, set] = {}
+
+    def partitions(self) -> list[InputPartition]:
+        files = layout.discover(self.opts.paths, self.opts.kind)
+        files = [f for f in files if all(getattr(f, c) in vals for c, vals in self.pushed_in.items())]
+        if self.pushed_hi is not None or self.pushed_lo is not None:
+            # segments hold log offsets: those wholly outside the pushed range are not read
+            narrowed = ReadOptions(self.opts.paths, "all", self.pushed_lo, self.pushed_hi)
+            keep = {r.path for r in plan_ranges([f for f in files if f.kind == "segment"], narrowed)}
+            files = [f for f in files if f.kind != "segment" or f.path in keep]
+        if not files:
+            return [KraftPartition([])]
+        ranges = plan_ranges(files, self.opts)
+        total = sum(max(r.size, 64 << 10) for r in ranges)
+        target = _target(total, self.opts)
+        return [KraftPartition(g) for g in pack(ranges, target)]
+
+    def read(self, partition: InputPartition) -> Iterator:
+        from kraftkit.spark.scan import arrow_schema, scan_source
+
+        schema = arrow_schema(self.columns)
+        for r in partition.value:
+            local = layout.local_path(r.path)
+            source = local if local is not None else layout.read_bytes(r.path)
+            seg = r.kind == "segment"
+            los = [x for x in (self.opts.start_offset if seg else None, self.pushed_lo) if x is not None]
+            his = [x for x in (self.opts.end_offset if seg else None, self.pushed_hi) if x is not None]
+            yield from scan_source(source, self.columns, where=r, schema=schema,
+                                   min_offset=max(los) if los else None, max_offset=min(his) if his else None,
+                                   chunk_rows=self.opts.chunk_rows)
+
+
+class KraftPushdownReader(KraftReader):
+    """The reader with ``pushFilters`` (option ``pushFilters=true``; Spark refuses a reader that
+    has the method while ``spark.sql.python.filterPushdown.enabled`` is false)."""
+
+    def pushFilters(self, filters: list) -> Iterator:
+        """Takes what spares reading (offset bounds, cluster/node/kind equality) and hands every
+        filter back: Spark still evaluates them all, so pushing never changes a result."""
+        from pyspark.sql.datasource import EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual
+
+        for f in filters:
+            col = f.attribute[0] if len(getattr(f, "attribute", ())) == 1 else None
+            v = getattr(f, "value", None)
+            if col == "offset" and isinstance(v, int) and not isinstance(v, bool):
+                lo = {GreaterThan: v + 1, GreaterThanOrEqual: v, EqualTo: v}.get(type(f))
+                hi = {LessThan: v, LessThanOrEqual: v + 1, EqualTo: v + 1}.get(type(f))
+                if lo is not None:
+                    self.pushed_lo = lo if self.pushed_lo is None else max(self.pushed_lo, lo)
+                if hi is not None:
+                    self.pushed_hi = hi if self.pushed_hi is None else min(self.pushed_hi, hi)
+            elif col in ("cluster", "node", "kind") and isinstance(f, (EqualTo, In)):
+                vals = set(v) if isinstance(f, In) else {v}
+                self.pushed_in[col] = self.pushed_in.get(col, vals) & vals
+            yield f

@@ -1,0 +1,488 @@
+"""Fleet jobs on Spark: ``audit``, ``verify`` and ``rewrite`` over every cluster of a fleet
+(``<root>/<cluster>/<node>/__cluster_metadata-0/``), with the Rust core doing the bytes on the
+executors. Each job is a plain function of a SparkSession, usable from ``kraftkit spark ...``,
+from ``spark-submit`` (``python -m kraftkit.spark.submit``) or from a notebook; it returns its
+result DataFrames, writes them as Parquet under ``out`` when given, and renders a short human
+summary.
+
+* :func:`audit` -- per cluster: the finalized features and metadata.version, topic, partition
+  and broker counts, corrupt batches (over all nodes, from the ``kraft`` data source), and for
+  every older metadata.version what a downgrade would lose (a dry-run rewrite of the image at
+  the end of the log, as ``kraftkit features downgrade --dry-run`` judges it);
+* :func:`verify` -- every segment and snapshot: CRC, sizes, offsets, record parsing and the
+  ``.index``/``.timeindex`` entries, one row per problem with its exact location (file, batch
+  base offset, byte position or index entry), as ``kraftkit verify-log --deep`` checks them;
+* :func:`rewrite` -- every cluster's latest snapshot rewritten at a target metadata.version
+  (downgrade or upgrade), each output written atomically (``.part``, fsync, rename), with a
+  per-cluster loss report and a summary table.
+
+Damaged input never fails a job: it becomes a row that says what and where.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import threading
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kraftkit.spark import layout
+
+AUDIT_SCHEMA = ("cluster string, node string, nodes int, metadata_version string, metadata_version_level int, "
+                "features map<string,int>, topics int, partitions int, brokers int, controllers int, end_offset bigint, "
+                "snapshot string, corrupt_batches bigint, error string")
+DOWNGRADE_SCHEMA = ("cluster string, from_version string, to_version string, to_level int, lossy boolean, "
+                    "records_lost bigint, losses array<string>, feature_changes array<string>, error string")
+VERIFY_FILES_SCHEMA = ("cluster string, node string, file string, kind string, batches bigint, records bigint, "
+                       "bytes bigint, first_offset bigint, last_offset bigint, problems int")
+VERIFY_PROBLEMS_SCHEMA = ("cluster string, node string, file string, kind string, offset bigint, position bigint, "
+                          "entry bigint, reason string, message string")
+REWRITE_SCHEMA = ("cluster string, node string, source string, destination string, from_version string, "
+                  "to_version string, direction string, lossy boolean, records_in bigint, records_out bigint, "
+                  "records_rewritten bigint, bytes_in bigint, bytes_out bigint, losses array<string>, "
+                  "feature_changes array<string>, error string")
+
+
+# --------------------------------------------------------------------------------- plumbing
+
+def _partition_dirs(files: list[layout.FleetFile]) -> dict[str, dict[str, str]]:
+    """cluster -> node -> metadata partition directory."""
+    out: dict[str, dict[str, str]] = defaultdict(dict)
+    for f in files:
+        out[f.cluster].setdefault(f.node, f.partition_dir)
+    return {c: dict(sorted(n.items())) for c, n in sorted(out.items())}
+
+
+class _Local:
+    """A local copy of a directory named by a URI (HDFS, S3...), or the local path itself."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.tmp: tempfile.TemporaryDirectory | None = None
+
+    def __enter__(self) -> str:
+        local = layout.local_path(self.path)
+        if local is not None:
+            return local
+        from pyarrow import fs as pafs
+
+        self.tmp = tempfile.TemporaryDirectory(prefix="kraftkit-spark-")
+        dst = os.path.join(self.tmp.name, os.path.basename(self.path.rstrip("/")))
+        os.makedirs(dst)
+        src_fs, src = pafs.FileSystem.from_uri(self.path)
+        pafs.copy_files(src, dst, source_filesystem=src_fs, destination_filesystem=pafs.LocalFileSystem())
+        return dst
+
+    def __exit__(self, *exc: object) -> None:
+        if self.tmp is not None:
+            self.tmp.cleanup()
+
+
+class Progress:
+    """Prints the progress of the running Spark stages to stderr (when it is a terminal, or
+    when forced), once a second, from a background thread."""
+
+    def __init__(self, spark: Any, label: str, enabled: bool | None = None) -> None:
+        self.sc = spark.sparkContext
+        self.label = label
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> Progress:
+        if self.enabled:
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        tracker = self.sc.statusTracker()
+        last = ""
+        while not self._stop.wait(1.0):
+            parts = []
+            for sid in tracker.getActiveStageIds():
+                st = tracker.getStageInfo(sid)
+                if st is not None:
+                    parts.append(f"stage {sid}: {st.numCompletedTasks}/{st.numTasks} tasks")
+            line = f"{self.label}: " + ("; ".join(parts) if parts else "working")
+            if line != last:
+                sys.stderr.write("\r" + line[:120].ljust(len(last[:120])))
+                sys.stderr.flush()
+                last = line
+        if last:
+            sys.stderr.write("\r" + " " * len(last[:120]) + "\r")
+            sys.stderr.flush()
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+def _write(df: Any, out: str | None, name: str) -> str | None:
+    if out is None:
+        return None
+    dest = out.rstrip("/") + "/" + name
+    df.write.mode("overwrite").parquet(dest)
+    return dest
+
+
+def _rdd(spark: Any, items: list, fn) -> Any:
+    sc = spark.sparkContext
+    return sc.parallelize(items, max(1, min(len(items), sc.defaultParallelism * 4))).flatMap(fn)
+
+
+# --------------------------------------------------------------------------------- audit
+
+def audit_cluster(cluster: str, nodes: dict[str, str]) -> tuple[dict, list[dict]]:
+    """One cluster's audit row (without corrupt batches) and its downgrade rows: the node whose
+    log reaches furthest is audited; its image at the end of the log is written as a snapshot
+    and rewritten, dry run, at every older metadata.version."""
+    from kraftkit.features.offline import state_of
+    from kraftkit.features.registry import MV_FEATURE, registry
+    from kraftkit.features.rewrite import loss_line, rewrite_snapshot
+    from kraftkit.metadata.image import load_image, mv_name
+    from kraftkit.metadata.snapshot import list_snapshots
+
+    row: dict[str, Any] = {"cluster": cluster, "node": None, "nodes": len(nodes), "metadata_version": None,
+                           "metadata_version_level": None, "features": None, "topics": None, "partitions": None,
+                           "brokers": None, "controllers": None, "end_offset": None, "snapshot": None,
+                           "corrupt_batches": None, "error": None}
+    best = None
+    errors = []
+    for node, pdir in nodes.items():
+        try:
+            with _Local(pdir) as local:
+                img = load_image(local)
+                snaps = list_snapshots(local)
+        except Exception as e:  # a damaged node: another replica may be whole
+            errors.append(f"{node}: {e}")
+            continue
+        end = img.provenance.end_offset
+        if best is None or end > best[2].provenance.end_offset:
+            best = (node, pdir, img, snaps)
+    if best is None:
+        row["error"] = "; ".join(errors) or "no readable node"
+        return row, []
+    node, pdir, img, snaps = best
+    reg = registry()
+    state = state_of(img, pdir)
+    mv = state.finalized.get(MV_FEATURE)
+    row.update(node=node, metadata_version=None if mv is None else mv_name(mv), metadata_version_level=mv,
+               features=dict(sorted(state.finalized.items())), topics=img.topic_count, partitions=img.partition_count,
+               brokers=len(img.brokers), controllers=len(img.controllers), end_offset=state.end_offset,
+               snapshot=None if not snaps else snaps[-1].file_name,
+               error=None if not errors else "; ".join(errors))
+    downs: list[dict] = []
+    if mv is None:
+        return row, downs
+    with tempfile.TemporaryDirectory(prefix="kraftkit-audit-") as tmp:
+        snap = img.write_snapshot(tmp)
+        for target in reg.metadata_versions:
+            if target.level >= mv:
+                continue
+            d = {"cluster": cluster, "from_version": mv_name(mv), "to_version": target.name, "to_level": target.level,
+                 "lossy": None, "records_lost": None, "losses": None, "feature_changes": None, "error": None}
+            try:
+                rep = rewrite_snapshot(snap, None, target)
+                d.update(lossy=rep.lossy, records_lost=sum(x["count"] for x in rep.losses),
+                         losses=[loss_line(x) for x in rep.losses],
+                         feature_changes=[f"{c['name']}: {c['from']} -> {c['to']}" for c in rep.feature_changes])
+            except Exception as e:
+                d["error"] = str(e)
+            downs.append(d)
+    return row, downs
+
+
+def _audit_task(item: tuple[str, dict[str, str]]) -> Iterator[tuple[str, dict]]:
+    row, downs = audit_cluster(*item)
+    yield "cluster", row
+    for d in downs:
+        yield "downgrade", d
+
+
+@dataclass
+class AuditResult:
+    clusters: Any
+    downgrades: Any
+    corrupt: Any
+    paths: dict[str, str | None]
+
+    def summary(self) -> str:
+        rows = sorted(self.clusters.collect(), key=lambda r: r["cluster"])
+        downs = defaultdict(list)
+        for d in self.downgrades.collect():
+            downs[d["cluster"]].append(d)
+        cw = max([16] + [len(r["cluster"]) for r in rows])
+        nw = max([8] + [len(str(r["node"])) for r in rows])
+        lines = [f"{'cluster':<{cw}} {'node':<{nw}} {'metadata.version':<17} {'topics':>7} {'parts':>7} {'brokers':>7} "
+                 f"{'corrupt':>7}  safe downgrade floor"]
+        for r in rows:
+            ds = sorted(downs[r["cluster"]], key=lambda d: -d["to_level"])
+            floor = r["metadata_version"]
+            for d in ds:  # the lowest version reachable without a loss, going down
+                if d["lossy"] or d["error"]:
+                    break
+                floor = d["to_version"]
+            mv = r["metadata_version"] or "?"
+            lines.append(f"{r['cluster']:<{cw}} {str(r['node']):<{nw}} {mv:<17} {_n(r['topics']):>7} {_n(r['partitions']):>7} "
+                         f"{_n(r['brokers']):>7} {_n(r['corrupt_batches']):>7}  {floor or '-'}"
+                         + (f"  (skipped {r['error'][:80]})" if r["error"] and r["metadata_version"] else
+                            f"  ERROR {r['error'][:80]}" if r["error"] else ""))
+        lines.append(f"{len(rows)} cluster(s); {sum(r['corrupt_batches'] or 0 for r in rows)} corrupt batch(es)"
+                     + "".join(f"; {k}: {v}" for k, v in self.paths.items() if v))
+        return "\n".join(lines)
+
+
+def _n(v: Any) -> str:
+    return "-" if v is None else str(v)
+
+
+def corrupt_batches(spark: Any, paths: str | list[str]) -> Any:
+    """Per file: the batches whose CRC does not match or that cannot be read, from the ``kraft``
+    source (``cluster, node, file, position, base_offset, error``), one row per batch."""
+    from pyspark.sql import functions as F
+
+    df = (spark.read.format("kraft").option("columns", "cluster,node,file,offset,position,base_offset,crc_valid,error")
+          .load(paths if isinstance(paths, str) else ",".join(paths)))
+    bad = df.where((F.col("crc_valid") == F.lit(False)) | (F.col("offset").isNull() & F.col("error").isNotNull()))
+    return (bad.groupBy("cluster", "node", "file", "position")
+            .agg(F.first("base_offset").alias("base_offset"), F.max("error").alias("error")))
+
+
+def audit(spark: Any, paths: str | list[str], out: str | None = None, *, progress: bool | None = None) -> AuditResult:
+    """Audits every cluster under ``paths`` (see the module docstring)."""
+    from pyspark.sql import functions as F
+
+    files = layout.discover(paths)
+    clusters = _partition_dirs(files)
+    with Progress(spark, "audit", progress):
+        rdd = _rdd(spark, list(clusters.items()), _audit_task).cache()
+        rows = spark.createDataFrame(rdd.filter(lambda kv: kv[0] == "cluster").map(lambda kv: kv[1]), AUDIT_SCHEMA)
+        downs = spark.createDataFrame(rdd.filter(lambda kv: kv[0] == "downgrade").map(lambda kv: kv[1]), DOWNGRADE_SCHEMA)
+        bad = corrupt_batches(spark, paths).cache()
+        counts = bad.groupBy("cluster").agg(F.count(F.lit(1)).alias("n"))
+        rows = (rows.drop("corrupt_batches").join(counts, "cluster", "left")
+                .withColumn("corrupt_batches", F.coalesce(F.col("n"), F.lit(0)).cast("bigint")).drop("n")
+                .select(*[c.split()[0] for c in AUDIT_SCHEMA.split(", ")]))
+        rows = rows.cache()
+        written = {"clusters": _write(rows, out, "audit/clusters"), "downgrades": _write(downs, out, "audit/downgrades"),
+                   "corrupt": _write(bad, out, "audit/corrupt_batches")}
+    return AuditResult(rows, downs, bad, written)
+
+
+# --------------------------------------------------------------------------------- verify
+
+def verify_directory(cluster: str, node: str, pdir: str, files: list[tuple[str, str]]) -> tuple[list[dict], list[dict]]:
+    """Checks the files of one partition directory as ``kraftkit verify-log --deep`` does:
+    (file rows, problem rows). ``files``: (path, kind), in offset order."""
+    from kraftkit.log import verify_segments
+
+    with _Local(pdir) as local:
+        paths = [os.path.join(local, os.path.basename(p)) for p, _ in files]
+        reports = verify_segments(paths, deep=True, check_indexes=True)
+    by_file = {r["file"]: r for r in reports}
+    file_rows, problems = [], []
+
+    def problem(f: str, kind: str, message: str, offset=None, position=None, entry=None, reason=None) -> None:
+        problems.append({"cluster": cluster, "node": node, "file": f, "kind": kind, "offset": offset,
+                         "position": position, "entry": entry, "reason": reason or message, "message": message})
+
+    prev_last = None
+    for (orig, kind), p in zip(files, paths):
+        rep = by_file[p]
+        shown = orig  # locations name the fleet's path, not a local copy
+        n = 0
+        err = rep["error"]
+        if err is not None:
+            problem(shown, type(err).__name__, str(err).replace(p, shown), getattr(err, "offset", None),
+                    getattr(err, "position", None), None, getattr(err, "reason", None))
+            n += 1
+        for suffix, entry, reason in rep["index_problems"]:
+            idx = str(Path(shown).with_suffix("." + suffix))
+            problem(idx, "index", f"{idx}: entry {entry}: {reason}", entry=entry, reason=reason)
+            n += 1
+        if kind == "segment":
+            base = int(os.path.basename(p).split(".")[0])
+            first, last = rep["first_offset"], rep["last_offset"]
+            if first is not None and first < base:
+                problem(shown, "offsets", f"{shown}: first offset {first} is below the segment's base offset {base}", first)
+                n += 1
+            if prev_last is not None and base <= prev_last:
+                problem(shown, "offsets", f"{shown}: base offset {base} overlaps the previous segment, which ends at "
+                        f"offset {prev_last}", base)
+                n += 1
+            if first is not None:
+                prev_last = last
+        file_rows.append({"cluster": cluster, "node": node, "file": shown, "kind": kind, "batches": rep["batches"],
+                          "records": rep["records"], "bytes": rep["total_bytes"], "first_offset": rep["first_offset"],
+                          "last_offset": rep["last_offset"], "problems": n})
+    return file_rows, problems
+
+
+def _verify_task(item: tuple[str, str, str, list[tuple[str, str]]]) -> Iterator[tuple[str, dict]]:
+    try:
+        rows, problems = verify_directory(*item)
+    except Exception as e:  # an unreadable directory is a finding, not a failed job
+        cluster, node, pdir, _ = item
+        yield "problem", {"cluster": cluster, "node": node, "file": pdir, "kind": type(e).__name__, "offset": None,
+                          "position": None, "entry": None, "reason": str(e), "message": f"{pdir}: {e}"}
+        return
+    for r in rows:
+        yield "file", r
+    for p in problems:
+        yield "problem", p
+
+
+@dataclass
+class VerifyResult:
+    files: Any
+    problems: Any
+    paths: dict[str, str | None]
+
+    def summary(self) -> str:
+        from pyspark.sql import functions as F
+
+        per = self.files.groupBy("cluster").agg(F.count(F.lit(1)).alias("files"), F.sum("batches").alias("batches"),
+                                                F.sum("records").alias("records"), F.sum("bytes").alias("bytes"),
+                                                F.sum("problems").alias("problems")).orderBy("cluster").collect()
+        lines = [f"{'cluster':<16} {'files':>6} {'batches':>9} {'records':>10} {'MB':>8} {'problems':>8}"]
+        for r in per:
+            lines.append(f"{r['cluster']:<16} {r['files']:>6} {r['batches']:>9} {r['records']:>10} "
+                         f"{r['bytes'] / 1e6:>8.1f} {r['problems']:>8}")
+        probs = self.problems.orderBy("cluster", "node", "file").collect()
+        for p in probs[:20]:
+            lines.append(f"  - {p['message']}")
+        if len(probs) > 20:
+            lines.append(f"  ... and {len(probs) - 20} more")
+        lines.append(f"{sum(r['files'] for r in per)} file(s) in {len(per)} cluster(s): "
+                     + ("all valid" if not probs else f"{len(probs)} problem(s)")
+                     + "".join(f"; {k}: {v}" for k, v in self.paths.items() if v))
+        return "\n".join(lines)
+
+
+def verify(spark: Any, paths: str | list[str], out: str | None = None, *, progress: bool | None = None) -> VerifyResult:
+    """Verifies every metadata file under ``paths`` (see the module docstring)."""
+    files = layout.discover(paths)
+    dirs: dict[str, list[layout.FleetFile]] = defaultdict(list)
+    for f in files:
+        dirs[f.partition_dir].append(f)
+    items = [(fs[0].cluster, fs[0].node, d, [(f.path, f.kind) for f in fs]) for d, fs in sorted(dirs.items())]
+    with Progress(spark, "verify", progress):
+        rdd = _rdd(spark, items, _verify_task).cache()
+        frows = spark.createDataFrame(rdd.filter(lambda kv: kv[0] == "file").map(lambda kv: kv[1]), VERIFY_FILES_SCHEMA).cache()
+        probs = spark.createDataFrame(rdd.filter(lambda kv: kv[0] == "problem").map(lambda kv: kv[1]),
+                                      VERIFY_PROBLEMS_SCHEMA).cache()
+        written = {"files": _write(frows, out, "verify/files"), "problems": _write(probs, out, "verify/problems")}
+    return VerifyResult(frows, probs, written)
+
+
+# --------------------------------------------------------------------------------- rewrite
+
+def latest_snapshots(files: list[layout.FleetFile]) -> dict[str, layout.FleetFile]:
+    """Per cluster, the snapshot with the highest end offset over its nodes (the first node's
+    copy when several hold it)."""
+    best: dict[str, layout.FleetFile] = {}
+    for f in files:
+        if f.kind != "snapshot" or f.offset is None:
+            continue
+        cur = best.get(f.cluster)
+        if cur is None or (f.offset, f.epoch or 0) > (cur.offset, cur.epoch or 0):
+            best[f.cluster] = f
+    return dict(sorted(best.items()))
+
+
+def rewrite_cluster(cluster: str, node: str, source: str, dest_dir: str | None, target: str) -> dict:
+    """Rewrites one snapshot at ``target`` into ``dest_dir`` (None: dry run); the report row."""
+    from kraftkit.features.rewrite import loss_line, rewrite_snapshot
+
+    row: dict[str, Any] = {"cluster": cluster, "node": node, "source": source, "destination": None,
+                           "from_version": None, "to_version": None, "direction": None, "lossy": None,
+                           "records_in": None, "records_out": None, "records_rewritten": None, "bytes_in": None,
+                           "bytes_out": None, "losses": None, "feature_changes": None, "error": None}
+    name = os.path.basename(source)
+    try:
+        with tempfile.TemporaryDirectory(prefix="kraftkit-rewrite-") as tmp:
+            local_src = layout.local_path(source)
+            if local_src is None:
+                local_src = os.path.join(tmp, name)
+                with open(local_src, "wb") as f:
+                    f.write(layout.read_bytes(source))
+            dest_local = None
+            remote_dest = dest_dir is not None and layout.local_path(dest_dir) is None
+            if dest_dir is not None:
+                dest_local = os.path.join(tmp, "out") if remote_dest else layout.local_path(dest_dir)
+                os.makedirs(dest_local, exist_ok=True)
+            rep = rewrite_snapshot(local_src, None if dest_local is None else os.path.join(dest_local, name), target)
+            if remote_dest:
+                _upload(os.path.join(dest_local, name), dest_dir.rstrip("/") + "/" + name)
+            c = rep.counts
+            row.update(destination=None if dest_dir is None else dest_dir.rstrip("/") + "/" + name,
+                       from_version=None if rep.source_metadata_version is None else rep.source_metadata_version.name,
+                       to_version=rep.target.name, direction=rep.direction, lossy=rep.lossy,
+                       records_in=c["records_in"], records_out=c["records_out"], records_rewritten=c["records_rewritten"],
+                       bytes_in=c["bytes_in"], bytes_out=c["bytes_out"], losses=[loss_line(x) for x in rep.losses],
+                       feature_changes=[f"{x['name']}: {x['from']} -> {x['to']}" for x in rep.feature_changes])
+    except Exception as e:
+        row["error"] = str(e)
+    return row
+
+
+def _upload(local: str, uri: str) -> None:
+    """Copies a file to a URI as ``<uri>.part``, then moves it to its name."""
+    from pyarrow import fs as pafs
+
+    filesystem, path = pafs.FileSystem.from_uri(uri)
+    with open(local, "rb") as src, filesystem.open_output_stream(path + ".part") as dst:
+        while chunk := src.read(1 << 20):
+            dst.write(chunk)
+    filesystem.move(path + ".part", path)
+
+
+def _rewrite_task(item: tuple[str, str, str, str | None, str]) -> Iterator[dict]:
+    yield rewrite_cluster(*item)
+
+
+@dataclass
+class RewriteResult:
+    report: Any
+    paths: dict[str, str | None]
+
+    def summary(self) -> str:
+        rows = sorted(self.report.collect(), key=lambda r: r["cluster"])
+        lines = [f"{'cluster':<16} {'from':<9} {'to':<9} {'direction':<10} {'records':>8} {'rewritten':>9}  lost"]
+        for r in rows:
+            if r["error"]:
+                lines.append(f"{r['cluster']:<16} ERROR {r['error'][:100]}")
+                continue
+            lost = "; ".join(r["losses"]) or "nothing"
+            lines.append(f"{r['cluster']:<16} {r['from_version'] or '?':<9} {r['to_version']:<9} {r['direction']:<10} "
+                         f"{r['records_in']:>8} {r['records_rewritten']:>9}  {lost[:100]}")
+        lossy = sum(1 for r in rows if r["lossy"])
+        errors = sum(1 for r in rows if r["error"])
+        lines.append(f"{len(rows)} snapshot(s) rewritten to {rows[0]['to_version'] if rows else '?'}: {lossy} lossy, "
+                     f"{errors} failed" + "".join(f"; {k}: {v}" for k, v in self.paths.items() if v))
+        return "\n".join(lines)
+
+
+def rewrite(spark: Any, paths: str | list[str], metadata_version: str, out: str | None = None, *,
+            dry_run: bool = False, progress: bool | None = None) -> RewriteResult:
+    """Rewrites every cluster's latest snapshot at ``metadata_version`` into
+    ``<out>/snapshots/<cluster>/`` (see the module docstring); ``dry_run`` writes no snapshot."""
+    from kraftkit.features.registry import registry
+
+    target = registry().metadata_version(metadata_version).name  # fails early on an unknown version
+    if out is None and not dry_run:
+        raise ValueError("rewrite needs an output directory (or dry_run=True)")
+    snaps = latest_snapshots(layout.discover(paths, "snapshots"))
+    items = [(c, f.node, f.path, None if dry_run else f"{out.rstrip('/')}/snapshots/{c}", target) for c, f in snaps.items()]
+    with Progress(spark, "rewrite", progress):
+        rdd = _rdd(spark, items, _rewrite_task)
+        report = spark.createDataFrame(rdd, REWRITE_SCHEMA).cache()
+        written = {"report": _write(report, out, "rewrite/report")}
+    return RewriteResult(report, written)

@@ -1,0 +1,44 @@
+"""A local SparkSession for laptops, tests and the demo: bound to 127.0.0.1, no UI, small
+shuffles, Python workers running this interpreter, and the ``kraft`` source registered."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from typing import Any
+
+
+def java_available() -> bool:
+    """Whether a Java runtime is reachable (JAVA_HOME or ``java`` on PATH)."""
+    home = os.environ.get("JAVA_HOME")
+    if home and os.path.exists(os.path.join(home, "bin", "java")):
+        return True
+    return shutil.which("java") is not None
+
+
+def local_session(master: str = "local[2]", app: str = "kraftkit", conf: dict[str, str] | None = None) -> Any:
+    """A SparkSession on this machine (``master`` like ``local[2]``) with ``kraft`` registered."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from kraftkit.spark import register
+
+    b = (SparkSession.builder.master(master).appName(app)
+         .config("spark.driver.host", "127.0.0.1")
+         .config("spark.driver.bindAddress", "127.0.0.1")
+         .config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.shuffle.partitions", "4")
+         .config("spark.default.parallelism", master[6:-1] if master.startswith("local[") and master[6:-1].isdigit() else "2")
+         .config("spark.python.worker.reuse", "true")
+         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+         .config("spark.driver.memory", "2g"))
+    for k, v in (conf or {}).items():
+        b = b.config(k, v)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark

@@ -1,0 +1,68 @@
+"""``kraftkit spark ...`` in this process (the session fixture's SparkSession is reused)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kraftkit.cli import verify_log
+from kraftkit.cli.main import main
+from kraftkit.log import Segment
+
+pytestmark = pytest.mark.spark
+
+
+def json_lines(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def test_generate_then_scan(spark, tmp_path, capsys):
+    root = tmp_path / "f"
+    assert main(["spark", "generate", str(root), "--clusters", "2", "--nodes", "2", "--topics", "5:10", "--json"]) == 0
+    gen = json_lines(capsys.readouterr().out)[0]
+    assert gen["clusters"] == 2 and gen["damage"] == []
+    assert main(["spark", "scan", str(root), "--json"]) == 0
+    lines = json_lines(capsys.readouterr().out)
+    total = lines[-1]
+    want = sum(b.count for p in sorted(root.rglob("*")) if p.suffix in (".log", ".checkpoint") for b in Segment(p).batches())
+    assert total["rows"] == want and total["damaged_rows"] == 0
+    assert {x["cluster"] for x in lines[:-1]} == {"cluster-000", "cluster-001"}
+
+
+def test_verify_exit_code_and_json(spark, fleet, capsys):
+    assert main(["spark", "verify", fleet.root, "--json", "--no-progress"]) == 1
+    lines = json_lines(capsys.readouterr().out)
+    parts, _ = verify_log.find_partitions([fleet.root])
+    verify_log.verify(parts, deep=True, check_indexes=True)
+    assert sorted(x["message"] for x in lines if x["type"] == "problem") == sorted(p for part in parts for p in part.problems)
+
+
+def test_usage_errors_exit_2(spark, tmp_path, capsys):
+    assert main(["spark", "audit", str(tmp_path / "nothing-here")]) == 2
+    assert "no metadata" in capsys.readouterr().err
+    assert main(["spark", "rewrite", str(tmp_path), "--metadata-version", "3.5"]) == 2  # no --out
+
+
+def test_format_kraft_works_in_a_fresh_session_without_register(fleet, tmp_path):
+    """Spark registers ``pyspark_kraft.DefaultSource`` on its own (a fresh process, no kraftkit import)."""
+    script = tmp_path / "fresh.py"
+    script.write_text(
+        "import os, sys\n"
+        "os.environ['PYSPARK_PYTHON'] = sys.executable\n"
+        "from pyspark.sql import SparkSession\n"
+        "s = (SparkSession.builder.master('local[1]').config('spark.driver.host', '127.0.0.1')\n"
+        "     .config('spark.driver.bindAddress', '127.0.0.1').config('spark.ui.enabled', 'false').getOrCreate())\n"
+        "print('ROWS', s.read.format('kraft').load(sys.argv[1]).count())\n"
+        "s.stop()\n")
+    node = f"{fleet.root}/{fleet.clusters[2].name}/node-0"
+    proc = subprocess.run([sys.executable, str(script), node], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    want = sum(b.count for f in sorted(Path(node).rglob("*")) if f.suffix in (".log", ".checkpoint")
+               for b in Segment(f).batches())
+    assert f"ROWS {want}" in proc.stdout
