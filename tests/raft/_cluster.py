@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import time
 from collections.abc import Callable
@@ -45,6 +46,19 @@ def make_nodes(root: Path, n: int = 3, **kw) -> list[RaftNode]:
     voters = {i + 1: ("127.0.0.1", p) for i, p in enumerate(ports)}
     kw.setdefault("raft", FAST)
     return [RaftNode(NodeConfig(i, voters, root / f"node{i}", CLUSTER_ID, **kw)) for i in voters]
+
+
+@contextlib.asynccontextmanager
+async def running(nodes: list[RaftNode]):
+    """Starts the nodes, and stops every node in the list on the way out (a test may replace one
+    with a restarted node)."""
+    for n in nodes:
+        await n.start()
+    try:
+        yield nodes
+    finally:
+        for n in nodes:
+            await n.stop()
 
 
 async def wait_for(cond: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> object:

@@ -20,7 +20,7 @@ from kraftkit.raft.admin import QuorumAdmin
 from kraftkit.raft.node import NotLeaderError
 from kraftkit.raft.quorum_state import FileQuorumStateStore, Role
 
-from ._cluster import NOOP, leader_of, make_nodes, topic_record, wait_for
+from ._cluster import NOOP, leader_of, make_nodes, running, topic_record, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -37,9 +37,7 @@ def segment_bytes(node) -> bytes:
 def test_three_nodes_elect_replicate_and_agree_byte_for_byte(tmp_path):
     async def main():
         nodes = make_nodes(tmp_path, snapshot_every_records=0)
-        for n in nodes:
-            await n.start()
-        try:
+        async with running(nodes):
             leader = await wait_for(lambda: leader_of(nodes), what="a leader")
             committed = []
             for i in range(20):
@@ -64,9 +62,6 @@ def test_three_nodes_elect_replicate_and_agree_byte_for_byte(tmp_path):
             await wait_for(lambda: all(n.replica().log.flushed_offset == end for n in nodes), what="same log end")
             data = [segment_bytes(n) for n in nodes]
             assert data[0] == data[1] == data[2]
-        finally:
-            for n in nodes:
-                await n.stop()
         # and the directory is a Kafka metadata log any reader can replay
         assert sorted(load_image(nodes[0].replica().dir).topic_ids) == sorted(f"t{i}" for i in range(20))
 
@@ -76,9 +71,7 @@ def test_three_nodes_elect_replicate_and_agree_byte_for_byte(tmp_path):
 def test_a_lagging_follower_catches_up_by_fetch_snapshot(tmp_path):
     async def main():
         nodes = make_nodes(tmp_path, snapshot_every_records=40)
-        for n in nodes:
-            await n.start()
-        try:
+        async with running(nodes):
             leader = await wait_for(lambda: leader_of(nodes), what="a leader")
             lagging = next(n for n in nodes if n is not leader)
             lag_end = lagging.replica().log.end_offset
@@ -109,9 +102,6 @@ def test_a_lagging_follower_catches_up_by_fetch_snapshot(tmp_path):
             sid, data = fetched[0]
             assert sid.end_offset > lag_end
             assert rep.log.snapshot() == sid and data == rep.log.snapshot_path(sid).read_bytes()
-        finally:
-            for n in nodes:
-                await n.stop()
 
     run(main())
 
@@ -121,9 +111,7 @@ def test_two_raft_partitions_side_by_side_share_the_nodes(tmp_path):
 
     async def main():
         nodes = make_nodes(tmp_path, partitions=(m.METADATA_PARTITION, other), snapshot_every_records=0)
-        for n in nodes:
-            await n.start()
-        try:
+        async with running(nodes):
             l1 = await wait_for(lambda: leader_of(nodes, m.METADATA_PARTITION), what="leader of partition 1")
             l2 = await wait_for(lambda: leader_of(nodes, other), what="leader of partition 2")
             a = await l1.append([topic_record("in-first")], m.METADATA_PARTITION)
@@ -138,9 +126,6 @@ def test_two_raft_partitions_side_by_side_share_the_nodes(tmp_path):
             for n in nodes:
                 assert (n.config.log_dir / "__other_metadata-0" / "quorum-state").is_file()
                 assert (n.config.log_dir / "__cluster_metadata-0" / "quorum-state").is_file()
-        finally:
-            for n in nodes:
-                await n.stop()
 
     run(main())
 
@@ -148,9 +133,7 @@ def test_two_raft_partitions_side_by_side_share_the_nodes(tmp_path):
 def test_clients_produce_describe_and_get_told_who_leads(tmp_path):
     async def main():
         nodes = make_nodes(tmp_path, snapshot_every_records=0)
-        for n in nodes:
-            await n.start()
-        try:
+        async with running(nodes):
             leader = await wait_for(lambda: leader_of(nodes), what="a leader")
             follower = next(n for n in nodes if n is not leader)
             loop = asyncio.get_running_loop()
@@ -182,9 +165,6 @@ def test_clients_produce_describe_and_get_told_who_leads(tmp_path):
             part = out["garbage"]["Responses"][0]["PartitionResponses"][0]
             assert part["ErrorCode"] == 87 and "metadata record" in part["ErrorMessage"]
             assert "via-produce" in leader.replica().machine.image.topic_ids
-        finally:
-            for n in nodes:
-                await n.stop()
 
     run(main())
 
@@ -256,9 +236,7 @@ def test_malformed_requests_close_the_connection_not_the_node(tmp_path):
 def test_append_on_a_follower_is_refused_with_the_leader(tmp_path):
     async def main():
         nodes = make_nodes(tmp_path, snapshot_every_records=0)
-        for n in nodes:
-            await n.start()
-        try:
+        async with running(nodes):
             leader = await wait_for(lambda: leader_of(nodes), what="a leader")
             follower = next(n for n in nodes if n is not leader)
             await wait_for(lambda: follower.replica().core.leader_id == leader.node_id, what="follower knows")
@@ -266,9 +244,6 @@ def test_append_on_a_follower_is_refused_with_the_leader(tmp_path):
                 await follower.append([NOOP])
             assert e.value.leader_id == leader.node_id
             assert follower.replica().core.role is Role.FOLLOWER
-        finally:
-            for n in nodes:
-                await n.stop()
 
     run(main())
 
@@ -276,9 +251,7 @@ def test_append_on_a_follower_is_refused_with_the_leader(tmp_path):
 def test_an_uncommittable_produce_times_out_with_request_timed_out(tmp_path):
     async def main():
         nodes = make_nodes(tmp_path, snapshot_every_records=0)
-        for n in nodes:
-            await n.start()
-        try:
+        async with running(nodes):
             leader = await wait_for(lambda: leader_of(nodes), what="a leader")
             for n in nodes:
                 if n is not leader:
@@ -295,8 +268,5 @@ def test_an_uncommittable_produce_times_out_with_request_timed_out(tmp_path):
             part = resp["Responses"][0]["PartitionResponses"][0]
             assert part["ErrorCode"] == 7 and "200 ms" in part["ErrorMessage"]
             assert leader.replica().log.end_offset > part["BaseOffset"] >= 1  # appended, never committed
-        finally:
-            for n in nodes:
-                await n.stop()
 
     run(main())

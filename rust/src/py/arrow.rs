@@ -4,18 +4,18 @@
 //! input columns come in as any buffer-protocol object (`pyarrow.Buffer`). Loops run with the
 //! GIL released.
 
-use super::batch::Backing;
-use super::errors::io_err;
+use super::batch::{fill_readonly_view, Backing};
+use super::segment::map_file;
 use super::rewrite::make_plan;
 use crate::arrow::{self, Bitmap, Bools, ColumnMask, Columns, Prim, RecordScanner, ScanOptions, ScanStats, ValuesIn, Var};
 use crate::rewrite::RecordLosses;
 use pyo3::buffer::PyBuffer;
-use pyo3::exceptions::{PyBufferError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use std::collections::HashMap;
-use std::os::raw::{c_int, c_void};
+use std::os::raw::c_int;
 use std::sync::Arc;
 
 enum Owned {
@@ -49,29 +49,10 @@ impl ArrowBuffer {
         self.bytes().len()
     }
     unsafe fn __getbuffer__(slf: PyRef<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
-        if view.is_null() {
-            return Err(PyValueError::new_err("null buffer view"));
-        }
-        if (flags & ffi::PyBUF_WRITABLE) == ffi::PyBUF_WRITABLE {
-            return Err(PyBufferError::new_err("Arrow buffers are read-only"));
-        }
         let bytes = slf.bytes();
-        let ptr = bytes.as_ptr() as *mut c_void;
-        let len = bytes.len() as isize;
-        let py = slf.py();
+        let (ptr, len, py) = (bytes.as_ptr(), bytes.len(), slf.py());
         let owner: Py<PyAny> = slf.into_pyobject(py)?.into_any().unbind();
-        (*view).obj = owner.into_ptr();
-        (*view).buf = ptr;
-        (*view).len = len;
-        (*view).readonly = 1;
-        (*view).itemsize = 1;
-        (*view).format = if (flags & ffi::PyBUF_FORMAT) == ffi::PyBUF_FORMAT { c"B".as_ptr() as *mut _ } else { std::ptr::null_mut() };
-        (*view).ndim = 1;
-        (*view).shape = if (flags & ffi::PyBUF_ND) == ffi::PyBUF_ND { &mut (*view).len } else { std::ptr::null_mut() };
-        (*view).strides = if (flags & ffi::PyBUF_STRIDES) == ffi::PyBUF_STRIDES { &mut (*view).itemsize } else { std::ptr::null_mut() };
-        (*view).suboffsets = std::ptr::null_mut();
-        (*view).internal = std::ptr::null_mut();
-        Ok(())
+        fill_readonly_view(view, flags, owner, ptr, len, "Arrow buffers are read-only")
     }
     unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}
 }
@@ -132,17 +113,6 @@ fn columns_py<'py>(py: Python<'py>, c: Columns, mask: ColumnMask) -> PyResult<Bo
     Ok(out)
 }
 
-fn map_path(path: &str) -> PyResult<Backing> {
-    let f = std::fs::File::open(path).map_err(|e| io_err(path, e))?;
-    let len = f.metadata().map_err(|e| io_err(path, e))?.len();
-    if len == 0 {
-        return Ok(Backing::Vec(Vec::new()));
-    }
-    // SAFETY: read-only map; see Segment (a file truncated while mapped could fault)
-    let m = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| io_err(path, e))?;
-    let _ = m.advise(memmap2::Advice::Sequential);
-    Ok(Backing::Mmap(m))
-}
 
 fn backing(source: &Bound<'_, PyAny>) -> PyResult<(Backing, String)> {
     if let Ok(b) = source.downcast::<PyBytes>() {
@@ -150,7 +120,7 @@ fn backing(source: &Bound<'_, PyAny>) -> PyResult<(Backing, String)> {
     }
     let path: std::path::PathBuf = source.extract()?;
     let name = path.to_string_lossy().into_owned();
-    Ok((map_path(&name)?, name))
+    Ok((map_file(&name)?, name))
 }
 
 /// The records of one file (a path, memory-mapped, or bytes) as chunks of Arrow column buffers.

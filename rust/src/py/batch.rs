@@ -291,29 +291,10 @@ impl RecordBatch {
         )
     }
     unsafe fn __getbuffer__(slf: PyRef<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
-        if view.is_null() {
-            return Err(PyValueError::new_err("null buffer view"));
-        }
-        if (flags & ffi::PyBUF_WRITABLE) == ffi::PyBUF_WRITABLE {
-            return Err(pyo3::exceptions::PyBufferError::new_err("record batch bytes are read-only"));
-        }
         let bytes = slf.bytes();
-        let ptr = bytes.as_ptr() as *mut c_void;
-        let len = bytes.len() as isize;
-        let py = slf.py();
+        let (ptr, len, py) = (bytes.as_ptr(), bytes.len(), slf.py());
         let owner: Py<PyAny> = slf.into_pyobject(py)?.into_any().unbind();
-        (*view).obj = owner.into_ptr();
-        (*view).buf = ptr;
-        (*view).len = len;
-        (*view).readonly = 1;
-        (*view).itemsize = 1;
-        (*view).format = if (flags & ffi::PyBUF_FORMAT) == ffi::PyBUF_FORMAT { c"B".as_ptr() as *mut _ } else { std::ptr::null_mut() };
-        (*view).ndim = 1;
-        (*view).shape = if (flags & ffi::PyBUF_ND) == ffi::PyBUF_ND { &mut (*view).len } else { std::ptr::null_mut() };
-        (*view).strides = if (flags & ffi::PyBUF_STRIDES) == ffi::PyBUF_STRIDES { &mut (*view).itemsize } else { std::ptr::null_mut() };
-        (*view).suboffsets = std::ptr::null_mut();
-        (*view).internal = std::ptr::null_mut();
-        Ok(())
+        fill_readonly_view(view, flags, owner, ptr, len, "record batch bytes are read-only")
     }
     unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}
 }
@@ -470,5 +451,33 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(assign_offsets, m)?)?;
     m.add_function(wrap_pyfunction!(encode_batch, m)?)?;
     m.add_function(wrap_pyfunction!(py_crc32c, m)?)?;
+    Ok(())
+}
+
+/// Fills `view` as a read-only, one-dimensional byte buffer of `len` bytes at `ptr`, kept alive
+/// by `owner` (the Python object whose memory it is) until the view is released.
+///
+/// # Safety
+/// `view` must be the pointer the interpreter passed to `__getbuffer__`, and `ptr..ptr+len` must
+/// stay valid and unchanged for as long as `owner` lives.
+pub(crate) unsafe fn fill_readonly_view(view: *mut ffi::Py_buffer, flags: c_int, owner: Py<PyAny>, ptr: *const u8,
+                                        len: usize, read_only_msg: &'static str) -> PyResult<()> {
+    if view.is_null() {
+        return Err(PyValueError::new_err("null buffer view"));
+    }
+    if (flags & ffi::PyBUF_WRITABLE) == ffi::PyBUF_WRITABLE {
+        return Err(pyo3::exceptions::PyBufferError::new_err(read_only_msg));
+    }
+    (*view).obj = owner.into_ptr();
+    (*view).buf = ptr as *mut c_void;
+    (*view).len = len as isize;
+    (*view).readonly = 1;
+    (*view).itemsize = 1;
+    (*view).format = if (flags & ffi::PyBUF_FORMAT) == ffi::PyBUF_FORMAT { c"B".as_ptr() as *mut _ } else { std::ptr::null_mut() };
+    (*view).ndim = 1;
+    (*view).shape = if (flags & ffi::PyBUF_ND) == ffi::PyBUF_ND { &mut (*view).len } else { std::ptr::null_mut() };
+    (*view).strides = if (flags & ffi::PyBUF_STRIDES) == ffi::PyBUF_STRIDES { &mut (*view).itemsize } else { std::ptr::null_mut() };
+    (*view).suboffsets = std::ptr::null_mut();
+    (*view).internal = std::ptr::null_mut();
     Ok(())
 }

@@ -22,7 +22,8 @@ impl AsRef<[u8]> for Shared {
     }
 }
 
-fn map_file(path: &str) -> PyResult<Backing> {
+/// A read-only map of the file (an empty file gets an empty buffer: a zero-length map is an error).
+pub(crate) fn map_file(path: &str) -> PyResult<Backing> {
     let f = std::fs::File::open(path).map_err(|e| io_err(path, e))?;
     let len = f.metadata().map_err(|e| io_err(path, e))?.len();
     if len == 0 {
