@@ -302,19 +302,22 @@ def test_a_failed_fetch_is_retried_after_the_backoff_not_the_request_timeout():
     assert c.step(Receive(30, 2, m.FETCH, m.fetch_response(TP, 0, 2, 3, high_watermark=0), f.correlation_id, True)) == []
 
 def _fetches_until(c: RaftCore, start: int, end: int, answer) -> list[Send]:
-    """Ticks ``c`` every 50 ms from ``start`` to ``end``; each Fetch it sends is answered by
+    """Ticks ``c`` every 50 ms from ``start`` to ``end``; each Fetch or FetchSnapshot it sends is answered by
     ``answer(send, now)`` (a response body, or None: never answered) at the next tick. Returns the
     fetches sent."""
     sent: list[Send] = []
     todo: list[Send] = []
+    def fetches(out: list) -> list[Send]:
+        return [s for s in sends(out) if s.api in (m.FETCH, m.FETCH_SNAPSHOT) and not s.is_response]
+
     for t in range(start, end, 50):
-        todo += sends(c.step(Tick(t)), m.FETCH)
+        todo += fetches(c.step(Tick(t)))
         now, todo = todo, []
         for f in now:  # what was sent since the last tick; fetches its answers cause go out at the next one
             sent.append(f)
             body = answer(f, t)
             if body is not None:
-                todo += sends(respond(c, t, f, body), m.FETCH)
+                todo += fetches(respond(c, t, f, body))
     return sent
 
 
@@ -354,6 +357,40 @@ def test_observer_after_a_fetch_timeout_does_not_stick_to_a_voter_that_is_not_th
         assert 2 in dests, (seed, dests)  # (the old code asked its first pick forever)
         assert (c.role, c.epoch, c.leader_id) == (Role.FOLLOWER, 3, 2)
         assert dests[-3:] == [2, 2, 2] and c._fetch_deadline is not None
+
+
+def test_observer_fetching_a_snapshot_does_not_stick_to_a_voter_that_is_not_the_leader():
+    # the leader 2 says "take snapshot (10, 3)"; its first FetchSnapshot answer is lost, the fetch
+    # timeout passes, and the observer asks around: a voter refusing FetchSnapshot (not the leader)
+    # must not be asked forever (found by simulator seed 1000633 --big)
+    asked_around = []
+    for seed in range(10):
+        lost = [True]
+
+        def answer(f: Send, now: int) -> dict | None:
+            if f.api == m.FETCH:
+                if f.dest == 2:
+                    return m.fetch_response(TP, 0, 2, 3, snapshot_id=(10, 3), high_watermark=10)
+                return m.fetch_response(TP, Errors.NOT_LEADER_OR_FOLLOWER, 2, 3)
+            if f.dest != 2:
+                return m.fetch_snapshot_response(TP, Errors.NOT_LEADER_OR_FOLLOWER, 2, 3)
+            if lost[0]:
+                lost[0] = False
+                return None
+            return m.fetch_snapshot_response(TP, 0, 2, 3, snapshot_id=(10, 3), size=4, position=0, data=b"snap")
+
+        c = RaftCore(9, (1, 2, 3, 4, 5), MemoryLog(), ElectionState(3, leader_id=2),
+                     RaftConfig(cluster_id=CID, fetch_timeout_ms=2000, request_timeout_ms=2000), random.Random(seed))
+        out = c.step(Start(0))
+        sent = _fetches_until(c, 50, 12000, answer) if not sends(out, m.FETCH) else []
+        if not sent:
+            (first,) = sends(out, m.FETCH)
+            follow = sends(respond(c, 10, first, answer(first, 10)), m.FETCH_SNAPSHOT)
+            assert [f.dest for f in follow] == [2] and answer(follow[0], 10) is None  # that answer is lost
+            sent = _fetches_until(c, 50, 12000, answer)
+        assert c.log.snapshot() == (10, 3), (seed, [(f.api, f.dest) for f in sent])
+        asked_around.append(bool({f.dest for f in sent if f.api == m.FETCH_SNAPSHOT} - {2}))
+    assert any(asked_around)  # (for some seeds its first pick is the leader itself)
 
 
 def test_begin_quorum_epoch_is_resent_until_each_voter_fetches():

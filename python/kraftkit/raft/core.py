@@ -583,6 +583,9 @@ class RaftCore:
     def _respond(self, dest: int, api: int, corr: int, body: dict) -> None:
         self._out.append(Send(dest, api, body, corr, True))
 
+    def _backing_off(self, node: int) -> bool:
+        return (node, m.FETCH) in self._retry_at or (node, m.FETCH_SNAPSHOT) in self._retry_at
+
     def _maybe_send_fetch(self) -> None:
         if self._fetch_corr is not None:
             return
@@ -595,13 +598,14 @@ class RaftCore:
         else:
             # a voter that just answered with an error (e.g. NOT_LEADER_OR_FOLLOWER in the same epoch)
             # is backing off: ask another one (Kafka's findReadyBootstrapServer), not it again
-            if self._bootstrap_target is None or (self._bootstrap_target, m.FETCH) in self._retry_at:
-                ready = [v for v in self.voters if v != self.node_id and (v, m.FETCH) not in self._retry_at]
+            # (whichever request it refused: a FetchSnapshot of a snapshot fetch counts too)
+            if self._bootstrap_target is None or self._backing_off(self._bootstrap_target):
+                ready = [v for v in self.voters if v != self.node_id and not self._backing_off(v)]
                 if not ready:
                     return
                 self._bootstrap_target = self.rng.choice(ready)
             target = self._bootstrap_target
-        if (target, m.FETCH) in self._retry_at or (target, m.FETCH_SNAPSHOT) in self._retry_at:
+        if self._backing_off(target):
             return
         if self._snapshot_fetch is not None and self.role is Role.FOLLOWER:
             sid, buf = self._snapshot_fetch
