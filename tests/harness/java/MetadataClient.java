@@ -131,16 +131,28 @@ public class MetadataClient {
                 continue;
             }
             Method main = Class.forName(cls).getMethod("main", String[].class);
-            lastExit = 0;
-            int status = 0;
-            try {
-                main.invoke(null, (Object) a.toArray(new String[0]));
-            } catch (InvocationTargetException e) {
-                Throwable t = e.getCause();
-                if (t instanceof ExitTrap) status = ((ExitTrap) t).status;
-                else throw new RuntimeException("step " + i + " (" + cls + " " + a + ") failed", t);
+            // ConfigCommand --delete-config checks the config exists in the broker's metadata, which
+            // applies the earlier alter a little after the controller committed it (seconds on a
+            // loaded machine): such a step is retried until the broker has caught up. A refused
+            // delete changes nothing, so a retry is safe.
+            boolean waitsForMetadata = a.contains("--delete-config");
+            long deadline = System.currentTimeMillis() + 30_000;
+            int status;
+            while (true) {
+                lastExit = 0;
+                status = 0;
+                try {
+                    main.invoke(null, (Object) a.toArray(new String[0]));
+                } catch (InvocationTargetException e) {
+                    Throwable t = e.getCause();
+                    if (t instanceof ExitTrap) status = ((ExitTrap) t).status;
+                    else throw new RuntimeException("step " + i + " (" + cls + " " + a + ") failed", t);
+                }
+                if (status == 0) status = lastExit;
+                if (status == 0 || !waitsForMetadata || System.currentTimeMillis() > deadline) break;
+                out.println("(the broker has not applied the earlier change yet; retrying)");
+                Thread.sleep(200);
             }
-            if (status == 0) status = lastExit;
             if (status != 0) throw new RuntimeException("step " + i + " (" + cls + " " + a + ") exited " + status);
             out.flush();
             i++;
