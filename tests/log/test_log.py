@@ -328,3 +328,29 @@ def test_corrupt_batch_inside_active_segment(tmp_path):
         assert log.log_end_offset == 2
         assert log.leader_epochs == [(1, 0)]
     assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n1\n1 0\n"
+
+
+def test_delete_oldest_segments_and_truncate_fully(tmp_path):
+    log = Log(tmp_path / "p", create=True, segment_bytes=300)
+    for i, epoch in zip(range(0, 12, 2), (1, 1, 2, 2, 3, 3)):
+        log.append(mk(i, epoch=epoch))
+    bases = log.segments
+    assert len(bases) >= 3
+    with pytest.raises(LogError):
+        log.delete_segments(bases[1:2])  # not the oldest
+    with pytest.raises(LogError):
+        log.delete_segments(bases)  # the active one too
+    log.delete_segments(bases[:2])
+    assert log.segments == bases[2:] and log.log_start_offset == bases[2]
+    left = log_files(tmp_path / "p")
+    assert [n for n in left if n.endswith(".log")] == [f"{b:020d}.log" for b in bases[2:]]
+    assert not [n for n in left if int(n[:20]) in bases[:2]]  # nor their indexes
+    # the epoch cache starts at the new log start (the epoch in force there), as Kafka truncates it
+    assert log.leader_epochs[0][1] == bases[2] and all(o >= bases[2] for _e, o in log.leader_epochs)
+    assert L.read_leader_epochs(tmp_path / "p" / "leader-epoch-checkpoint") == log.leader_epochs
+    log.truncate_fully_and_start_at(100)
+    assert (log.segments, log.log_start_offset, log.log_end_offset, log.leader_epochs) == ([100], 100, 100, [])
+    log.append(mk(100, epoch=4))
+    log.close()
+    again = Log(tmp_path / "p")
+    assert (again.segments, again.log_end_offset, again.leader_epochs) == ([100], 102, [(4, 100)])

@@ -163,6 +163,20 @@ class Log:
         self._active, _ = SegmentWriter.open(self.dir, last, self.index_interval_bytes)
         self._truncate_epochs(offset)
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Deletes every segment and the leader epochs, and starts an empty log at ``offset``
+        (Kafka's ``UnifiedLog.truncateFullyAndStartAt``: a Raft follower that installed a
+        snapshot past its log does this)."""
+        self._check_open()
+        self._active.close()
+        for base in self._bases:
+            for suffix in (".log", ".index", ".timeindex"):
+                (self.dir / segment_name(base, suffix)).unlink(missing_ok=True)
+        self._epochs = []
+        write_leader_epochs(self.dir / EPOCH_FILE, [])
+        self._active = SegmentWriter.create(self.dir, offset, self.index_interval_bytes)
+        self._bases = [offset]
+
     def delete_segments(self, base_offsets: list[int]) -> None:
         """Deletes the oldest segments (their ``.log`` and index files), as retention does once a
         snapshot covers them; the log start offset moves to the first segment left. The active

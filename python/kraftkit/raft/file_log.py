@@ -32,7 +32,7 @@ from typing import Any
 from kraftkit._core import assign_offsets, control_record_key, encode_batch, encode_control_record, write_atomic
 from kraftkit.errors import LogError
 from kraftkit.log import Log
-from kraftkit.log.log import list_segments, segment_name
+from kraftkit.log.log import list_segments
 from kraftkit.raft.log import Batch, Entry, RaftLog, SnapshotId
 
 __all__ = ["FileRaftLog", "ClientBatches", "snapshot_file_name", "parse_snapshot_name", "split_batches"]
@@ -103,7 +103,6 @@ class FileRaftLog(RaftLog):
         self.dir.mkdir(parents=True, exist_ok=True)
         self.max_fetch_bytes = max_fetch_bytes
         self._clock = clock or (lambda: int(time.time() * 1000))
-        self._segment_bytes = segment_bytes
         for p in self.dir.glob("*.checkpoint.part"):
             p.unlink()
         snaps = sorted(s for s in (parse_snapshot_name(p.name) for p in self.dir.iterdir()) if s is not None)
@@ -306,12 +305,7 @@ class FileRaftLog(RaftLog):
             (self.dir / snapshot_file_name(old)).unlink(missing_ok=True)
 
     def _restart_at(self, offset: int) -> None:
-        self._log.close()
-        for base in list_segments(self.dir):
-            for suffix in (".log", ".index", ".timeindex"):
-                (self.dir / segment_name(base, suffix)).unlink(missing_ok=True)
-        (self.dir / "leader-epoch-checkpoint").unlink(missing_ok=True)
-        self._log = Log(self.dir, create=True, segment_bytes=self._segment_bytes, initial_offset=offset)
+        self._log.truncate_fully_and_start_at(offset)
         self._flushed = offset
 
     def _delete_segments_below(self, offset: int) -> None:

@@ -135,6 +135,7 @@ class PeerConnection:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         inflight: dict[int, tuple[int, int, ResponseCallback]] = {}
+        reading: asyncio.Task | None = None
         try:
             sock = writer.get_extra_info("socket")
             if sock is not None:
@@ -184,7 +185,7 @@ class PeerConnection:
                     reading.result()
                     return
         finally:
-            if "reading" in locals() and not reading.done():
+            if reading is not None and not reading.done():
                 reading.cancel()
             for _api, _v, cb in inflight.values():
                 cb(None)
