@@ -3,7 +3,7 @@
 use crate::batch::*;
 use crate::compression::{self, Codec};
 use crate::error::{Error, Result};
-use crate::varint::{size_of_varint, write_varint, write_varlong};
+use crate::varint::{size_of_varint, size_of_varlong, write_varint, write_varlong};
 
 /// One record to write. Offsets are contiguous: the i-th record gets offset delta i.
 pub struct RecordInput<'a> {
@@ -67,23 +67,27 @@ fn bytes_field_size(b: Option<&[u8]>) -> usize {
     }
 }
 
-/// Appends one record (DefaultRecord layout) to `out`.
-pub fn write_record(out: &mut Vec<u8>, offset_delta: i32, timestamp_delta: i64, r: &RecordInput) {
-    let mut body = 1usize; // attributes
-    let mut tmp = Vec::with_capacity(10);
-    write_varlong(&mut tmp, timestamp_delta);
-    body += tmp.len();
-    body += size_of_varint(offset_delta);
-    body += bytes_field_size(r.key);
-    body += bytes_field_size(r.value);
-    body += size_of_varint(r.headers.len() as i32);
+/// The size of a record's body (after its length varint).
+fn record_body_size(offset_delta: i32, timestamp_delta: i64, r: &RecordInput) -> usize {
+    let mut body = 1 // attributes
+        + size_of_varlong(timestamp_delta)
+        + size_of_varint(offset_delta)
+        + bytes_field_size(r.key)
+        + bytes_field_size(r.value)
+        + size_of_varint(r.headers.len() as i32);
     for (k, v) in &r.headers {
         body += bytes_field_size(Some(k));
         body += bytes_field_size(*v);
     }
+    body
+}
+
+/// Appends one record (DefaultRecord layout) to `out`.
+pub fn write_record(out: &mut Vec<u8>, offset_delta: i32, timestamp_delta: i64, r: &RecordInput) {
+    let body = record_body_size(offset_delta, timestamp_delta, r);
     write_varint(out, body as i32);
     out.push(0);
-    out.extend_from_slice(&tmp);
+    write_varlong(out, timestamp_delta);
     write_varint(out, offset_delta);
     write_bytes_field(out, r.key);
     write_bytes_field(out, r.value);
@@ -94,22 +98,38 @@ pub fn write_record(out: &mut Vec<u8>, offset_delta: i32, timestamp_delta: i64, 
     }
 }
 
+fn base_timestamp(p: &BatchParams, records: &[RecordInput]) -> i64 {
+    p.delete_horizon_ms.unwrap_or_else(|| records.first().map(|r| r.timestamp).unwrap_or(-1))
+}
+
+/// The size `encode_batch` gives the batch, without encoding it; None when it is compressed
+/// (the size is known only once compressed).
+pub fn batch_size(p: &BatchParams, records: &[RecordInput]) -> Option<usize> {
+    if p.codec != Codec::None {
+        return None;
+    }
+    let base = base_timestamp(p, records);
+    Some(RECORD_BATCH_OVERHEAD + records.iter().enumerate().map(|(i, r)| {
+        let body = record_body_size(i as i32, r.timestamp.wrapping_sub(base), r);
+        size_of_varint(body as i32) + body
+    }).sum::<usize>())
+}
+
 /// Encodes a complete batch and appends it to `out`.
 pub fn encode_batch(p: &BatchParams, records: &[RecordInput], out: &mut Vec<u8>) -> Result<()> {
     if records.len() > i32::MAX as usize {
         return Err(Error::invalid("too many records for one batch"));
     }
-    let first_ts = records.first().map(|r| r.timestamp).unwrap_or(-1);
-    let base_timestamp = p.delete_horizon_ms.unwrap_or(first_ts);
+    let base_timestamp = base_timestamp(p, records);
     let max_ts = p.max_timestamp.unwrap_or_else(|| records.iter().map(|r| r.timestamp).max().unwrap_or(-1));
-
-    let mut raw = Vec::with_capacity(records.iter().map(|r| 24 + r.key.map_or(0, |k| k.len()) + r.value.map_or(0, |v| v.len())).sum());
-    for (i, r) in records.iter().enumerate() {
-        write_record(&mut raw, i as i32, r.timestamp.wrapping_sub(base_timestamp), r);
-    }
+    let write_records = |out: &mut Vec<u8>| {
+        for (i, r) in records.iter().enumerate() {
+            write_record(out, i as i32, r.timestamp.wrapping_sub(base_timestamp), r);
+        }
+    };
 
     let start = out.len();
-    out.reserve(RECORD_BATCH_OVERHEAD + raw.len());
+    out.reserve(batch_size(p, records).unwrap_or(RECORD_BATCH_OVERHEAD));
     out.extend_from_slice(&p.base_offset.to_be_bytes());
     out.extend_from_slice(&[0u8; 4]); // length, patched below
     out.extend_from_slice(&p.partition_leader_epoch.to_be_bytes());
@@ -138,8 +158,10 @@ pub fn encode_batch(p: &BatchParams, records: &[RecordInput], out: &mut Vec<u8>)
     out.extend_from_slice(&p.base_sequence.to_be_bytes());
     out.extend_from_slice(&(records.len() as i32).to_be_bytes());
     if p.codec == Codec::None {
-        out.extend_from_slice(&raw);
+        write_records(out);
     } else {
+        let mut raw = Vec::with_capacity(records.iter().map(|r| 24 + r.key.map_or(0, |k| k.len()) + r.value.map_or(0, |v| v.len())).sum());
+        write_records(&mut raw);
         compression::compress(p.codec, &raw, p.level, out)?;
     }
     let size = out.len() - start;
@@ -221,6 +243,26 @@ mod tests {
             let v = r.value.clone().unwrap();
             assert_eq!(&data.bytes()[v.start as usize..v.end as usize], &vals[7][..]);
             assert_eq!(read_headers(data.bytes(), r).len(), 2);
+        }
+    }
+
+    #[test]
+    fn batch_size_is_the_encoded_size() {
+        let big = vec![7u8; 300];
+        for (n, ts_step, horizon) in [(0usize, 1i64, None), (1, 1, None), (200, -70_000, None), (50, 1 << 40, Some(5i64))] {
+            let recs: Vec<RecordInput> = (0..n)
+                .map(|i| RecordInput {
+                    timestamp: 1_000 + i as i64 * ts_step,
+                    key: if i % 3 == 0 { Some(&b"key"[..]) } else { None },
+                    value: if i % 5 == 0 { None } else { Some(&big[..i % 300]) },
+                    headers: if i % 4 == 0 { vec![(&b"h"[..], Some(&big[..i % 200])), (&b"n"[..], None)] } else { vec![] },
+                })
+                .collect();
+            let p = BatchParams { delete_horizon_ms: horizon, ..Default::default() };
+            let mut out = vec![1, 2, 3];
+            encode_batch(&p, &recs, &mut out).unwrap();
+            assert_eq!(batch_size(&p, &recs), Some(out.len() - 3), "{n} records");
+            assert_eq!(batch_size(&BatchParams { codec: Codec::Zstd, ..p }, &recs), None);
         }
     }
 }

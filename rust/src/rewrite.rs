@@ -128,6 +128,8 @@ enum Action {
     Keep,
     Drop,
     Replace(std::ops::Range<usize>),
+    /// The value unchanged but for its version, a one-byte varint at `at` in the value.
+    SetVersion { at: u32, to: u8 },
 }
 
 struct Rewriter<'p> {
@@ -147,31 +149,118 @@ struct Rewriter<'p> {
 /// boundaries, leader epochs and timestamps; offsets are renumbered from 0 when records are
 /// dropped. Errors name the byte position and base offset of the batch at fault.
 pub fn rewrite(input: &[u8], plan: &Plan, out: Option<&mut dyn Write>) -> Result<Report> {
-    let mut r = input;
-    rewrite_stream(&mut r, plan, out)
+    run(&mut SliceBatches { data: input, pos: 0 }, plan, out)
 }
 
 /// [`rewrite`] reading the snapshot from a stream, one batch at a time: memory holds one input
 /// and one output batch, whatever the snapshot's size.
-pub fn rewrite_stream(input: &mut dyn Read, plan: &Plan, mut out: Option<&mut dyn Write>) -> Result<Report> {
+pub fn rewrite_stream(input: &mut dyn Read, plan: &Plan, out: Option<&mut dyn Write>) -> Result<Report> {
+    run(&mut ReadBatches { input, buf: Vec::new(), start: 0, end: 0, eof: false }, plan, out)
+}
+
+/// Where the batches come from: a stream read batch by batch, or bytes in memory (or mapped).
+trait Batches {
+    /// The next batch (header, and its bytes from the base offset on) at file position `fpos`,
+    /// or None at the end; a torn or corrupt batch is an error naming `fpos`.
+    fn next_batch(&mut self, fpos: u64) -> Result<Option<(batch::BatchHeader, &[u8])>>;
+}
+
+/// Reads the stream in chunks straight into one buffer and hands out the batches in it (a
+/// batch split by a chunk boundary is completed by the next read).
+struct ReadBatches<'a> {
+    input: &'a mut dyn Read,
+    buf: Vec<u8>,
+    /// the unread bytes are buf[start..end]
+    start: usize,
+    end: usize,
+    eof: bool,
+}
+
+/// Bytes read at a time (the buffer grows only for a larger batch).
+const READ_CHUNK: usize = 256 << 10;
+
+impl Batches for ReadBatches<'_> {
+    fn next_batch(&mut self, fpos: u64) -> Result<Option<(batch::BatchHeader, &[u8])>> {
+        loop {
+            let avail = self.end - self.start;
+            // the bytes the next batch needs: its header up to the magic byte, then all of it as
+            // its length says (a length too small to be a batch is next_batch's to report)
+            let need = if avail >= batch::LOG_OVERHEAD {
+                let b = &self.buf[self.start..];
+                let length = i32::from_be_bytes([b[8], b[9], b[10], b[11]]);
+                if length < batch::LEGACY_RECORD_OVERHEAD_V0 { batch::HEADER_SIZE_UP_TO_MAGIC } else { (length as usize + batch::LOG_OVERHEAD).max(batch::HEADER_SIZE_UP_TO_MAGIC) }
+            } else {
+                batch::HEADER_SIZE_UP_TO_MAGIC
+            };
+            if avail >= need || self.eof {
+                if avail == 0 {
+                    return Ok(None);
+                }
+                // a short tail at the end of the stream: next_batch says how it is torn
+                return match batch::next_batch(&self.buf[self.start..self.end], 0, fpos)? {
+                    NextBatch::End => Ok(None),
+                    NextBatch::Batch(h, r) => {
+                        let at = self.start;
+                        self.start += r.end;
+                        Ok(Some((h, &self.buf[at + r.start..at + r.end])))
+                    }
+                };
+            }
+            // room for more: move the partial batch to the front, and grow the buffer only a
+            // chunk at a time beyond the bytes read (a corrupt length cannot make it allocate
+            // more than the stream holds)
+            if self.start > 0 {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end = avail;
+                self.start = 0;
+            }
+            let want = need.min(self.end + READ_CHUNK).max(READ_CHUNK);
+            if self.buf.len() < want {
+                self.buf.resize(want, 0);
+            }
+            let n = self.input.read(&mut self.buf[self.end..]).map_err(|e| Error::from(e).at(fpos, None))?;
+            if n == 0 {
+                self.eof = true;
+            }
+            self.end += n;
+        }
+    }
+}
+
+struct SliceBatches<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl Batches for SliceBatches<'_> {
+    fn next_batch(&mut self, fpos: u64) -> Result<Option<(batch::BatchHeader, &[u8])>> {
+        debug_assert_eq!(fpos, self.pos as u64);
+        match batch::next_batch(self.data, self.pos, 0)? {
+            NextBatch::End => Ok(None),
+            NextBatch::Batch(h, r) => {
+                self.pos = r.end;
+                Ok(Some((h, &self.data[r])))
+            }
+        }
+    }
+}
+
+/// Output bytes are gathered up to this size before each write.
+const WRITE_CHUNK: usize = 1 << 20;
+
+fn run(src: &mut dyn Batches, plan: &Plan, mut out: Option<&mut dyn Write>) -> Result<Report> {
     let mut rw = Rewriter { plan, report: Report::default(), topics: HashMap::new(), splice_plans: vec![None; 64], lost_fields: Vec::new(), lost_steps: Vec::new(), arena: Vec::new() };
     let mut fpos = 0u64;
     let mut next_offset: i64 = 0;
     let mut views: Vec<RecordView> = Vec::new();
-    let mut inbuf: Vec<u8> = Vec::new();
+    // output batches, back to back, written out in chunks of WRITE_CHUNK
     let mut buf: Vec<u8> = Vec::new();
     let mut actions: Vec<Action> = Vec::new();
     let mut expect_in: i64 = 0;
     let mut expect_epoch = plan.epoch;
     let mut footer_seen = false;
     let dry_run = out.is_none();
-    while let Some(n) = read_batch(input, &mut inbuf, fpos)? {
-        let inb = &inbuf[..n];
-        let (h, range) = match batch::next_batch(inb, 0, fpos)? {
-            NextBatch::End => break,
-            NextBatch::Batch(h, r) => (h, r),
-        };
-        let bytes = &inb[range.clone()];
+    while let Some((h, bytes)) = src.next_batch(fpos)? {
         batch::validate(&h, bytes, fpos)?;
         if h.base_offset != expect_in {
             return Err(Error::corrupt(fpos, Some(h.base_offset), format!("batch base offset {} where offset {expect_in} was expected (snapshot offsets start at 0 and are contiguous)", h.base_offset)));
@@ -192,6 +281,7 @@ pub fn rewrite_stream(input: &mut dyn Read, plan: &Plan, mut out: Option<&mut dy
         actions.clear();
         rw.arena.clear();
         let mut all_kept = true;
+        let mut same_size = true;
         if footer_seen {
             return Err(Error::corrupt(fpos, Some(h.base_offset), "batch after the SnapshotFooter"));
         }
@@ -210,7 +300,18 @@ pub fn rewrite_stream(input: &mut dyn Read, plan: &Plan, mut out: Option<&mut dy
             let key = r.key.as_ref().map(|k| &d[k.start as usize..k.end as usize]);
             let off = h.base_offset + r.offset_delta as i64;
             let a = if h.is_control() { rw.control(key, value, off, fpos)? } else { rw.data(value, off, fpos)? };
-            all_kept &= matches!(a, Action::Keep);
+            match &a {
+                Action::Keep => {}
+                Action::SetVersion { .. } => all_kept = false,
+                Action::Drop => {
+                    all_kept = false;
+                    same_size = false;
+                }
+                Action::Replace(v) => {
+                    all_kept = false;
+                    same_size &= r.value.as_ref().is_some_and(|x| (x.end - x.start) as usize == v.len());
+                }
+            }
             actions.push(a);
         }
         let kept = actions.iter().filter(|a| !matches!(a, Action::Drop)).count();
@@ -220,53 +321,61 @@ pub fn rewrite_stream(input: &mut dyn Read, plan: &Plan, mut out: Option<&mut dy
         }
         rw.report.batches_out += 1;
         rw.report.records_out += kept as u64;
-        buf.clear();
+        let at = buf.len();
         if all_kept && h.codec_id() == 0 {
             // untouched: the same bytes at the new base offset (outside the CRC)
             rw.report.bytes_out += bytes.len() as u64;
-            if let Some(w) = out.as_mut() {
-                w.write_all(&next_offset.to_be_bytes())?;
-                w.write_all(&bytes[8..])?;
+            if !dry_run {
+                buf.extend_from_slice(&next_offset.to_be_bytes());
+                buf.extend_from_slice(&bytes[8..]);
             }
-            next_offset += kept as i64;
-            continue;
-        } else if h.codec_id() == 0
-            && kept == views.len()
-            && views.iter().zip(&actions).all(|(r, a)| match a {
-                Action::Replace(v) => r.value.as_ref().is_some_and(|x| (x.end - x.start) as usize == v.len()),
-                _ => true,
-            })
-        {
+        } else if h.codec_id() == 0 && same_size {
             // every new value has the length of the old one (e.g. only the version in the
             // frame changed): patch them into a copy of the batch and recompute its CRC
-            if dry_run {
-                rw.report.bytes_out += bytes.len() as u64;
-                next_offset += kept as i64;
-                continue;
+            rw.report.bytes_out += bytes.len() as u64;
+            if !dry_run {
+                buf.extend_from_slice(bytes);
+                let b = &mut buf[at..];
+                for (r, a) in views.iter().zip(&actions) {
+                    let Some(x) = r.value.as_ref() else { continue };
+                    let start = batch::RECORD_BATCH_OVERHEAD + x.start as usize;
+                    match a {
+                        Action::Replace(v) => b[start..start + v.len()].copy_from_slice(&rw.arena[v.clone()]),
+                        Action::SetVersion { at, to } => b[start + *at as usize] = *to,
+                        _ => {}
+                    }
+                }
+                builder::set_base_offset(b, next_offset);
+                let crc = batch::compute_crc(b);
+                b[batch::CRC_OFFSET..batch::CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
             }
-            buf.extend_from_slice(bytes);
-            for (r, a) in views.iter().zip(&actions) {
-                if let (Action::Replace(v), Some(x)) = (a, r.value.as_ref()) {
-                    let at = batch::RECORD_BATCH_OVERHEAD + x.start as usize;
-                    buf[at..at + v.len()].copy_from_slice(&rw.arena[v.clone()]);
+        } else {
+            // batches that change size are built anew; a version patch becomes a patched copy
+            for (r, a) in views.iter().zip(actions.iter_mut()) {
+                if let (Action::SetVersion { at, to }, Some(v)) = (&*a, r.value.as_ref()) {
+                    let s = rw.arena.len();
+                    rw.arena.extend_from_slice(&d[v.start as usize..v.end as usize]);
+                    rw.arena[s + *at as usize] = *to;
+                    *a = Action::Replace(s..rw.arena.len());
                 }
             }
-            builder::set_base_offset(&mut buf, next_offset);
-            let crc = batch::compute_crc(&buf);
-            buf[batch::CRC_OFFSET..batch::CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
-        } else {
             let mut inputs: Vec<RecordInput> = Vec::with_capacity(kept);
             for (r, a) in views.iter().zip(&actions) {
                 let value: Option<&[u8]> = match a {
                     Action::Drop => continue,
                     Action::Replace(v) => Some(&rw.arena[v.clone()]),
-                    Action::Keep => r.value.as_ref().map(|v| &d[v.start as usize..v.end as usize]),
+                    Action::Keep | Action::SetVersion { .. } => r.value.as_ref().map(|v| &d[v.start as usize..v.end as usize]),
+                };
+                let headers = if r.header_count == 0 {
+                    Vec::new()
+                } else {
+                    batch::read_headers(d, r).into_iter().map(|hv| (&d[hv.key.start as usize..hv.key.end as usize], hv.value.map(|v| &d[v.start as usize..v.end as usize]))).collect()
                 };
                 inputs.push(RecordInput {
                     timestamp: h.base_timestamp + r.timestamp_delta,
                     key: r.key.as_ref().map(|k| &d[k.start as usize..k.end as usize]),
                     value,
-                    headers: Vec::new(),
+                    headers,
                 });
             }
             let params = BatchParams {
@@ -282,12 +391,24 @@ pub fn rewrite_stream(input: &mut dyn Read, plan: &Plan, mut out: Option<&mut dy
                 max_timestamp: Some(h.max_timestamp),
                 ..BatchParams::default()
             };
-            builder::encode_batch(&params, &inputs, &mut buf).map_err(|e| e.at(fpos, Some(h.base_offset)))?;
+            match builder::batch_size(&params, &inputs) {
+                // a dry run needs only the size, when it is known without encoding
+                Some(n) if dry_run => rw.report.bytes_out += n as u64,
+                _ => {
+                    builder::encode_batch(&params, &inputs, &mut buf).map_err(|e| e.at(fpos, Some(h.base_offset)))?;
+                    rw.report.bytes_out += (buf.len() - at) as u64;
+                    if dry_run {
+                        buf.truncate(at);
+                    }
+                }
+            }
         }
         next_offset += kept as i64;
-        rw.report.bytes_out += buf.len() as u64;
-        if let Some(w) = out.as_mut() {
-            w.write_all(&buf)?;
+        if buf.len() >= WRITE_CHUNK {
+            if let Some(w) = out.as_mut() {
+                w.write_all(&buf)?;
+            }
+            buf.clear();
         }
     }
     if rw.report.batches_in == 0 {
@@ -296,64 +417,10 @@ pub fn rewrite_stream(input: &mut dyn Read, plan: &Plan, mut out: Option<&mut dy
     if !footer_seen {
         return Err(Error::new(ErrorKind::Truncated, "no SnapshotFooter at the end: the snapshot is incomplete").at(fpos, None));
     }
+    if let Some(w) = out.as_mut() {
+        w.write_all(&buf)?;
+    }
     Ok(rw.report)
-}
-
-/// Batches up to this size are read straight into a buffer of their size (KRaft writes batches
-/// of at most 8 MiB).
-const DIRECT_READ_MAX: usize = 64 << 20;
-
-/// Reads the next whole batch (log overhead + length bytes) into `buf`; false at the end.
-/// The size is checked as `next_batch` checks it before anything is allocated for it, and
-/// the bytes are read as they come, so a corrupt length cannot make it allocate much.
-fn read_batch(input: &mut dyn Read, buf: &mut Vec<u8>, fpos: u64) -> Result<Option<usize>> {
-    // `buf` keeps its length between batches (only growing), so it is zeroed once, not per batch;
-    // the returned count says how much of it this batch filled
-    let mut head = [0u8; batch::HEADER_SIZE_UP_TO_MAGIC];
-    let mut got = 0;
-    while got < head.len() {
-        let n = input.read(&mut head[got..])?;
-        if n == 0 {
-            break;
-        }
-        got += n;
-    }
-    if got == 0 {
-        return Ok(None);
-    }
-    if buf.len() < got {
-        buf.resize(got, 0);
-    }
-    buf[..got].copy_from_slice(&head[..got]);
-    if got < head.len() {
-        // next_batch reports the truncation with its precise reason
-        return Ok(Some(got));
-    }
-    let length = i32::from_be_bytes([head[8], head[9], head[10], head[11]]);
-    if length < batch::LEGACY_RECORD_OVERHEAD_V0 {
-        return Ok(Some(got)); // next_batch: "record size .. is smaller than the minimum"
-    }
-    let total = length as usize + batch::LOG_OVERHEAD;
-    if total <= DIRECT_READ_MAX {
-        // read straight into place; a short file leaves the rest out (next_batch reports it)
-        if buf.len() < total {
-            buf.resize(total, 0);
-        }
-        let mut filled = got;
-        while filled < total {
-            let n = input.read(&mut buf[filled..total]).map_err(|e| Error::from(e).at(fpos, None))?;
-            if n == 0 {
-                break;
-            }
-            filled += n;
-        }
-        Ok(Some(filled))
-    } else {
-        // a size this large is likely corrupt: read what is there, growing only with the data
-        buf.truncate(got);
-        input.take((total - got) as u64).read_to_end(buf).map_err(|e| Error::from(e).at(fpos, None))?;
-        Ok(Some(buf.len()))
-    }
 }
 
 fn codec_err(e: CodecError, off: i64, fpos: u64, what: &str) -> Error {
@@ -418,12 +485,21 @@ impl Rewriter<'_> {
             Some(sp) => splice_struct(sp, body, &mut out, &mut self.lost_steps),
             None => {
                 let mut change = Change { record: schema.name, from: version, to, plan: self.plan, lost: &mut self.lost_fields };
-                reencode(&mut change, schema, body, &mut out)
+                reencode(&mut change, schema, body, &mut out).map(|_| false)
             }
         };
-        let end = out.len();
         self.arena = out;
-        res.map_err(|e| codec_err(e, off, fpos, schema.name))?;
+        let unchanged = res.map_err(|e| codec_err(e, off, fpos, schema.name))?;
+        if unchanged {
+            // only the version differs: patched in place when its varint keeps its size
+            self.arena.truncate(start);
+            if version < 0x80 && to >= 0 {
+                return Ok(Action::SetVersion { at: (body_at - 1) as u32, to: to as u8 });
+            }
+            write_frame(&mut self.arena, api_key, to);
+            self.arena.extend_from_slice(body);
+        }
+        let end = self.arena.len();
         if let (Some(sp), false) = (&splice, self.lost_steps.is_empty()) {
             // the common lossy case, once per record: loss entries found through the plan's
             // slots (no string work), a sample key decoded only while a loss still wants one
@@ -716,6 +792,8 @@ struct SplicePlan {
     dropped_tags: Vec<(u32, &'static Field, Option<SemanticDefault>)>,
     /// per lost field (steps, then dropped tags): its entry in the report's losses, once known
     loss_slots: Vec<Cell<Option<usize>>>,
+    /// the target version has every non-tagged field of the source
+    keeps_all: bool,
 }
 
 impl SplicePlan {
@@ -741,7 +819,8 @@ impl SplicePlan {
             .filter_map(|f| f.tag.map(|t| (t, f, rule(f))))
             .collect::<Vec<_>>();
         let loss_slots = (0..steps.len() + dropped_tags.len()).map(|_| Cell::new(None)).collect();
-        SplicePlan { from, steps, dropped_tags, loss_slots }
+        let keeps_all = steps.iter().all(|s| s.keep);
+        SplicePlan { from, steps, dropped_tags, loss_slots, keeps_all }
     }
 
     /// The field lost at `i` (an index `splice_struct` reported).
@@ -754,7 +833,9 @@ impl SplicePlan {
 /// the fields both versions have and cutting out the others (recording the non-default ones).
 /// The fields it loses (non-default values the target cannot carry) go to `lost` as indices
 /// into the plan (see [`SplicePlan::lost_field`]).
-fn splice_struct(sp: &SplicePlan, body: &[u8], out: &mut Vec<u8>, lost: &mut Vec<usize>) -> std::result::Result<(), CodecError> {
+/// Returns true, having written nothing, when the body is the same at `to` (every field kept
+/// and no dropped tag present).
+fn splice_struct(sp: &SplicePlan, body: &[u8], out: &mut Vec<u8>, lost: &mut Vec<usize>) -> std::result::Result<bool, CodecError> {
     let from = sp.from;
     let mut r = Reader::new(body);
     // bytes of consecutive kept fields are copied in one go
@@ -795,13 +876,16 @@ fn splice_struct(sp: &SplicePlan, body: &[u8], out: &mut Vec<u8>, lost: &mut Vec
             }
         }
     }
-    out.extend_from_slice(&body[run_start..r.pos]);
     // the tagged-field section: keep the tags `to` knows (and the unknown ones), in order
     let section = r.pos;
     let n = r.uvarint("tagged field count")?;
     if n == 0 && r.remaining() == 0 {
+        if sp.keeps_all {
+            return Ok(true);
+        }
+        out.extend_from_slice(&body[run_start..section]);
         out.push(0);
-        return Ok(());
+        return Ok(false);
     }
     let mut kept: Vec<&[u8]> = Vec::with_capacity(n as usize);
     let mut dropped = false;
@@ -827,14 +911,18 @@ fn splice_struct(sp: &SplicePlan, body: &[u8], out: &mut Vec<u8>, lost: &mut Vec
         return Err(CodecError::new(crate::schema::codec::CodecErrorKind::Corrupt, Some(r.pos), format!("{} byte(s) of garbage after the record", r.remaining())));
     }
     if !dropped {
-        out.extend_from_slice(&body[section..]);
-        return Ok(());
+        if sp.keeps_all {
+            return Ok(true);
+        }
+        out.extend_from_slice(&body[run_start..]);
+        return Ok(false);
     }
+    out.extend_from_slice(&body[run_start..section]);
     write_uvarint(out, kept.len() as u32);
     for e in kept {
         out.extend_from_slice(e);
     }
-    Ok(())
+    Ok(false)
 }
 
 /// The general path: decode, remove what `to` lacks (recording non-default values), encode.
@@ -1057,7 +1145,10 @@ mod tests {
             if struct_spliceable(m.body, v, to, true) {
                 let sp = SplicePlan::new(m.body, v, to, m.name, &plan);
                 let mut steps = Vec::new();
-                splice_struct(&sp, &r[at..], &mut a, &mut steps).unwrap();
+                if splice_struct(&sp, &r[at..], &mut a, &mut steps).unwrap() {
+                    assert!(a.is_empty());
+                    a.extend_from_slice(&r[at..]); // unchanged: the same body
+                }
                 la.extend(steps.iter().map(|&i| sp.lost_field(i).name.to_string()));
                 reencode(&mut Change { record: m.name, from: v, to, plan: &plan, lost: &mut lb }, m, &r[at..], &mut b).unwrap();
                 assert_eq!(a, b, "version {v} -> {to}");
@@ -1131,5 +1222,73 @@ mod tests {
         let e = rewrite(&good[..pos], &plan_to(&[]), None).unwrap_err();
         assert!(e.reason.contains("SnapshotFooter"), "{e:?}");
         assert_eq!(e.kind, ErrorKind::Truncated);
+    }
+
+    /// A reader handing out at most a few bytes per call.
+    struct Trickle<'a>(&'a [u8], usize);
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.1 = self.1 % 7 + 1;
+            let n = self.1.min(buf.len()).min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn streamed_input_matches_in_memory_input_across_read_boundaries() {
+        // ~1 MB: batches straddle the reader's chunks; some batches change size, some only
+        // their version, some nothing
+        let mut groups: Vec<Vec<Vec<u8>>> = Vec::new();
+        for t in 0..400u32 {
+            let tid = Value::Uuid([(t % 251) as u8 + 1; 16]);
+            let mut g = vec![rec("TopicRecord", 0, vec![("Name", Value::Str(format!("t{t}"))), ("TopicId", tid.clone())])];
+            for p in 0..20 {
+                let dirs = if t % 3 == 0 { vec![Value::Uuid([0; 16]); 3] } else { vec![Value::Uuid([9; 16]); 3] };
+                g.push(rec("PartitionRecord", 2, vec![("PartitionId", Value::Int(p)), ("TopicId", tid.clone()),
+                    ("Replicas", Value::Array(vec![Value::Int(1), Value::Int(2), Value::Int(3)])), ("Directories", Value::Array(dirs))]));
+            }
+            groups.push(g);
+        }
+        let refs: Vec<&[Vec<u8>]> = groups.iter().map(|g| &g[..]).collect();
+        let input = snapshot_of(&refs);
+        assert!(input.len() > 3 * READ_CHUNK);
+        for plan in [plan_to(&[]), plan_to(&[(3, Some(1))]), plan_to(&[(3, Some(0))])] {
+            let mut a = Vec::new();
+            let ra = rewrite(&input, &plan, Some(&mut a)).unwrap();
+            for chunked in [true, false] {
+                let mut b = Vec::new();
+                let rb = if chunked {
+                    rewrite_stream(&mut &input[..], &plan, Some(&mut b)).unwrap()
+                } else {
+                    rewrite_stream(&mut Trickle(&input, 0), &plan, Some(&mut b)).unwrap()
+                };
+                assert_eq!(a, b);
+                assert_eq!(ra.losses, rb.losses);
+                assert_eq!((ra.bytes_out, ra.records_out), (rb.bytes_out, rb.records_out));
+            }
+            // the dry run counts the bytes it would write
+            let dry = rewrite(&input, &plan, None).unwrap();
+            assert_eq!(dry.bytes_out as usize, a.len());
+            assert_eq!(dry.losses, ra.losses);
+        }
+        // cut anywhere: the same error either way
+        for cut in [5usize, 16, 17, 100, READ_CHUNK - 3, READ_CHUNK + 61, input.len() - 1] {
+            let e1 = rewrite(&input[..cut], &plan_to(&[]), None).unwrap_err();
+            let e2 = rewrite_stream(&mut Trickle(&input[..cut], 0), &plan_to(&[]), None).unwrap_err();
+            assert_eq!((e1.kind, e1.position, &e1.reason), (e2.kind, e2.position, &e2.reason), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn a_huge_declared_batch_length_allocates_only_what_the_stream_holds() {
+        let mut input = snapshot(&[rec("ConfigRecord", 0, vec![("Name", Value::Str("k".into()))])]);
+        input[8..12].copy_from_slice(&i32::MAX.to_be_bytes());
+        let mut src = ReadBatches { input: &mut &input[..], buf: Vec::new(), start: 0, end: 0, eof: false };
+        let e = src.next_batch(0).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Truncated, "{e:?}");
+        assert!(src.buf.len() <= 2 * READ_CHUNK, "buffer grew to {}", src.buf.len());
     }
 }

@@ -95,8 +95,20 @@ pub fn write_varlong(out: &mut Vec<u8>, v: i64) {
     write_uvarlong(out, ((v << 1) ^ (v >> 63)) as u64);
 }
 
+#[inline]
 pub fn size_of_varint(v: i32) -> usize {
     let mut u = ((v << 1) ^ (v >> 31)) as u32;
+    let mut n = 1;
+    while u >= 0x80 {
+        u >>= 7;
+        n += 1;
+    }
+    n
+}
+
+#[inline]
+pub fn size_of_varlong(v: i64) -> usize {
+    let mut u = ((v << 1) ^ (v >> 63)) as u64;
     let mut n = 1;
     while u >= 0x80 {
         u >>= 7;
@@ -113,6 +125,18 @@ mod tests {
         let mut o = Vec::new();
         write_varint(&mut o, v);
         o
+    }
+
+    #[test]
+    fn sizes_match_encodings() {
+        for v in [0i64, 1, -1, 63, 64, -64, -65, 8191, 8192, i32::MAX as i64, i32::MIN as i64, i64::MAX, i64::MIN] {
+            let mut o = Vec::new();
+            write_varlong(&mut o, v);
+            assert_eq!(size_of_varlong(v), o.len(), "{v}");
+            if let Ok(x) = i32::try_from(v) {
+                assert_eq!(size_of_varint(x), enc_varint(x).len(), "{x}");
+            }
+        }
     }
 
     #[test]

@@ -38,16 +38,18 @@ fn rewrite_snapshot<'py>(
     let name = src.to_string_lossy().into_owned();
     let plan = make_plan(versions, features, drop_kraft_control, semantic_defaults, samples, epoch)?;
     let f = File::open(&src).map_err(|e| io_err(&name, e))?;
-    // streamed, one batch at a time: memory does not grow with the snapshot
-    let mut input = std::io::BufReader::with_capacity(1 << 20, f);
+    // streamed, one batch at a time (read in chunks straight into one buffer): memory does
+    // not grow with the snapshot
+    let mut input = f;
+    let mut go = |out: Option<&mut dyn Write>| rewrite::rewrite_stream(&mut input, &plan, out);
     let result = py.allow_threads(|| -> Result<rewrite::Report, Result<crate::error::Error, std::io::Error>> {
         match &dst {
-            None => rewrite::rewrite_stream(&mut input, &plan, None).map_err(Ok),
+            None => go(None).map_err(Ok),
             Some(dst) => {
                 let part = part_path(dst);
                 let out = File::create(&part).map_err(Err)?;
                 let mut w = BufWriter::with_capacity(1 << 20, out);
-                let res = rewrite::rewrite_stream(&mut input, &plan, Some(&mut w));
+                let res = go(Some(&mut w));
                 let finish = |w: BufWriter<File>| -> std::io::Result<()> {
                     let f = w.into_inner().map_err(|e| e.into_error())?;
                     f.sync_all()?;
