@@ -1291,4 +1291,31 @@ mod tests {
         assert_eq!(e.kind, ErrorKind::Truncated, "{e:?}");
         assert!(src.buf.len() <= 2 * READ_CHUNK, "buffer grew to {}", src.buf.len());
     }
+
+    #[test]
+    fn record_headers_survive_a_rebuilt_batch() {
+        let pr = rec("PartitionRecord", 2, vec![("PartitionId", Value::Int(1)), ("Directories", Value::Array(vec![Value::Uuid([9; 16])]))]);
+        let mut input = snapshot_of(&[]);
+        // between the header and the footer, a data batch whose record has a header
+        let NextBatch::Batch(_, first) = batch::next_batch(&input, 0, 0).unwrap() else { panic!() };
+        let footer = input[first.end..].to_vec();
+        input.truncate(first.end);
+        let r = RecordInput { timestamp: 5, key: None, value: Some(&pr), headers: vec![(&b"h"[..], Some(&b"v"[..]))] };
+        builder::encode_batch(&BatchParams { base_offset: 1, partition_leader_epoch: 3, ..Default::default() }, &[r], &mut input).unwrap();
+        let mut footer = footer;
+        builder::set_base_offset(&mut footer, 2);
+        input.extend_from_slice(&footer);
+        let mut out = Vec::new();
+        let rep = rewrite(&input, &plan_to(&[(3, Some(0))]), Some(&mut out)).unwrap();
+        assert_eq!(rep.records_rewritten, 1);
+        let NextBatch::Batch(_, r0) = batch::next_batch(&out, 0, 0).unwrap() else { panic!() };
+        let NextBatch::Batch(h, r1) = batch::next_batch(&out, r0.end, 0).unwrap() else { panic!() };
+        let b = &out[r1];
+        let data = batch::records_data(&h, b, 0).unwrap();
+        let mut views = Vec::new();
+        batch::parse_records(&h, data.bytes(), 0, &mut views).unwrap();
+        let hv = batch::read_headers(data.bytes(), &views[0]);
+        assert_eq!(hv.len(), 1);
+        assert_eq!(&data.bytes()[hv[0].key.start as usize..hv[0].key.end as usize], b"h");
+    }
 }
