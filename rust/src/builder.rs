@@ -69,17 +69,32 @@ fn bytes_field_size(b: Option<&[u8]>) -> usize {
 
 /// The size of a record's body (after its length varint).
 fn record_body_size(offset_delta: i32, timestamp_delta: i64, r: &RecordInput) -> usize {
-    let mut body = 1 // attributes
-        + size_of_varlong(timestamp_delta)
-        + size_of_varint(offset_delta)
-        + bytes_field_size(r.key)
-        + bytes_field_size(r.value)
-        + size_of_varint(r.headers.len() as i32);
+    let mut body = body_size_without_headers(offset_delta, timestamp_delta, r.key.map(|k| k.len()), r.value.map(|v| v.len()), r.headers.len());
     for (k, v) in &r.headers {
         body += bytes_field_size(Some(k));
         body += bytes_field_size(*v);
     }
     body
+}
+
+fn body_size_without_headers(offset_delta: i32, timestamp_delta: i64, key: Option<usize>, value: Option<usize>, header_count: usize) -> usize {
+    let field = |n: Option<usize>| n.map_or(1, |n| size_of_varint(n as i32) + n);
+    1 // attributes
+        + size_of_varlong(timestamp_delta)
+        + size_of_varint(offset_delta)
+        + field(key)
+        + field(value)
+        + size_of_varint(header_count as i32)
+}
+
+/// The size `write_record` gives a record (length varint included), from the lengths of its
+/// key, value and headers (key length, value length; None for null).
+pub fn record_size(offset_delta: i32, timestamp_delta: i64, key: Option<usize>, value: Option<usize>, headers: &[(usize, Option<usize>)]) -> usize {
+    let mut body = body_size_without_headers(offset_delta, timestamp_delta, key, value, headers.len());
+    for (k, v) in headers {
+        body += size_of_varint(*k as i32) + k + v.map_or(1, |n| size_of_varint(n as i32) + n);
+    }
+    size_of_varint(body as i32) + body
 }
 
 /// Appends one record (DefaultRecord layout) to `out`.
@@ -262,6 +277,12 @@ mod tests {
             let mut out = vec![1, 2, 3];
             encode_batch(&p, &recs, &mut out).unwrap();
             assert_eq!(batch_size(&p, &recs), Some(out.len() - 3), "{n} records");
+            let base = recs.first().map_or(0, |r| horizon.unwrap_or(r.timestamp));
+            let by_parts: usize = recs.iter().enumerate().map(|(i, r)| {
+                let hs: Vec<(usize, Option<usize>)> = r.headers.iter().map(|(k, v)| (k.len(), v.map(|v| v.len()))).collect();
+                record_size(i as i32, r.timestamp.wrapping_sub(base), r.key.map(|k| k.len()), r.value.map(|v| v.len()), &hs)
+            }).sum();
+            assert_eq!(RECORD_BATCH_OVERHEAD + by_parts, out.len() - 3);
             assert_eq!(batch_size(&BatchParams { codec: Codec::Zstd, ..p }, &recs), None);
         }
     }

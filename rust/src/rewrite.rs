@@ -350,6 +350,31 @@ fn run(src: &mut dyn Batches, plan: &Plan, mut out: Option<&mut dyn Write>) -> R
                 b[batch::CRC_OFFSET..batch::CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
             }
         } else {
+            if dry_run && h.codec_id() == 0 {
+                // the size the rebuilt batch would have, from the sizes of its records
+                let mut size = batch::RECORD_BATCH_OVERHEAD;
+                let mut base = None;
+                let mut i = 0i32;
+                let mut hs: Vec<(usize, Option<usize>)> = Vec::new();
+                for (r, a) in views.iter().zip(&actions) {
+                    let value = match a {
+                        Action::Drop => continue,
+                        Action::Replace(v) => Some(v.len()),
+                        Action::Keep | Action::SetVersion { .. } => r.value.as_ref().map(|v| (v.end - v.start) as usize),
+                    };
+                    let ts = h.base_timestamp + r.timestamp_delta;
+                    let base = *base.get_or_insert(ts);
+                    hs.clear();
+                    if r.header_count > 0 {
+                        hs.extend(batch::read_headers(d, r).iter().map(|hv| (hv.key.len(), hv.value.as_ref().map(|v| v.len()))));
+                    }
+                    size += builder::record_size(i, ts.wrapping_sub(base), r.key.as_ref().map(|k| k.len()), value, &hs);
+                    i += 1;
+                }
+                rw.report.bytes_out += size as u64;
+                next_offset += kept as i64;
+                continue;
+            }
             // batches that change size are built anew; a version patch becomes a patched copy
             for (r, a) in views.iter().zip(actions.iter_mut()) {
                 if let (Action::SetVersion { at, to }, Some(v)) = (&*a, r.value.as_ref()) {
@@ -391,16 +416,10 @@ fn run(src: &mut dyn Batches, plan: &Plan, mut out: Option<&mut dyn Write>) -> R
                 max_timestamp: Some(h.max_timestamp),
                 ..BatchParams::default()
             };
-            match builder::batch_size(&params, &inputs) {
-                // a dry run needs only the size, when it is known without encoding
-                Some(n) if dry_run => rw.report.bytes_out += n as u64,
-                _ => {
-                    builder::encode_batch(&params, &inputs, &mut buf).map_err(|e| e.at(fpos, Some(h.base_offset)))?;
-                    rw.report.bytes_out += (buf.len() - at) as u64;
-                    if dry_run {
-                        buf.truncate(at);
-                    }
-                }
+            builder::encode_batch(&params, &inputs, &mut buf).map_err(|e| e.at(fpos, Some(h.base_offset)))?;
+            rw.report.bytes_out += (buf.len() - at) as u64;
+            if dry_run {
+                buf.truncate(at); // compressed: its size is known once encoded
             }
         }
         next_offset += kept as i64;
@@ -684,6 +703,10 @@ fn frame(value: &[u8]) -> std::result::Result<(i16, i16, usize), CodecError> {
 }
 
 fn write_frame(out: &mut Vec<u8>, api_key: i16, version: i16) {
+    if (0..0x80).contains(&api_key) && (0..0x80).contains(&version) {
+        out.extend_from_slice(&[1, api_key as u8, version as u8]);
+        return;
+    }
     write_uvarint(out, 1);
     write_uvarint(out, api_key as u32);
     write_uvarint(out, version as u32);
@@ -763,7 +786,8 @@ fn quick_carries_nothing(f: &Field, raw: &[u8], compact: bool, rule: Option<Sema
         return Some(empty_is_default || rule.is_some());
     }
     if rule == Some(SemanticDefault::AllZeroUuids) && matches!(elem, FieldType::Uuid) {
-        return Some(raw[p..].iter().all(|b| *b == 0));
+        // or-fold without an early exit: vectorized (uuid arrays are short)
+        return Some(raw[p..].iter().fold(0u8, |a, b| a | b) == 0);
     }
     Some(false) // non-empty: neither the default nor "empty"
 }
@@ -771,11 +795,24 @@ fn quick_carries_nothing(f: &Field, raw: &[u8], compact: bool, rule: Option<Sema
 /// (from, to, the plan; None when the change cannot be spliced).
 type CachedPlan = (i16, i16, Option<Rc<SplicePlan>>);
 
-/// One non-tagged field of the source version, in order, and what a splice does with it.
+/// How a splice walks over a field's bytes, worked out from its type once.
+#[derive(Clone, Copy, PartialEq)]
+enum Skip {
+    /// a fixed number of bytes (ints, uuids; consecutive kept ones merged into one step)
+    Fixed(usize),
+    /// a compact array of fixed-width elements: uvarint length + 1, then the elements
+    CompactArray { width: usize, nullable: bool },
+    /// anything else: the generic walk
+    Other,
+}
+
+/// One non-tagged field of the source version (or a run of kept fixed-width fields), in
+/// order, and what a splice does with it.
 struct SpliceStep {
     field: &'static Field,
-    /// encoded size when it is fixed (ints, uuids)
-    fixed: Option<usize>,
+    /// the fields after `field` merged into this step (kept fixed-width ones)
+    merged: Vec<&'static Field>,
+    skip: Skip,
     compact: bool,
     nullable: bool,
     /// the target version has it
@@ -799,19 +836,28 @@ struct SplicePlan {
 impl SplicePlan {
     fn new(s: &'static StructSchema, from: i16, to: i16, record: &str, plan: &Plan) -> Self {
         let rule = |f: &Field| plan.semantic_defaults.iter().find(|(r, n, _)| r == record && n == f.name).map(|(_, _, x)| *x);
-        let steps: Vec<SpliceStep> = s
-            .fields
-            .iter()
-            .filter(|f| f.versions.contains(from) && !f.tagged_versions.contains(from))
-            .map(|f| SpliceStep {
-                field: f,
-                fixed: codec::fixed_width(&f.ty),
-                compact: f.flexible_versions.map_or(true, |fv| fv.contains(from)),
-                nullable: f.nullable_versions.contains(from),
-                keep: f.versions.contains(to),
-                rule: rule(f),
-            })
-            .collect();
+        let mut steps: Vec<SpliceStep> = Vec::new();
+        for f in s.fields.iter().filter(|f| f.versions.contains(from) && !f.tagged_versions.contains(from)) {
+            let compact = f.flexible_versions.map_or(true, |fv| fv.contains(from));
+            let nullable = f.nullable_versions.contains(from);
+            let keep = f.versions.contains(to);
+            let skip = match (codec::fixed_width(&f.ty), &f.ty) {
+                (Some(w), _) => Skip::Fixed(w),
+                (None, FieldType::Array(e)) if compact => match codec::fixed_width(e) {
+                    Some(width) => Skip::CompactArray { width, nullable },
+                    None => Skip::Other,
+                },
+                _ => Skip::Other,
+            };
+            if let (Skip::Fixed(w), Some(last)) = (skip, steps.last_mut()) {
+                if let (Skip::Fixed(lw), true, true) = (last.skip, last.keep, keep) {
+                    last.skip = Skip::Fixed(lw + w);
+                    last.merged.push(f);
+                    continue;
+                }
+            }
+            steps.push(SpliceStep { field: f, merged: Vec::new(), skip, compact, nullable, keep, rule: rule(f) });
+        }
         let dropped_tags = s
             .fields
             .iter()
@@ -843,22 +889,34 @@ fn splice_struct(sp: &SplicePlan, body: &[u8], out: &mut Vec<u8>, lost: &mut Vec
     for (i, st) in sp.steps.iter().enumerate() {
         let f = st.field;
         let start = r.pos;
-        let quick = match st.fixed {
-            Some(w) if start + w <= body.len() => {
-                r.pos = start + w;
-                true
-            }
-            Some(_) => false,
-            None => {
-                let mut p = r.pos;
-                let ok = codec::skip_quick(body, &mut p, &f.ty, from, st.compact, st.nullable).is_some();
-                r.pos = p;
-                ok
+        let end = match st.skip {
+            Skip::Fixed(w) => Some(start + w),
+            Skip::CompactArray { width, nullable } => match body.get(start) {
+                // a short array (the usual case): a one-byte length
+                Some(&n) if n < 0x80 => match n {
+                    0 if !nullable => None,
+                    0 => Some(start + 1),
+                    n => Some(start + 1 + (n as usize - 1) * width),
+                },
+                _ => {
+                    let mut p = start;
+                    codec::skip_quick(body, &mut p, &f.ty, from, true, nullable).map(|_| p)
+                }
+            },
+            Skip::Other => {
+                let mut p = start;
+                codec::skip_quick(body, &mut p, &f.ty, from, st.compact, st.nullable).map(|_| p)
             }
         };
-        if !quick {
-            r.pos = start;
-            codec::skip_field_value(&mut r, f, from, true)?; // says what is wrong, and where
+        match end {
+            Some(e) if e <= body.len() => r.pos = e,
+            _ => {
+                // the generic walk says what is wrong, and where
+                r.pos = start;
+                for f in std::iter::once(f).chain(st.merged.iter().copied()) {
+                    codec::skip_field_value(&mut r, f, from, true)?;
+                }
+            }
         }
         if !st.keep {
             out.extend_from_slice(&body[run_start..start]);
@@ -1317,5 +1375,32 @@ mod tests {
         let hv = batch::read_headers(data.bytes(), &views[0]);
         assert_eq!(hv.len(), 1);
         assert_eq!(&data.bytes()[hv[0].key.start as usize..hv[0].key.end as usize], b"h");
+    }
+
+    #[test]
+    fn dry_run_sizes_rebuilt_batches_exactly() {
+        // the first record dropped (the base timestamp moves), timestamps far apart, a header
+        let topic = rec("TopicRecord", 0, vec![("Name", Value::Str("t".into())), ("TopicId", Value::Uuid([4; 16]))]);
+        let pr = rec("PartitionRecord", 2, vec![("PartitionId", Value::Int(1)), ("Directories", Value::Array(vec![Value::Uuid([9; 16])]))]);
+        let mut input = snapshot_of(&[]);
+        let NextBatch::Batch(_, first) = batch::next_batch(&input, 0, 0).unwrap() else { panic!() };
+        let mut footer = input[first.end..].to_vec();
+        input.truncate(first.end);
+        let recs = [
+            RecordInput { timestamp: 100, key: None, value: Some(&topic), headers: vec![] },
+            RecordInput { timestamp: 5, key: Some(&b"k"[..]), value: Some(&pr), headers: vec![(&b"h"[..], None)] },
+            RecordInput { timestamp: 1_000_000_000_000, key: None, value: Some(&pr), headers: vec![] },
+        ];
+        builder::encode_batch(&BatchParams { base_offset: 1, partition_leader_epoch: 3, ..Default::default() }, &recs, &mut input).unwrap();
+        builder::set_base_offset(&mut footer, 4);
+        input.extend_from_slice(&footer);
+        for plan in [plan_to(&[(2, None), (3, Some(0))]), plan_to(&[(2, None)]), plan_to(&[(3, Some(1))])] {
+            let mut out = Vec::new();
+            let written = rewrite(&input, &plan, Some(&mut out)).unwrap();
+            let dry = rewrite(&input, &plan, None).unwrap();
+            assert_eq!(dry.bytes_out as usize, out.len());
+            assert_eq!(written.bytes_out as usize, out.len());
+            assert_eq!((dry.records_out, dry.losses.len()), (written.records_out, written.losses.len()));
+        }
     }
 }
