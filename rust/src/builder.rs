@@ -69,7 +69,7 @@ fn bytes_field_size(b: Option<&[u8]>) -> usize {
 
 /// The size of a record's body (after its length varint).
 fn record_body_size(offset_delta: i32, timestamp_delta: i64, r: &RecordInput) -> usize {
-    let mut body = body_size_without_headers(offset_delta, timestamp_delta, r.key.map(|k| k.len()), r.value.map(|v| v.len()), r.headers.len());
+    let mut body = body_size_without_headers(offset_delta, timestamp_delta, r.key, r.value, r.headers.len());
     for (k, v) in &r.headers {
         body += bytes_field_size(Some(k));
         body += bytes_field_size(*v);
@@ -77,24 +77,13 @@ fn record_body_size(offset_delta: i32, timestamp_delta: i64, r: &RecordInput) ->
     body
 }
 
-fn body_size_without_headers(offset_delta: i32, timestamp_delta: i64, key: Option<usize>, value: Option<usize>, header_count: usize) -> usize {
-    let field = |n: Option<usize>| n.map_or(1, |n| size_of_varint(n as i32) + n);
+fn body_size_without_headers(offset_delta: i32, timestamp_delta: i64, key: Option<&[u8]>, value: Option<&[u8]>, header_count: usize) -> usize {
     1 // attributes
         + size_of_varlong(timestamp_delta)
         + size_of_varint(offset_delta)
-        + field(key)
-        + field(value)
+        + bytes_field_size(key)
+        + bytes_field_size(value)
         + size_of_varint(header_count as i32)
-}
-
-/// The size `write_record` gives a record (length varint included), from the lengths of its
-/// key, value and headers (key length, value length; None for null).
-pub fn record_size(offset_delta: i32, timestamp_delta: i64, key: Option<usize>, value: Option<usize>, headers: &[(usize, Option<usize>)]) -> usize {
-    let mut body = body_size_without_headers(offset_delta, timestamp_delta, key, value, headers.len());
-    for (k, v) in headers {
-        body += size_of_varint(*k as i32) + k + v.map_or(1, |n| size_of_varint(n as i32) + n);
-    }
-    size_of_varint(body as i32) + body
 }
 
 /// Appends one record (DefaultRecord layout) to `out`.
@@ -113,38 +102,65 @@ pub fn write_record(out: &mut Vec<u8>, offset_delta: i32, timestamp_delta: i64, 
     }
 }
 
+/// A record copied into a new batch: its headers as they were encoded (count, then the bytes
+/// after the count), so they are carried without being decoded.
+pub struct RawRecord<'a> {
+    pub timestamp: i64,
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+    pub header_count: u32,
+    pub headers: &'a [u8],
+}
+
+impl RawRecord<'_> {
+    fn body_size(&self, offset_delta: i32, timestamp_delta: i64) -> usize {
+        body_size_without_headers(offset_delta, timestamp_delta, self.key, self.value, self.header_count as usize) + self.headers.len()
+    }
+
+    /// The size `write` gives the record, its length varint included.
+    pub fn size(&self, offset_delta: i32, timestamp_delta: i64) -> usize {
+        let body = self.body_size(offset_delta, timestamp_delta);
+        size_of_varint(body as i32) + body
+    }
+
+    /// Appends the record (DefaultRecord layout) to `out`.
+    pub fn write(&self, out: &mut Vec<u8>, offset_delta: i32, timestamp_delta: i64) {
+        write_varint(out, self.body_size(offset_delta, timestamp_delta) as i32);
+        out.push(0);
+        write_varlong(out, timestamp_delta);
+        write_varint(out, offset_delta);
+        write_bytes_field(out, self.key);
+        write_bytes_field(out, self.value);
+        write_varint(out, self.header_count as i32);
+        out.extend_from_slice(self.headers);
+    }
+}
+
 fn base_timestamp(p: &BatchParams, records: &[RecordInput]) -> i64 {
     p.delete_horizon_ms.unwrap_or_else(|| records.first().map(|r| r.timestamp).unwrap_or(-1))
 }
 
-/// The size `encode_batch` gives the batch, without encoding it; None when it is compressed
-/// (the size is known only once compressed).
-pub fn batch_size(p: &BatchParams, records: &[RecordInput]) -> Option<usize> {
-    if p.codec != Codec::None {
-        return None;
-    }
-    let base = base_timestamp(p, records);
-    Some(RECORD_BATCH_OVERHEAD + records.iter().enumerate().map(|(i, r)| {
-        let body = record_body_size(i as i32, r.timestamp.wrapping_sub(base), r);
-        size_of_varint(body as i32) + body
-    }).sum::<usize>())
-}
-
 /// Encodes a complete batch and appends it to `out`.
 pub fn encode_batch(p: &BatchParams, records: &[RecordInput], out: &mut Vec<u8>) -> Result<()> {
-    if records.len() > i32::MAX as usize {
-        return Err(Error::invalid("too many records for one batch"));
-    }
     let base_timestamp = base_timestamp(p, records);
     let max_ts = p.max_timestamp.unwrap_or_else(|| records.iter().map(|r| r.timestamp).max().unwrap_or(-1));
-    let write_records = |out: &mut Vec<u8>| {
+    let estimate = records.iter().map(|r| 16 + r.key.map_or(0, |k| k.len()) + r.value.map_or(0, |v| v.len())).sum::<usize>();
+    encode_batch_with(p, records.len(), base_timestamp, max_ts, estimate, out, |out| {
         for (i, r) in records.iter().enumerate() {
             write_record(out, i as i32, r.timestamp.wrapping_sub(base_timestamp), r);
         }
-    };
+    })
+}
 
+/// Encodes a batch of `count` records that `write_records` appends (record i with offset delta
+/// i, timestamps relative to `base_timestamp`; compressed afterwards when the codec says so),
+/// and appends it to `out`. `estimate`: about how many bytes the records take.
+pub fn encode_batch_with(p: &BatchParams, count: usize, base_timestamp: i64, max_timestamp: i64, estimate: usize, out: &mut Vec<u8>, write_records: impl FnOnce(&mut Vec<u8>)) -> Result<()> {
+    if count > i32::MAX as usize {
+        return Err(Error::invalid("too many records for one batch"));
+    }
     let start = out.len();
-    out.reserve(batch_size(p, records).unwrap_or(RECORD_BATCH_OVERHEAD));
+    out.reserve(RECORD_BATCH_OVERHEAD + estimate);
     out.extend_from_slice(&p.base_offset.to_be_bytes());
     out.extend_from_slice(&[0u8; 4]); // length, patched below
     out.extend_from_slice(&p.partition_leader_epoch.to_be_bytes());
@@ -164,18 +180,18 @@ pub fn encode_batch(p: &BatchParams, records: &[RecordInput], out: &mut Vec<u8>)
         attributes |= ATTR_DELETE_HORIZON;
     }
     out.extend_from_slice(&attributes.to_be_bytes());
-    let last_delta: i32 = if records.is_empty() { 0 } else { records.len() as i32 - 1 };
+    let last_delta: i32 = if count == 0 { 0 } else { count as i32 - 1 };
     out.extend_from_slice(&last_delta.to_be_bytes());
     out.extend_from_slice(&base_timestamp.to_be_bytes());
-    out.extend_from_slice(&max_ts.to_be_bytes());
+    out.extend_from_slice(&max_timestamp.to_be_bytes());
     out.extend_from_slice(&p.producer_id.to_be_bytes());
     out.extend_from_slice(&p.producer_epoch.to_be_bytes());
     out.extend_from_slice(&p.base_sequence.to_be_bytes());
-    out.extend_from_slice(&(records.len() as i32).to_be_bytes());
+    out.extend_from_slice(&(count as i32).to_be_bytes());
     if p.codec == Codec::None {
         write_records(out);
     } else {
-        let mut raw = Vec::with_capacity(records.iter().map(|r| 24 + r.key.map_or(0, |k| k.len()) + r.value.map_or(0, |v| v.len())).sum());
+        let mut raw = Vec::with_capacity(estimate);
         write_records(&mut raw);
         compression::compress(p.codec, &raw, p.level, out)?;
     }
@@ -262,9 +278,9 @@ mod tests {
     }
 
     #[test]
-    fn batch_size_is_the_encoded_size() {
+    fn raw_records_size_and_encode_as_records() {
         let big = vec![7u8; 300];
-        for (n, ts_step, horizon) in [(0usize, 1i64, None), (1, 1, None), (200, -70_000, None), (50, 1 << 40, Some(5i64))] {
+        for (n, ts_step) in [(0usize, 1i64), (1, 1), (200, -70_000), (50, 1 << 40)] {
             let recs: Vec<RecordInput> = (0..n)
                 .map(|i| RecordInput {
                     timestamp: 1_000 + i as i64 * ts_step,
@@ -273,17 +289,31 @@ mod tests {
                     headers: if i % 4 == 0 { vec![(&b"h"[..], Some(&big[..i % 200])), (&b"n"[..], None)] } else { vec![] },
                 })
                 .collect();
-            let p = BatchParams { delete_horizon_ms: horizon, ..Default::default() };
+            let p = BatchParams::default();
             let mut out = vec![1, 2, 3];
             encode_batch(&p, &recs, &mut out).unwrap();
-            assert_eq!(batch_size(&p, &recs), Some(out.len() - 3), "{n} records");
-            let base = recs.first().map_or(0, |r| horizon.unwrap_or(r.timestamp));
-            let by_parts: usize = recs.iter().enumerate().map(|(i, r)| {
-                let hs: Vec<(usize, Option<usize>)> = r.headers.iter().map(|(k, v)| (k.len(), v.map(|v| v.len()))).collect();
-                record_size(i as i32, r.timestamp.wrapping_sub(base), r.key.map(|k| k.len()), r.value.map(|v| v.len()), &hs)
-            }).sum();
-            assert_eq!(RECORD_BATCH_OVERHEAD + by_parts, out.len() - 3);
-            assert_eq!(batch_size(&BatchParams { codec: Codec::Zstd, ..p }, &recs), None);
+            // the same records carried over raw (headers as encoded) give the same bytes and sizes
+            let data = &out[3 + RECORD_BATCH_OVERHEAD..];
+            let NextBatch::Batch(h, _) = next_batch(&out, 3, 0).unwrap() else { panic!() };
+            let mut views = Vec::new();
+            parse_records(&h, data, 0, &mut views).unwrap();
+            let raws: Vec<RawRecord> = views.iter().map(|v| RawRecord {
+                timestamp: h.base_timestamp + v.timestamp_delta,
+                key: v.key.as_ref().map(|k| &data[k.start as usize..k.end as usize]),
+                value: v.value.as_ref().map(|k| &data[k.start as usize..k.end as usize]),
+                header_count: v.header_count,
+                headers: &data[v.headers.start as usize..v.headers.end as usize],
+            }).collect();
+            let base = raws.first().map_or(-1, |r| r.timestamp);
+            let sizes: usize = raws.iter().enumerate().map(|(i, r)| r.size(i as i32, r.timestamp - base)).sum();
+            assert_eq!(RECORD_BATCH_OVERHEAD + sizes, out.len() - 3, "{n} records");
+            let mut again = Vec::new();
+            encode_batch_with(&p, raws.len(), base, h.max_timestamp, 0, &mut again, |o| {
+                for (i, r) in raws.iter().enumerate() {
+                    r.write(o, i as i32, r.timestamp - base);
+                }
+            }).unwrap();
+            assert_eq!(again, out[3..]);
         }
     }
 }

@@ -17,7 +17,9 @@
 //! generic decoder and encoder.
 
 use crate::batch::{self, NextBatch, RecordView};
-use crate::builder::{self, BatchParams, RecordInput};
+use crate::builder::{self, BatchParams, RawRecord};
+#[cfg(test)]
+use crate::builder::RecordInput;
 use crate::error::{Error, ErrorKind, Result};
 use crate::schema::codec::{self, is_default, Reader};
 use crate::schema::json::uuid_text;
@@ -350,32 +352,9 @@ fn run(src: &mut dyn Batches, plan: &Plan, mut out: Option<&mut dyn Write>) -> R
                 b[batch::CRC_OFFSET..batch::CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
             }
         } else {
-            if dry_run && h.codec_id() == 0 {
-                // the size the rebuilt batch would have, from the sizes of its records
-                let mut size = batch::RECORD_BATCH_OVERHEAD;
-                let mut base = None;
-                let mut i = 0i32;
-                let mut hs: Vec<(usize, Option<usize>)> = Vec::new();
-                for (r, a) in views.iter().zip(&actions) {
-                    let value = match a {
-                        Action::Drop => continue,
-                        Action::Replace(v) => Some(v.len()),
-                        Action::Keep | Action::SetVersion { .. } => r.value.as_ref().map(|v| (v.end - v.start) as usize),
-                    };
-                    let ts = h.base_timestamp + r.timestamp_delta;
-                    let base = *base.get_or_insert(ts);
-                    hs.clear();
-                    if r.header_count > 0 {
-                        hs.extend(batch::read_headers(d, r).iter().map(|hv| (hv.key.len(), hv.value.as_ref().map(|v| v.len()))));
-                    }
-                    size += builder::record_size(i, ts.wrapping_sub(base), r.key.as_ref().map(|k| k.len()), value, &hs);
-                    i += 1;
-                }
-                rw.report.bytes_out += size as u64;
-                next_offset += kept as i64;
-                continue;
-            }
-            // batches that change size are built anew; a version patch becomes a patched copy
+            // batches that change size are built anew: the kept records carried over (new
+            // values, headers as they were), offsets renumbered, timestamps kept; a version
+            // patch becomes a patched copy
             for (r, a) in views.iter().zip(actions.iter_mut()) {
                 if let (Action::SetVersion { at, to }, Some(v)) = (&*a, r.value.as_ref()) {
                     let s = rw.arena.len();
@@ -384,42 +363,45 @@ fn run(src: &mut dyn Batches, plan: &Plan, mut out: Option<&mut dyn Write>) -> R
                     *a = Action::Replace(s..rw.arena.len());
                 }
             }
-            let mut inputs: Vec<RecordInput> = Vec::with_capacity(kept);
-            for (r, a) in views.iter().zip(&actions) {
-                let value: Option<&[u8]> = match a {
-                    Action::Drop => continue,
+            let raw = |(r, a): (&RecordView, &Action)| -> Option<RawRecord> {
+                let slice = |x: &std::ops::Range<u32>| &d[x.start as usize..x.end as usize];
+                let value = match a {
+                    Action::Drop => return None,
                     Action::Replace(v) => Some(&rw.arena[v.clone()]),
-                    Action::Keep | Action::SetVersion { .. } => r.value.as_ref().map(|v| &d[v.start as usize..v.end as usize]),
+                    Action::Keep => r.value.as_ref().map(slice),
+                    Action::SetVersion { .. } => unreachable!("patched into the arena above"),
                 };
-                let headers = if r.header_count == 0 {
-                    Vec::new()
-                } else {
-                    batch::read_headers(d, r).into_iter().map(|hv| (&d[hv.key.start as usize..hv.key.end as usize], hv.value.map(|v| &d[v.start as usize..v.end as usize]))).collect()
-                };
-                inputs.push(RecordInput {
-                    timestamp: h.base_timestamp + r.timestamp_delta,
-                    key: r.key.as_ref().map(|k| &d[k.start as usize..k.end as usize]),
-                    value,
-                    headers,
-                });
-            }
-            let params = BatchParams {
-                base_offset: next_offset,
-                partition_leader_epoch: h.partition_leader_epoch,
-                producer_id: h.producer_id,
-                producer_epoch: h.producer_epoch,
-                base_sequence: h.base_sequence,
-                transactional: h.is_transactional(),
-                control: h.is_control(),
-                log_append_time: h.is_log_append_time(),
-                codec: h.codec().unwrap_or(crate::compression::Codec::None),
-                max_timestamp: Some(h.max_timestamp),
-                ..BatchParams::default()
+                Some(RawRecord { timestamp: h.base_timestamp + r.timestamp_delta, key: r.key.as_ref().map(slice), value, header_count: r.header_count, headers: slice(&r.headers) })
             };
-            builder::encode_batch(&params, &inputs, &mut buf).map_err(|e| e.at(fpos, Some(h.base_offset)))?;
-            rw.report.bytes_out += (buf.len() - at) as u64;
-            if dry_run {
-                buf.truncate(at); // compressed: its size is known once encoded
+            let records = || views.iter().zip(&actions).filter_map(raw);
+            let base = records().next().map_or(-1, |r| r.timestamp);
+            if dry_run && h.codec_id() == 0 {
+                // the size it would have is enough
+                let size: usize = records().enumerate().map(|(i, r)| r.size(i as i32, r.timestamp.wrapping_sub(base))).sum();
+                rw.report.bytes_out += (batch::RECORD_BATCH_OVERHEAD + size) as u64;
+            } else {
+                let params = BatchParams {
+                    base_offset: next_offset,
+                    partition_leader_epoch: h.partition_leader_epoch,
+                    producer_id: h.producer_id,
+                    producer_epoch: h.producer_epoch,
+                    base_sequence: h.base_sequence,
+                    transactional: h.is_transactional(),
+                    control: h.is_control(),
+                    log_append_time: h.is_log_append_time(),
+                    codec: h.codec().unwrap_or(crate::compression::Codec::None),
+                    ..BatchParams::default()
+                };
+                builder::encode_batch_with(&params, kept, base, h.max_timestamp, d.len(), &mut buf, |out| {
+                    for (i, r) in records().enumerate() {
+                        r.write(out, i as i32, r.timestamp.wrapping_sub(base));
+                    }
+                })
+                .map_err(|e| e.at(fpos, Some(h.base_offset)))?;
+                rw.report.bytes_out += (buf.len() - at) as u64;
+                if dry_run {
+                    buf.truncate(at); // compressed: its size is known once encoded
+                }
             }
         }
         next_offset += kept as i64;
@@ -1394,13 +1376,16 @@ mod tests {
         builder::encode_batch(&BatchParams { base_offset: 1, partition_leader_epoch: 3, ..Default::default() }, &recs, &mut input).unwrap();
         builder::set_base_offset(&mut footer, 4);
         input.extend_from_slice(&footer);
-        for plan in [plan_to(&[(2, None), (3, Some(0))]), plan_to(&[(2, None)]), plan_to(&[(3, Some(1))])] {
+        for (plan, pr_version) in [(plan_to(&[(2, None), (3, Some(0))]), 0), (plan_to(&[(2, None)]), 2), (plan_to(&[(3, Some(1))]), 1), (plan_to(&[(2, None), (3, Some(1))]), 1)] {
             let mut out = Vec::new();
             let written = rewrite(&input, &plan, Some(&mut out)).unwrap();
             let dry = rewrite(&input, &plan, None).unwrap();
             assert_eq!(dry.bytes_out as usize, out.len());
             assert_eq!(written.bytes_out as usize, out.len());
             assert_eq!((dry.records_out, dry.losses.len()), (written.records_out, written.losses.len()));
+            let versions: Vec<(i16, i16)> = decode_all(&out).into_iter().map(|(k, v, _)| (k, v)).collect();
+            assert!(versions.iter().all(|&(k, v)| k != 3 || v == pr_version), "{versions:?}");
+            assert_eq!(versions.iter().filter(|(k, _)| *k == 3).count(), 2);
         }
     }
 }
