@@ -356,7 +356,9 @@ pub fn parse_records(h: &BatchHeader, data: &[u8], fpos: u64, out: &mut Vec<Reco
     let n = record_count(h, data, fpos)?;
     out.reserve(n);
     let mut pos = 0usize;
+    let mut prefetch = Prefetch { next: 0 };
     for i in 0..n {
+        prefetch.ahead_of(data, pos);
         match read_record(data, &mut pos, data.len()) {
             Ok(r) => out.push(r),
             Err(reason) => {
@@ -368,6 +370,36 @@ pub fn parse_records(h: &BatchHeader, data: &[u8], fpos: u64, out: &mut Vec<Reco
         return Err(Error::corrupt(fpos, Some(h.base_offset), format!("incorrect declared batch size: {} bytes remain after {n} records", data.len() - pos)));
     }
     Ok(())
+}
+
+/// How far ahead of the record being parsed its bytes are asked for.
+const PREFETCH_DISTANCE: usize = 1024;
+
+/// Asks the CPU to start loading every cache line up to `PREFETCH_DISTANCE` bytes past the
+/// record being parsed (perhaps past the end of the data: a prefetch is only a hint and never
+/// faults). Records are parsed in a chain of dependent loads (each length says where the next
+/// record starts), which the hardware prefetcher does not run ahead of across pages; without
+/// this, parsing a log that is not in the cache waits on memory for most of its time.
+struct Prefetch {
+    next: usize,
+}
+
+impl Prefetch {
+    #[inline(always)]
+    fn ahead_of(&mut self, data: &[u8], pos: usize) {
+        while self.next < pos + PREFETCH_DISTANCE {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: _mm_prefetch is a hint: it reads nothing and cannot fault, whatever the
+            // address (wrapping_add: computing it is not an access).
+            unsafe {
+                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                _mm_prefetch::<_MM_HINT_T0>(data.as_ptr().wrapping_add(self.next).cast());
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = data;
+            self.next += 64;
+        }
+    }
 }
 
 /// The declared record count, checked against the data size (before anything is allocated for it).
@@ -389,7 +421,9 @@ pub fn record_count(h: &BatchHeader, data: &[u8], fpos: u64) -> Result<usize> {
 pub fn for_each_record<E: From<Error>>(h: &BatchHeader, data: &[u8], fpos: u64, mut f: impl FnMut(RecordView) -> std::result::Result<(), E>) -> std::result::Result<(), E> {
     let n = record_count(h, data, fpos)?;
     let mut pos = 0usize;
+    let mut prefetch = Prefetch { next: 0 };
     for i in 0..n {
+        prefetch.ahead_of(data, pos);
         match read_record(data, &mut pos, data.len()) {
             Ok(r) => f(r)?,
             Err(reason) => {
