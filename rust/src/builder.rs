@@ -78,11 +78,16 @@ fn record_body_size(offset_delta: i32, timestamp_delta: i64, r: &RecordInput) ->
 }
 
 fn body_size_without_headers(offset_delta: i32, timestamp_delta: i64, key: Option<&[u8]>, value: Option<&[u8]>, header_count: usize) -> usize {
+    body_size_of(offset_delta, timestamp_delta, key.map(|k| k.len()), value.map(|v| v.len()), header_count)
+}
+
+fn body_size_of(offset_delta: i32, timestamp_delta: i64, key: Option<usize>, value: Option<usize>, header_count: usize) -> usize {
+    let field = |n: Option<usize>| n.map_or(1, |n| size_of_varint(n as i32) + n);
     1 // attributes
         + size_of_varlong(timestamp_delta)
         + size_of_varint(offset_delta)
-        + bytes_field_size(key)
-        + bytes_field_size(value)
+        + field(key)
+        + field(value)
         + size_of_varint(header_count as i32)
 }
 
@@ -112,6 +117,13 @@ pub struct RawRecord<'a> {
     pub headers: &'a [u8],
 }
 
+/// The size a record takes (its length varint included), from the lengths of its key and
+/// value (None: null) and of its encoded headers.
+pub fn record_size(offset_delta: i32, timestamp_delta: i64, key: Option<usize>, value: Option<usize>, header_count: u32, headers_len: usize) -> usize {
+    let body = body_size_of(offset_delta, timestamp_delta, key, value, header_count as usize) + headers_len;
+    size_of_varint(body as i32) + body
+}
+
 impl RawRecord<'_> {
     fn body_size(&self, offset_delta: i32, timestamp_delta: i64) -> usize {
         body_size_without_headers(offset_delta, timestamp_delta, self.key, self.value, self.header_count as usize) + self.headers.len()
@@ -119,8 +131,7 @@ impl RawRecord<'_> {
 
     /// The size `write` gives the record, its length varint included.
     pub fn size(&self, offset_delta: i32, timestamp_delta: i64) -> usize {
-        let body = self.body_size(offset_delta, timestamp_delta);
-        size_of_varint(body as i32) + body
+        record_size(offset_delta, timestamp_delta, self.key.map(|k| k.len()), self.value.map(|v| v.len()), self.header_count, self.headers.len())
     }
 
     /// Appends the record (DefaultRecord layout) to `out`.

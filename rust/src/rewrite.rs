@@ -25,7 +25,7 @@ use crate::schema::codec::{self, is_default, Reader};
 use crate::schema::json::uuid_text;
 use crate::schema::types::*;
 use crate::schema::{self, CodecError};
-use crate::varint::{read_uvarint, write_uvarint};
+use crate::varint::{read_uvarint, size_of_uvarint, write_uvarint};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -132,6 +132,8 @@ enum Action {
     Replace(std::ops::Range<usize>),
     /// The value unchanged but for its version, a one-byte varint at `at` in the value.
     SetVersion { at: u32, to: u8 },
+    /// A new value of this size, not written out (`Rewriter::measure_only`).
+    Resized(usize),
 }
 
 struct Rewriter<'p> {
@@ -144,6 +146,9 @@ struct Rewriter<'p> {
     lost_steps: Vec<usize>,
     /// Replacement record values of the current batch, back to back.
     arena: Vec<u8>,
+    /// Work out only the size of spliced values, not their bytes (a dry run of an uncompressed
+    /// batch, or a loss report): they come back as `Action::Resized`.
+    measure_only: bool,
 }
 
 /// Rewrites the snapshot in `input` into `out` (None: a dry run that only reports). The input
@@ -251,7 +256,7 @@ impl Batches for SliceBatches<'_> {
 const WRITE_CHUNK: usize = 1 << 20;
 
 fn run(src: &mut dyn Batches, plan: &Plan, mut out: Option<&mut dyn Write>) -> Result<Report> {
-    let mut rw = Rewriter { plan, report: Report::default(), topics: HashMap::new(), splice_plans: vec![None; 64], lost_fields: Vec::new(), lost_steps: Vec::new(), arena: Vec::new() };
+    let mut rw = Rewriter { plan, report: Report::default(), topics: HashMap::new(), splice_plans: vec![None; 64], lost_fields: Vec::new(), lost_steps: Vec::new(), arena: Vec::new(), measure_only: false };
     let mut fpos = 0u64;
     let mut next_offset: i64 = 0;
     let mut views: Vec<RecordView> = Vec::new();
@@ -282,6 +287,8 @@ fn run(src: &mut dyn Batches, plan: &Plan, mut out: Option<&mut dyn Write>) -> R
 
         actions.clear();
         rw.arena.clear();
+        // a dry run needs the bytes of new values only to compress them
+        rw.measure_only = dry_run && h.codec_id() == 0;
         let mut all_kept = true;
         let mut same_size = true;
         if footer_seen {
@@ -312,6 +319,10 @@ fn run(src: &mut dyn Batches, plan: &Plan, mut out: Option<&mut dyn Write>) -> R
                 Action::Replace(v) => {
                     all_kept = false;
                     same_size &= r.value.as_ref().is_some_and(|x| (x.end - x.start) as usize == v.len());
+                }
+                Action::Resized(n) => {
+                    all_kept = false;
+                    same_size &= r.value.as_ref().is_some_and(|x| (x.end - x.start) as usize == *n);
                 }
             }
             actions.push(a);
@@ -344,7 +355,8 @@ fn run(src: &mut dyn Batches, plan: &Plan, mut out: Option<&mut dyn Write>) -> R
                     match a {
                         Action::Replace(v) => b[start..start + v.len()].copy_from_slice(&rw.arena[v.clone()]),
                         Action::SetVersion { at, to } => b[start + *at as usize] = *to,
-                        _ => {}
+                        Action::Resized(_) => unreachable!("sizes only in dry runs"),
+                        Action::Keep | Action::Drop => {}
                     }
                 }
                 builder::set_base_offset(b, next_offset);
@@ -370,15 +382,29 @@ fn run(src: &mut dyn Batches, plan: &Plan, mut out: Option<&mut dyn Write>) -> R
                     Action::Replace(v) => Some(&rw.arena[v.clone()]),
                     Action::Keep => r.value.as_ref().map(slice),
                     Action::SetVersion { .. } => unreachable!("patched into the arena above"),
+                    Action::Resized(_) => unreachable!("sizes only when measuring"),
                 };
                 Some(RawRecord { timestamp: h.base_timestamp + r.timestamp_delta, key: r.key.as_ref().map(slice), value, header_count: r.header_count, headers: slice(&r.headers) })
             };
             let records = || views.iter().zip(&actions).filter_map(raw);
-            let base = records().next().map_or(-1, |r| r.timestamp);
-            if dry_run && h.codec_id() == 0 {
+            let base = views.iter().zip(&actions).find(|(_, a)| !matches!(a, Action::Drop)).map_or(-1, |(r, _)| h.base_timestamp + r.timestamp_delta);
+            if rw.measure_only {
                 // the size it would have is enough
-                let size: usize = records().enumerate().map(|(i, r)| r.size(i as i32, r.timestamp.wrapping_sub(base))).sum();
-                rw.report.bytes_out += (batch::RECORD_BATCH_OVERHEAD + size) as u64;
+                let mut size = batch::RECORD_BATCH_OVERHEAD;
+                let mut i = 0i32;
+                for (r, a) in views.iter().zip(&actions) {
+                    let len = |x: &std::ops::Range<u32>| (x.end - x.start) as usize;
+                    let value = match a {
+                        Action::Drop => continue,
+                        Action::Resized(n) => Some(*n),
+                        Action::Replace(v) => Some(v.len()),
+                        Action::Keep | Action::SetVersion { .. } => r.value.as_ref().map(len),
+                    };
+                    let ts = h.base_timestamp + r.timestamp_delta;
+                    size += builder::record_size(i, ts.wrapping_sub(base), r.key.as_ref().map(len), value, r.header_count, len(&r.headers));
+                    i += 1;
+                }
+                rw.report.bytes_out += size as u64;
             } else {
                 let params = BatchParams {
                     base_offset: next_offset,
@@ -476,20 +502,29 @@ impl Rewriter<'_> {
         self.report.records_rewritten += 1;
         let body = &value[body_at..];
         let start = self.arena.len();
-        let mut out = std::mem::take(&mut self.arena);
-        write_frame(&mut out, api_key, to);
         self.lost_fields.clear();
         self.lost_steps.clear();
         let flexible = schema.flexible_versions.contains(version);
         let splice = if flexible && schema.flexible_versions.contains(to) { self.splice_plan(schema, version, to) } else { None };
+        // Some(size) when only the new value's size was worked out (measure_only)
+        let mut sized = None;
         let res = match &splice {
-            Some(sp) => splice_struct(sp, body, &mut out, &mut self.lost_steps),
+            Some(sp) if self.measure_only => {
+                let mut n = Count(frame_size(api_key, to));
+                let r = splice_struct(sp, body, &mut n, &mut self.lost_steps);
+                sized = Some(n.0);
+                r
+            }
+            Some(sp) => {
+                write_frame(&mut self.arena, api_key, to);
+                splice_struct(sp, body, &mut self.arena, &mut self.lost_steps)
+            }
             None => {
+                write_frame(&mut self.arena, api_key, to);
                 let mut change = Change { record: schema.name, from: version, to, plan: self.plan, lost: &mut self.lost_fields };
-                reencode(&mut change, schema, body, &mut out).map(|_| false)
+                reencode(&mut change, schema, body, &mut self.arena).map(|_| false)
             }
         };
-        self.arena = out;
         let unchanged = res.map_err(|e| codec_err(e, off, fpos, schema.name))?;
         if unchanged {
             // only the version differs: patched in place when its varint keeps its size
@@ -546,7 +581,10 @@ impl Rewriter<'_> {
             }
             self.lost_fields = fields;
         }
-        Ok(Action::Replace(start..end))
+        Ok(match sized {
+            Some(n) => Action::Resized(n),
+            None => Action::Replace(start..end),
+        })
     }
 
     fn drop_record(&mut self, schema: &'static MessageSchema, version: i16, body: &[u8], off: i64, fpos: u64) -> Result<Action> {
@@ -682,6 +720,42 @@ fn frame(value: &[u8]) -> std::result::Result<(i16, i16, usize), CodecError> {
         return Err(CodecError::new(crate::schema::codec::CodecErrorKind::Unsupported, Some(0), format!("unsupported frame {frame_version}/{api_key}/{version}")));
     }
     Ok((api_key as i16, version as i16, p))
+}
+
+/// The size `write_frame` gives a frame.
+fn frame_size(api_key: i16, version: i16) -> usize {
+    1 + size_of_uvarint(api_key as u32) + size_of_uvarint(version as u32)
+}
+
+/// Where a splice puts the new value: its bytes, or only their count.
+trait Sink {
+    fn put(&mut self, b: &[u8]);
+    fn put_uvarint(&mut self, v: u32);
+}
+
+impl Sink for Vec<u8> {
+    #[inline]
+    fn put(&mut self, b: &[u8]) {
+        self.extend_from_slice(b);
+    }
+    #[inline]
+    fn put_uvarint(&mut self, v: u32) {
+        write_uvarint(self, v);
+    }
+}
+
+/// A sink that counts bytes.
+struct Count(usize);
+
+impl Sink for Count {
+    #[inline]
+    fn put(&mut self, b: &[u8]) {
+        self.0 += b.len();
+    }
+    #[inline]
+    fn put_uvarint(&mut self, v: u32) {
+        self.0 += size_of_uvarint(v);
+    }
 }
 
 fn write_frame(out: &mut Vec<u8>, api_key: i16, version: i16) {
@@ -863,7 +937,7 @@ impl SplicePlan {
 /// into the plan (see [`SplicePlan::lost_field`]).
 /// Returns true, having written nothing, when the body is the same at `to` (every field kept
 /// and no dropped tag present).
-fn splice_struct(sp: &SplicePlan, body: &[u8], out: &mut Vec<u8>, lost: &mut Vec<usize>) -> std::result::Result<bool, CodecError> {
+fn splice_struct(sp: &SplicePlan, body: &[u8], out: &mut impl Sink, lost: &mut Vec<usize>) -> std::result::Result<bool, CodecError> {
     let from = sp.from;
     let mut r = Reader::new(body);
     // bytes of consecutive kept fields are copied in one go
@@ -901,7 +975,7 @@ fn splice_struct(sp: &SplicePlan, body: &[u8], out: &mut Vec<u8>, lost: &mut Vec
             }
         }
         if !st.keep {
-            out.extend_from_slice(&body[run_start..start]);
+            out.put(&body[run_start..start]);
             run_start = r.pos;
             let raw = &body[start..r.pos];
             let carries_nothing = match quick_carries_nothing(f, raw, st.compact, st.rule) {
@@ -923,8 +997,8 @@ fn splice_struct(sp: &SplicePlan, body: &[u8], out: &mut Vec<u8>, lost: &mut Vec
         if sp.keeps_all {
             return Ok(true);
         }
-        out.extend_from_slice(&body[run_start..section]);
-        out.push(0);
+        out.put(&body[run_start..section]);
+        out.put(&[0]);
         return Ok(false);
     }
     let mut kept: Vec<&[u8]> = Vec::with_capacity(n as usize);
@@ -954,13 +1028,13 @@ fn splice_struct(sp: &SplicePlan, body: &[u8], out: &mut Vec<u8>, lost: &mut Vec
         if sp.keeps_all {
             return Ok(true);
         }
-        out.extend_from_slice(&body[run_start..]);
+        out.put(&body[run_start..]);
         return Ok(false);
     }
-    out.extend_from_slice(&body[run_start..section]);
-    write_uvarint(out, kept.len() as u32);
+    out.put(&body[run_start..section]);
+    out.put_uvarint(kept.len() as u32);
     for e in kept {
-        out.extend_from_slice(e);
+        out.put(e);
     }
     Ok(false)
 }
@@ -1012,7 +1086,7 @@ pub struct RecordLosses<'p> {
 impl<'p> RecordLosses<'p> {
     pub fn new(plan: &'p Plan) -> Self {
         RecordLosses {
-            rw: Rewriter { plan, report: Report::default(), topics: HashMap::new(), splice_plans: vec![None; 64], lost_fields: Vec::new(), lost_steps: Vec::new(), arena: Vec::new() },
+            rw: Rewriter { plan, report: Report::default(), topics: HashMap::new(), splice_plans: vec![None; 64], lost_fields: Vec::new(), lost_steps: Vec::new(), arena: Vec::new(), measure_only: true },
             before: Vec::new(),
         }
     }

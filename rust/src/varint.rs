@@ -107,6 +107,16 @@ pub fn size_of_varint(v: i32) -> usize {
 }
 
 #[inline]
+pub fn size_of_uvarint(mut u: u32) -> usize {
+    let mut n = 1;
+    while u >= 0x80 {
+        u >>= 7;
+        n += 1;
+    }
+    n
+}
+
+#[inline]
 pub fn size_of_varlong(v: i64) -> usize {
     let mut u = ((v << 1) ^ (v >> 63)) as u64;
     let mut n = 1;
@@ -135,6 +145,11 @@ mod tests {
             assert_eq!(size_of_varlong(v), o.len(), "{v}");
             if let Ok(x) = i32::try_from(v) {
                 assert_eq!(size_of_varint(x), enc_varint(x).len(), "{x}");
+            }
+            if let Ok(x) = u32::try_from(v) {
+                let mut o = Vec::new();
+                write_uvarint(&mut o, x);
+                assert_eq!(size_of_uvarint(x), o.len(), "{x}");
             }
         }
     }
