@@ -473,27 +473,6 @@ pub fn parse_end_txn_marker(value: Option<&[u8]>) -> std::result::Result<(i16, i
     Ok((be_i16(v, 0), be_i32(v, 2)))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::error::ErrorKind;
-
-    #[test]
-    fn zero_filled_tail_is_corrupt_not_magic_0() {
-        let zeros = [0u8; 64];
-        let Err(e) = next_batch(&zeros, 0, 100) else { panic!("zeros parsed as a batch") };
-        assert_eq!((e.kind, e.position), (ErrorKind::Corrupt, Some(100)));
-    }
-
-    #[test]
-    fn magic_0_message_with_a_plausible_size_is_unsupported() {
-        let mut m = vec![0u8; 12 + 20];
-        m[8..12].copy_from_slice(&20i32.to_be_bytes());
-        let Err(e) = next_batch(&m, 0, 0) else { panic!() };
-        assert_eq!(e.kind, ErrorKind::Unsupported);
-    }
-}
-
 /// What a leader does to a client's batches before appending them (Kafka's `LogValidator` with
 /// offsets assigned in place, for magic 2): every batch of `buf` is checked (sizes, magic, CRC,
 /// a record count that matches its offset range), then gets consecutive offsets from
@@ -519,4 +498,25 @@ pub fn assign_offsets(buf: &[u8], base_offset: i64, partition_leader_epoch: i32)
         pos = range.end;
     }
     Ok((out, next - base_offset))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+
+    #[test]
+    fn zero_filled_tail_is_corrupt_not_magic_0() {
+        let zeros = [0u8; 64];
+        let Err(e) = next_batch(&zeros, 0, 100) else { panic!("zeros parsed as a batch") };
+        assert_eq!((e.kind, e.position), (ErrorKind::Corrupt, Some(100)));
+    }
+
+    #[test]
+    fn magic_0_message_with_a_plausible_size_is_unsupported() {
+        let mut m = vec![0u8; 12 + 20];
+        m[8..12].copy_from_slice(&20i32.to_be_bytes());
+        let Err(e) = next_batch(&m, 0, 0) else { panic!() };
+        assert_eq!(e.kind, ErrorKind::Unsupported);
+    }
 }

@@ -206,7 +206,7 @@ fn java_malformed_step(out: &mut Vec<u8>, b: &[u8], start: usize) -> Option<usiz
             if overlong(b2) || !is_cont(b2) || !is_cont(b3) {
                 out.extend_from_slice(REPLACEMENT);
                 // Java skips 1 byte, or 2 when the second byte was acceptable.
-                if !(overlong(b2) || !is_cont(b2)) {
+                if !overlong(b2) && is_cont(b2) {
                     i += 1;
                 }
             } else {

@@ -1278,7 +1278,7 @@ mod tests {
         let zk_none = rec("ZkMigrationStateRecord", 0, vec![]);
         let scram = rec("UserScramCredentialRecord", 0, vec![("Name", Value::Str("alice".into())), ("Mechanism", Value::Int(1))]);
         let cfg = rec("ConfigRecord", 0, vec![("ResourceType", Value::Int(2)), ("ResourceName", Value::Str("t".into())), ("Name", Value::Str("k".into())), ("Value", Value::Str("v".into()))]);
-        let input = snapshot_of(&[&[mv, gv, zk_none, scram], &[cfg.clone()]]);
+        let input = snapshot_of(&[&[mv, gv, zk_none, scram], std::slice::from_ref(&cfg)]);
         let untouched = {
             // the config batch as it sits in the input (the third batch)
             let mut pos = 0;

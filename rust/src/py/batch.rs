@@ -399,7 +399,8 @@ fn encode_batch<'py>(
         tuples.push(t.clone());
     }
     // Hold every element alive while borrowing its bytes.
-    let mut owned: Vec<(i64, Bound<'py, PyAny>, Bound<'py, PyAny>, Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>)> = Vec::with_capacity(tuples.len());
+    type Owned<'py> = (i64, Bound<'py, PyAny>, Bound<'py, PyAny>, Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>);
+    let mut owned: Vec<Owned<'py>> = Vec::with_capacity(tuples.len());
     for t in &tuples {
         let ts: i64 = t.get_item(0)?.extract()?;
         let hdrs: Vec<Bound<'py, PyAny>> = t.get_item(3)?.try_iter()?.collect::<PyResult<_>>()?;

@@ -346,11 +346,15 @@ fn decode_metadata_batch<'py>(py: Python<'py>, batch: &Bound<'py, RecordBatch>, 
     let h = &b.h;
     let file = b.file.clone();
     let pos = b.position;
-    type Out = Result<Vec<Decoded>, (Option<crate::error::Error>, Option<(CodecError, i64)>)>;
-    let res: Out = py.allow_threads(|| {
-        let data = batch::records_data(h, bytes, pos).map_err(|e| (Some(e), None))?;
+    /// Why decoding stopped: a corrupt batch, or a record the codec refused (at an offset).
+    enum Failure {
+        Corrupt(crate::error::Error),
+        Codec(CodecError, i64),
+    }
+    let res: Result<Vec<Decoded>, Box<Failure>> = py.allow_threads(|| {
+        let data = batch::records_data(h, bytes, pos).map_err(|e| Box::new(Failure::Corrupt(e)))?;
         let mut views = Vec::new();
-        batch::parse_records(h, data.bytes(), pos, &mut views).map_err(|e| (Some(e), None))?;
+        batch::parse_records(h, data.bytes(), pos, &mut views).map_err(|e| Box::new(Failure::Corrupt(e)))?;
         let d = data.bytes();
         let mut out = Vec::with_capacity(views.len());
         for v in views {
@@ -359,31 +363,30 @@ fn decode_metadata_batch<'py>(py: Python<'py>, batch: &Bound<'py, RecordBatch>, 
             if h.is_control() {
                 let key = v.key.as_ref().map(|r| &d[r.start as usize..r.end as usize]);
                 let (_, t) = batch::parse_control_key(key)
-                    .map_err(|reason| (Some(crate::error::Error::corrupt(pos, Some(h.base_offset), format!("record at offset {offset}: {reason}"))), None))?;
+                    .map_err(|reason| Box::new(Failure::Corrupt(crate::error::Error::corrupt(pos, Some(h.base_offset), format!("record at offset {offset}: {reason}")))))?;
                 if schema::control_schema(t).is_some() {
-                    let (_, cv, st) = schema::decode_control_record(t, value).map_err(|e| (None, Some((e, offset))))?;
+                    let (_, cv, st) = schema::decode_control_record(t, value).map_err(|e| Box::new(Failure::Codec(e, offset)))?;
                     out.push(Decoded::Control(offset, t, Some((cv, st))));
                 } else {
                     out.push(Decoded::Control(offset, t, None));
                 }
             } else {
-                let r = schema::decode_metadata_record(value).map_err(|e| (None, Some((e, offset))))?;
+                let r = schema::decode_metadata_record(value).map_err(|e| Box::new(Failure::Codec(e, offset)))?;
                 out.push(Decoded::Data(offset, r.schema, r.version, r.data));
             }
         }
         Ok(out)
     });
-    let items = match res {
+    let items = match res.map_err(|b| *b) {
         Ok(items) => items,
-        Err((Some(e), _)) => return Err(super::errors::to_pyerr(py, &e, file.as_deref())),
-        Err((None, Some((e, offset)))) => {
+        Err(Failure::Corrupt(e)) => return Err(super::errors::to_pyerr(py, &e, file.as_deref())),
+        Err(Failure::Codec(e, offset)) => {
             let err = codec_err(py, &e, Some(offset));
             if let Some(f) = file.as_deref() {
                 let _ = err.value(py).setattr("file", f);
             }
             return Err(err);
         }
-        Err((None, None)) => unreachable!(),
     };
     let l = PyList::empty(py);
     for it in items {

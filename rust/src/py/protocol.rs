@@ -23,9 +23,12 @@ fn encode_request<'py>(py: Python<'py>, api_key: i16, version: i16, correlation_
     Ok(PyBytes::new(py, &b))
 }
 
+/// api_key, version, correlation_id, client_id, body dict.
+type DecodedRequest<'py> = (i16, i16, i32, Option<String>, Bound<'py, PyDict>);
+
 /// Decodes a request: (api_key, version, correlation_id, client_id, body dict).
 #[pyfunction]
-fn decode_request<'py>(py: Python<'py>, data: &[u8]) -> PyResult<(i16, i16, i32, Option<String>, Bound<'py, PyDict>)> {
+fn decode_request<'py>(py: Python<'py>, data: &[u8]) -> PyResult<DecodedRequest<'py>> {
     let r = schema::decode_request(data).map_err(|e| codec_err(py, &e, None))?;
     let client = match r.header.get("ClientId") {
         Some(schema::Value::Str(s)) => Some(s.clone()),
