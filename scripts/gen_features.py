@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate ``python/kraftkit/features/kafka_features.json`` from real Apache Kafka releases.
+"""Generate ``python/kraftkit/metadata/kafka_features.json`` from real Apache Kafka releases.
 
 For each release the oracle fetches (``tests/harness/jars.py``: the newest 4.x, the newest
 3.9.x and an older 3.x line), ``scripts/java/FeatureTable.java`` runs against that release's
@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.harness import jars  # noqa: E402
 
-OUT = REPO / "python" / "kraftkit" / "features" / "kafka_features.json"
+OUT = REPO / "python" / "kraftkit" / "metadata" / "kafka_features.json"
 DUMPER = REPO / "scripts" / "java" / "FeatureTable.java"
 
 #: MetadataVersion getters kept in the table (the others are inter-broker RPC versions).

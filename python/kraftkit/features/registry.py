@@ -3,21 +3,18 @@ Kafka defines, as data.
 
 The facts come from real Kafka releases: ``scripts/gen_features.py`` runs
 ``scripts/java/FeatureTable.java`` against each release's jars (fetched from Maven Central)
-and writes ``kafka_features.json`` next to this module. A level known to several releases is
-described by the newest of them; levels that a newer release no longer lists (4.x dropped
-3.0-IV1 .. 3.3-IV2) come from the older ones. Unstable levels of an older release (3.9's
-4.0-IV0/IV1 testing levels) were renumbered later and are ignored.
+and writes ``kraftkit/metadata/kafka_features.json``; ``kraftkit.metadata.versions`` reads it and
+says which release describes each metadata.version level.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
 from kraftkit.errors import KraftkitError
+from kraftkit.metadata.versions import kafka_releases, metadata_version_rows
 
 MV_FEATURE = "metadata.version"
 KRAFT_VERSION_FEATURE = "kraft.version"
@@ -275,20 +272,14 @@ def _with_capabilities_of_older(mv: MetadataVersion, older: dict[int, MetadataVe
 
 @functools.cache
 def registry() -> Registry:
-    """The registry, loaded once from ``kafka_features.json``."""
-    doc = json.loads(resources.files("kraftkit.features").joinpath("kafka_features.json").read_text())
-    rel_rows = doc["releases"]  # newest first
+    """The registry, loaded once from the Kafka releases ``kraftkit.metadata.versions`` reads."""
+    rel_rows = kafka_releases()  # newest first
     releases = []
-    levels: dict[int, MetadataVersion] = {}
     for r in rel_rows:
         feats = {f["name"]: _feature(f) for f in r["features"]}
         releases.append(Release(r["release"], r["minimumVersion"], r["minimumBootstrapVersion"],
                                 r["latestProduction"], r["latestTesting"], feats))
-        for row in r["metadataVersions"]:
-            # a newer release describes a level better; an older release's unstable levels
-            # beyond its latest production level were renumbered later
-            if row["level"] not in levels and (row["level"] <= r["latestProduction"] or r is rel_rows[0]):
-                levels[row["level"]] = _mv(row)
+    levels: dict[int, MetadataVersion] = {lv: _mv(row) for lv, row in metadata_version_rows().items()}
     # fill in the 3.x-only capability helpers on the levels the newest release describes
     older: dict[int, MetadataVersion] = {}
     for r in rel_rows[1:]:
