@@ -20,7 +20,7 @@ from kraftkit.raft.admin import QuorumAdmin
 from kraftkit.raft.node import NotLeaderError
 from kraftkit.raft.quorum_state import FileQuorumStateStore, Role
 
-from ._cluster import NOOP, leader_of, make_nodes, running, topic_record, wait_for
+from ._cluster import FAST, NOOP, leader_of, make_nodes, running, topic_record, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -94,7 +94,7 @@ def test_a_lagging_follower_catches_up_by_fetch_snapshot(tmp_path):
             nodes[nodes.index(lagging)] = again
             await again.start()
             target = rep.core.high_watermark
-            await wait_for(lambda: again.replica().core.high_watermark >= target, what="catch-up")
+            await wait_for(lambda: again.replica().machine.applied_offset >= target, what="catch-up")
             img = again.replica().machine.image
             assert sorted(img.topic_ids) == sorted(f"topic-{i}" for i in range(30))
             # it loaded the leader's snapshot (FetchSnapshot), the file byte for byte, not the log prefix
@@ -102,6 +102,53 @@ def test_a_lagging_follower_catches_up_by_fetch_snapshot(tmp_path):
             sid, data = fetched[0]
             assert sid.end_offset > lag_end
             assert rep.log.snapshot() == sid and data == rep.log.snapshot_path(sid).read_bytes()
+
+    run(main())
+
+
+def test_writing_a_snapshot_does_not_stop_the_replica(tmp_path):
+    """The leader writes its snapshot in another thread: while the file is written (held open
+    here for several fetch timeouts), the replica goes on replicating and committing, nobody
+    starts an election, and the commits of that time reach the state machine afterwards."""
+    import threading
+    import time
+
+    async def main():
+        nodes = make_nodes(tmp_path, snapshot_every_records=10)
+        async with running(nodes):
+            leader = await wait_for(lambda: leader_of(nodes), what="a leader")
+            rep = leader.replica()
+            epoch = rep.core.epoch
+            started, release = threading.Event(), threading.Event()
+            real_job = rep.machine.snapshot_job
+
+            def slow_job(sid):
+                job = real_job(sid)
+
+                def run():
+                    started.set()
+                    release.wait(30)  # the file is "being written" until the test says
+                    return job()
+                return run
+
+            rep.machine.snapshot_job = slow_job
+            for i in range(12):
+                await leader.append([topic_record(f"before-{i}")])
+            await wait_for(started.is_set, what="a snapshot being written")
+            applied = rep.machine.applied_offset
+            t0 = time.monotonic()
+            during = [await leader.append([topic_record(f"during-{i}")]) for i in range(5)]
+            await asyncio.sleep(4 * FAST.fetch_timeout_ms / 1000)  # followers would have stood by now
+            assert time.monotonic() - t0 < 29 and not release.is_set()
+            # committed (the followers fetched and acknowledged) while the snapshot was held
+            assert rep.core.high_watermark > during[-1] and rep.machine.applied_offset == applied
+            assert rep.core.epoch == epoch and rep.core.role is Role.LEADER
+            assert all(n.replica().core.epoch == epoch for n in nodes)
+            release.set()
+            await wait_for(lambda: rep.log.snapshot() is not None and rep.log.snapshot().end_offset == applied,
+                           what="the snapshot taken")
+            await wait_for(lambda: rep.machine.applied_offset > during[-1], what="the commits applied after it")
+            assert {f"during-{i}" for i in range(5)} <= set(rep.machine.image.topic_ids)
 
     run(main())
 

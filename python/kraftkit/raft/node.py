@@ -147,6 +147,8 @@ class Replica:
         self.waiters: list[tuple[int, asyncio.Future]] = []  # (last offset, future), ascending
         self.flush_scheduled = False
         self.snapshot_scheduled = False
+        #: the snapshot being written in another thread (commits wait to be applied until it ends)
+        self.snapshot_task: asyncio.Task | None = None
         self.produce_queue: list[tuple[ClientBatches, Any]] = []
         self.produce_scheduled = False
         self.timer: asyncio.TimerHandle | None = None
@@ -210,6 +212,9 @@ class RaftNode:
         for the voters to hear it."""
         if self._loop is None:
             return
+        writing = [r.snapshot_task for r in self.replicas.values() if r.snapshot_task is not None]
+        if writing:  # a snapshot being written is finished first (its file is complete or absent)
+            await asyncio.wait(writing, timeout=60)
         if resign:
             leaders = [r for r in self.replicas.values() if r.core.role is Role.LEADER]
             for rep in leaders:
@@ -320,11 +325,13 @@ class RaftNode:
 
     # ------------------------------------------------------------------ commits, leadership
     def _on_commit(self, rep: Replica, hw: int) -> None:
-        try:
-            batches = rep.machine.apply_committed(hw)
-        except Exception as e:
-            self._fatal(rep, e)
-            return
+        batches = []
+        if rep.snapshot_task is None:  # else applied once the snapshot is written
+            try:
+                batches = rep.machine.apply_committed(hw)
+            except Exception as e:
+                self._fatal(rep, e)
+                return
         while rep.waiters and rep.waiters[0][0] < hw:
             last, fut = rep.waiters.pop(0)
             if not fut.done():
@@ -332,25 +339,51 @@ class RaftNode:
         if batches:
             self._notify(rep, "handle_commit", batches)
         every = self.config.snapshot_every_records
-        if every and rep.machine.records_since_snapshot >= every and not rep.snapshot_scheduled:
+        if every and rep.machine.records_since_snapshot >= every and not rep.snapshot_scheduled and rep.snapshot_task is None:
             rep.snapshot_scheduled = True
             self._loop.call_soon(self._snapshot, rep)  # type: ignore[union-attr]
 
     def _snapshot(self, rep: Replica) -> None:
+        """Starts writing a snapshot of the state machine in another thread (the image engine
+        releases the GIL): the replica goes on answering and replicating meanwhile, and the
+        commits of that time are applied once the file is written."""
         rep.snapshot_scheduled = False
-        if self._loop is None:
+        if self._loop is None or rep.snapshot_task is not None:
             return
         end = rep.machine.applied_offset
         if end <= rep.log.start_offset or end > rep.log.flushed_offset:
             return
         try:
             sid = SnapshotId(end, rep.log.epoch_of(end - 1))
-            path = rep.machine.write_snapshot(sid)
+            job = rep.machine.snapshot_job(sid)
         except Exception as e:
             log.error("node %d %s: snapshot at %d failed: %s", self.node_id, rep.tp, end, e)
             return
-        self._step(rep, CreateSnapshot(self.now(), end, path))
-        log.info("node %d %s: snapshot %s; log start now %d", self.node_id, rep.tp, tuple(sid), rep.log.start_offset)
+        rep.snapshot_task = self._loop.create_task(self._write_snapshot(rep, sid, job, rep.machine.image))
+
+    async def _write_snapshot(self, rep: Replica, sid: SnapshotId, job, image) -> None:
+        path = None
+        try:
+            path = await asyncio.get_running_loop().run_in_executor(None, job)
+        except Exception as e:
+            log.error("node %d %s: snapshot at %d failed: %s", self.node_id, rep.tp, sid.end_offset, e)
+        finally:
+            rep.snapshot_task = None
+        if self._loop is None:
+            return
+        if path is not None:
+            if rep.machine.image is image and sid.end_offset > rep.log.start_offset:
+                rep.machine.snapshot_written(path)
+                self._step(rep, CreateSnapshot(self.now(), sid.end_offset, path))
+                log.info("node %d %s: snapshot %s; log start now %d", self.node_id, rep.tp, tuple(sid),
+                         rep.log.start_offset)
+            else:
+                # a snapshot fetched from the leader replaced the image meanwhile: this one is stale
+                log.info("node %d %s: snapshot %s superseded while written", self.node_id, rep.tp, tuple(sid))
+                if rep.log.snapshot() != sid:  # (not the very snapshot that was fetched)
+                    path.unlink(missing_ok=True)
+        # what was committed while the file was written
+        self._on_commit(rep, rep.core.high_watermark)
 
     def _on_state_change(self, rep: Replica, o: StateChanged) -> None:
         was = rep.role

@@ -10,6 +10,7 @@ leader (FetchSnapshot) or from disk at start replaces the image.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from kraftkit._core import RecordBatch
@@ -62,9 +63,21 @@ class MetadataStateMachine:
     def write_snapshot(self, sid: SnapshotId) -> Path:
         """Writes the image, which must cover exactly ``[.., sid.end_offset)``, into the log
         directory under the snapshot's name; returns the path."""
+        path = self.snapshot_job(sid)()
+        self.snapshot_written(path)
+        return path
+
+    def snapshot_job(self, sid: SnapshotId) -> Callable[[], Path]:
+        """The writing of a snapshot of the image as it is now (it must cover exactly
+        ``[.., sid.end_offset)``), as a function another thread can run: it touches nothing but
+        this image, which must not change until it returns (replay nothing meanwhile; loading a
+        snapshot replaces the image and leaves this one alone). Then ``snapshot_written``."""
         if sid.end_offset != self.applied_offset:
             raise ValueError(f"the image is at {self.applied_offset}, not at the snapshot end {sid.end_offset}")
-        path = self.image.write_snapshot(self.log.dir, FileSnapshotId(sid.end_offset, sid.epoch))
+        image, directory, fid = self.image, self.log.dir, FileSnapshotId(sid.end_offset, sid.epoch)
+        return lambda: image.write_snapshot(directory, fid)
+
+    def snapshot_written(self, path: Path) -> None:
+        """Records that the image was written as the snapshot at ``path``."""
         self.records_since_snapshot = 0
-        self.snapshot_path = path
-        return path
+        self.snapshot_path = Path(path)
