@@ -97,13 +97,7 @@ pub fn write_varlong(out: &mut Vec<u8>, v: i64) {
 
 #[inline]
 pub fn size_of_varint(v: i32) -> usize {
-    let mut u = ((v << 1) ^ (v >> 31)) as u32;
-    let mut n = 1;
-    while u >= 0x80 {
-        u >>= 7;
-        n += 1;
-    }
-    n
+    size_of_uvarint(((v << 1) ^ (v >> 31)) as u32)
 }
 
 #[inline]
