@@ -225,7 +225,11 @@ impl Batches for ReadBatches<'_> {
             if self.buf.len() < want {
                 self.buf.resize(want, 0);
             }
-            let n = self.input.read(&mut self.buf[self.end..]).map_err(|e| Error::from(e).at(fpos, None))?;
+            let n = match self.input.read(&mut self.buf[self.end..]) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::from(e).at(fpos, None)),
+            };
             if n == 0 {
                 self.eof = true;
             }
