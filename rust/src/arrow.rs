@@ -272,7 +272,7 @@ impl<'a> RecordScanner<'a> {
                     self.done = true;
                     self.stats.errors += 1;
                     // damage is reported unless it is known to lie past the offsets asked for
-                    if e.offset.map_or(true, |o| o < self.opts.max_offset) {
+                    if e.offset.is_none_or(|o| o < self.opts.max_offset) {
                         let pos = e.position.unwrap_or(self.pos as u64);
                         self.error_row(&mut c, e.offset, None, None, pos, &e);
                     }

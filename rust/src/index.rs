@@ -168,7 +168,7 @@ pub fn read_time_index(data: &[u8], base_offset: i64) -> Vec<TimeEntry> {
 
 /// Kafka's `OffsetIndex.sanityCheck` (what decides whether an index is rebuilt at start-up).
 pub fn sanity_check_offset_index(data: &[u8], base_offset: i64) -> Result<()> {
-    if data.len() % OFFSET_ENTRY != 0 {
+    if !data.len().is_multiple_of(OFFSET_ENTRY) {
         return Err(idx_err(format!("index file has {} bytes, which is not a multiple of {OFFSET_ENTRY}", data.len())));
     }
     let n = data.len() / OFFSET_ENTRY;
@@ -184,7 +184,7 @@ pub fn sanity_check_offset_index(data: &[u8], base_offset: i64) -> Result<()> {
 
 /// Kafka's `TimeIndex.sanityCheck`.
 pub fn sanity_check_time_index(data: &[u8], base_offset: i64) -> Result<()> {
-    if data.len() % TIME_ENTRY != 0 {
+    if !data.len().is_multiple_of(TIME_ENTRY) {
         return Err(idx_err(format!("time index file has {} bytes, which is not a multiple of {TIME_ENTRY}", data.len())));
     }
     let n = data.len() / TIME_ENTRY;

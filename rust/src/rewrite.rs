@@ -466,7 +466,7 @@ impl Rewriter<'_> {
             let v = value.unwrap_or(&[]);
             let detail = match schema::decode_control_record(ctype, v) {
                 Ok((c, ver, st)) => {
-                    let all_default = c.schema.body.fields.iter().filter(|f| f.name != "Version").all(|f| st.get(f.name).map_or(true, |x| is_default(f, x, ver)));
+                    let all_default = c.schema.body.fields.iter().filter(|f| f.name != "Version").all(|f| st.get(f.name).is_none_or(|x| is_default(f, x, ver)));
                     if all_default {
                         self.report.records_dropped_silently += 1;
                         return Ok(Action::Drop);
@@ -594,7 +594,7 @@ impl Rewriter<'_> {
     fn drop_record(&mut self, schema: &'static MessageSchema, version: i16, body: &[u8], off: i64, fpos: u64) -> Result<Action> {
         let st = codec::decode_message(schema, version, body).map_err(|e| codec_err(e, off, fpos, schema.name))?;
         let all_default = st.unknown_tags.is_empty()
-            && schema.body.fields.iter().filter(|f| f.versions.contains(version)).all(|f| st.get(f.name).map_or(true, |x| is_default(f, x, version)));
+            && schema.body.fields.iter().filter(|f| f.versions.contains(version)).all(|f| st.get(f.name).is_none_or(|x| is_default(f, x, version)));
         if all_default {
             self.report.records_dropped_silently += 1;
         } else {
@@ -898,7 +898,7 @@ impl SplicePlan {
         let rule = |f: &Field| plan.semantic_defaults.iter().find(|(r, n, _)| r == record && n == f.name).map(|(_, _, x)| *x);
         let mut steps: Vec<SpliceStep> = Vec::new();
         for f in s.fields.iter().filter(|f| f.versions.contains(from) && !f.tagged_versions.contains(from)) {
-            let compact = f.flexible_versions.map_or(true, |fv| fv.contains(from));
+            let compact = f.flexible_versions.is_none_or(|fv| fv.contains(from));
             let nullable = f.nullable_versions.contains(from);
             let keep = f.versions.contains(to);
             let skip = match (codec::fixed_width(&f.ty), &f.ty) {

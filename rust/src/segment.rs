@@ -70,7 +70,7 @@ pub fn scan(buf: &[u8], opts: ScanOptions, mut builder: Option<&mut IndexBuilder
                 break;
             }
         }
-        if h.partition_leader_epoch >= 0 && rep.epochs.last().map_or(true, |&(e, _)| h.partition_leader_epoch > e) {
+        if h.partition_leader_epoch >= 0 && rep.epochs.last().is_none_or(|&(e, _)| h.partition_leader_epoch > e) {
             rep.epochs.push((h.partition_leader_epoch, h.base_offset));
         }
         rep.batches += 1;

@@ -118,7 +118,7 @@ fn validate_into(buf: &[u8], epoch: Option<i32>, rep: &mut SnapshotReport) -> Re
             }
             let key = r.key.as_ref().map(|k| &d[k.start as usize..k.end as usize]);
             let value = r.value.as_ref().map(|v| &d[v.start as usize..v.end as usize]);
-            if value.map_or(true, |v| v.is_empty()) {
+            if value.is_none_or(|v| v.is_empty()) {
                 return Err(bad(fpos, h.base_offset, format!("record at offset {off} has no value")));
             }
             if h.is_control() {

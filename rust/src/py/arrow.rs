@@ -265,7 +265,7 @@ impl ArrayIn {
     fn new(validity: Option<&Bound<'_, PyAny>>, offsets: &Bound<'_, PyAny>, data: &Bound<'_, PyAny>, offset: usize, length: usize) -> PyResult<ArrayIn> {
         let a = ArrayIn { validity: validity.map(InBuf::get).transpose()?, offsets: InBuf::get(offsets)?, data: InBuf::get(data)?, offset, length };
         let ob = a.offsets.bytes();
-        if ob.len() < (offset + length + 1) * 4 || ob.as_ptr() as usize % 4 != 0 {
+        if ob.len() < (offset + length + 1) * 4 || !(ob.as_ptr() as usize).is_multiple_of(4) {
             return Err(PyValueError::new_err("offsets buffer too short or misaligned for an int32-offset binary array"));
         }
         if let Some(v) = &a.validity {

@@ -133,7 +133,7 @@ fn is_zero(t: &FieldType, val: &Value, v: i16) -> bool {
     match (t, val) {
         (FieldType::Struct(s), Value::Struct(st)) => {
             st.unknown_tags.is_empty()
-                && s.fields.iter().filter(|f| f.versions.contains(v)).all(|f| st.get(f.name).map_or(true, |x| is_default(f, x, v)))
+                && s.fields.iter().filter(|f| f.versions.contains(v)).all(|f| st.get(f.name).is_none_or(|x| is_default(f, x, v)))
         }
         (_, Value::Float(x)) => *x == 0.0,
         (_, Value::Int(x)) => *x == 0,
