@@ -61,15 +61,17 @@ fn write_bytes_field(out: &mut Vec<u8>, b: Option<&[u8]>) {
 }
 
 fn bytes_field_size(b: Option<&[u8]>) -> usize {
-    match b {
-        None => 1,
-        Some(b) => size_of_varint(b.len() as i32) + b.len(),
-    }
+    field_size(b.map(|b| b.len()))
+}
+
+/// The encoded size of a key, value or header field of `n` bytes (None: null).
+fn field_size(n: Option<usize>) -> usize {
+    n.map_or(1, |n| size_of_varint(n as i32) + n)
 }
 
 /// The size of a record's body (after its length varint).
 fn record_body_size(offset_delta: i32, timestamp_delta: i64, r: &RecordInput) -> usize {
-    let mut body = body_size_without_headers(offset_delta, timestamp_delta, r.key, r.value, r.headers.len());
+    let mut body = body_size_of(offset_delta, timestamp_delta, r.key.map(|k| k.len()), r.value.map(|v| v.len()), r.headers.len());
     for (k, v) in &r.headers {
         body += bytes_field_size(Some(k));
         body += bytes_field_size(*v);
@@ -77,17 +79,13 @@ fn record_body_size(offset_delta: i32, timestamp_delta: i64, r: &RecordInput) ->
     body
 }
 
-fn body_size_without_headers(offset_delta: i32, timestamp_delta: i64, key: Option<&[u8]>, value: Option<&[u8]>, header_count: usize) -> usize {
-    body_size_of(offset_delta, timestamp_delta, key.map(|k| k.len()), value.map(|v| v.len()), header_count)
-}
-
+/// A record body's size without its headers' bytes (their count included).
 fn body_size_of(offset_delta: i32, timestamp_delta: i64, key: Option<usize>, value: Option<usize>, header_count: usize) -> usize {
-    let field = |n: Option<usize>| n.map_or(1, |n| size_of_varint(n as i32) + n);
     1 // attributes
         + size_of_varlong(timestamp_delta)
         + size_of_varint(offset_delta)
-        + field(key)
-        + field(value)
+        + field_size(key)
+        + field_size(value)
         + size_of_varint(header_count as i32)
 }
 
@@ -125,18 +123,10 @@ pub fn record_size(offset_delta: i32, timestamp_delta: i64, key: Option<usize>, 
 }
 
 impl RawRecord<'_> {
-    fn body_size(&self, offset_delta: i32, timestamp_delta: i64) -> usize {
-        body_size_without_headers(offset_delta, timestamp_delta, self.key, self.value, self.header_count as usize) + self.headers.len()
-    }
-
-    /// The size `write` gives the record, its length varint included.
-    pub fn size(&self, offset_delta: i32, timestamp_delta: i64) -> usize {
-        record_size(offset_delta, timestamp_delta, self.key.map(|k| k.len()), self.value.map(|v| v.len()), self.header_count, self.headers.len())
-    }
-
-    /// Appends the record (DefaultRecord layout) to `out`.
+    /// Appends the record (DefaultRecord layout) to `out`; it takes `record_size` bytes.
     pub fn write(&self, out: &mut Vec<u8>, offset_delta: i32, timestamp_delta: i64) {
-        write_varint(out, self.body_size(offset_delta, timestamp_delta) as i32);
+        let body = body_size_of(offset_delta, timestamp_delta, self.key.map(|k| k.len()), self.value.map(|v| v.len()), self.header_count as usize) + self.headers.len();
+        write_varint(out, body as i32);
         out.push(0);
         write_varlong(out, timestamp_delta);
         write_varint(out, offset_delta);
@@ -289,7 +279,7 @@ mod tests {
     }
 
     #[test]
-    fn raw_records_size_and_encode_as_records() {
+    fn raw_records_encode_as_records_and_record_size_adds_up() {
         let big = vec![7u8; 300];
         for (n, ts_step) in [(0usize, 1i64), (1, 1), (200, -70_000), (50, 1 << 40)] {
             let recs: Vec<RecordInput> = (0..n)
@@ -316,7 +306,9 @@ mod tests {
                 headers: &data[v.headers.start as usize..v.headers.end as usize],
             }).collect();
             let base = raws.first().map_or(-1, |r| r.timestamp);
-            let sizes: usize = raws.iter().enumerate().map(|(i, r)| r.size(i as i32, r.timestamp - base)).sum();
+            let sizes: usize = raws.iter().enumerate().map(|(i, r)| {
+                record_size(i as i32, r.timestamp - base, r.key.map(|k| k.len()), r.value.map(|v| v.len()), r.header_count, r.headers.len())
+            }).sum();
             assert_eq!(RECORD_BATCH_OVERHEAD + sizes, out.len() - 3, "{n} records");
             let mut again = Vec::new();
             encode_batch_with(&p, raws.len(), base, h.max_timestamp, 0, &mut again, |o| {

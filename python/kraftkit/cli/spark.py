@@ -84,29 +84,38 @@ def _emit_rows(df: Any, kind: str) -> None:
 
 
 def _guard(fn):
+    """Runs a job; a bad fleet layout or argument (any kraftkit error) is exit code 2."""
     def run(args: argparse.Namespace) -> int:
-        from kraftkit.spark.layout import FleetError
+        from kraftkit.errors import KraftkitError
 
         try:
             return fn(args)
-        except FleetError as e:
+        except KraftkitError as e:
             print(f"kraftkit spark {args.job}: {e}", file=sys.stderr)
             return 2
     return run
+
+
+def _progress(args: argparse.Namespace) -> bool | None:
+    return False if args.no_progress else None
+
+
+def _report(args: argparse.Namespace, res: Any, *tables: tuple[Any, str]) -> None:
+    """The job's result: its tables as JSON lines with --json, else its summary."""
+    if args.json:
+        for df, kind in tables:
+            _emit_rows(df, kind)
+    else:
+        print(res.summary())
 
 
 @_guard
 def run_audit(args: argparse.Namespace) -> int:
     from kraftkit.spark import jobs
 
-    res = jobs.audit(session(args), args.path, args.out, progress=None if not args.no_progress else False)
+    res = jobs.audit(session(args), args.path, args.out, progress=_progress(args))
     rows = res.clusters.collect()
-    if args.json:
-        _emit_rows(res.clusters, "cluster")
-        _emit_rows(res.downgrades, "downgrade")
-        _emit_rows(res.corrupt, "corrupt_batch")
-    else:
-        print(res.summary())
+    _report(args, res, (res.clusters, "cluster"), (res.downgrades, "downgrade"), (res.corrupt, "corrupt_batch"))
     return 1 if any(r["corrupt_batches"] or r["error"] for r in rows) else 0
 
 
@@ -114,35 +123,23 @@ def run_audit(args: argparse.Namespace) -> int:
 def run_verify(args: argparse.Namespace) -> int:
     from kraftkit.spark import jobs
 
-    res = jobs.verify(session(args), args.path, args.out, progress=None if not args.no_progress else False)
+    res = jobs.verify(session(args), args.path, args.out, progress=_progress(args))
     n = res.problems.count()
-    if args.json:
-        _emit_rows(res.files, "file")
-        _emit_rows(res.problems, "problem")
-    else:
-        print(res.summary())
+    _report(args, res, (res.files, "file"), (res.problems, "problem"))
     return 1 if n else 0
 
 
 @_guard
 def run_rewrite(args: argparse.Namespace) -> int:
-    from kraftkit.errors import KraftkitError
     from kraftkit.spark import jobs
 
     if args.out is None and not args.dry_run:
         print("kraftkit spark rewrite: --out is required (or --dry-run)", file=sys.stderr)
         return 2
-    try:
-        res = jobs.rewrite(session(args), args.path, args.metadata_version, args.out, dry_run=args.dry_run,
-                           progress=None if not args.no_progress else False)
-    except KraftkitError as e:
-        print(f"kraftkit spark rewrite: {e}", file=sys.stderr)
-        return 2
+    res = jobs.rewrite(session(args), args.path, args.metadata_version, args.out, dry_run=args.dry_run,
+                       progress=_progress(args))
     rows = res.report.collect()
-    if args.json:
-        _emit_rows(res.report, "rewrite")
-    else:
-        print(res.summary())
+    _report(args, res, (res.report, "rewrite"))
     return 1 if any(r["error"] for r in rows) else 0
 
 

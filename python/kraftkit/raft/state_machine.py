@@ -60,13 +60,6 @@ class MetadataStateMachine:
             out.append(batch)
         return out
 
-    def write_snapshot(self, sid: SnapshotId) -> Path:
-        """Writes the image, which must cover exactly ``[.., sid.end_offset)``, into the log
-        directory under the snapshot's name; returns the path."""
-        path = self.snapshot_job(sid)()
-        self.snapshot_written(path)
-        return path
-
     def snapshot_job(self, sid: SnapshotId) -> Callable[[], Path]:
         """The writing of a snapshot of the image as it is now (it must cover exactly
         ``[.., sid.end_offset)``), as a function another thread can run: it touches nothing but

@@ -61,7 +61,7 @@ fn buf(py: Python<'_>, data: Owned) -> PyResult<PyObject> {
     Ok(Bound::new(py, ArrowBuffer { data })?.into_any().unbind())
 }
 
-fn validity(py: Python<'_>, b: Bitmap) -> PyResult<PyObject> {
+fn validity_buffer(py: Python<'_>, b: Bitmap) -> PyResult<PyObject> {
     if b.unset == 0 {
         Ok(py.None())
     } else {
@@ -70,21 +70,25 @@ fn validity(py: Python<'_>, b: Bitmap) -> PyResult<PyObject> {
 }
 
 /// `(validity or None, offsets or None, values, null_count)`, the layout `pyarrow.Array.from_buffers` takes.
+fn array(py: Python<'_>, valid: Bitmap, offsets: Option<Vec<i32>>, values: Owned) -> PyResult<PyObject> {
+    let nulls = valid.unset;
+    let offsets = match offsets {
+        Some(o) => buf(py, Owned::I32(o))?,
+        None => py.None(),
+    };
+    Ok((validity_buffer(py, valid)?, offsets, buf(py, values)?, nulls).into_pyobject(py)?.into_any().unbind())
+}
 fn prim_i64(py: Python<'_>, p: Prim<i64>) -> PyResult<PyObject> {
-    let nulls = p.validity.unset;
-    Ok((validity(py, p.validity)?, py.None(), buf(py, Owned::I64(p.values))?, nulls).into_pyobject(py)?.into_any().unbind())
+    array(py, p.validity, None, Owned::I64(p.values))
 }
 fn prim_i32(py: Python<'_>, p: Prim<i32>) -> PyResult<PyObject> {
-    let nulls = p.validity.unset;
-    Ok((validity(py, p.validity)?, py.None(), buf(py, Owned::I32(p.values))?, nulls).into_pyobject(py)?.into_any().unbind())
+    array(py, p.validity, None, Owned::I32(p.values))
 }
 fn bools(py: Python<'_>, b: Bools) -> PyResult<PyObject> {
-    let nulls = b.validity.unset;
-    Ok((validity(py, b.validity)?, py.None(), buf(py, Owned::U8(b.values.bytes))?, nulls).into_pyobject(py)?.into_any().unbind())
+    array(py, b.validity, None, Owned::U8(b.values.bytes))
 }
 fn var(py: Python<'_>, v: Var) -> PyResult<PyObject> {
-    let nulls = v.validity.unset;
-    Ok((validity(py, v.validity)?, buf(py, Owned::I32(v.offsets))?, buf(py, Owned::U8(v.data))?, nulls).into_pyobject(py)?.into_any().unbind())
+    array(py, v.validity, Some(v.offsets), Owned::U8(v.data))
 }
 
 /// The columns of a chunk, in `arrow::COLUMNS` order, those of the mask only.
@@ -352,11 +356,7 @@ fn record_losses<'py>(
         (lv, lo, child)
     });
     let nulls = lv.unset;
-    PyTuple::new(py, [validity_obj(py, lv)?, buf(py, Owned::I32(lo))?, var(py, child)?, nulls.into_pyobject(py)?.into_any().unbind()])
-}
-
-fn validity_obj(py: Python<'_>, b: Bitmap) -> PyResult<PyObject> {
-    validity(py, b)
+    PyTuple::new(py, [validity_buffer(py, lv)?, buf(py, Owned::I32(lo))?, var(py, child)?, nulls.into_pyobject(py)?.into_any().unbind()])
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
