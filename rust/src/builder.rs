@@ -92,13 +92,7 @@ fn body_size_of(offset_delta: i32, timestamp_delta: i64, key: Option<usize>, val
 /// Appends one record (DefaultRecord layout) to `out`.
 pub fn write_record(out: &mut Vec<u8>, offset_delta: i32, timestamp_delta: i64, r: &RecordInput) {
     let body = record_body_size(offset_delta, timestamp_delta, r);
-    write_varint(out, body as i32);
-    out.push(0);
-    write_varlong(out, timestamp_delta);
-    write_varint(out, offset_delta);
-    write_bytes_field(out, r.key);
-    write_bytes_field(out, r.value);
-    write_varint(out, r.headers.len() as i32);
+    write_record_head(out, body, offset_delta, timestamp_delta, r.key, r.value, r.headers.len());
     for (k, v) in &r.headers {
         write_bytes_field(out, Some(k));
         write_bytes_field(out, *v);
@@ -126,15 +120,20 @@ impl RawRecord<'_> {
     /// Appends the record (DefaultRecord layout) to `out`; it takes `record_size` bytes.
     pub fn write(&self, out: &mut Vec<u8>, offset_delta: i32, timestamp_delta: i64) {
         let body = body_size_of(offset_delta, timestamp_delta, self.key.map(|k| k.len()), self.value.map(|v| v.len()), self.header_count as usize) + self.headers.len();
-        write_varint(out, body as i32);
-        out.push(0);
-        write_varlong(out, timestamp_delta);
-        write_varint(out, offset_delta);
-        write_bytes_field(out, self.key);
-        write_bytes_field(out, self.value);
-        write_varint(out, self.header_count as i32);
+        write_record_head(out, body, offset_delta, timestamp_delta, self.key, self.value, self.header_count as usize);
         out.extend_from_slice(self.headers);
     }
+}
+
+/// A record up to its headers: length, attributes, deltas, key, value, header count.
+fn write_record_head(out: &mut Vec<u8>, body: usize, offset_delta: i32, timestamp_delta: i64, key: Option<&[u8]>, value: Option<&[u8]>, header_count: usize) {
+    write_varint(out, body as i32);
+    out.push(0);
+    write_varlong(out, timestamp_delta);
+    write_varint(out, offset_delta);
+    write_bytes_field(out, key);
+    write_bytes_field(out, value);
+    write_varint(out, header_count as i32);
 }
 
 fn base_timestamp(p: &BatchParams, records: &[RecordInput]) -> i64 {
