@@ -76,6 +76,11 @@ def test_dump_log_missing_file_is_a_usage_error(tmp_path: Path) -> None:
     assert "no such file" in proc.stderr
 
 
+def test_dump_log_of_a_directory_says_so(tmp_path: Path) -> None:
+    proc = run("dump-log", str(tmp_path), check=2)
+    assert f"{tmp_path}: is a directory" in proc.stderr
+
+
 def test_dump_log_max_bytes_stops_early_without_error(partition: Path) -> None:
     f = partition / segment_name(0)
     out = run("dump-log", "--max-bytes", "2000", str(f), check=0).stdout

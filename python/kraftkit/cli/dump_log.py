@@ -59,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
         path = Path(name)
         sys.stdout.flush()
         if not path.is_file():
-            print(f"kraftkit dump-log: {path}: no such file", file=sys.stderr)
+            why = "is a directory (give its .log, .index, .timeindex or .checkpoint files)" if path.is_dir() else "no such file"
+            print(f"kraftkit dump-log: {path}: {why}", file=sys.stderr)
             status = max(status, 2)
             continue
         try:
