@@ -285,20 +285,28 @@ def zk_migration_states() -> list[tuple[int, str]]: ...
 
 # ---------------------------------------------------------------------------- snapshot rewriting
 
+@final
+class RewritePlan:
+    """What a rewrite does to every record, compiled once: ``versions`` (api key -> highest
+    version the target can write, None: the target cannot hold the type; absent keys are kept),
+    ``features`` (name -> {old level: new level}, 0 drops the FeatureLevelRecord),
+    ``drop_kraft_control`` (KRaftVersion/KRaftVoters control records) and ``semantic_defaults``
+    ((record, field, rule) with rule "all-zero-uuids" or "empty"). Policy:
+    ``kraftkit.features.rewrite``."""
+    def __init__(self, versions: dict[int, int | None], features: dict[str, dict[int, int]], *,
+                 drop_kraft_control: bool = False, semantic_defaults: list[tuple[str, str, str]] = ...) -> None: ...
+
 def rewrite_snapshot(
     src: str | PathLike[str],
     dst: str | PathLike[str] | None,
-    versions: dict[int, int | None],
-    features: dict[str, dict[int, int]],
+    plan: RewritePlan,
     *,
-    drop_kraft_control: bool = False,
-    semantic_defaults: list[tuple[str, str, str]] = ...,
     samples: int = 5,
     epoch: int | None = None,
 ) -> dict[str, Any]:
-    """Rewrites the snapshot ``src`` into ``dst`` (None: dry run) per the plan; returns the report
+    """Rewrites the snapshot ``src`` into ``dst`` (None: dry run) per ``plan``; returns the report
     (counts, ``losses``: record/field/count/samples, ``feature_changes``). Streaming, GIL released,
-    atomic output. Policy: ``kraftkit.features.rewrite``."""
+    atomic output. ``epoch``: the one every batch must carry (None: the first batch's)."""
 
 # ---------------------------------------------------------------------------- RPC messages
 
@@ -340,6 +348,5 @@ def record_columns() -> list[str]: ...
 def batch_splits(source: str | PathLike[str] | bytes, target: int) -> list[int]: ...
 def decode_values(validity: Any, offsets: Any, data: Any, offset: int, length: int) -> tuple[ColumnParts, ColumnParts, ColumnParts, ColumnParts]: ...
 def batch_crc_values(validity: Any, offsets: Any, data: Any, offset: int, length: int) -> ColumnParts: ...
-def record_losses(validity: Any, offsets: Any, data: Any, offset: int, length: int, versions: dict[int, int | None],
-                  features: dict[str, dict[int, int]], *, drop_kraft_control: bool = False,
-                  semantic_defaults: list[tuple[str, str, str]] = ...) -> tuple[ArrowBuffer | None, ArrowBuffer, ColumnParts, int]: ...
+def record_losses(validity: Any, offsets: Any, data: Any, offset: int, length: int,
+                  plan: RewritePlan) -> tuple[ArrowBuffer | None, ArrowBuffer, ColumnParts, int]: ...

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kraftkit._core import RewritePlan
 from kraftkit._core import rewrite_snapshot as core_rewrite
 from kraftkit.errors import KraftkitError
 from kraftkit.features import registry
@@ -164,7 +165,7 @@ def test_every_lower_version_matches_the_schema_oracle(tmp_path_factory, m, data
     directory = tmp_path_factory.mktemp("h")
     src = write_snapshot(directory, [(m["api_key"], v, d)])
     dst = directory / "out.checkpoint"
-    rep = core_rewrite(str(src), str(dst), {m["api_key"]: to}, {})
+    rep = core_rewrite(str(src), str(dst), RewritePlan({m["api_key"]: to}, {}))
     ((key, ver, back),) = read_records(dst)
     assert (key, ver) == (m["api_key"], to)
     expect_lost = []
@@ -206,3 +207,11 @@ def test_flipped_or_truncated_bytes_give_precise_errors_never_crashes(tmp_path_f
         # CRCs cover all but the base offset and the length, which are checked too: no flip
         # goes unnoticed (flips that cancel out leave the input intact)
         assert bytes(raw) == original, "corrupt input rewritten without an error"
+
+
+def test_a_rewrite_plan_refuses_what_it_cannot_mean() -> None:
+    with pytest.raises(ValueError, match='unknown semantic default rule "zeros"'):
+        RewritePlan({}, {}, semantic_defaults=[("PartitionRecord", "Directories", "zeros")])
+    with pytest.raises(ValueError, match="api keys are non-negative"):
+        RewritePlan({-1: 0}, {})
+    assert "2 features" in repr(RewritePlan({3: 0}, {"a": {1: 0}, "b": {}}))

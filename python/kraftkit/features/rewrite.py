@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kraftkit._core import RewritePlan
 from kraftkit._core import rewrite_snapshot as _rewrite
 from kraftkit.errors import KraftkitError
 from kraftkit.features.registry import KRAFT_VERSION_FEATURE, MV_FEATURE, MetadataVersion, Registry, Release, registry
@@ -195,7 +196,7 @@ def loss_line(loss: dict[str, Any]) -> str:
 
 
 def _plan(target: MetadataVersion, reg: Registry, release: Release | None,
-          feature_levels: dict[str, int] | None = None) -> dict[str, Any]:
+          feature_levels: dict[str, int] | None = None) -> RewritePlan:
     features: dict[str, dict[int, int]] = {MV_FEATURE: {m.level: target.level for m in reg.metadata_versions}}
     for name, f in reg.features.items():
         if name == KRAFT_VERSION_FEATURE:
@@ -209,12 +210,8 @@ def _plan(target: MetadataVersion, reg: Registry, release: Release | None,
         levels = [lv.level for lv in known.levels] if known is not None else list(range(1, 64))
         features[name] = {lv: new for lv in levels if lv > 0}
     kraft1 = reg.features[KRAFT_VERSION_FEATURE].level(1).bootstrap_metadata_version
-    return {
-        "semantic_defaults": SEMANTIC_DEFAULTS,
-        "versions": record_versions(target),
-        "features": features,
-        "drop_kraft_control": target.level < kraft1,
-    }
+    return RewritePlan(record_versions(target), features, drop_kraft_control=target.level < kraft1,
+                       semantic_defaults=SEMANTIC_DEFAULTS)
 
 
 def rewrite_snapshot(
@@ -253,9 +250,7 @@ def rewrite_snapshot(
     epoch = 0 if src.name == BOOTSTRAP_FILE else parsed[0].epoch if parsed else None
 
     def run(out: Path | None) -> dict[str, Any]:
-        return _rewrite(str(src), None if out is None else str(out), plan["versions"], plan["features"],
-                        drop_kraft_control=plan["drop_kraft_control"], semantic_defaults=plan["semantic_defaults"],
-                        samples=samples, epoch=epoch)
+        return _rewrite(str(src), None if out is None else str(out), plan, samples=samples, epoch=epoch)
 
     raw = run(None) if (fail_on_loss or dst is None) else None
     if raw is not None and fail_on_loss and raw["losses"]:

@@ -76,7 +76,7 @@ def batch_crc_array(values: Any) -> pa.BooleanArray:
 
 
 @functools.lru_cache(maxsize=64)
-def _plan(metadata_version: str) -> dict:
+def _plan(metadata_version: str) -> _core.RewritePlan:
     from kraftkit.features.registry import registry
     from kraftkit.features.rewrite import _plan as plan, target_release
 
@@ -88,10 +88,7 @@ def _plan(metadata_version: str) -> dict:
 def losses_array(values: Any, metadata_version: str | int) -> pa.ListArray:
     """What each metadata record value would lose at ``metadata_version`` (see the module docstring)."""
     a = _binary(values)
-    p = _plan(str(metadata_version))
-    validity, offsets, child, nulls = _core.record_losses(*_inputs(a), p["versions"], p["features"],
-                                                         drop_kraft_control=p["drop_kraft_control"],
-                                                         semantic_defaults=p["semantic_defaults"])
+    validity, offsets, child, nulls = _core.record_losses(*_inputs(a), _plan(str(metadata_version)))
     strings = _array(pa.string(), (len(memoryview(child[1])) // 4) - 1, child)
     v = None if validity is None else pa.py_buffer(validity)
     return pa.Array.from_buffers(pa.list_(pa.string()), len(a), [v, pa.py_buffer(offsets)], null_count=nulls,

@@ -6,7 +6,7 @@
 
 use super::batch::{fill_readonly_view, Backing};
 use super::segment::map_file;
-use super::rewrite::make_plan;
+use super::rewrite::RewritePlan;
 use crate::arrow::{self, Bitmap, Bools, ColumnMask, Columns, Prim, RecordScanner, ScanOptions, ScanStats, ValuesIn, Var};
 use crate::rewrite::RecordLosses;
 use pyo3::buffer::PyBuffer;
@@ -14,7 +14,6 @@ use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
-use std::collections::HashMap;
 use std::os::raw::c_int;
 use std::sync::Arc;
 
@@ -306,13 +305,12 @@ fn batch_crc_values<'py>(py: Python<'py>, validity: Option<&Bound<'py, PyAny>>, 
     bools(py, b)
 }
 
-/// What each metadata record value would lose under a rewrite plan (the arguments of
-/// `rewrite_snapshot`): a list<utf8> column of `Record.Field` (or `Record` when the whole
-/// record would be dropped), empty when nothing is lost, null for null or undecodable values.
+/// What each metadata record value would lose under `plan`: a list<utf8> column of
+/// `Record.Field` (or `Record` when the whole record would be dropped), empty when nothing is
+/// lost, null for null or undecodable values.
 /// Returns `(list validity, list offsets, (child utf8 buffers))`, and the null count.
 #[pyfunction]
-#[pyo3(signature = (validity, offsets, data, offset, length, versions, features, *, drop_kraft_control = false, semantic_defaults = Vec::new()))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (validity, offsets, data, offset, length, plan))]
 fn record_losses<'py>(
     py: Python<'py>,
     validity: Option<&Bound<'py, PyAny>>,
@@ -320,16 +318,13 @@ fn record_losses<'py>(
     data: &Bound<'py, PyAny>,
     offset: usize,
     length: usize,
-    versions: HashMap<i16, Option<i16>>,
-    features: HashMap<String, HashMap<i16, i16>>,
-    drop_kraft_control: bool,
-    semantic_defaults: Vec<(String, String, String)>,
+    plan: &RewritePlan,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let a = ArrayIn::new(validity, offsets, data, offset, length)?;
-    let plan = make_plan(versions, features, drop_kraft_control, semantic_defaults, 0, None)?;
+    let plan = &plan.plan;
     let (lv, lo, child) = py.allow_threads(|| {
         let values = a.values();
-        let mut rl = RecordLosses::new(&plan);
+        let mut rl = RecordLosses::new(plan);
         let mut lv = Bitmap::default();
         let mut lo: Vec<i32> = vec![0];
         let mut child = Var::default();

@@ -1,8 +1,9 @@
-//! Snapshot rewriting from Python: the plan comes in as plain data, the report goes out as a
-//! dict. The rewrite runs with the GIL released; the output is written atomically.
+//! Snapshot rewriting from Python: the plan is compiled once from plain data (`RewritePlan`),
+//! the report goes out as a dict. The rewrite runs with the GIL released; the output is written atomically.
 
 use super::errors::{io_err, to_pyerr};
 use crate::rewrite::{self, Plan, SemanticDefault};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use std::collections::HashMap;
@@ -10,33 +11,71 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
-/// Rewrites the snapshot `src` per the plan and writes it to `dst` (None: a dry run).
+/// A rewrite plan, compiled once from plain data and used by `rewrite_snapshot` and
+/// `record_losses` (see `kraftkit.features.rewrite` for the policy that makes it).
 ///
 /// `versions`: api key -> highest version to write, or None when the target cannot hold the
 /// record type; api keys absent from the dict are kept as they are. `features`: feature name ->
-/// {old level: new level} (0 drops the FeatureLevelRecord). `semantic_defaults`: (record type,
-/// field, rule) triples naming values that carry nothing although not the schema default
-/// (rules: "all-zero-uuids", "empty"). `epoch`: the epoch in the snapshot's name, which every
-/// batch must carry (None: the first batch's). The output goes to `<dst>.part`,
+/// {old level: new level} (0 drops the FeatureLevelRecord). `drop_kraft_control`: drop the
+/// KRaftVersion and KRaftVoters control records. `semantic_defaults`: (record type, field, rule)
+/// triples naming values that carry nothing although not the schema default (rules:
+/// "all-zero-uuids", "empty").
+#[pyclass(module = "kraftkit._core", frozen)]
+pub struct RewritePlan {
+    pub plan: Plan,
+}
+
+#[pymethods]
+impl RewritePlan {
+    #[new]
+    #[pyo3(signature = (versions, features, *, drop_kraft_control = false, semantic_defaults = Vec::new()))]
+    fn new(
+        versions: HashMap<i16, Option<i16>>,
+        features: HashMap<String, HashMap<i16, i16>>,
+        drop_kraft_control: bool,
+        semantic_defaults: Vec<(String, String, String)>,
+    ) -> PyResult<Self> {
+        let mut rules = Vec::with_capacity(semantic_defaults.len());
+        for (record, field, rule) in semantic_defaults {
+            let rule = match rule.as_str() {
+                "all-zero-uuids" => SemanticDefault::AllZeroUuids,
+                "empty" => SemanticDefault::Empty,
+                other => return Err(PyValueError::new_err(format!("unknown semantic default rule {other:?} (all-zero-uuids, empty)"))),
+            };
+            rules.push((record, field, rule));
+        }
+        if versions.keys().any(|k| *k < 0) {
+            return Err(PyValueError::new_err("api keys are non-negative"));
+        }
+        let top = versions.keys().copied().max().unwrap_or(-1);
+        let versions = (0..=top).map(|k| versions.get(&k).copied().unwrap_or(Some(i16::MAX))).collect();
+        Ok(RewritePlan { plan: Plan { versions, features, drop_kraft_control, semantic_defaults: rules, samples: 0, epoch: None } })
+    }
+
+    fn __repr__(&self) -> String {
+        let p = &self.plan;
+        format!(
+            "RewritePlan({} record types, {} features, drop_kraft_control={}, {} semantic defaults)",
+            p.versions.len(),
+            p.features.len(),
+            if p.drop_kraft_control { "True" } else { "False" },
+            p.semantic_defaults.len()
+        )
+    }
+}
+
+/// Rewrites the snapshot `src` per `plan` and writes it to `dst` (None: a dry run).
+///
+/// `samples`: how many sample keys to keep per loss. `epoch`: the epoch in the snapshot's name,
+/// which every batch must carry (None: the first batch's). The output goes to `<dst>.part`,
 /// is fsynced, then renamed over `dst`; on error nothing is left behind and `dst` is untouched.
 /// Returns the report: batch/record/byte counts, `losses` (record, field, count, samples),
 /// `feature_changes` (name, from, to) and `records_dropped_silently`.
 #[pyfunction]
-#[pyo3(signature = (src, dst, versions, features, *, drop_kraft_control = false, semantic_defaults = Vec::new(), samples = 5, epoch = None))]
-#[allow(clippy::too_many_arguments)]
-fn rewrite_snapshot<'py>(
-    py: Python<'py>,
-    src: PathBuf,
-    dst: Option<PathBuf>,
-    versions: HashMap<i16, Option<i16>>,
-    features: HashMap<String, HashMap<i16, i16>>,
-    drop_kraft_control: bool,
-    semantic_defaults: Vec<(String, String, String)>,
-    samples: usize,
-    epoch: Option<i32>,
-) -> PyResult<Bound<'py, PyDict>> {
+#[pyo3(signature = (src, dst, plan, *, samples = 5, epoch = None))]
+fn rewrite_snapshot<'py>(py: Python<'py>, src: PathBuf, dst: Option<PathBuf>, plan: &RewritePlan, samples: usize, epoch: Option<i32>) -> PyResult<Bound<'py, PyDict>> {
+    let plan = Plan { samples, epoch, ..plan.plan.clone() };
     let name = src.to_string_lossy().into_owned();
-    let plan = make_plan(versions, features, drop_kraft_control, semantic_defaults, samples, epoch)?;
     let f = File::open(&src).map_err(|e| io_err(&name, e))?;
     // streamed, one batch at a time (read in chunks straight into one buffer): memory does
     // not grow with the snapshot
@@ -119,33 +158,6 @@ fn rewrite_snapshot<'py>(
     Ok(d)
 }
 
-/// The core's [`Plan`] from the plain data Python hands in (see `rewrite_snapshot`).
-pub(crate) fn make_plan(
-    versions: HashMap<i16, Option<i16>>,
-    features: HashMap<String, HashMap<i16, i16>>,
-    drop_kraft_control: bool,
-    semantic_defaults: Vec<(String, String, String)>,
-    samples: usize,
-    epoch: Option<i32>,
-) -> PyResult<Plan> {
-    let mut rules = Vec::with_capacity(semantic_defaults.len());
-    for (record, field, rule) in semantic_defaults {
-        let rule = match rule.as_str() {
-            "all-zero-uuids" => SemanticDefault::AllZeroUuids,
-            "empty" => SemanticDefault::Empty,
-            other => return Err(pyo3::exceptions::PyValueError::new_err(format!("unknown semantic default rule {other:?} (all-zero-uuids, empty)"))),
-        };
-        rules.push((record, field, rule));
-    }
-    let mut plan = Plan { versions: Vec::new(), features, drop_kraft_control, semantic_defaults: rules, samples, epoch };
-    let top = versions.keys().copied().max().unwrap_or(-1);
-    if versions.keys().any(|k| *k < 0) {
-        return Err(pyo3::exceptions::PyValueError::new_err("api keys are non-negative"));
-    }
-    plan.versions = (0..=top).map(|k| versions.get(&k).copied().unwrap_or(Some(i16::MAX))).collect();
-    Ok(plan)
-}
-
 fn part_path(dst: &std::path::Path) -> PathBuf {
     let mut s = dst.as_os_str().to_owned();
     s.push(".part");
@@ -153,6 +165,7 @@ fn part_path(dst: &std::path::Path) -> PathBuf {
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<RewritePlan>()?;
     m.add_function(wrap_pyfunction!(rewrite_snapshot, m)?)?;
     Ok(())
 }
