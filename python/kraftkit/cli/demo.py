@@ -15,7 +15,8 @@ from kraftkit.metadata.image import load_image, mv_name
 from kraftkit.metadata.snapshot import SnapshotReader
 
 HELP = ("write a metadata-shaped KRaft log with kraftkit, dump and verify it, replay it into the metadata image, "
-        "snapshot it, rewrite the snapshot for an older metadata.version, and replicate it with a three-node raft quorum")
+        "snapshot it, rewrite the snapshot for an older metadata.version, replicate it with a three-node raft quorum, "
+        "and audit it with Spark")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
