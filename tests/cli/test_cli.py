@@ -76,6 +76,26 @@ def test_dump_log_missing_file_is_a_usage_error(tmp_path: Path) -> None:
     assert "no such file" in proc.stderr
 
 
+def test_dump_log_into_a_pipe_closed_early_ends_quietly(partition: Path, monkeypatch, capsys) -> None:
+    """`kraftkit dump-log ... | head`: the reader going away is not an error to report."""
+    import io
+
+    from kraftkit.cli.main import main
+
+    class ClosedPipe(io.RawIOBase):
+        def writable(self) -> bool:
+            return True
+
+        def write(self, b) -> int:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    # unbuffered, so that the error comes at the first write, with nothing left to flush
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BufferedWriter(ClosedPipe(), buffer_size=1)))
+    files = sorted(partition.glob("*.log"))
+    assert main(["dump-log", "--deep", *map(str, files)]) == 0
+    assert capsys.readouterr().err == ""
+
+
 def test_dump_log_of_a_directory_says_so(tmp_path: Path) -> None:
     proc = run("dump-log", str(tmp_path), check=2)
     assert f"{tmp_path}: is a directory" in proc.stderr

@@ -83,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
             for chunk in it:
                 out_bin.write(chunk)
             summary = it.summary()
+        except BrokenPipeError:
+            raise  # the reader went away (`| head`): main() ends quietly
         except (KraftkitError, OSError) as e:
             out_bin.flush()
             print(f"kraftkit dump-log: {e}", file=sys.stderr)
