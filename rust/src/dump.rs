@@ -3,6 +3,7 @@
 
 use crate::batch::{self, BatchHeader, NextBatch, RecordView};
 use crate::error::Error;
+use crate::java_utf8;
 use base64::Engine;
 
 #[derive(Debug, Clone, Copy)]
@@ -91,7 +92,7 @@ impl<'a> Fields<'a> {
             if self.json {
                 json_str(self.out, item);
             } else {
-                java_lossy_utf8(self.out, item);
+                java_utf8::lossy(self.out, item);
             }
         }
         self.out.push(b']');
@@ -111,153 +112,6 @@ pub struct Dumper<B: AsRef<[u8]>> {
 fn num(out: &mut Vec<u8>, v: impl itoa::Integer) {
     let mut b = itoa::Buffer::new();
     out.extend_from_slice(b.format(v).as_bytes());
-}
-
-const REPLACEMENT: &[u8] = "\u{FFFD}".as_bytes();
-
-#[inline]
-fn is_cont(b: u8) -> bool {
-    b & 0xc0 == 0x80
-}
-
-/// Appends `b` decoded as Java's `new String(bytes, UTF_8)` does (what kafka-dump-log prints),
-/// re-encoded as UTF-8: valid UTF-8 is copied as is; each malformed sequence becomes U+FFFD,
-/// with Java's rules for how many bytes one replacement covers (JDK `String.decodeUTF8_UTF16`).
-pub fn java_lossy_utf8(out: &mut Vec<u8>, b: &[u8]) {
-    if std::str::from_utf8(b).is_ok() {
-        out.extend_from_slice(b);
-        return;
-    }
-    let n = b.len();
-    let mut i = 0;
-    while i < n {
-        let b1 = b[i];
-        if b1 < 0x80 {
-            let run = b[i..].iter().position(|&c| c >= 0x80).unwrap_or(n - i);
-            out.extend_from_slice(&b[i..i + run]);
-            i += run;
-            continue;
-        }
-        // A well-formed sequence is copied as is (Java decodes it identically).
-        if let Some(len) = valid_sequence_len(b, i) {
-            out.extend_from_slice(&b[i..i + len]);
-            i += len;
-            continue;
-        }
-        match java_malformed_step(out, b, i) {
-            Some(next) => i = next,
-            None => return,
-        }
-    }
-}
-
-/// Length of the well-formed UTF-8 sequence (RFC 3629) starting with a non-ASCII byte at `i`.
-#[inline]
-fn valid_sequence_len(b: &[u8], i: usize) -> Option<usize> {
-    let b1 = b[i];
-    let c = |k: usize| b.get(i + k).copied().filter(|&x| is_cont(x));
-    let (len, lo, hi) = match b1 {
-        0xc2..=0xdf => (2, 0x80, 0xbf),
-        0xe0 => (3, 0xa0, 0xbf),
-        0xe1..=0xec | 0xee..=0xef => (3, 0x80, 0xbf),
-        0xed => (3, 0x80, 0x9f),
-        0xf0 => (4, 0x90, 0xbf),
-        0xf1..=0xf3 => (4, 0x80, 0xbf),
-        0xf4 => (4, 0x80, 0x8f),
-        _ => return None,
-    };
-    let b2 = c(1)?;
-    if b2 < lo || b2 > hi {
-        return None;
-    }
-    for k in 2..len {
-        c(k)?;
-    }
-    Some(len)
-}
-
-/// One step of Java's decoder at a byte where Rust found malformed input: appends what Java
-/// appends and returns where Java resumes, or None where Java stops (at the end of input).
-fn java_malformed_step(out: &mut Vec<u8>, b: &[u8], start: usize) -> Option<usize> {
-    let n = b.len();
-    let b1 = b[start];
-    let mut i = start + 1;
-    if b1 < 0x80 {
-        out.push(b1);
-        return Some(i);
-    }
-    if (0xc2..=0xdf).contains(&b1) {
-        if i < n {
-            if is_cont(b[i]) {
-                out.extend_from_slice(&b[i - 1..i + 1]);
-                i += 1;
-            } else {
-                out.extend_from_slice(REPLACEMENT);
-            }
-            return Some(i);
-        }
-        out.extend_from_slice(REPLACEMENT);
-        return None;
-    }
-    if (0xe0..=0xef).contains(&b1) {
-        let overlong = |b2: u8| b1 == 0xe0 && b2 & 0xe0 == 0x80;
-        if i + 1 < n {
-            let (b2, b3) = (b[i], b[i + 1]);
-            if overlong(b2) || !is_cont(b2) || !is_cont(b3) {
-                out.extend_from_slice(REPLACEMENT);
-                // Java skips 1 byte, or 2 when the second byte was acceptable.
-                if !overlong(b2) && is_cont(b2) {
-                    i += 1;
-                }
-            } else {
-                let c = ((b1 as u32 & 0x0f) << 12) | ((b2 as u32 & 0x3f) << 6) | (b3 as u32 & 0x3f);
-                if (0xd800..=0xdfff).contains(&c) {
-                    out.extend_from_slice(REPLACEMENT);
-                } else {
-                    out.extend_from_slice(&b[i - 1..i + 2]);
-                }
-                i += 2;
-            }
-            return Some(i);
-        }
-        out.extend_from_slice(REPLACEMENT);
-        if i < n && (overlong(b[i]) || !is_cont(b[i])) {
-            return Some(i);
-        }
-        return None;
-    }
-    if (0xf0..=0xf7).contains(&b1) {
-        let bad2 = |b2: u8| (b1 == 0xf0 && !(0x90..=0xbf).contains(&b2)) || (b1 == 0xf4 && b2 & 0xf0 != 0x80) || !is_cont(b2);
-        if i + 2 < n {
-            let (b2, b3, b4) = (b[i], b[i + 1], b[i + 2]);
-            let uc = ((b1 as u32 & 0x07) << 18) | ((b2 as u32 & 0x3f) << 12) | ((b3 as u32 & 0x3f) << 6) | (b4 as u32 & 0x3f);
-            if !is_cont(b2) || !is_cont(b3) || !is_cont(b4) || !(0x10000..=0x10ffff).contains(&uc) {
-                out.extend_from_slice(REPLACEMENT);
-                // Java's malformedN(4): 1, 2 or 3 bytes make up the bad sequence.
-                let len = if b1 > 0xf4 || bad2(b2) {
-                    1
-                } else if !is_cont(b3) {
-                    2
-                } else {
-                    3
-                };
-                return Some(start + len);
-            }
-            out.extend_from_slice(&b[start..start + 4]);
-            return Some(start + 4);
-        }
-        out.extend_from_slice(REPLACEMENT);
-        if b1 > 0xf4 || (i < n && bad2(b[i])) {
-            return Some(i);
-        }
-        i += 1;
-        if i < n && !is_cont(b[i]) {
-            return Some(i);
-        }
-        return None;
-    }
-    out.extend_from_slice(REPLACEMENT);
-    Some(i)
 }
 
 fn s(out: &mut Vec<u8>, t: &str) {
@@ -459,11 +313,11 @@ impl DumpState {
                 } else {
                     if let Some(k) = key {
                         s(out, " key: ");
-                        java_lossy_utf8(out, k);
+                        java_utf8::lossy(out, k);
                     }
                     if let Some(v) = value {
                         s(out, " payload: ");
-                        java_lossy_utf8(out, v);
+                        java_utf8::lossy(out, v);
                     }
                 }
             }
@@ -586,27 +440,3 @@ impl DumpState {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::java_lossy_utf8;
-
-    fn j(b: &[u8]) -> String {
-        let mut o = Vec::new();
-        java_lossy_utf8(&mut o, b);
-        String::from_utf8(o).unwrap()
-    }
-
-    /// Expected strings follow the JDK's decoding rules as documented in String.decodeUTF8_UTF16.
-    #[test]
-    fn java_replacement_rules() {
-        assert_eq!(j("héllo".as_bytes()), "héllo");
-        assert_eq!(j(&[0x80]), "\u{FFFD}");
-        assert_eq!(j(&[0xed, 0xb1, 0x1f]), "\u{FFFD}\u{1f}"); // 2 bytes, one replacement
-        assert_eq!(j(&[0xed, 0xa0, 0x80]), "\u{FFFD}"); // a surrogate: 3 bytes, one replacement
-        assert_eq!(j(&[0xe0, 0x80, 0x80]), "\u{FFFD}\u{FFFD}\u{FFFD}"); // overlong: 1 byte at a time
-        assert_eq!(j(&[0xc3]), "\u{FFFD}");
-        assert_eq!(j(&[0xc3, 0x41]), "\u{FFFD}A");
-        assert_eq!(j(&[0xf0, 0x9f, 0x98]), "\u{FFFD}");
-        assert_eq!(j(&[0xf0, 0x9f, 0x41, 0x41]), "\u{FFFD}AA");
-    }
-}

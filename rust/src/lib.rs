@@ -11,6 +11,7 @@ pub mod dump;
 pub mod error;
 pub mod image;
 pub mod index;
+pub mod java_utf8;
 pub mod rewrite;
 pub mod schema;
 pub mod segment;

@@ -68,12 +68,14 @@ def run_tool(
     jvm_opts: Sequence[str] = (),
     cwd: Path | None = None,
     extra_classpath: Sequence[Path | str] = (),
+    raw: bool = False,
 ) -> subprocess.CompletedProcess:
     """Run ``java -cp <kafka libs>/* main_class args...``; bounded by ``timeout`` seconds.
 
     ``main_class`` may also be a path to a ``.java`` single-file source program.
-    stdout/stderr are captured as text.  Raises ``HarnessError`` on timeout and (if
-    ``check``) on a nonzero exit code, with the tool's output.
+    stdout/stderr are captured as text (UTF-8, newlines translated), or with ``raw`` as the
+    bytes the tool wrote.  Raises ``HarnessError`` on timeout and (if ``check``) on a nonzero
+    exit code, with the tool's output.
     """
     java = jars.require_java()
     jars.ensure_kafka(version)
@@ -82,8 +84,8 @@ def run_tool(
     cmd = [java, *TOOL_JVM_OPTS, *logcfg, *jvm_opts, "-cp", cp,
            str(main_class), *map(str, args)]
     try:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              encoding="utf-8", errors="replace", timeout=timeout, cwd=cwd)
+        text = {} if raw else {"text": True, "encoding": "utf-8", "errors": "replace"}
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, cwd=cwd, **text)
     except subprocess.TimeoutExpired as e:
         raise HarnessError(f"{main_class} timed out after {timeout:.0f}s: {' '.join(cmd[-6:])}\n"
                            f"stderr: {(e.stderr or '')[-2000:]}")
@@ -108,8 +110,10 @@ def dump_log(
     skip_record_metadata: bool = False,
     extra_args: Sequence[str] = (),
     timeout: float = 300.0,
+    raw: bool = False,
 ) -> subprocess.CompletedProcess:
-    """Run kafka-dump-log on ``files`` (one JVM for all of them); return the process."""
+    """Run kafka-dump-log on ``files`` (one JVM for all of them); return the process (its
+    output as bytes with ``raw``)."""
     files = [str(f) for f in files]
     if not files:
         raise ValueError("no files to dump")
@@ -127,7 +131,7 @@ def dump_log(
     if skip_record_metadata:
         args.append("--skip-record-metadata")
     args += list(extra_args)
-    return run_tool(version, dump_log_class(version), args, timeout=timeout)
+    return run_tool(version, dump_log_class(version), args, timeout=timeout, raw=raw)
 
 
 def dump_log_parsed(version: str, files: Iterable[Path | str], **kw) -> dict[str, dict]:

@@ -274,6 +274,39 @@ def test_dump_log_verifies_kraftkit_indexes(kafka_jars, written_log, version):
         assert fd["sanity_ok"] or (fd["empty"] and f.suffix == ".index"), fd
 
 
+def test_print_data_of_binary_keys_and_values_is_kafka_dump_logs_text(kafka_jars, tmp_path):
+    """Keys and values that are not UTF-8 (KRaft metadata records, UUIDs, any binary payload):
+    kafka-dump-log --print-data-log prints them through Java's UTF-8 decoder, and kraftkit's text
+    equals it byte for byte: uniform random bytes, bytes drawn from the decoder's boundary cases,
+    and every sequence of up to three boundary bytes (each value ends where Java's input ends,
+    so the truncated-sequence rules are exercised too)."""
+    import itertools
+    import subprocess
+    import sys
+
+    rng = random.Random(20261122)
+    edges = [0x0a, 0x41, 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xc1, 0xc2, 0xdf, 0xe0, 0xe1, 0xec,
+             0xed, 0xee, 0xef, 0xf0, 0xf1, 0xf3, 0xf4, 0xf5, 0xf7, 0xf8, 0xff]
+    values = [bytes(rng.randrange(256) for _ in range(rng.randrange(0, 200))) for _ in range(2000)]
+    values += [bytes(rng.choice(edges) for _ in range(rng.randrange(1, 60))) for _ in range(2000)]
+    values += [bytes(t) for n in (1, 2, 3) for t in itertools.product(edges, repeat=n)]
+    d = tmp_path / "binary-0"
+    with Log(d, create=True, segment_bytes=1 << 20) as log:
+        for i in range(0, len(values), 500):
+            chunk = values[i:i + 500]
+            recs = [(TS0, chunk[-1 - j] if j % 3 == 0 else None, v, ()) for j, v in enumerate(chunk)]
+            log.append(encode_batch(recs, base_offset=i))
+    logs = sorted(d.glob("*.log"))
+    theirs = tools.dump_log(jars.KAFKA_4, logs, deep=True, print_data=True, raw=True).stdout
+    ours = subprocess.run([sys.executable, "-m", "kraftkit.cli.main", "dump-log", "--deep", "--print-data",
+                           *map(str, logs)], capture_output=True, timeout=300, check=True).stdout
+    assert ours.count(b"payload: ") == len(values)
+    if ours != theirs:
+        at = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+        pytest.fail(f"first difference at byte {at}:\n kraftkit: {ours[at - 80:at + 40]!r}\n"
+                    f" kafka:    {theirs[at - 80:at + 40]!r}")
+
+
 # ------------------------------------------------------------------------------------------
 # 2. a real broker serves a kraftkit-written partition
 

@@ -252,7 +252,9 @@ impl DumpIter {
         if self.inner.is_done() {
             return None;
         }
-        let mut out = Vec::with_capacity(1 << 20);
+        // A chunk ends with the batch that takes it past 1 MiB: room for that batch's text too,
+        // so that the buffer is rarely grown (and copied) on the way.
+        let mut out = Vec::with_capacity(2 << 20);
         let inner = &mut self.inner;
         py.allow_threads(|| inner.next_chunk(&mut out, 1 << 20));
         if out.is_empty() {

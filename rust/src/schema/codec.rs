@@ -301,7 +301,7 @@ fn read_value(r: &mut Reader, t: &FieldType, v: i16, flexible: bool, compact: bo
                         Ok(s) => s.to_string(),
                         Err(_) => {
                             let mut out = Vec::with_capacity(n + 8);
-                            crate::dump::java_lossy_utf8(&mut out, b);
+                            crate::java_utf8::lossy(&mut out, b);
                             String::from_utf8(out).unwrap_or_default()
                         }
                     })
