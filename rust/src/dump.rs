@@ -1,10 +1,11 @@
 //! Rendering a segment the way `kafka-dump-log` prints it (text), or as JSON lines.
 //! Formatting lives here because it is the hot loop of `kraftkit dump-log`.
 
-use crate::batch::{self, BatchHeader, NextBatch, RecordView};
+use crate::batch::{self, BatchHeader, NextBatch};
 use crate::error::Error;
 use crate::java_utf8;
 use base64::Engine;
+use std::io::{IoSlice, Write};
 
 #[derive(Debug, Clone, Copy)]
 pub struct DumpOptions {
@@ -27,7 +28,56 @@ pub struct DumpState {
     /// Bytes after the last complete batch.
     pub trailing_bytes: u64,
     last_offset: Option<i64>,
-    recs: Vec<RecordView>,
+}
+
+/// What rendering one batch found; batches are rendered in parallel, and their findings
+/// merged into the dump's [`DumpState`] in file order.
+#[derive(Default)]
+struct BatchFindings {
+    invalid: bool,
+    records: u64,
+    first_offset: Option<i64>,
+    last_offset: Option<i64>,
+    /// Within the batch (the step from the previous batch is checked when merging).
+    non_consecutive: Vec<(i64, i64)>,
+    error: Option<Error>,
+}
+
+impl BatchFindings {
+    fn saw_offset(&mut self, offset: i64) {
+        match self.last_offset {
+            Some(last) if offset != last + 1 => self.non_consecutive.push((last, offset)),
+            Some(_) => {}
+            None => self.first_offset = Some(offset),
+        }
+        self.last_offset = Some(offset);
+    }
+
+    fn note_error(&mut self, e: Error) {
+        if self.error.is_none() {
+            self.error = Some(e);
+        }
+    }
+}
+
+impl DumpState {
+    fn merge(&mut self, f: BatchFindings) {
+        self.batches += 1;
+        self.invalid_batches += f.invalid as u64;
+        self.records += f.records;
+        if let (Some(last), Some(first)) = (self.last_offset, f.first_offset) {
+            if first != last + 1 {
+                self.non_consecutive.push((last, first));
+            }
+        }
+        self.non_consecutive.extend(f.non_consecutive);
+        if f.last_offset.is_some() {
+            self.last_offset = f.last_offset;
+        }
+        if self.error.is_none() {
+            self.error = f.error;
+        }
+    }
 }
 
 /// Writes named fields either as kafka-dump-log's text (`name: value`, space separated) or
@@ -177,264 +227,301 @@ impl<B: AsRef<[u8]>> Dumper<B> {
         self.done
     }
 
-    /// Renders batches until `out` has grown by at least `chunk` bytes or the end is reached.
-    pub fn next_chunk(&mut self, out: &mut Vec<u8>, chunk: usize) {
-        let start = out.len();
-        while !self.done && out.len() - start < chunk {
-            let buf = &self.buf.as_ref()[..self.limit];
+    /// Renders the next batches, about `chunk` bytes of the input (at least one batch), into
+    /// `parts`: one buffer per batch, in file order (none at the end). The buffers are reused
+    /// from one call to the next, so pass the same `parts` each time. The batches of a chunk are
+    /// rendered in parallel (CRC, decompression, records and their text are independent per
+    /// batch); what they find is merged into `state` in file order.
+    pub fn next_chunk(&mut self, chunk: usize, parts: &mut Vec<Vec<u8>>) {
+        let buf = &self.buf.as_ref()[..self.limit];
+        let mut found: Vec<(BatchHeader, std::ops::Range<usize>)> = Vec::new();
+        let mut taken = 0usize;
+        let mut stop = None;
+        while !self.done && taken < chunk {
             match batch::next_batch(buf, self.pos, 0) {
                 Ok(NextBatch::End) => self.done = true,
                 Ok(NextBatch::Batch(h, r)) => {
-                    let end = r.end;
-                    self.state.render_batch(&self.opts, &h, &buf[r], self.pos as u64, out);
-                    self.pos = end;
+                    taken += r.len();
+                    self.pos = r.end;
+                    found.push((h, r));
                 }
                 Err(e) => {
                     // Like kafka-dump-log: what follows the last complete batch is reported, not dumped.
-                    self.state.trailing_bytes = (self.limit - self.pos) as u64;
-                    self.state.error = Some(e);
+                    stop = Some(e);
                     self.done = true;
                 }
             }
         }
+        parts.resize_with(found.len(), Vec::new);
+        let opts = self.opts;
+        let render = |((h, r), out): (&(BatchHeader, std::ops::Range<usize>), &mut Vec<u8>)| {
+            out.clear();
+            // room for the usual text at once: a batch line, a line per record, and keys and
+            // values at up to three bytes out per byte in
+            let records = h.records_count.max(0) as usize;
+            out.reserve(512 + if opts.deep { records * 160 } else { 0 } + if opts.print_data { 3 * r.len() } else { 0 });
+            let mut f = BatchFindings::default();
+            render_batch(&opts, h, &buf[r.clone()], r.start as u64, out, &mut f);
+            f
+        };
+        let findings: Vec<BatchFindings> = if found.len() > 1 {
+            use rayon::prelude::*;
+            found.par_iter().zip(parts.par_iter_mut()).map(render).collect()
+        } else {
+            found.iter().zip(parts.iter_mut()).map(render).collect()
+        };
+        for f in findings {
+            self.state.merge(f);
+        }
+        if let Some(e) = stop {
+            self.state.trailing_bytes = (self.limit - self.pos) as u64;
+            self.state.error = Some(e);
+        }
     }
 
+    /// Renders everything left, chunk by chunk, into `w` (a file or pipe: each chunk's parts go
+    /// out in vectored writes, with no copy in between).
+    pub fn write_to(&mut self, w: &mut impl Write, chunk: usize) -> std::io::Result<()> {
+        let mut parts = Vec::new();
+        while !self.done {
+            self.next_chunk(chunk, &mut parts);
+            let mut slices: Vec<IoSlice<'_>> = parts.iter().filter(|p| !p.is_empty()).map(|p| IoSlice::new(p)).collect();
+            let mut rest = &mut slices[..];
+            while !rest.is_empty() {
+                // at most IOV_MAX (1024 on Linux) buffers per call
+                let n = rest.len().min(1024);
+                match w.write_vectored(&rest[..n]) {
+                    Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                    Ok(written) => IoSlice::advance_slices(&mut rest, written),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        w.flush()
+    }
 }
 
-impl DumpState {
-    fn render_batch(&mut self, opts: &DumpOptions, h: &BatchHeader, bytes: &[u8], fpos: u64, out: &mut Vec<u8>) {
-        let computed = batch::compute_crc(bytes);
-        let valid = computed == h.crc;
-        if !valid {
-            self.invalid_batches += 1;
+fn render_batch(opts: &DumpOptions, h: &BatchHeader, bytes: &[u8], fpos: u64, out: &mut Vec<u8>, found: &mut BatchFindings) {
+    let computed = batch::compute_crc(bytes);
+    let valid = computed == h.crc;
+    found.invalid = !valid;
+    found.records = h.records_count.max(0) as u64;
+    let json = opts.json;
+    if json {
+        out.push(b'{');
+    }
+    let mut f = Fields::new(out, json);
+    if json {
+        f.text("type", "batch");
+    }
+    f.int("baseOffset", h.base_offset);
+    f.int("lastOffset", h.last_offset());
+    f.int("count", h.records_count);
+    f.int("baseSequence", h.base_sequence);
+    f.int("lastSequence", h.last_sequence());
+    f.int("producerId", h.producer_id);
+    f.int("producerEpoch", h.producer_epoch);
+    f.int("partitionLeaderEpoch", h.partition_leader_epoch);
+    f.boolean("isTransactional", h.is_transactional());
+    f.boolean("isControl", h.is_control());
+    // Kafka prints Java's OptionalLong; JSON gets a number or null.
+    match (json, h.delete_horizon_ms()) {
+        (true, Some(v)) => f.int("deleteHorizonMs", v),
+        (true, None) => f.raw("deleteHorizonMs", "null"),
+        (false, Some(v)) => f.raw("deleteHorizonMs", &format!("OptionalLong[{v}]")),
+        (false, None) => f.raw("deleteHorizonMs", "OptionalLong.empty"),
+    }
+    f.int("position", fpos);
+    if json {
+        f.text("timestampType", h.timestamp_type_name());
+        f.int("maxTimestamp", h.max_timestamp);
+        f.int("baseTimestamp", h.base_timestamp);
+    } else {
+        f.int(h.timestamp_type_name(), h.max_timestamp);
+    }
+    f.int("size", bytes.len());
+    f.int("magic", 2);
+    f.text("compresscodec", h.codec().map_or("unknown", |c| c.name()));
+    f.int("crc", h.crc);
+    f.boolean("isvalid", valid);
+    if !json {
+        out.push(b'\n');
+    }
+    if opts.deep {
+        render_records(opts, h, bytes, fpos, out, found);
+    }
+    if json {
+        s(out, "}\n");
+    }
+}
+
+fn render_records(opts: &DumpOptions, h: &BatchHeader, bytes: &[u8], fpos: u64, out: &mut Vec<u8>, found: &mut BatchFindings) {
+    let json = opts.json;
+    let data = match batch::records_data(h, bytes, fpos) {
+        Ok(d) => d,
+        Err(e) => {
+            note_record_error(json, e, out, found);
+            return;
         }
-        self.batches += 1;
-        self.records += h.records_count.max(0) as u64;
-        let json = opts.json;
+    };
+    let mut recs = Vec::new();
+    let parsed = batch::parse_records(h, data.bytes(), fpos, &mut recs);
+    let d = data.bytes();
+    if json {
+        s(out, ",\"records\":[");
+    }
+    for (i, r) in recs.iter().enumerate() {
+        let offset = h.base_offset + r.offset_delta as i64;
+        found.saw_offset(offset);
+        let ts = if h.is_log_append_time() { h.max_timestamp } else { h.base_timestamp.wrapping_add(r.timestamp_delta) };
+        let key = slice(&r.key).map(|x| &d[x]);
+        let value = slice(&r.value).map(|x| &d[x]);
+        let headers = batch::read_headers(d, r);
         if json {
+            if i > 0 {
+                out.push(b',');
+            }
             out.push(b'{');
+        } else {
+            s(out, "| ");
         }
         let mut f = Fields::new(out, json);
-        if json {
-            f.text("type", "batch");
+        f.int("offset", offset);
+        f.int(if json { "timestamp" } else { h.timestamp_type_name() }, ts);
+        f.int("keySize", key.map_or(-1, |k| k.len() as i64));
+        f.int("valueSize", value.map_or(-1, |v| v.len() as i64));
+        f.int("sequence", h.record_sequence(r.offset_delta));
+        f.strings("headerKeys", headers.iter().map(|hd| &d[hd.key.start as usize..hd.key.end as usize]));
+        if h.is_control() {
+            render_control(key, value, json, out);
+        } else if opts.print_data {
+            if json {
+                s(out, ",\"key\":");
+                json_bytes(out, key);
+                s(out, ",\"payload\":");
+                json_bytes(out, value);
+            } else {
+                if let Some(k) = key {
+                    s(out, " key: ");
+                    java_utf8::lossy(out, k);
+                }
+                if let Some(v) = value {
+                    s(out, " payload: ");
+                    java_utf8::lossy(out, v);
+                }
+            }
         }
-        f.int("baseOffset", h.base_offset);
-        f.int("lastOffset", h.last_offset());
-        f.int("count", h.records_count);
-        f.int("baseSequence", h.base_sequence);
-        f.int("lastSequence", h.last_sequence());
-        f.int("producerId", h.producer_id);
-        f.int("producerEpoch", h.producer_epoch);
-        f.int("partitionLeaderEpoch", h.partition_leader_epoch);
-        f.boolean("isTransactional", h.is_transactional());
-        f.boolean("isControl", h.is_control());
-        // Kafka prints Java's OptionalLong; JSON gets a number or null.
-        match (json, h.delete_horizon_ms()) {
-            (true, Some(v)) => f.int("deleteHorizonMs", v),
-            (true, None) => f.raw("deleteHorizonMs", "null"),
-            (false, Some(v)) => f.raw("deleteHorizonMs", &format!("OptionalLong[{v}]")),
-            (false, None) => f.raw("deleteHorizonMs", "OptionalLong.empty"),
-        }
-        f.int("position", fpos);
         if json {
-            f.text("timestampType", h.timestamp_type_name());
-            f.int("maxTimestamp", h.max_timestamp);
-            f.int("baseTimestamp", h.base_timestamp);
+            out.push(b'}');
         } else {
-            f.int(h.timestamp_type_name(), h.max_timestamp);
-        }
-        f.int("size", bytes.len());
-        f.int("magic", 2);
-        f.text("compresscodec", h.codec().map_or("unknown", |c| c.name()));
-        f.int("crc", h.crc);
-        f.boolean("isvalid", valid);
-        if !json {
             out.push(b'\n');
         }
-        if opts.deep {
-            self.render_records(opts, h, bytes, fpos, out);
-        }
-        if json {
-            s(out, "}\n");
-        }
     }
+    if json {
+        s(out, "]");
+    }
+    if let Err(e) = parsed {
+        note_record_error(json, e, out, found);
+    }
+}
 
-    fn render_records(&mut self, opts: &DumpOptions, h: &BatchHeader, bytes: &[u8], fpos: u64, out: &mut Vec<u8>) {
-        let json = opts.json;
-        let data = match batch::records_data(h, bytes, fpos) {
-            Ok(d) => d,
-            Err(e) => {
-                self.note_record_error(json, e, out);
-                return;
-            }
-        };
-        let mut recs = std::mem::take(&mut self.recs);
-        recs.clear();
-        let parsed = batch::parse_records(h, data.bytes(), fpos, &mut recs);
-        let d = data.bytes();
-        if json {
-            s(out, ",\"records\":[");
-        }
-        for (i, r) in recs.iter().enumerate() {
-            let offset = h.base_offset + r.offset_delta as i64;
-            if let Some(last) = self.last_offset {
-                if offset != last + 1 {
-                    self.non_consecutive.push((last, offset));
-                }
-            }
-            self.last_offset = Some(offset);
-            let ts = if h.is_log_append_time() { h.max_timestamp } else { h.base_timestamp.wrapping_add(r.timestamp_delta) };
-            let key = slice(&r.key).map(|x| &d[x]);
-            let value = slice(&r.value).map(|x| &d[x]);
-            let headers = batch::read_headers(d, r);
+fn note_record_error(json: bool, e: Error, out: &mut Vec<u8>, found: &mut BatchFindings) {
+    if json {
+        s(out, ",\"error\":");
+        json_str(out, e.to_string().as_bytes());
+    } else {
+        s(out, "| error: ");
+        s(out, &e.to_string());
+        out.push(b'\n');
+    }
+    found.note_error(e);
+}
+
+fn render_control(key: Option<&[u8]>, value: Option<&[u8]>, json: bool, out: &mut Vec<u8>) {
+    match batch::parse_control_key(key) {
+        Err(reason) => {
             if json {
-                if i > 0 {
-                    out.push(b',');
-                }
-                out.push(b'{');
+                s(out, ",\"controlError\":");
+                json_str(out, reason.as_bytes());
             } else {
-                s(out, "| ");
+                s(out, " controlError: ");
+                s(out, &reason);
             }
-            let mut f = Fields::new(out, json);
-            f.int("offset", offset);
-            f.int(if json { "timestamp" } else { h.timestamp_type_name() }, ts);
-            f.int("keySize", key.map_or(-1, |k| k.len() as i64));
-            f.int("valueSize", value.map_or(-1, |v| v.len() as i64));
-            f.int("sequence", h.record_sequence(r.offset_delta));
-            f.strings("headerKeys", headers.iter().map(|hd| &d[hd.key.start as usize..hd.key.end as usize]));
-            if h.is_control() {
-                self.render_control(key, value, json, out);
-            } else if opts.print_data {
-                if json {
-                    s(out, ",\"key\":");
-                    json_bytes(out, key);
-                    s(out, ",\"payload\":");
-                    json_bytes(out, value);
-                } else {
-                    if let Some(k) = key {
-                        s(out, " key: ");
-                        java_utf8::lossy(out, k);
+        }
+        Ok((_, t)) => {
+            let name = batch::control_type_name(t);
+            if t == 0 || t == 1 {
+                match batch::parse_end_txn_marker(value) {
+                    Ok((_, epoch)) => {
+                        if json {
+                            s(out, ",\"endTxnMarker\":\"");
+                            s(out, name);
+                            s(out, "\",\"coordinatorEpoch\":");
+                            num(out, epoch);
+                        } else {
+                            s(out, " endTxnMarker: ");
+                            s(out, name);
+                            s(out, " coordinatorEpoch: ");
+                            num(out, epoch);
+                        }
                     }
-                    if let Some(v) = value {
-                        s(out, " payload: ");
-                        java_utf8::lossy(out, v);
+                    Err(reason) => {
+                        s(out, if json { ",\"controlError\":" } else { " controlError: " });
+                        if json {
+                            json_str(out, reason.as_bytes());
+                        } else {
+                            s(out, &reason);
+                        }
                     }
                 }
-            }
-            if json {
-                out.push(b'}');
+            } else if let Some(c) = crate::schema::control_schema(t) {
+                // Kafka 4.x prints "LeaderChange:" with a colon, the other types without one.
+                let label = if t == 2 { "LeaderChange:" } else { c.label };
+                let rendered = crate::schema::decode_control_record(t, value.unwrap_or(&[]))
+                    .map(|(c, v, st)| crate::schema::json::message_json(c.schema, v, &st))
+                    .map_err(|e| e.to_string());
+                match rendered {
+                    Ok(js) => {
+                        if json {
+                            s(out, ",\"controlType\":\"");
+                            s(out, name);
+                            s(out, "\",\"control\":");
+                            s(out, &js);
+                        } else {
+                            s(out, " ");
+                            s(out, label);
+                            s(out, " ");
+                            s(out, &js);
+                        }
+                    }
+                    Err(reason) => {
+                        if json {
+                            s(out, ",\"controlType\":\"");
+                            s(out, name);
+                            s(out, "\",\"controlError\":");
+                            json_str(out, reason.as_bytes());
+                        } else {
+                            s(out, " controlType: ");
+                            s(out, name);
+                            s(out, "(");
+                            num(out, t);
+                            s(out, ") controlError: ");
+                            s(out, &reason);
+                        }
+                    }
+                }
+            } else if json {
+                s(out, ",\"controlType\":\"");
+                s(out, name);
+                s(out, "\",\"controlTypeId\":");
+                num(out, t);
             } else {
-                out.push(b'\n');
-            }
-        }
-        if json {
-            s(out, "]");
-        }
-        self.recs = recs;
-        if let Err(e) = parsed {
-            self.note_record_error(json, e, out);
-        }
-    }
-
-    fn note_record_error(&mut self, json: bool, e: Error, out: &mut Vec<u8>) {
-        if json {
-            s(out, ",\"error\":");
-            json_str(out, e.to_string().as_bytes());
-        } else {
-            s(out, "| error: ");
-            s(out, &e.to_string());
-            out.push(b'\n');
-        }
-        if self.error.is_none() {
-            self.error = Some(e);
-        }
-    }
-
-    fn render_control(&self, key: Option<&[u8]>, value: Option<&[u8]>, json: bool, out: &mut Vec<u8>) {
-        match batch::parse_control_key(key) {
-            Err(reason) => {
-                if json {
-                    s(out, ",\"controlError\":");
-                    json_str(out, reason.as_bytes());
-                } else {
-                    s(out, " controlError: ");
-                    s(out, &reason);
-                }
-            }
-            Ok((_, t)) => {
-                let name = batch::control_type_name(t);
-                if t == 0 || t == 1 {
-                    match batch::parse_end_txn_marker(value) {
-                        Ok((_, epoch)) => {
-                            if json {
-                                s(out, ",\"endTxnMarker\":\"");
-                                s(out, name);
-                                s(out, "\",\"coordinatorEpoch\":");
-                                num(out, epoch);
-                            } else {
-                                s(out, " endTxnMarker: ");
-                                s(out, name);
-                                s(out, " coordinatorEpoch: ");
-                                num(out, epoch);
-                            }
-                        }
-                        Err(reason) => {
-                            s(out, if json { ",\"controlError\":" } else { " controlError: " });
-                            if json {
-                                json_str(out, reason.as_bytes());
-                            } else {
-                                s(out, &reason);
-                            }
-                        }
-                    }
-                } else if let Some(c) = crate::schema::control_schema(t) {
-                    // Kafka 4.x prints "LeaderChange:" with a colon, the other types without one.
-                    let label = if t == 2 { "LeaderChange:" } else { c.label };
-                    let rendered = crate::schema::decode_control_record(t, value.unwrap_or(&[]))
-                        .map(|(c, v, st)| crate::schema::json::message_json(c.schema, v, &st))
-                        .map_err(|e| e.to_string());
-                    match rendered {
-                        Ok(js) => {
-                            if json {
-                                s(out, ",\"controlType\":\"");
-                                s(out, name);
-                                s(out, "\",\"control\":");
-                                s(out, &js);
-                            } else {
-                                s(out, " ");
-                                s(out, label);
-                                s(out, " ");
-                                s(out, &js);
-                            }
-                        }
-                        Err(reason) => {
-                            if json {
-                                s(out, ",\"controlType\":\"");
-                                s(out, name);
-                                s(out, "\",\"controlError\":");
-                                json_str(out, reason.as_bytes());
-                            } else {
-                                s(out, " controlType: ");
-                                s(out, name);
-                                s(out, "(");
-                                num(out, t);
-                                s(out, ") controlError: ");
-                                s(out, &reason);
-                            }
-                        }
-                    }
-                } else if json {
-                    s(out, ",\"controlType\":\"");
-                    s(out, name);
-                    s(out, "\",\"controlTypeId\":");
-                    num(out, t);
-                } else {
-                    s(out, " controlType: ");
-                    s(out, name);
-                    s(out, "(");
-                    num(out, t);
-                    s(out, ")");
-                }
+                s(out, " controlType: ");
+                s(out, name);
+                s(out, "(");
+                num(out, t);
+                s(out, ")");
             }
         }
     }

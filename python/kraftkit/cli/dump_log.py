@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from kraftkit.errors import KraftkitError, TruncatedError
 from kraftkit.log import Segment
@@ -52,6 +53,14 @@ def _dump_index(path: Path, out, as_json: bool) -> int:
     return 1 if problems else 0
 
 
+def _fileno(f: Any) -> int | None:
+    """The file descriptor behind ``f``, or None when it has none (an in-memory stream)."""
+    try:
+        return int(f.fileno())
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
 def run(args: argparse.Namespace) -> int:
     out_bin = sys.stdout.buffer
     status = 0
@@ -80,8 +89,13 @@ def run(args: argparse.Namespace) -> int:
                 if desc:
                     out_bin.write(desc.encode() + b"\n")
             it = seg.dump(deep=args.deep, print_data=args.print_data, json=args.json, max_bytes=args.max_bytes)
-            for chunk in it:
-                out_bin.write(chunk)
+            fd = _fileno(out_bin)
+            if fd is None:
+                for chunk in it:
+                    out_bin.write(chunk)
+            else:
+                out_bin.flush()
+                it.write_to(fd)  # straight from Rust to the file or pipe
             summary = it.summary()
         except BrokenPipeError:
             raise  # the reader went away (`| head`): main() ends quietly

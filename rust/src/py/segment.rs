@@ -182,7 +182,7 @@ impl Segment {
             self.data.prefetch();
         }
         let opts = DumpOptions { deep: deep || print_data, print_data, json, max_bytes: max_bytes.unwrap_or(usize::MAX) };
-        DumpIter { inner: Dumper::new(Shared(self.data.clone()), opts), file: self.file.clone() }
+        DumpIter { inner: Dumper::new(Shared(self.data.clone()), opts), parts: Vec::new(), file: self.file.clone() }
     }
     fn __repr__(&self) -> String {
         format!("Segment({:?}, base_offset={}, size={})", self.path, self.base_offset, self.buf().len())
@@ -240,6 +240,8 @@ impl BatchIter {
 #[pyclass(module = "kraftkit.log")]
 pub struct DumpIter {
     inner: Dumper<Shared>,
+    /// The batches' texts of the last chunk (buffers reused chunk after chunk).
+    parts: Vec<Vec<u8>>,
     file: Arc<str>,
 }
 
@@ -248,20 +250,42 @@ impl DumpIter {
     fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
         slf
     }
-    fn __next__<'py>(&mut self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
         if self.inner.is_done() {
-            return None;
+            return Ok(None);
         }
-        // A chunk ends with the batch that takes it past 1 MiB: room for that batch's text too,
-        // so that the buffer is rarely grown (and copied) on the way.
-        let mut out = Vec::with_capacity(2 << 20);
+        let (inner, parts) = (&mut self.inner, &mut self.parts);
+        py.allow_threads(|| inner.next_chunk(4 << 20, parts));
+        let len: usize = parts.iter().map(Vec::len).sum();
+        if len == 0 {
+            return Ok(None);
+        }
+        // one copy, from the batches' texts straight into the bytes object
+        PyBytes::new_with(py, len, |buf| {
+            let mut at = 0;
+            for p in parts.iter() {
+                buf[at..at + p.len()].copy_from_slice(p);
+                at += p.len();
+            }
+            Ok(())
+        })
+        .map(Some)
+    }
+    /// Writes the rest of the dump to the open file descriptor `fd` (e.g. stdout's), from Rust
+    /// with the GIL released and without a Python bytes object per chunk; what was already
+    /// taken through iteration is not written again. The caller flushes its own buffers first.
+    fn write_to(&mut self, py: Python<'_>, fd: i32) -> PyResult<()> {
+        use std::os::fd::BorrowedFd;
+        if fd < 0 {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!("invalid file descriptor {fd}")));
+        }
+        // SAFETY: the caller hands in an open descriptor and keeps it open for this call; it is
+        // only borrowed long enough to duplicate it (an fd that is not open fails with EBADF).
+        let owned = unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()?;
+        let mut file = std::fs::File::from(owned);
         let inner = &mut self.inner;
-        py.allow_threads(|| inner.next_chunk(&mut out, 1 << 20));
-        if out.is_empty() {
-            None
-        } else {
-            Some(PyBytes::new(py, &out))
-        }
+        py.allow_threads(|| inner.write_to(&mut file, 4 << 20))?;
+        Ok(())
     }
     /// Summary: batches, records, invalid_batches, non_consecutive, trailing_bytes, error.
     fn summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
