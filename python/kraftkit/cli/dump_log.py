@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from kraftkit.errors import KraftkitError, TruncatedError
 from kraftkit.log import Segment
@@ -53,10 +52,10 @@ def _dump_index(path: Path, out, as_json: bool) -> int:
     return 1 if problems else 0
 
 
-def _fileno(f: Any) -> int | None:
+def _fileno(f: object) -> int | None:
     """The file descriptor behind ``f``, or None when it has none (an in-memory stream)."""
     try:
-        return int(f.fileno())
+        return int(f.fileno())  # type: ignore[attr-defined]
     except (AttributeError, OSError, ValueError):
         return None
 
