@@ -20,3 +20,13 @@ pub mod varint;
 
 #[cfg(feature = "python")]
 mod py;
+
+/// The Python extension's Rust allocations go through mimalloc. Worker threads (dump-log's
+/// parallel rendering, scans, rewrites) allocate and free buffers of a batch's size for every
+/// batch; glibc's malloc gives such memory back to the kernel as soon as it is free (madvise on
+/// its thread arenas, which costs a TLB shootdown on every core) and faults it in again for the
+/// next batch: `dump-log --deep` of a 268 MB lz4 log took 0.65 s with it, 0.26 s with its
+/// trimming turned off. Objects handed to Python are made by Python's allocator, never this one.
+#[cfg(feature = "python")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
