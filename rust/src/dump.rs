@@ -149,7 +149,7 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// Incremental renderer: each `next_chunk` call appends roughly `chunk` bytes of output.
+/// Incremental renderer: each `next_chunk` call renders the batches of about `chunk` bytes of input.
 pub struct Dumper<B: AsRef<[u8]>> {
     buf: B,
     limit: usize,
