@@ -138,6 +138,23 @@ def check(path: Path, data: bytes, flips: set[int], length: int):
             assert type(ei.value) is type(err)
     assert [s.position for s in seen] == BOUNDS[: len(seen)]
 
+    # dump-log's renderer (batches rendered in parallel, findings merged in file order) goes on
+    # past a CRC failure like kafka-dump-log, and stops only where the framing breaks: it shows
+    # every batch before the damage as valid and says where it stopped and why.
+    dump = seg.dump(deep=True, print_data=True)
+    text = b"".join(dump).decode()
+    summary = dump.summary()
+    batch_lines = [l for l in text.splitlines() if l.startswith("baseOffset:")]
+    assert len(batch_lines) == summary["batches"] >= BOUNDS.index(vb)
+    assert all(l.endswith("isvalid: true") for l in batch_lines[:BOUNDS.index(vb)])
+    assert summary["invalid_batches"] == sum(l.endswith("isvalid: false") for l in batch_lines)
+    stop = summary["error"] if summary["trailing_bytes"] else None
+    if stop is None:
+        assert sum(int(l.split(" size: ")[1].split()[0]) for l in batch_lines) == length
+    else:
+        assert isinstance(stop, ALLOWED) and stop.file == str(path) and stop.reason
+        assert stop.position + summary["trailing_bytes"] == length >= vb
+
     # Without CRC checks the damaged batch may be returned, but then it reports itself invalid
     # (or its records raise a precise error); it is never skipped.
     try:
