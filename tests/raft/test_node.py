@@ -79,7 +79,16 @@ def test_a_lagging_follower_catches_up_by_fetch_snapshot(tmp_path):
             for i in range(30):
                 await leader.append([topic_record(f"topic-{i}"), NOOP, NOOP])
             rep = leader.replica()
-            await wait_for(lambda: rep.log.snapshot() is not None, what="a snapshot on the leader")
+
+            def snapshots_settled() -> bool:
+                # Snapshots are written in a thread, and the commits of that time applied after;
+                # the ~90 records make two. Restart the follower once no other one is coming, so
+                # that the snapshot it fetches is the leader's last.
+                m = rep.machine
+                return (rep.log.snapshot() is not None and rep.snapshot_task is None and not rep.snapshot_scheduled
+                        and m.applied_offset == rep.core.high_watermark and m.records_since_snapshot < 40)
+
+            await wait_for(snapshots_settled, what="the leader's snapshots")
             assert rep.log.start_offset > lag_end
             # restart it: its log ends before the leader's log start, so the leader sends a SnapshotId
             from kraftkit.raft.node import RaftNode
