@@ -128,20 +128,24 @@ impl Segment {
     /// (an exception instance, not raised) or None.
     #[pyo3(signature = (deep = false, verify_crc = true))]
     fn scan<'py>(&self, py: Python<'py>, deep: bool, verify_crc: bool) -> PyResult<Bound<'py, PyDict>> {
-        self.data.prefetch();
         let buf = self.buf();
         let base_offset = self.path.ends_with(".log").then_some(self.base_offset);
-        let rep = py.allow_threads(|| segment::scan(buf, ScanOptions { verify_crc, deep, check_offsets: true, base_offset }, None));
+        let rep = py.allow_threads(|| {
+            self.data.prefetch();
+            segment::scan(buf, ScanOptions { verify_crc, deep, check_offsets: true, base_offset }, None)
+        });
         report_dict(py, &rep, &self.path)
     }
     /// Rebuilds the `.index` and `.timeindex` contents exactly as Kafka's recovery does.
     /// Returns (report, index bytes, timeindex bytes).
     #[pyo3(signature = (index_interval_bytes = DEFAULT_INDEX_INTERVAL))]
     fn rebuild_indexes<'py>(&self, py: Python<'py>, index_interval_bytes: usize) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
-        self.data.prefetch();
         let buf = self.buf();
         let base = self.base_offset;
-        let rec = py.allow_threads(|| segment::recover(buf, base, index_interval_bytes));
+        let rec = py.allow_threads(|| {
+            self.data.prefetch();
+            segment::recover(buf, base, index_interval_bytes)
+        });
         Ok((report_dict(py, &rec.report, &self.path)?, PyBytes::new(py, &rec.index.offset_index), PyBytes::new(py, &rec.index.time_index)))
     }
     /// Entries of the sibling `.index` file as (offset, position); empty if it is missing.
@@ -177,9 +181,9 @@ impl Segment {
     }
     /// Renders the segment as kafka-dump-log prints it (or JSON lines): an iterator of bytes chunks.
     #[pyo3(signature = (deep = false, print_data = false, json = false, max_bytes = None))]
-    fn dump(&self, deep: bool, print_data: bool, json: bool, max_bytes: Option<usize>) -> DumpIter {
+    fn dump(&self, py: Python<'_>, deep: bool, print_data: bool, json: bool, max_bytes: Option<usize>) -> DumpIter {
         if max_bytes.is_none() {
-            self.data.prefetch();
+            py.allow_threads(|| self.data.prefetch());
         }
         let opts = DumpOptions { deep: deep || print_data, print_data, json, max_bytes: max_bytes.unwrap_or(usize::MAX) };
         DumpIter { inner: Dumper::new(Shared(self.data.clone()), opts), parts: Vec::new(), file: self.file.clone() }
