@@ -103,14 +103,14 @@ impl RecordBatch {
         self.file.as_deref()
     }
 
-    /// Builds the Python record objects of this batch.
-    pub fn build_records<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let h = &self.h;
+    /// The records area of this batch (decompressed if need be), to decode records from.
+    pub fn record_source(&self, py: Python<'_>) -> PyResult<RecordSource> {
+        let h = self.h;
         let bytes = self.bytes();
-        let (buf, data_len) = match h.codec() {
+        let (buf, len) = match h.codec() {
             Some(Codec::None) => (RecBuf::Shared(self.data.clone(), self.start + batch::RECORD_BATCH_OVERHEAD), bytes.len() - batch::RECORD_BATCH_OVERHEAD),
             _ => {
-                let d = py.allow_threads(|| batch::records_data(h, bytes, self.position)).map_err(|e| to_pyerr(py, &e, self.file_name()))?;
+                let d = py.allow_threads(|| batch::records_data(&h, bytes, self.position)).map_err(|e| to_pyerr(py, &e, self.file_name()))?;
                 let v = match d {
                     batch::RecordsData::Owned(v) => v,
                     batch::RecordsData::Borrowed(b) => b.to_vec(),
@@ -119,34 +119,18 @@ impl RecordBatch {
                 (RecBuf::Owned(Arc::new(v)), n)
             }
         };
-        let d = &buf.bytes()[..data_len];
-        let n = batch::record_count(h, d, self.position).map_err(|e| to_pyerr(py, &e, self.file_name()))?;
-        let control = h.is_control();
-        let log_append = h.is_log_append_time();
+        Ok(RecordSource { h, buf, len, position: self.position, file: self.file.clone() })
+    }
+
+    /// Builds the Python record objects of this batch.
+    pub fn build_records<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let src = self.record_source(py)?;
+        let d = src.data();
+        let n = batch::record_count(&src.h, d, src.position).map_err(|e| src.error(py, &e))?;
         let mut list = RecordList::new(py, n)?;
-        let built = batch::for_each_record(h, d, self.position, |v| {
-            let offset = h.base_offset + v.offset_delta as i64;
-            let timestamp = if log_append { h.max_timestamp } else { h.base_timestamp.wrapping_add(v.timestamp_delta) };
-            let key = slice(d, &v.key);
-            let control = if control {
-                let (ver, t) = batch::parse_control_key(key)
-                    .map_err(|reason| crate::error::Error::corrupt(self.position, Some(h.base_offset), format!("record at offset {offset}: {reason}")))?;
-                Some((t, ver))
-            } else {
-                None
-            };
-            list.push(Fields {
-                offset,
-                timestamp,
-                key,
-                value: slice(d, &v.value),
-                sequence: h.record_sequence(v.offset_delta),
-                attributes: v.attributes,
-                size_in_bytes: v.size,
-                control,
-                headers: if v.header_count > 0 { Some((buf.clone(), v)) } else { None },
-            })
-            .map_err(BuildError::Py)
+        let built = batch::for_each_record(&src.h, d, src.position, |v| {
+            let f = src.fields(v)?;
+            list.push(f).map_err(BuildError::Py)
         });
         match built {
             Ok(()) => list.finish(),
@@ -155,11 +139,61 @@ impl RecordBatch {
                 // which must not see a list with empty slots).
                 drop(list);
                 Err(match e {
-                    BuildError::Corrupt(e) => to_pyerr(py, &e, self.file_name()),
+                    BuildError::Corrupt(e) => src.error(py, &e),
                     BuildError::Py(e) => e,
                 })
             }
         }
+    }
+}
+
+/// What the records of one batch are decoded from: its header and its records area.
+pub struct RecordSource {
+    pub h: BatchHeader,
+    buf: RecBuf,
+    len: usize,
+    pub position: u64,
+    file: Option<Arc<str>>,
+}
+
+impl RecordSource {
+    /// The records area.
+    #[inline]
+    pub fn data(&self) -> &[u8] {
+        &self.buf.bytes()[..self.len]
+    }
+
+    /// The fields of the record `v` of this batch (a control record's key is decoded).
+    #[inline(always)]
+    pub fn fields(&self, v: batch::RecordView) -> Result<Fields<'_>, crate::error::Error> {
+        let h = &self.h;
+        let d = self.data();
+        let offset = h.base_offset + v.offset_delta as i64;
+        let timestamp = if h.is_log_append_time() { h.max_timestamp } else { h.base_timestamp.wrapping_add(v.timestamp_delta) };
+        let key = slice(d, &v.key);
+        let control = if h.is_control() {
+            let (ver, t) = batch::parse_control_key(key)
+                .map_err(|reason| crate::error::Error::corrupt(self.position, Some(h.base_offset), format!("record at offset {offset}: {reason}")))?;
+            Some((t, ver))
+        } else {
+            None
+        };
+        Ok(Fields {
+            offset,
+            timestamp,
+            key,
+            value: slice(d, &v.value),
+            sequence: h.record_sequence(v.offset_delta),
+            attributes: v.attributes,
+            size_in_bytes: v.size,
+            control,
+            headers: if v.header_count > 0 { Some((self.buf.clone(), v)) } else { None },
+        })
+    }
+
+    /// `e` as the Python exception, naming this batch's file.
+    pub fn error(&self, py: Python<'_>, e: &crate::error::Error) -> PyErr {
+        to_pyerr(py, e, self.file.as_deref())
     }
 }
 
@@ -278,8 +312,9 @@ impl RecordBatch {
     fn records<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         self.build_records(py)
     }
-    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyIterator>> {
-        self.build_records(py)?.as_any().try_iter()
+    /// Decodes the records one at a time (see `record::RecordIterator`).
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        super::record::record_iter(py, self.record_source(py)?)
     }
     fn __len__(&self) -> usize {
         self.h.records_count.max(0) as usize

@@ -15,7 +15,7 @@
 //!
 //! All the `unsafe` of the per-record objects is in this module.
 
-use super::batch::RecBuf;
+use super::batch::{RecBuf, RecordSource};
 use crate::batch::{self, RecordView};
 use pyo3::exceptions::PySystemError;
 use pyo3::ffi;
@@ -167,13 +167,119 @@ impl Drop for RecordList<'_> {
     }
 }
 
-/// A new reference to `bytes` (or None), or null with an exception set.
-///
-/// SAFETY: the caller holds the GIL.
+/// Makes one `Record` (or `ControlRecord`) object; `ts_obj` is an int equal to `f.timestamp`
+/// to share (borrowed), if there is one.
+fn new_record(py: Python<'_>, f: Fields<'_>, ts_obj: Option<NonNull<ffi::PyObject>>) -> PyResult<NonNull<ffi::PyObject>> {
+    // SAFETY: GIL held (`py`).
+    NonNull::new(unsafe { alloc_record(f, ts_obj) }).ok_or_else(|| PyErr::fetch(py))
+}
+
+/// The type of the record object for `f`.
 #[inline]
-unsafe fn opt_bytes(b: Option<&[u8]>) -> *mut ffi::PyObject {
-    match b {
-        Some(b) => ffi::PyBytes_FromStringAndSize(b.as_ptr().cast(), b.len() as ffi::Py_ssize_t),
+fn type_for(f: &Fields<'_>) -> *mut ffi::PyTypeObject {
+    if f.control.is_some() {
+        CONTROL_TYPE.load(Ordering::Acquire)
+    } else {
+        RECORD_TYPE.load(Ordering::Acquire)
+    }
+}
+
+/// `new_record` without PyO3: a new reference, or null with an exception set.
+///
+/// SAFETY: the caller holds the GIL; `ts_obj`, if given, is a live int.
+unsafe fn alloc_record(f: Fields<'_>, ts_obj: Option<NonNull<ffi::PyObject>>) -> *mut ffi::PyObject {
+    let tp = type_for(&f);
+    if tp.is_null() {
+        ffi::PyErr_SetString(ffi::PyExc_SystemError, c"kraftkit record types are not initialised".as_ptr());
+        return null_mut();
+    }
+    // `tp` is one of our two heap types, created in `register` and never released (the statics
+    // own a reference). _PyObject_New allocates tp_basicsize bytes (the size of RecordObject or
+    // ControlObject, as set in the spec); a freelist block has the size of a RecordObject and is
+    // only used for a Record. PyObject_Init (also called by _PyObject_New) sets the type (taking
+    // a reference to it) and a refcount of 1; the rest is uninitialised, so the object fields are
+    // set to null before anything can see the object (an early decref in `fill` is then safe: the
+    // dealloc uses Py_XDECREF), and `fill` writes every field.
+    let block = if f.control.is_none() { freelist_pop() } else { None };
+    let obj = match block {
+        Some(b) => ffi::PyObject_Init(b, tp),
+        None => ffi::_PyObject_New(tp),
+    };
+    if obj.is_null() {
+        return null_mut();
+    }
+    let r = obj as *mut RecordObject;
+    std::ptr::addr_of_mut!((*r).offset).write(null_mut());
+    std::ptr::addr_of_mut!((*r).timestamp).write(null_mut());
+    std::ptr::addr_of_mut!((*r).key).write(null_mut());
+    std::ptr::addr_of_mut!((*r).value).write(null_mut());
+    std::ptr::addr_of_mut!((*r).hdrs).write(null_mut());
+    if fill(obj, f, ts_obj) {
+        obj
+    } else {
+        ffi::Py_DECREF(obj);
+        null_mut()
+    }
+}
+
+/// Writes the fields of `f` into the record `obj`, releasing what it held; false (with an exception
+/// set) when an object could not be made, the record then holding nulls, fit only to be released.
+///
+/// SAFETY: the caller holds the GIL; `obj` is a record of the type for `f` whose object fields
+/// are live references or null, and nothing but the caller sees it (a new record, or one only the
+/// caller references); `ts_obj`, if given, is a live int.
+unsafe fn fill(obj: *mut ffi::PyObject, f: Fields<'_>, ts_obj: Option<NonNull<ffi::PyObject>>) -> bool {
+    let r = obj as *mut RecordObject;
+    let offset = ffi::PyLong_FromLongLong(f.offset);
+    let timestamp = match ts_obj {
+        Some(t) => {
+            ffi::Py_INCREF(t.as_ptr());
+            t.as_ptr()
+        }
+        None => ffi::PyLong_FromLongLong(f.timestamp),
+    };
+    // the old values go after the new ones are made: the new timestamp may be the old one
+    let old = [std::mem::replace(&mut (*r).offset, offset), std::mem::replace(&mut (*r).timestamp, timestamp)];
+    old.into_iter().for_each(|o| ffi::Py_XDECREF(o));
+    (*r).key = refill_bytes((*r).key, f.key);
+    (*r).value = refill_bytes((*r).value, f.value);
+    if !(*r).hdrs.is_null() {
+        drop(Box::from_raw((*r).hdrs));
+    }
+    (*r).hdrs = f.headers.map_or(null_mut(), |h| Box::into_raw(Box::new(h)));
+    (*r).off = f.offset;
+    (*r).ts = f.timestamp;
+    (*r).sequence = f.sequence;
+    (*r).key_size = f.key.map_or(-1, |k| k.len() as i32);
+    (*r).value_size = f.value.map_or(-1, |v| v.len() as i32);
+    (*r).size_in_bytes = f.size_in_bytes;
+    (*r).attributes = f.attributes;
+    (*r).is_control = f.control.is_some() as u8;
+    if let Some((t, v)) = f.control {
+        let c = obj as *mut ControlObject;
+        (*c).control_type = t;
+        (*c).key_version = v;
+    }
+    !((*r).offset.is_null() || (*r).timestamp.is_null() || (*r).key.is_null() || (*r).value.is_null())
+}
+
+/// `new` as a bytes object (or None) in place of `old` (an owned reference, or null): `old` itself,
+/// rewritten, when it is a bytes object of the same length that nothing else references (so that
+/// nobody can see it change), a new object otherwise (from `BYTES`, where `old` goes if it can).
+/// Null with an exception set on failure; `old` is released either way.
+///
+/// SAFETY: the caller holds the GIL and owns the reference `old`.
+#[inline]
+unsafe fn refill_bytes(old: *mut ffi::PyObject, new: Option<&[u8]>) -> *mut ffi::PyObject {
+    if let Some(b) = new {
+        if !old.is_null() && ffi::Py_REFCNT(old) == 1 && ffi::PyBytes_CheckExact(old) != 0 && ffi::Py_SIZE(old) == b.len() as ffi::Py_ssize_t && b.len() > 1 {
+            rewrite_bytes(old, b);
+            return old;
+        }
+    }
+    release_bytes(old);
+    match new {
+        Some(b) => take_bytes(b),
         None => {
             let none = ffi::Py_None();
             ffi::Py_INCREF(none);
@@ -182,62 +288,73 @@ unsafe fn opt_bytes(b: Option<&[u8]>) -> *mut ffi::PyObject {
     }
 }
 
-/// Makes one `Record` (or `ControlRecord`) object; `ts_obj` is an int equal to `f.timestamp`
-/// to share (borrowed), if there is one.
-fn new_record(py: Python<'_>, f: Fields<'_>, ts_obj: Option<NonNull<ffi::PyObject>>) -> PyResult<NonNull<ffi::PyObject>> {
-    let tp = if f.control.is_some() { CONTROL_TYPE.load(Ordering::Acquire) } else { RECORD_TYPE.load(Ordering::Acquire) };
-    if tp.is_null() {
-        return Err(PySystemError::new_err("kraftkit record types are not initialised"));
+/// Overwrites the contents of the bytes object `o`, of `b.len()` bytes, and resets its cached hash.
+///
+/// SAFETY: the caller holds the GIL and the only reference to `o` (the rules of CPython's own
+/// `_PyBytes_Resize`, which also resets the hash): nobody can see the change.
+#[inline(always)]
+unsafe fn rewrite_bytes(o: *mut ffi::PyObject, b: &[u8]) {
+    let o = o as *mut ffi::PyBytesObject;
+    #[allow(deprecated)]
+    {
+        (*o).ob_shash = -1;
     }
-    // SAFETY: GIL held (`py`). `tp` is one of our two heap types, created in `register` and never
-    // released (the statics own a reference). _PyObject_New allocates tp_basicsize bytes (the size of
-    // RecordObject or ControlObject, as set in the spec); a freelist block has the size of a
-    // RecordObject and is only used for a Record. PyObject_Init (also called by _PyObject_New) sets
-    // the type (taking a reference to it) and a refcount of 1; the rest is uninitialised, so every
-    // field is written before anything can see the object: first the pointers as null (so that an
-    // early decref in the error path below is safe: the dealloc uses Py_XDECREF), then the values.
-    unsafe {
-        let block = if f.control.is_none() { freelist_pop() } else { None };
-        let obj = match block {
-            Some(b) => ffi::PyObject_Init(b, tp),
-            None => ffi::_PyObject_New(tp),
-        };
-        let Some(obj) = NonNull::new(obj) else { return Err(PyErr::fetch(py)) };
-        let r = obj.as_ptr() as *mut RecordObject;
-        std::ptr::addr_of_mut!((*r).offset).write(null_mut());
-        std::ptr::addr_of_mut!((*r).timestamp).write(null_mut());
-        std::ptr::addr_of_mut!((*r).key).write(null_mut());
-        std::ptr::addr_of_mut!((*r).value).write(null_mut());
-        std::ptr::addr_of_mut!((*r).hdrs).write(f.headers.map_or(null_mut(), |h| Box::into_raw(Box::new(h))));
-        std::ptr::addr_of_mut!((*r).off).write(f.offset);
-        std::ptr::addr_of_mut!((*r).ts).write(f.timestamp);
-        std::ptr::addr_of_mut!((*r).sequence).write(f.sequence);
-        std::ptr::addr_of_mut!((*r).key_size).write(f.key.map_or(-1, |k| k.len() as i32));
-        std::ptr::addr_of_mut!((*r).value_size).write(f.value.map_or(-1, |v| v.len() as i32));
-        std::ptr::addr_of_mut!((*r).size_in_bytes).write(f.size_in_bytes);
-        std::ptr::addr_of_mut!((*r).attributes).write(f.attributes);
-        std::ptr::addr_of_mut!((*r).is_control).write(f.control.is_some() as u8);
-        if let Some((t, v)) = f.control {
-            let c = obj.as_ptr() as *mut ControlObject;
-            std::ptr::addr_of_mut!((*c).control_type).write(t);
-            std::ptr::addr_of_mut!((*c).key_version).write(v);
+    std::ptr::copy_nonoverlapping(b.as_ptr(), std::ptr::addr_of_mut!((*o).ob_sval) as *mut u8, b.len());
+}
+
+/// Bytes objects of the keys and values of dead records, by length, for the next records of that
+/// length: a record that nothing references any more gives them here when it is freed (or, under
+/// `RecordIterator`, refilled) if it held their only reference, and making a key or value of
+/// that length takes one back and rewrites it instead of allocating one. CPython keeps such
+/// freelists for its tuples (by length), floats and lists; it has none for bytes, and a record's
+/// bytes are half of what decoding one costs. At most `BYTES_PER_LEN` objects of each length
+/// from 2 to `BYTES_MAX_LEN - 1` are kept (under 1 MB in all).
+struct BytesFreeList(std::cell::UnsafeCell<([[*mut ffi::PyObject; BYTES_PER_LEN]; BYTES_MAX_LEN], [u8; BYTES_MAX_LEN])>);
+// SAFETY: only touched with the GIL held (record creation and tp_dealloc), which serialises access;
+// the two functions below are the only users and hold no borrow across any call out.
+unsafe impl Sync for BytesFreeList {}
+const BYTES_MAX_LEN: usize = 512;
+const BYTES_PER_LEN: usize = 4;
+static BYTES: BytesFreeList = BytesFreeList(std::cell::UnsafeCell::new(([[null_mut(); BYTES_PER_LEN]; BYTES_MAX_LEN], [0; BYTES_MAX_LEN])));
+
+/// A new reference to a bytes object equal to `b`.
+///
+/// SAFETY: the caller holds the GIL.
+#[inline]
+unsafe fn take_bytes(b: &[u8]) -> *mut ffi::PyObject {
+    let n = b.len();
+    if n > 1 && n < BYTES_MAX_LEN {
+        let (objs, counts) = &mut *BYTES.0.get();
+        let c = &mut counts[n];
+        if *c > 0 {
+            *c -= 1;
+            let o = objs[n][*c as usize];
+            rewrite_bytes(o, b);
+            return o;
         }
-        (*r).offset = ffi::PyLong_FromLongLong(f.offset);
-        (*r).timestamp = match ts_obj {
-            Some(t) => {
-                ffi::Py_INCREF(t.as_ptr());
-                t.as_ptr()
+    }
+    ffi::PyBytes_FromStringAndSize(b.as_ptr().cast(), n as ffi::Py_ssize_t)
+}
+
+/// Releases the reference `o` (null allowed), keeping the object in `BYTES` when it is a bytes
+/// object nobody else references and there is room.
+///
+/// SAFETY: the caller holds the GIL and owns the reference `o`.
+#[inline]
+unsafe fn release_bytes(o: *mut ffi::PyObject) {
+    if !o.is_null() && ffi::Py_REFCNT(o) == 1 && ffi::PyBytes_CheckExact(o) != 0 {
+        let n = ffi::Py_SIZE(o) as usize;
+        if n > 1 && n < BYTES_MAX_LEN {
+            let (objs, counts) = &mut *BYTES.0.get();
+            let c = &mut counts[n];
+            if (*c as usize) < BYTES_PER_LEN {
+                objs[n][*c as usize] = o;
+                *c += 1;
+                return;
             }
-            None => ffi::PyLong_FromLongLong(f.timestamp),
-        };
-        (*r).key = opt_bytes(f.key);
-        (*r).value = opt_bytes(f.value);
-        if (*r).offset.is_null() || (*r).timestamp.is_null() || (*r).key.is_null() || (*r).value.is_null() {
-            ffi::Py_DECREF(obj.as_ptr());
-            return Err(PyErr::fetch(py));
         }
-        Ok(obj)
     }
+    ffi::Py_XDECREF(o);
 }
 
 /// tp_dealloc of both types (and of Python subclasses, through `subtype_dealloc`).
@@ -248,8 +365,8 @@ unsafe extern "C" fn record_dealloc(obj: *mut ffi::PyObject) {
     let r = obj as *mut RecordObject;
     ffi::Py_XDECREF((*r).offset);
     ffi::Py_XDECREF((*r).timestamp);
-    ffi::Py_XDECREF((*r).key);
-    ffi::Py_XDECREF((*r).value);
+    release_bytes((*r).key);
+    release_bytes((*r).value);
     if !(*r).hdrs.is_null() {
         drop(Box::from_raw((*r).hdrs));
     }
@@ -271,6 +388,133 @@ unsafe extern "C" fn record_dealloc(obj: *mut ffi::PyObject) {
         }
     }
     // Instances of heap types own a reference to their type.
+    ffi::Py_DECREF(tp.cast());
+}
+
+/// Memory layout of a `RecordIterator` instance: `iter(batch)`.
+///
+/// It decodes one record per `next()`, and recycles: the record handed out the step before the
+/// last (the last one is typically still bound to the loop variable) is, when nothing but the
+/// iterator references it any more, rewritten with the next record instead of being freed and a
+/// new one allocated, and so are its key and value when nothing else references them either. A
+/// record (or key, or value) the caller keeps is left alone, so this cannot be seen from Python
+/// (`id()` aside); CPython's own dict, zip and enumerate iterators reuse their result tuples the
+/// same way. `batch.records()` builds fresh records, in a list.
+#[repr(C)]
+struct IterObject {
+    ob_base: ffi::PyObject,
+    st: *mut IterState,
+}
+
+struct IterState {
+    src: RecordSource,
+    cursor: batch::RecordCursor,
+    /// The last two records handed out (owned references, or null), by the parity of their index.
+    ring: [*mut ffi::PyObject; 2],
+    /// Index of the next record.
+    next: usize,
+    /// A corrupt record was met (and raised): the iteration is over.
+    failed: bool,
+}
+
+static ITER_TYPE: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(null_mut());
+
+/// An iterator over the records of `src`.
+pub fn record_iter(py: Python<'_>, src: RecordSource) -> PyResult<Bound<'_, PyAny>> {
+    let cursor = batch::RecordCursor::new(&src.h, src.data(), src.position).map_err(|e| src.error(py, &e))?;
+    let tp = ITER_TYPE.load(Ordering::Acquire);
+    if tp.is_null() {
+        return Err(PySystemError::new_err("kraftkit record types are not initialised"));
+    }
+    let st = Box::new(IterState { src, cursor, ring: [null_mut(); 2], next: 0, failed: false });
+    // SAFETY: GIL held; `tp` is our iterator type (kept alive by its static), whose basicsize is
+    // that of IterObject; `st` is written before the object is handed out.
+    unsafe {
+        let obj = ffi::_PyObject_New(tp);
+        if obj.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        std::ptr::addr_of_mut!((*(obj as *mut IterObject)).st).write(Box::into_raw(st));
+        Ok(Bound::from_owned_ptr(py, obj))
+    }
+}
+
+impl IterState {
+    /// The next record (a new reference), null at the end, or null with an exception set.
+    ///
+    /// SAFETY: the caller holds the GIL.
+    unsafe fn next_record(&mut self) -> *mut ffi::PyObject {
+        if self.failed {
+            return null_mut();
+        }
+        let src = &self.src;
+        let f = match self.cursor.next(&src.h, src.data(), src.position).map(|v| v.and_then(|v| src.fields(v))) {
+            None => return null_mut(),
+            Some(Ok(f)) => f,
+            Some(Err(e)) => {
+                self.failed = true;
+                Python::with_gil(|py| src.error(py, &e).restore(py));
+                return null_mut();
+            }
+        };
+        let i = self.next & 1;
+        // the previous record's timestamp int, shared when equal (it holds it; the ring holds it)
+        let prev = self.ring[i ^ 1];
+        let ts_obj = if prev.is_null() || (*(prev as *const RecordObject)).ts != f.timestamp {
+            None
+        } else {
+            NonNull::new((*(prev as *const RecordObject)).timestamp)
+        };
+        let old = self.ring[i];
+        let rec = if !old.is_null() && ffi::Py_REFCNT(old) == 1 && ffi::Py_TYPE(old) == type_for(&f) {
+            if fill(old, f, ts_obj) {
+                old
+            } else {
+                self.ring[i] = null_mut();
+                ffi::Py_DECREF(old);
+                return null_mut();
+            }
+        } else {
+            self.ring[i] = null_mut();
+            ffi::Py_XDECREF(old);
+            let rec = alloc_record(f, ts_obj);
+            if rec.is_null() {
+                return null_mut();
+            }
+            rec
+        };
+        self.ring[i] = rec;
+        self.next += 1;
+        ffi::Py_INCREF(rec);
+        rec
+    }
+}
+
+unsafe extern "C" fn iter_next(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    // SAFETY: called by CPython with the GIL held on a live RecordIterator, whose state was set
+    // when it was made. The state is only touched here and in the dealloc, with the GIL held, and
+    // nothing in `next_record` can call back into this iterator.
+    let st = &mut *(*(obj as *mut IterObject)).st;
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| st.next_record())) {
+        Ok(r) => r,
+        Err(_) => {
+            st.failed = true;
+            ffi::PyErr_SetString(ffi::PyExc_SystemError, c"panic in kraftkit record code".as_ptr());
+            null_mut()
+        }
+    }
+}
+
+unsafe extern "C" fn iter_dealloc(obj: *mut ffi::PyObject) {
+    // SAFETY: called by CPython with the GIL held, once, when the refcount reached zero; the state
+    // is a live Box made in `record_iter`, and the ring holds owned references or nulls.
+    let st = Box::from_raw((*(obj as *mut IterObject)).st);
+    for r in st.ring {
+        ffi::Py_XDECREF(r);
+    }
+    drop(st);
+    let tp = ffi::Py_TYPE(obj);
+    ffi::PyObject_Free(obj.cast());
     ffi::Py_DECREF(tp.cast());
 }
 
@@ -427,8 +671,22 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
             ],
             rec,
         )?;
+        let it = make_type(
+            py,
+            c"kraftkit.log.RecordIterator",
+            std::mem::size_of::<IterObject>(),
+            ffi::Py_TPFLAGS_DEFAULT | ffi::Py_TPFLAGS_DISALLOW_INSTANTIATION,
+            vec![
+                slot(ffi::Py_tp_doc, c"iter(batch): its records, decoded one at a time (records nothing else holds any more are recycled).".as_ptr() as *mut c_void),
+                slot(ffi::Py_tp_dealloc, iter_dealloc as *mut c_void),
+                slot(ffi::Py_tp_iter, ffi::PyObject_SelfIter as *mut c_void),
+                slot(ffi::Py_tp_iternext, iter_next as *mut c_void),
+            ],
+            null_mut(),
+        )?;
         RECORD_TYPE.store(rec, Ordering::Release);
         CONTROL_TYPE.store(ctl, Ordering::Release);
+        ITER_TYPE.store(it, Ordering::Release);
     }
     // SAFETY: GIL held; the statics hold a reference to each type for the life of the process, so
     // borrowing them as new Bound references (incremented) is sound.
