@@ -59,16 +59,16 @@ const XERIAL_BLOCK: usize = 32 * 1024;
 
 /// Decompresses a batch's record area. `size_hint` (e.g. records count * 16) sizes the output.
 pub fn decompress(codec: Codec, data: &[u8], size_hint: usize) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(size_hint.max(data.len() * 2).min(64 << 20));
+    // lz4 appends whole blocks: the first one sizes the vector exactly
+    let cap = if codec == Codec::Lz4 { 0 } else { size_hint.max(data.len() * 2).min(64 << 20) };
+    let mut out = Vec::with_capacity(cap);
     match codec {
         Codec::None => out.extend_from_slice(data),
         Codec::Gzip => {
             flate2::read::GzDecoder::new(data).read_to_end(&mut out).map_err(|e| cerr(codec, e))?;
         }
         Codec::Snappy => snappy_decompress(data, &mut out)?,
-        Codec::Lz4 => {
-            lz4_flex::frame::FrameDecoder::new(data).read_to_end(&mut out).map_err(|e| cerr(codec, e))?;
-        }
+        Codec::Lz4 => crate::lz4_frame::decompress(data, &mut out).map_err(|e| cerr(codec, e))?,
         Codec::Zstd => zstd_decompress(data, &mut out)?,
     }
     Ok(out)

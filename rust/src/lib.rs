@@ -12,6 +12,7 @@ pub mod error;
 pub mod image;
 pub mod index;
 pub mod java_utf8;
+pub mod lz4_frame;
 pub mod rewrite;
 pub mod schema;
 pub mod segment;
