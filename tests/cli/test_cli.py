@@ -108,6 +108,27 @@ def test_dump_log_max_bytes_stops_early_without_error(partition: Path) -> None:
     assert 0 < n < 20
 
 
+def test_dump_log_start_up_imports_only_what_it_needs(partition: Path) -> None:
+    # A small dump's time is mostly the interpreter starting: dump-log must not pull in modules it
+    # does not use (pathlib, json and typing took ~8 ms of a ~30 ms run).
+    f = partition / segment_name(0)
+    code = (
+        "import sys; from kraftkit.cli.main import main; sys.argv[1:] = ['dump-log', '--max-bytes', '500', %r]; "
+        "rc = main(); print(sorted(m for m in ('pathlib', 'json', 'typing', 'kraftkit.log.log') if m in sys.modules), file=sys.stderr)"
+    ) % str(f)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert proc.stdout.startswith(f"Dumping {f}\n")
+    assert proc.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_version_and_usage_errors(tmp_path: Path) -> None:
+    assert run("--version", check=0).stdout.startswith("kraftkit ")
+    assert "required: COMMAND" in run(check=2).stderr
+    assert "invalid choice: 'nope'" in run("nope", check=2).stderr
+    helptext = run("--help", check=0).stdout
+    assert all(c in helptext for c in ("dump-log", "verify-log", "snapshot", "quorum", "spark"))
+
+
 def test_verify_log_good_and_bad(partition: Path) -> None:
     proc = run("verify-log", str(partition.parent), check=0)
     assert "all valid" in proc.stdout and "300 records" in proc.stdout

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
-from pathlib import Path
 
 from kraftkit.errors import KraftkitError, TruncatedError
 from kraftkit.log import Segment
@@ -23,8 +22,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _describe(path: Path) -> str | None:
-    name = path.name
+def _describe(path: str) -> str | None:
+    name = os.path.basename(path)
     if name.endswith(".log"):
         return f"Log starting offset: {int(name.split('.')[0])}" if name.split(".")[0].isdigit() else None
     if name == "bootstrap.checkpoint":
@@ -37,17 +36,24 @@ def _describe(path: Path) -> str | None:
     return None
 
 
-def _dump_index(path: Path, out, as_json: bool) -> int:
-    seg = Segment(path.with_suffix(".log"))
-    if path.suffix == ".index":
+def _json_line(obj: dict) -> str:
+    import json  # not at the top: start-up is most of the time of a small dump, and JSON is optional
+
+    return json.dumps(obj) + "\n"
+
+
+def _dump_index(path: str, out, as_json: bool) -> int:
+    stem, suffix = os.path.splitext(path)
+    seg = Segment(stem + ".log")
+    if suffix == ".index":
         for offset, position in seg.offset_index():
-            out.write(json.dumps({"type": "index", "offset": offset, "position": position}) + "\n" if as_json else f"offset: {offset} position: {position}\n")
+            out.write(_json_line({"type": "index", "offset": offset, "position": position}) if as_json else f"offset: {offset} position: {position}\n")
     else:
         for ts, offset in seg.time_index():
-            out.write(json.dumps({"type": "timeindex", "timestamp": ts, "offset": offset}) + "\n" if as_json else f"timestamp: {ts} offset: {offset}\n")
+            out.write(_json_line({"type": "timeindex", "timestamp": ts, "offset": offset}) if as_json else f"timestamp: {ts} offset: {offset}\n")
     problems = seg.verify_indexes()
     for suffix, entry, reason in problems:
-        if suffix == path.suffix.lstrip("."):
+        if suffix == os.path.splitext(path)[1].lstrip("."):
             print(f"{path}: entry {entry}: {reason}", file=sys.stderr)
     return 1 if problems else 0
 
@@ -63,16 +69,15 @@ def _fileno(f: object) -> int | None:
 def run(args: argparse.Namespace) -> int:
     out_bin = sys.stdout.buffer
     status = 0
-    for name in args.files:
-        path = Path(name)
+    for path in args.files:
         sys.stdout.flush()
-        if not path.is_file():
-            why = "is a directory (give its .log, .index, .timeindex or .checkpoint files)" if path.is_dir() else "no such file"
+        if not os.path.isfile(path):
+            why = "is a directory (give its .log, .index, .timeindex or .checkpoint files)" if os.path.isdir(path) else "no such file"
             print(f"kraftkit dump-log: {path}: {why}", file=sys.stderr)
             status = max(status, 2)
             continue
         try:
-            if path.suffix in (".index", ".timeindex"):
+            if os.path.splitext(path)[1] in (".index", ".timeindex"):
                 if not args.json:
                     out_bin.write(f"Dumping {path}\n".encode())
                 out_bin.flush()
@@ -81,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
                 continue
             seg = Segment(path)
             if args.json:
-                out_bin.write((json.dumps({"type": "file", "file": str(path), "size": seg.size}) + "\n").encode())
+                out_bin.write(_json_line({"type": "file", "file": path, "size": seg.size}).encode())
             else:
                 out_bin.write(f"Dumping {path}\n".encode())
                 desc = _describe(path)
@@ -109,9 +114,9 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             s = {k: v for k, v in summary.items() if k != "error"}
             s["error"] = str(summary["error"]) if summary["error"] else None
-            out_bin.write((json.dumps({"type": "summary", "file": str(path), **s}) + "\n").encode())
+            out_bin.write(_json_line({"type": "summary", "file": path, **s}).encode())
         elif summary["trailing_bytes"] and args.max_bytes is None:
-            out_bin.write(f"Found {summary['trailing_bytes']} invalid bytes at the end of {path.name}\n".encode())
+            out_bin.write(f"Found {summary['trailing_bytes']} invalid bytes at the end of {os.path.basename(path)}\n".encode())
         out_bin.flush()
         if summary["error"] is not None:
             print(f"kraftkit dump-log: {summary['error']}", file=sys.stderr)

@@ -13,7 +13,7 @@ EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
 
 #: command name -> module under kraftkit.cli. Only the module of the command being run is
-#: imported (all of them for --help), so each command starts fast.
+#: imported (all of them for --help, none for --version), so each command starts fast.
 COMMANDS = {"dump-log": "dump_log", "verify-log": "verify_log", "snapshot": "snapshot", "metadata": "metadata", "features": "features", "storage": "storage", "quorum": "quorum", "demo": "demo", "spark": "spark"}
 
 
@@ -28,8 +28,10 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=_version())
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     chosen = next((a for a in argv if a in COMMANDS), None)
+    # every command's options are only needed for the full --help
+    everything = chosen is None and any(a in ("-h", "--help") for a in argv)
     for name, module in COMMANDS.items():
-        if chosen is None or name == chosen:
+        if everything or name == chosen:
             importlib.import_module(f"kraftkit.cli.{module}").add_parser(sub)
         else:
             sub.add_parser(name)

@@ -19,8 +19,36 @@ from kraftkit._core import (
     truncate_segment,
     verify_segments,
 )
-from kraftkit.log.checkpoint import read_leader_epochs, write_leader_epochs
-from kraftkit.log.log import Log, list_segments, segment_name
+
+TYPE_CHECKING = False  # (not typing's: importing typing takes longer than this whole package)
+if TYPE_CHECKING:
+    from kraftkit.log.checkpoint import read_leader_epochs, write_leader_epochs
+    from kraftkit.log.log import Log, list_segments, segment_name
+
+#: Names loaded on first use: the partition-directory layer pulls in pathlib, which a command
+#: that only reads segment files (dump-log) does not need at start-up.
+_LAZY = {
+    "Log": "kraftkit.log.log",
+    "list_segments": "kraftkit.log.log",
+    "segment_name": "kraftkit.log.log",
+    "read_leader_epochs": "kraftkit.log.checkpoint",
+    "write_leader_epochs": "kraftkit.log.checkpoint",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kraftkit.log' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 __all__ = [
     "BatchIter",
