@@ -259,7 +259,8 @@ impl DumpIter {
             return Ok(None);
         }
         let (inner, parts) = (&mut self.inner, &mut self.parts);
-        py.allow_threads(|| inner.next_chunk(4 << 20, parts));
+        let chunk = inner.chunk_size();
+        py.allow_threads(|| inner.next_chunk(chunk, parts));
         let len: usize = parts.iter().map(Vec::len).sum();
         if len == 0 {
             return Ok(None);
@@ -288,7 +289,8 @@ impl DumpIter {
         let owned = unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()?;
         let mut file = std::fs::File::from(owned);
         let inner = &mut self.inner;
-        py.allow_threads(|| inner.write_to(&mut file, 4 << 20))?;
+        let chunk = inner.chunk_size();
+        py.allow_threads(|| inner.write_to(&mut file, chunk))?;
         Ok(())
     }
     /// Summary: batches, records, invalid_batches, non_consecutive, trailing_bytes, error.
