@@ -36,11 +36,17 @@ def test_summary_and_text_of_a_multi_chunk_segment_follow_file_order(tmp_path: P
     path.write_bytes(bytes(data))
     assert len(data) > 3 * (4 << 20)
 
+    # 4 MB steps (the default with records; batch lines alone go 32 MB at a time, one chunk here)
+    whole = b"".join(Segment(path).dump())
+    with pytest.raises(ValueError, match="chunk_bytes"):
+        Segment(path).dump(chunk_bytes=0)
     for deep in (False, True):
-        it = Segment(path).dump(deep=deep)
+        it = Segment(path).dump(deep=deep, chunk_bytes=4 << 20)
         chunks = list(it)
         summary = it.summary()
         assert len(chunks) >= 3
+        if not deep:
+            assert b"".join(chunks) == whole
         text = b"".join(chunks).decode()
         batch_lines = [l for l in text.splitlines() if l.startswith("baseOffset:")]
         assert [int(l.split("position: ")[1].split()[0]) for l in batch_lines] == positions

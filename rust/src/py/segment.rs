@@ -180,13 +180,20 @@ impl Segment {
         segment::offset_for_timestamp(self.buf(), &oe, &te, timestamp).map_err(|e| to_pyerr(py, &e, Some(&self.path)))
     }
     /// Renders the segment as kafka-dump-log prints it (or JSON lines): an iterator of bytes chunks.
-    #[pyo3(signature = (deep = false, print_data = false, json = false, max_bytes = None))]
-    fn dump(&self, py: Python<'_>, deep: bool, print_data: bool, json: bool, max_bytes: Option<usize>) -> DumpIter {
+    /// `chunk_bytes`: input rendered per parallel step (default: 32 MB for batch lines, 4 MB
+    /// with records), i.e. per chunk of output.
+    #[pyo3(signature = (deep = false, print_data = false, json = false, max_bytes = None, chunk_bytes = None))]
+    fn dump(&self, py: Python<'_>, deep: bool, print_data: bool, json: bool, max_bytes: Option<usize>, chunk_bytes: Option<usize>) -> PyResult<DumpIter> {
+        if chunk_bytes == Some(0) {
+            return Err(pyo3::exceptions::PyValueError::new_err("chunk_bytes must be positive"));
+        }
         if max_bytes.is_none() {
             py.allow_threads(|| self.data.prefetch());
         }
         let opts = DumpOptions { deep: deep || print_data, print_data, json, max_bytes: max_bytes.unwrap_or(usize::MAX) };
-        DumpIter { inner: Dumper::new(Shared(self.data.clone()), opts), parts: Vec::new(), file: self.file.clone() }
+        let inner = Dumper::new(Shared(self.data.clone()), opts);
+        let chunk = chunk_bytes.unwrap_or_else(|| inner.chunk_size());
+        Ok(DumpIter { inner, chunk, parts: Vec::new(), file: self.file.clone() })
     }
     fn __repr__(&self) -> String {
         format!("Segment({:?}, base_offset={}, size={})", self.path, self.base_offset, self.buf().len())
@@ -244,6 +251,8 @@ impl BatchIter {
 #[pyclass(module = "kraftkit.log")]
 pub struct DumpIter {
     inner: Dumper<Shared>,
+    /// Input bytes per rendering step.
+    chunk: usize,
     /// The batches' texts of the last chunk (buffers reused chunk after chunk).
     parts: Vec<Vec<u8>>,
     file: Arc<str>,
@@ -258,8 +267,7 @@ impl DumpIter {
         if self.inner.is_done() {
             return Ok(None);
         }
-        let (inner, parts) = (&mut self.inner, &mut self.parts);
-        let chunk = inner.chunk_size();
+        let (inner, parts, chunk) = (&mut self.inner, &mut self.parts, self.chunk);
         py.allow_threads(|| inner.next_chunk(chunk, parts));
         let len: usize = parts.iter().map(Vec::len).sum();
         if len == 0 {
@@ -288,8 +296,7 @@ impl DumpIter {
         // only borrowed long enough to duplicate it (an fd that is not open fails with EBADF).
         let owned = unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()?;
         let mut file = std::fs::File::from(owned);
-        let inner = &mut self.inner;
-        let chunk = inner.chunk_size();
+        let (inner, chunk) = (&mut self.inner, self.chunk);
         py.allow_threads(|| inner.write_to(&mut file, chunk))?;
         Ok(())
     }
