@@ -263,10 +263,10 @@ def run_decode(ds: Dataset, peers: dict, *, warmup: int, repeat: int, slow_peer_
     Segment = kl.Segment
 
     # -- kraftkit: iterating a batch decodes its records one at a time, as aiokafka's does
-    def kk_kv():
+    def kk_kv(verify_crc=False):
         n = 0
         for p in paths:
-            for b in Segment(p).batches():
+            for b in Segment(p).batches(verify_crc=verify_crc):
                 for r in b:
                     r.offset; r.timestamp; r.key; r.value  # noqa: B018
                 n += len(b)
@@ -289,13 +289,7 @@ def run_decode(ds: Dataset, peers: dict, *, warmup: int, repeat: int, slow_peer_
         return n
 
     def kk_crc():
-        n = 0
-        for p in paths:
-            for b in Segment(p).batches(verify_crc=True):
-                for r in b:
-                    r.offset; r.timestamp; r.key; r.value  # noqa: B018
-                n += len(b)
-        return n
+        return kk_kv(verify_crc=True)
 
     def kk_list_kv():
         n = 0
