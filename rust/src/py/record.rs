@@ -223,7 +223,7 @@ unsafe fn alloc_record(f: Fields<'_>, ts_obj: Option<NonNull<ffi::PyObject>>) ->
 }
 
 /// Writes the fields of `f` into the record `obj`, releasing what it held; false (with an exception
-/// set) when an object could not be made, the record then holding nulls, fit only to be released.
+/// set) as soon as an object cannot be made, the record then fit only to be released.
 ///
 /// SAFETY: the caller holds the GIL; `obj` is a record of the type for `f` whose object fields
 /// are live references or null, and nothing but the caller sees it (a new record, or one only the
@@ -241,8 +241,17 @@ unsafe fn fill(obj: *mut ffi::PyObject, f: Fields<'_>, ts_obj: Option<NonNull<ff
     // the old values go after the new ones are made: the new timestamp may be the old one
     let old = [std::mem::replace(&mut (*r).offset, offset), std::mem::replace(&mut (*r).timestamp, timestamp)];
     old.into_iter().for_each(|o| ffi::Py_XDECREF(o));
+    if offset.is_null() || timestamp.is_null() {
+        return false;
+    }
     (*r).key = refill_bytes((*r).key, f.key);
+    if (*r).key.is_null() {
+        return false;
+    }
     (*r).value = refill_bytes((*r).value, f.value);
+    if (*r).value.is_null() {
+        return false;
+    }
     if !(*r).hdrs.is_null() {
         drop(Box::from_raw((*r).hdrs));
     }
@@ -260,7 +269,7 @@ unsafe fn fill(obj: *mut ffi::PyObject, f: Fields<'_>, ts_obj: Option<NonNull<ff
         (*c).control_type = t;
         (*c).key_version = v;
     }
-    !((*r).offset.is_null() || (*r).timestamp.is_null() || (*r).key.is_null() || (*r).value.is_null())
+    true
 }
 
 /// `new` as a bytes object (or None) in place of `old` (an owned reference, or null): `old` itself,
@@ -306,8 +315,8 @@ unsafe fn rewrite_bytes(o: *mut ffi::PyObject, b: &[u8]) {
 /// length: a record that nothing references any more gives them here when it is freed (or, under
 /// `RecordIterator`, refilled) if it held their only reference, and making a key or value of
 /// that length takes one back and rewrites it instead of allocating one. CPython keeps such
-/// freelists for its tuples (by length), floats and lists; it has none for bytes, and a record's
-/// bytes are half of what decoding one costs. At most `BYTES_PER_LEN` objects of each length
+/// freelists for its tuples (by length), floats and lists; it has none for bytes, and making and
+/// freeing a record's two bytes was about a quarter of decoding it. At most `BYTES_PER_LEN` objects of each length
 /// from 2 to `BYTES_MAX_LEN - 1` are kept (under 1 MB in all).
 struct BytesFreeList(std::cell::UnsafeCell<([[*mut ffi::PyObject; BYTES_PER_LEN]; BYTES_MAX_LEN], [u8; BYTES_MAX_LEN])>);
 // SAFETY: only touched with the GIL held (record creation and tp_dealloc), which serialises access;
