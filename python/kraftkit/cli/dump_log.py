@@ -43,9 +43,9 @@ def _json_line(obj: dict) -> str:
 
 
 def _dump_index(path: str, out, as_json: bool) -> int:
-    stem, suffix = os.path.splitext(path)
+    stem, ext = os.path.splitext(path)
     seg = Segment(stem + ".log")
-    if suffix == ".index":
+    if ext == ".index":
         for offset, position in seg.offset_index():
             out.write(_json_line({"type": "index", "offset": offset, "position": position}) if as_json else f"offset: {offset} position: {position}\n")
     else:
@@ -53,7 +53,7 @@ def _dump_index(path: str, out, as_json: bool) -> int:
             out.write(_json_line({"type": "timeindex", "timestamp": ts, "offset": offset}) if as_json else f"timestamp: {ts} offset: {offset}\n")
     problems = seg.verify_indexes()
     for suffix, entry, reason in problems:
-        if suffix == os.path.splitext(path)[1].lstrip("."):
+        if suffix == ext.lstrip("."):
             print(f"{path}: entry {entry}: {reason}", file=sys.stderr)
     return 1 if problems else 0
 
