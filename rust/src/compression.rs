@@ -54,7 +54,7 @@ fn cerr(codec: Codec, e: impl std::fmt::Display) -> Error {
 
 /// The xerial snappy-java stream header: magic, version 1, compatible version 1.
 const XERIAL_MAGIC: [u8; 8] = [0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0];
-const XERIAL_HEADER_LEN: usize = 16;
+pub(crate) const XERIAL_HEADER_LEN: usize = 16;
 /// snappy-java's default block size, which Kafka uses.
 const XERIAL_BLOCK: usize = 32 * 1024;
 
@@ -97,7 +97,7 @@ pub fn decompress_limited(codec: Codec, data: &[u8], size_hint: usize, limit: us
         Codec::None => out.extend_from_slice(data),
         Codec::Gzip => {
             flate2::read::GzDecoder::new(data)
-                .take(limit as u64 + 1)
+                .take((limit as u64).saturating_add(1))
                 .read_to_end(&mut out)
                 .map_err(|e| cerr(codec, e))?;
         }
@@ -168,9 +168,14 @@ fn zstd_decompress(data: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<()> {
     })
 }
 
+/// Whether `data` starts with snappy-java's xerial stream header (else it is raw snappy).
+pub(crate) fn is_xerial(data: &[u8]) -> bool {
+    data.len() >= XERIAL_HEADER_LEN && data[..8] == XERIAL_MAGIC
+}
+
 fn snappy_decompress(data: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<()> {
     let codec = Codec::Snappy;
-    if data.len() >= XERIAL_HEADER_LEN && data[..8] == XERIAL_MAGIC {
+    if is_xerial(data) {
         let mut pos = XERIAL_HEADER_LEN;
         let mut dec = snap::raw::Decoder::new();
         while pos < data.len() {

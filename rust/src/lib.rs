@@ -17,6 +17,7 @@ pub mod rewrite;
 pub mod schema;
 pub mod segment;
 pub mod snapshot;
+pub mod stream;
 pub mod varint;
 
 #[cfg(feature = "python")]

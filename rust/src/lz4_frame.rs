@@ -32,87 +32,129 @@ thread_local! {
 /// Appends the decompressed contents of the frame `data` to `out`; the reason on failure. Output
 /// past `limit` bytes (in all of `out`) stops the frame with an error before it is appended.
 pub fn decompress(data: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), String> {
-    if data.len() < 6 {
-        return Err(PREMATURE.into());
-    }
-    let magic = u32::from_le_bytes([data[0], data[1], data[2], data[3]]);
-    if magic != MAGIC {
-        return Err(format!("not an LZ4 frame (magic {magic:#010x})"));
-    }
-    let (flg, bd) = (data[4], data[5]);
-    if flg & 0b11 != 0 {
-        return Err("reserved bits of the frame descriptor (FLG) are set".into());
-    }
-    if flg & 0x20 == 0 {
-        return Err("LZ4 frames of dependent blocks are not supported".into());
-    }
-    if flg >> 6 != 1 {
-        return Err(format!("LZ4 frame version {} is not supported", flg >> 6));
-    }
-    if bd & 0x8F != 0 {
-        return Err("reserved bits of the frame descriptor (BD) are set".into());
-    }
-    let code = (bd >> 4) & 7;
-    if code < 4 {
-        return Err(format!("LZ4 block size code {code} is not between 4 and 7"));
-    }
-    let max_block = 1usize << (2 * code as usize + 8);
-    let block_checksums = flg & 0x10 != 0;
-    let content_checksum = flg & 0x04 != 0;
-    let mut pos = 6 + if flg & 0x08 != 0 { 8 } else { 0 }; // the content size is skipped
-    if data.len() <= pos {
-        return Err(PREMATURE.into());
-    }
-    let hc = (twox_hash::XxHash32::oneshot(0, &data[4..pos]) >> 8) as u8;
-    if data[pos] != hc {
-        return Err(format!("LZ4 frame descriptor checksum {:#04x} does not match {hc:#04x}", data[pos]));
-    }
-    pos += 1;
+    let mut frame = Frame::open(data)?;
+    let max_block = frame.max_block;
     SCRATCH.with(|scratch| {
         let mut scratch = scratch.borrow_mut();
-        loop {
-            let word = read_u32(data, pos).ok_or(PREMATURE)?;
-            pos += 4;
-            let size = (word & !UNCOMPRESSED) as usize;
-            if size == 0 {
-                if content_checksum && data.len() - pos < 4 {
-                    return Err(PREMATURE.into());
+        while let Some(block) = frame.next_block()? {
+            let bytes = match block {
+                Block::Stored(b) => b,
+                Block::Compressed(b) => {
+                    if scratch.len() < max_block {
+                        scratch.resize(max_block, 0);
+                    }
+                    let n = decode_block(b, &mut scratch[..max_block])?;
+                    &scratch[..n]
                 }
-                return Ok(());
+            };
+            if bytes.len() > limit.saturating_sub(out.len()) {
+                return Err(past_limit(limit));
             }
-            if size > max_block {
-                return Err(format!("LZ4 block of {size} bytes is larger than the frame's maximum of {max_block}"));
-            }
-            if data.len() - pos < size {
+            out.extend_from_slice(bytes);
+        }
+        Ok(())
+    })
+}
+
+/// One block of a frame, as stored.
+pub enum Block<'a> {
+    /// Stored uncompressed: these are the block's bytes.
+    Stored(&'a [u8]),
+    /// LZ4-compressed: `decode_block` gives its bytes.
+    Compressed(&'a [u8]),
+}
+
+/// An LZ4 frame whose descriptor was checked, read block by block.
+pub struct Frame<'a> {
+    data: &'a [u8],
+    pos: usize,
+    /// The largest block the descriptor allows (64 KiB to 4 MiB).
+    pub max_block: usize,
+    block_checksums: bool,
+    content_checksum: bool,
+    done: bool,
+}
+
+impl<'a> Frame<'a> {
+    /// Checks the magic and the frame descriptor as Kafka's reader does.
+    pub fn open(data: &'a [u8]) -> Result<Self, String> {
+        if data.len() < 6 {
+            return Err(PREMATURE.into());
+        }
+        let magic = u32::from_le_bytes([data[0], data[1], data[2], data[3]]);
+        if magic != MAGIC {
+            return Err(format!("not an LZ4 frame (magic {magic:#010x})"));
+        }
+        let (flg, bd) = (data[4], data[5]);
+        if flg & 0b11 != 0 {
+            return Err("reserved bits of the frame descriptor (FLG) are set".into());
+        }
+        if flg & 0x20 == 0 {
+            return Err("LZ4 frames of dependent blocks are not supported".into());
+        }
+        if flg >> 6 != 1 {
+            return Err(format!("LZ4 frame version {} is not supported", flg >> 6));
+        }
+        if bd & 0x8F != 0 {
+            return Err("reserved bits of the frame descriptor (BD) are set".into());
+        }
+        let code = (bd >> 4) & 7;
+        if code < 4 {
+            return Err(format!("LZ4 block size code {code} is not between 4 and 7"));
+        }
+        let max_block = 1usize << (2 * code as usize + 8);
+        let mut pos = 6 + if flg & 0x08 != 0 { 8 } else { 0 }; // the content size is skipped
+        if data.len() <= pos {
+            return Err(PREMATURE.into());
+        }
+        let hc = (twox_hash::XxHash32::oneshot(0, &data[4..pos]) >> 8) as u8;
+        if data[pos] != hc {
+            return Err(format!("LZ4 frame descriptor checksum {:#04x} does not match {hc:#04x}", data[pos]));
+        }
+        pos += 1;
+        Ok(Frame { data, pos, max_block, block_checksums: flg & 0x10 != 0, content_checksum: flg & 0x04 != 0, done: false })
+    }
+
+    /// The next block; None after the end mark.
+    pub fn next_block(&mut self) -> Result<Option<Block<'a>>, String> {
+        if self.done {
+            return Ok(None);
+        }
+        let data = self.data;
+        let word = read_u32(data, self.pos).ok_or(PREMATURE)?;
+        self.pos += 4;
+        let size = (word & !UNCOMPRESSED) as usize;
+        if size == 0 {
+            if self.content_checksum && data.len() - self.pos < 4 {
                 return Err(PREMATURE.into());
             }
-            let block = &data[pos..pos + size];
-            pos += size;
-            if block_checksums {
-                let want = read_u32(data, pos).ok_or(PREMATURE)?;
-                pos += 4;
-                let got = twox_hash::XxHash32::oneshot(0, block);
-                if got != want {
-                    return Err(format!("LZ4 block checksum {got:#010x} does not match {want:#010x}"));
-                }
-            }
-            if word & UNCOMPRESSED != 0 {
-                if block.len() > limit.saturating_sub(out.len()) {
-                    return Err(past_limit(limit));
-                }
-                out.extend_from_slice(block);
-            } else {
-                if scratch.len() < max_block {
-                    scratch.resize(max_block, 0);
-                }
-                let n = lz4_flex::block::decompress_into(block, &mut scratch[..max_block]).map_err(|e| format!("LZ4 block: {e}"))?;
-                if n > limit.saturating_sub(out.len()) {
-                    return Err(past_limit(limit));
-                }
-                out.extend_from_slice(&scratch[..n]);
+            self.done = true;
+            return Ok(None);
+        }
+        if size > self.max_block {
+            return Err(format!("LZ4 block of {size} bytes is larger than the frame's maximum of {}", self.max_block));
+        }
+        if data.len() - self.pos < size {
+            return Err(PREMATURE.into());
+        }
+        let block = &data[self.pos..self.pos + size];
+        self.pos += size;
+        if self.block_checksums {
+            let want = read_u32(data, self.pos).ok_or(PREMATURE)?;
+            self.pos += 4;
+            let got = twox_hash::XxHash32::oneshot(0, block);
+            if got != want {
+                return Err(format!("LZ4 block checksum {got:#010x} does not match {want:#010x}"));
             }
         }
-    })
+        Ok(Some(if word & UNCOMPRESSED != 0 { Block::Stored(block) } else { Block::Compressed(block) }))
+    }
+}
+
+/// Decompresses one block into `out` (at least the frame's `max_block` long); its length.
+#[inline]
+pub fn decode_block(block: &[u8], out: &mut [u8]) -> Result<usize, String> {
+    lz4_flex::block::decompress_into(block, out).map_err(|e| format!("LZ4 block: {e}"))
 }
 
 #[cold]

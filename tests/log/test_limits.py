@@ -145,11 +145,59 @@ def test_records_beyond_the_last_offset_delta_are_corrupt(tmp_path):
         batch.records()
 
 
-def test_a_metadata_append_may_not_inflate_past_kraft_batch_size():
-    """The raft leader's Produce check stops a compressed batch at KRaft's 8 MiB batch size."""
-    bomb = bomb_batch("zstd", zeros_compressed("zstd", 16 * MIB))
-    with pytest.raises(CorruptRecordError, match=f"more than {8 * MIB} bytes"):
-        core.check_metadata_batches(bomb)
+def varint(v: int) -> bytes:
+    """Kafka's zig-zag varint (an oracle independent of kraftkit's encoder)."""
+    u, out = (v << 1) ^ (v >> 31), bytearray()
+    while u >= 0x80:
+        out.append(u & 0x7F | 0x80)
+        u >>= 7
+    return bytes(out + bytes([u]))
+
+
+@pytest.mark.parametrize("codec", ["zstd", "gzip", "lz4", "snappy"])
+def test_a_metadata_append_may_not_inflate_past_kraft_batch_size(codec):
+    """The raft leader's Produce check reads a compressed batch as it inflates and stops at
+    KRaft's 8 MiB batch size: here one record that claims 64 MiB (then zeros)."""
+    size = 64 * MIB
+    head = varint(size - 8)
+    if codec == "zstd":
+        c = zstandard.ZstdCompressor().compressobj()
+        area = c.compress(head) + b"".join(c.compress(bytes(MIB)) for _ in range(64)) + c.flush()
+    elif codec == "gzip":
+        c = gzip.zlib.compressobj(9, gzip.zlib.DEFLATED, 31)
+        area = c.compress(head) + b"".join(c.compress(bytes(MIB)) for _ in range(64)) + c.flush()
+    else:
+        area = None
+    if area is None:  # lz4 and snappy: the same records area through the one-shot framers
+        data = head + bytes(size - len(head))
+        if codec == "lz4":
+            area = lz4.frame.compress(data, block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False,
+                                      content_checksum=False)
+        else:
+            blocks = [data[i:i + 32 * 1024] for i in range(0, len(data), 32 * 1024)]
+            area = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1) + b"".join(
+                struct.pack(">i", len(z)) + z for z in (bytes(cramjam.snappy.compress_raw(b)) for b in blocks))
+    with pytest.raises(CorruptRecordError, match=f"record 0: {codec} records area inflates to more than {8 * MIB} bytes"):
+        core.check_metadata_batches(bomb_batch(codec, area))
+
+
+@pytest.mark.parametrize("codec", ["zstd", "gzip", "lz4", "snappy"])
+def test_a_metadata_append_of_zeros_fails_at_the_first_record(codec):
+    """A bomb of zeros is a record of size 0 at once: nothing more is inflated."""
+    with pytest.raises(CorruptRecordError, match="record 0: invalid record size 0"):
+        core.check_metadata_batches(bomb_batch(codec, zeros_compressed(codec, 64 * MIB)))
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd", "gzip", "lz4", "snappy"])
+def test_metadata_appends_are_checked_record_by_record(codec):
+    from kraftkit.metadata.records import encode_metadata_record
+
+    values = [encode_metadata_record(2, 0, {"Name": f"t{i}", "TopicId": uuid.UUID(int=i + 1)}) for i in range(3000)]
+    good = L.encode_batch([(0, None, v, []) for v in values], compression=codec)
+    assert core.check_metadata_batches(good + good) == 6000
+    bad = L.encode_batch([(0, None, v, []) for v in values[:2000]] + [(0, None, b"\x01\x02", [])], compression=codec)
+    with pytest.raises(CorruptRecordError, match="batch at byte 0: record 2000: "):
+        core.check_metadata_batches(bad)
 
 
 def test_a_metadata_append_needs_a_last_offset_delta_of_count_minus_one():

@@ -263,14 +263,14 @@ pub const MAX_METADATA_BATCH_BYTES: usize = 8 * 1024 * 1024;
 /// appends: whole v2 batches with valid CRCs, not control, not transactional, records with
 /// consecutive offset deltas and a value that decodes as a metadata record (frame version,
 /// apiKey, a version the schema knows, every field). Returns the number of records, or the
-/// reason (naming the batch and record) of the first problem. A compressed batch may inflate to
-/// at most `MAX_METADATA_BATCH_BYTES`: a KRaft leader never writes a larger batch, and a client's
-/// decompression bomb stops there.
+/// reason (naming the batch and record) of the first problem. A compressed batch is read as it
+/// inflates, a record at a time, up to `MAX_METADATA_BATCH_BYTES`: a KRaft leader never writes a
+/// larger batch, and a client's decompression bomb stops there having held one chunk.
 pub fn check_metadata_batches(buf: &[u8]) -> std::result::Result<usize, String> {
-    use crate::batch::{self, NextBatch};
+    use crate::batch::{self, NextBatch, RECORD_BATCH_OVERHEAD};
+    use crate::compression::Codec;
     let mut pos = 0usize;
     let mut count = 0usize;
-    let mut views = Vec::new();
     loop {
         let (h, range) = match batch::next_batch(buf, pos, 0) {
             Ok(NextBatch::Batch(h, r)) => (h, r),
@@ -290,21 +290,50 @@ pub fn check_metadata_batches(buf: &[u8]) -> std::result::Result<usize, String> 
             return Err(format!("batch at byte {fpos} holds {} records but a lastOffsetDelta of {}: the metadata log has no gaps",
                                h.records_count, h.last_offset_delta));
         }
-        let data = batch::records_data_limited(&h, bytes, fpos, MAX_METADATA_BATCH_BYTES).map_err(|e| e.to_string())?;
-        views.clear();
-        batch::parse_records(&h, data.bytes(), fpos, &mut views).map_err(|e| e.to_string())?;
-        let d = data.bytes();
-        for (i, v) in views.iter().enumerate() {
+        let n = h.records_count as usize;
+        let area = &bytes[RECORD_BATCH_OVERHEAD..];
+        let check = |i: usize, record: &[u8]| -> std::result::Result<(), String> {
+            let at = |e: String| format!("batch at byte {fpos}: record {i}: {e}");
+            if i >= n {
+                return Err(at(format!("more records than the {n} the batch declares")));
+            }
+            let mut p = 0;
+            let v = batch::read_record(record, &mut p, record.len()).map_err(at)?;
             if v.offset_delta as usize != i {
                 return Err(format!("batch at byte {fpos}: record {i} has offset delta {}", v.offset_delta));
             }
             let value = match &v.value {
-                Some(r) => &d[r.start as usize..r.end as usize],
+                Some(r) => &record[r.start as usize..r.end as usize],
                 None => return Err(format!("batch at byte {fpos}: record {i} has a null value")),
             };
-            decode_metadata_record(value).map_err(|e| format!("batch at byte {fpos}: record {i}: {e}"))?;
+            decode_metadata_record(value).map(|_| ()).map_err(|e| at(e.to_string()))
+        };
+        let mut seen = 0usize;
+        match h.codec() {
+            Some(Codec::None) => {
+                let mut p = 0;
+                while p < area.len() {
+                    let start = p;
+                    let mut q = p;
+                    batch::read_record(area, &mut q, area.len()).map_err(|e| format!("batch at byte {fpos}: record {seen}: {e}"))?;
+                    check(seen, &area[start..q])?;
+                    p = q;
+                    seen += 1;
+                }
+            }
+            Some(c) => {
+                let mut stream = crate::stream::RecordStream::new(c, area, MAX_METADATA_BATCH_BYTES).map_err(|e| format!("batch at byte {fpos}: {e}"))?;
+                while let Some(record) = stream.next_record().map_err(|e| format!("batch at byte {fpos}: record {seen}: {e}"))? {
+                    check(seen, record)?;
+                    seen += 1;
+                }
+            }
+            None => unreachable!("validate() refused unknown codecs"),
         }
-        count += views.len();
+        if seen != n {
+            return Err(format!("batch at byte {fpos} declares {n} records but holds {seen}"));
+        }
+        count += n;
         pos = range.end;
     }
 }
