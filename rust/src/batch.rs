@@ -396,11 +396,12 @@ impl Deltas {
 
     #[inline(always)]
     fn check(&mut self, r: &RecordView) -> std::result::Result<(), String> {
-        let d = r.offset_delta;
-        if (d as i64) <= self.prev || d > self.last {
-            return Err(delta_error(d, self.prev, self.last));
+        let d = r.offset_delta as i64;
+        // one unsigned compare: d - prev - 1 must be below last - prev (d in prev+1..=last)
+        if ((d - self.prev - 1) as u64) >= ((self.last as i64 - self.prev) as u64) {
+            return Err(delta_error(r.offset_delta, self.prev, self.last));
         }
-        self.prev = d as i64;
+        self.prev = d;
         Ok(())
     }
 }
@@ -496,8 +497,12 @@ impl RecordCursor {
             return None;
         }
         self.prefetch.ahead_of(data, self.pos);
-        match read_record(data, &mut self.pos, data.len()).and_then(|r| self.deltas.check(&r).map(|()| r)) {
+        match read_record(data, &mut self.pos, data.len()) {
             Ok(r) => {
+                if let Err(reason) = self.deltas.check(&r) {
+                    self.done = true;
+                    return Some(Err(record_error(h, fpos, self.i, self.n, &reason)));
+                }
                 self.i += 1;
                 Some(Ok(r))
             }
