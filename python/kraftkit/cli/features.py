@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 HELP = "finalized features and metadata.version: describe, upgrade, downgrade, disable (offline)"
@@ -59,14 +60,40 @@ def _state_text(st) -> str:
     return "\n".join(lines)
 
 
+def _unreadable(path: str) -> str | None:
+    """Why ``path`` is neither a directory nor a readable regular file (a FIFO, a device, a
+    symbolic link loop...: refused without being read), or None."""
+    from kraftkit._fs import check_input
+
+    if os.path.isdir(path):
+        return None
+    try:
+        check_input(path)
+    except FileNotFoundError as e:
+        return "no such file or directory" if e.strerror == "No such file or directory" else e.strerror
+    except OSError as e:
+        return getattr(e, "reason", None) or e.strerror or str(e)
+    return None
+
+
+def _error_text(e: Exception) -> str:
+    from kraftkit._fs import error_text
+
+    return error_text(e) if isinstance(e, OSError) else str(e)
+
+
 def run_describe(args: argparse.Namespace) -> int:
     from kraftkit.errors import KraftkitError
     from kraftkit.features.offline import describe
 
+    why = _unreadable(args.path)
+    if why is not None:
+        print(f"kraftkit features describe: {args.path}: {why}", file=sys.stderr)
+        return 2
     try:
         st = describe(args.path)
     except (KraftkitError, OSError) as e:
-        print(f"kraftkit features describe: {e}", file=sys.stderr)
+        print(f"kraftkit features describe: {_error_text(e)}", file=sys.stderr)
         return 2
     print(json.dumps(st.to_json()) if args.json else _state_text(st))
     return 0
@@ -97,7 +124,8 @@ def run_change(args: argparse.Namespace) -> int:
             args.mode, UpgradeType.UNSAFE_DOWNGRADE if getattr(args, "unsafe", False) else UpgradeType.SAFE_DOWNGRADE)
         d = metadata_dir(args.path)
         if not d.is_dir():
-            raise FeatureChangeError(f"{args.path}: not a metadata log directory")
+            why = _unreadable(args.path)
+            raise FeatureChangeError(f"{args.path}: not a metadata log directory" + (f": {why}" if why else ""))
         image = load_image(d)
         updates = requested_updates(state_of(image, str(d)), release_version=release, features=feats, upgrade_type=utype)
         res = change(d, updates, dry_run=args.dry_run, backup=args.backup, image=image)
@@ -114,7 +142,7 @@ def run_change(args: argparse.Namespace) -> int:
                 print(f"  not applied either (one request is all or nothing): {', '.join(held)}", file=sys.stderr)
         return 1 if e.results else 2
     except (KraftkitError, OSError) as e:
-        print(f"{prog}: {e}", file=sys.stderr)
+        print(f"{prog}: {_error_text(e)}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps({"ok": True, "dryRun": args.dry_run, "results": [str(r) for r in res.results],
