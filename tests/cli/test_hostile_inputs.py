@@ -411,3 +411,17 @@ def test_dump_log_locates_non_consecutive_offsets(tmp_path: Path) -> None:
     assert proc.returncode == 0  # compaction leaves such gaps: a note, not damage
     assert proc.stderr == (f"kraftkit dump-log: {gap}: non-consecutive offsets: 0 is followed by 7 "
                            f"(batch base offset 7, byte position {second})\n")
+
+
+@pytest.mark.parametrize("spec,msg", [
+    ("transaction.version=" + "9" * 30, "the level must be from -32768 to 32767"),
+    ("transaction.version=-32769", "the level must be from -32768 to 32767"),
+    ("transaction.version=\u00b2", "expected NAME=LEVEL"),  # isdigit() is true for it, int() refuses it
+    ("transaction.version", "expected NAME=LEVEL"),
+])
+def test_features_levels_are_checked(tmp_path: Path, capsys, spec, msg) -> None:
+    d = metadata_log(tmp_path / "logs" / "__cluster_metadata-0")
+    assert main(["features", "upgrade", str(d), "--feature", spec, "--dry-run"]) == 2
+    assert capsys.readouterr().err == f"kraftkit features upgrade: --feature {spec!r}: {msg}\n"
+    assert main(["features", "upgrade", str(d), "--release-version", "\u00b2", "--dry-run"]) == 2
+    assert "unknown metadata.version or release '\u00b2'" in capsys.readouterr().err

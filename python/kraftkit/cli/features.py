@@ -114,8 +114,11 @@ def run_change(args: argparse.Namespace) -> int:
                 feats[spec] = 0
                 continue
             name, sep, level = spec.partition("=")
-            if not sep or not level.strip().lstrip("-").isdigit():
-                raise FeatureChangeError(f"--feature {spec!r}: expected NAME=LEVEL")
+            digits = level.strip().removeprefix("-")
+            if not sep or not (digits.isascii() and digits.isdigit()):
+                raise FeatureChangeError(f"--feature {spec[:80]!r}: expected NAME=LEVEL")
+            if len(digits) > 5 or not -(2**15) <= int(level) < 2**15:  # a FeatureLevel is an int16
+                raise FeatureChangeError(f"--feature {spec[:80]!r}: the level must be from -32768 to 32767")
             feats[name.strip()] = int(level)
         release = getattr(args, "release_version", None)
         if release is None and not feats:
