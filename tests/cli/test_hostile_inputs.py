@@ -425,3 +425,22 @@ def test_features_levels_are_checked(tmp_path: Path, capsys, spec, msg) -> None:
     assert capsys.readouterr().err == f"kraftkit features upgrade: --feature {spec!r}: {msg}\n"
     assert main(["features", "upgrade", str(d), "--release-version", "\u00b2", "--dry-run"]) == 2
     assert "unknown metadata.version or release '\u00b2'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value,reason", [
+    (b"\xff\xff\xff", "record at offset 1: Could not read frame version"),
+    (encode_metadata_record(12, 0, {"Name": "x", "FeatureLevel": 1})[:3], "record at offset 1: "),
+])
+def test_a_bootstrap_checkpoint_with_undecodable_records(tmp_path: Path, capsys, value, reason) -> None:
+    from kraftkit.features.storage import bootstrap_checkpoint_bytes
+
+    d = tmp_path / "logs"
+    format_storage([d], cluster_id=CID, node_id=1)
+    boot = d / "bootstrap.checkpoint"
+    boot.write_bytes(bootstrap_checkpoint_bytes([value]))  # CRCs fine, the record inside is not
+    rc, out, err = _info(capsys, d)
+    assert rc == 1 and err == ""
+    assert f"Error loading {boot}: {reason}" in out
+    # damaged metadata, not unreadable input: 1, and the message names the file
+    assert main(["features", "describe", str(boot)]) == 1
+    assert capsys.readouterr().err.startswith(f"kraftkit features describe: {boot}: {reason}")

@@ -17,7 +17,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d = fsub.add_parser("describe", help="finalized levels, what every registered node supports, what kraftkit supports",
                         description="Read the finalized feature levels at the end of a metadata log directory, a "
                                     "snapshot or a bootstrap.checkpoint, with level names, the ranges every registered "
-                                    "broker and controller advertises, and the ranges this software supports.")
+                                    "broker and controller advertises, and the ranges this software supports. Exit codes: 0 "
+                                    "done, 1 damaged metadata, 2 unreadable input or no metadata there.")
     d.add_argument("path", metavar="PATH")
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=run_describe)
@@ -77,9 +78,14 @@ def _unreadable(path: str) -> str | None:
 
 
 def _error_text(e: Exception) -> str:
+    """``<path>: <reason>``: an OSError's path and reason, or a kraftkit error's text with the
+    file it carries in front (a record's decoding error names it only as an attribute)."""
     from kraftkit._fs import error_text
 
-    return error_text(e) if isinstance(e, OSError) else str(e)
+    if isinstance(e, OSError):
+        return error_text(e)
+    text, file = str(e), getattr(e, "file", None)
+    return f"{file}: {text}" if file and not text.startswith(f"{file}: ") else text
 
 
 def run_describe(args: argparse.Namespace) -> int:
@@ -90,11 +96,15 @@ def run_describe(args: argparse.Namespace) -> int:
     if why is not None:
         print(f"kraftkit features describe: {args.path}: {why}", file=sys.stderr)
         return 2
+    from kraftkit.metadata.snapshot import SnapshotError
+    from kraftkit.metadata.source import MetadataSourceError
+
     try:
         st = describe(args.path)
     except (KraftkitError, OSError) as e:
         print(f"kraftkit features describe: {_error_text(e)}", file=sys.stderr)
-        return 2
+        # unreadable input or a path that holds no metadata: 2; damaged metadata: 1
+        return 2 if isinstance(e, (OSError, MetadataSourceError, SnapshotError)) else 1
     print(json.dumps(st.to_json()) if args.json else _state_text(st))
     return 0
 

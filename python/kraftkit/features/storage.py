@@ -919,11 +919,14 @@ def read_bootstrap(path: str | os.PathLike[str]) -> dict[str, Any]:
     reader = SnapshotReader(path)
     rep = reader.verify()
     if rep["error"] is not None:
-        raise StorageStateError(f"{path}: {rep['error']}")
+        raise StorageStateError(_naming(path, rep["error"]))
     features: dict[str, int] = {}
     others = 0
-    for _offset, value in reader.records():
-        api_key, _version, data = decode_metadata_record(value)
+    for offset, value in reader.records():
+        try:
+            api_key, _version, data = decode_metadata_record(value)
+        except KraftkitError as e:
+            raise StorageStateError(f"{os.fspath(path)}: record at offset {offset}: {e}") from None
         if api_key == FEATURE_LEVEL:
             features[data["Name"]] = data["FeatureLevel"]
         else:
@@ -933,6 +936,12 @@ def read_bootstrap(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise StorageStateError(f"No FeatureLevelRecord for metadata.version was found in the bootstrap metadata from {path}")
     return {"metadata_version": {"level": mv_level, "name": _mv_name(mv_level)},
             "features": dict(sorted(features.items())), "other_records": others}
+
+
+def _naming(path: str | os.PathLike[str], e: Exception) -> str:
+    """``<path>: <reason>`` for an error whose text may already start with the path."""
+    text, name = str(e), os.fspath(path)
+    return text if text.startswith(f"{name}: ") else f"{name}: {text}"
 
 
 def storage_info(directories: Sequence[str | os.PathLike[str]]) -> dict[str, Any]:
@@ -999,7 +1008,7 @@ def storage_info(directories: Sequence[str | os.PathLike[str]]) -> dict[str, Any
             except OSError as e:
                 cannot_read(bp, e)
             except KraftkitError as e:
-                problem(f"Error loading {bp}: {e}")
+                problem(f"Error loading {_naming(bp, e)}")
         snap = os.path.join(d, CLUSTER_METADATA_DIR, BOOTSTRAP_SNAPSHOT)
         if os.path.exists(snap):
             entry["bootstrap_snapshot"] = snap
