@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from kraftkit._core import RewritePlan
-from kraftkit._fs import InputFileError, check_input, kind_of
 from kraftkit._core import rewrite_snapshot as _rewrite
+from kraftkit._fs import InputFileError, check_input, kind_of
 from kraftkit.errors import KraftkitError
 from kraftkit.features.registry import KRAFT_VERSION_FEATURE, MV_FEATURE, MetadataVersion, Registry, Release, registry
 
