@@ -9,6 +9,7 @@ pub mod compression;
 pub mod crc;
 pub mod dump;
 pub mod error;
+pub mod fsutil;
 pub mod image;
 pub mod index;
 pub mod java_utf8;

@@ -6,6 +6,8 @@ import argparse
 import os
 import sys
 
+from kraftkit._fs import InputFileError, check_input, error_text
+from kraftkit.cli.main import LONG_MAX, int_arg
 from kraftkit.errors import KraftkitError, TruncatedError
 from kraftkit.log import Segment
 
@@ -18,7 +20,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--deep", "--deep-iteration", action="store_true", help="print every record, not only batches")
     p.add_argument("--print-data", "--print-data-log", action="store_true", help="print record keys and values (implies --deep)")
     p.add_argument("--json", action="store_true", help="JSON lines: one object per batch (records nested)")
-    p.add_argument("--max-bytes", type=int, default=None, metavar="N", help="read at most N bytes of each file")
+    p.add_argument("--max-bytes", type=int_arg(0, LONG_MAX, " bytes"), default=None, metavar="N",
+                   help="read at most N bytes of each file")
     p.set_defaults(func=run)
 
 
@@ -42,6 +45,10 @@ def _json_line(obj: dict) -> str:
     return json.dumps(obj) + "\n"
 
 
+#: bytes per entry of the offset index and the time index
+_ENTRY_BYTES = {".index": 8, ".timeindex": 12}
+
+
 def _dump_index(path: str, out, as_json: bool) -> int:
     stem, ext = os.path.splitext(path)
     seg = Segment(stem + ".log")
@@ -51,11 +58,75 @@ def _dump_index(path: str, out, as_json: bool) -> int:
     else:
         for ts, offset in seg.time_index():
             out.write(_json_line({"type": "timeindex", "timestamp": ts, "offset": offset}) if as_json else f"timestamp: {ts} offset: {offset}\n")
-    problems = seg.verify_indexes()
-    for suffix, entry, reason in problems:
-        if suffix == ext.lstrip("."):
-            print(f"{path}: entry {entry}: {reason}", file=sys.stderr)
+    problems = [(entry, reason) for suffix, entry, reason in seg.verify_indexes() if suffix == ext.lstrip(".")]
+    out.flush()
+    for entry, reason in problems:
+        print(f"kraftkit dump-log: {path}: entry {entry} (byte position {entry * _ENTRY_BYTES[ext]}): {reason}",
+              file=sys.stderr)
     return 1 if problems else 0
+
+
+def _unreadable(path: str) -> str | None:
+    """Why ``path`` cannot be dumped (``<path>: <reason>``), or None: it is a regular file
+    that can be opened (a FIFO or a device is refused without being read)."""
+    try:
+        check_input(path)
+    except InputFileError as e:
+        if os.path.isdir(path):
+            return f"{path}: is a directory (give its .log, .index, .timeindex or .checkpoint files)"
+        return str(e)
+    except FileNotFoundError as e:
+        return f"{path}: no such file" if e.strerror == "No such file or directory" else error_text(e)
+    except OSError as e:
+        return error_text(e)
+    return None
+
+
+#: At most this many problems of one kind are listed per file.
+_MAX_LISTED = 10
+
+
+def _batch_problems(seg, path: str, summary: dict, max_bytes: int | None) -> tuple[list[str], list[str]]:
+    """(errors, notes) for what the dump found in whole batches: CRC mismatches (errors) and
+    offsets that do not follow each other (notes: compaction leaves such gaps), each naming the
+    file, the batch's base offset, its byte position and the reason. The dump only counts
+    them; they are located by walking the batch headers again, only when there are some."""
+    invalid = summary["invalid_batches"]
+    pairs = list(summary["non_consecutive"][:_MAX_LISTED])
+    crc: list[str] = []
+    gaps: list[str] = []
+    if invalid or pairs:
+        try:
+            for b in seg.batches(max_bytes=max_bytes):
+                if invalid and len(crc) < _MAX_LISTED and not b.is_valid:
+                    try:
+                        b.ensure_valid()
+                    except KraftkitError as e:
+                        crc.append(str(e))
+                while pairs and b.base_offset <= pairs[0][1] <= b.last_offset:
+                    prev, nxt = pairs.pop(0)
+                    gaps.append(f"{path}: non-consecutive offsets: {prev} is followed by {nxt} (batch base offset "
+                                f"{b.base_offset}, byte position {b.position})")
+                if (not invalid or len(crc) >= _MAX_LISTED) and not pairs:
+                    break
+        except KraftkitError:
+            pass  # where the batches stop is reported with the dump's error
+    if invalid > len(crc):
+        crc.append(f"{path}: {invalid} batch(es) fail their CRC check" + (f" (the first {len(crc)} above)" if crc else ""))
+    gaps += [f"{path}: non-consecutive offsets: {prev} is followed by {nxt}" for prev, nxt in pairs]
+    return crc, gaps
+
+
+def _cut_by_limit(seg, error: TruncatedError) -> bool:
+    """Whether a truncated batch is only cut by --max-bytes (the whole file holds it), not torn."""
+    pos = getattr(error, "position", None)
+    if pos is None or pos >= seg.size:
+        return False
+    try:
+        next(iter(seg.batches(start=pos)), None)
+    except KraftkitError:
+        return False
+    return True
 
 
 def _fileno(f: object) -> int | None:
@@ -71,9 +142,9 @@ def run(args: argparse.Namespace) -> int:
     status = 0
     for path in args.files:
         sys.stdout.flush()
-        if not os.path.isfile(path):
-            why = "is a directory (give its .log, .index, .timeindex or .checkpoint files)" if os.path.isdir(path) else "no such file"
-            print(f"kraftkit dump-log: {path}: {why}", file=sys.stderr)
+        why = _unreadable(path)
+        if why is not None:
+            print(f"kraftkit dump-log: {why}", file=sys.stderr)
             status = max(status, 2)
             continue
         try:
@@ -105,25 +176,26 @@ def run(args: argparse.Namespace) -> int:
             raise  # the reader went away (`| head`): main() ends quietly
         except (KraftkitError, OSError) as e:
             out_bin.flush()
-            print(f"kraftkit dump-log: {e}", file=sys.stderr)
+            print(f"kraftkit dump-log: {error_text(e) if isinstance(e, OSError) else e}", file=sys.stderr)
             status = max(status, 2 if isinstance(e, OSError) else 1)
             continue
-        if args.max_bytes is not None and isinstance(summary["error"], TruncatedError):
-            summary["error"] = None  # the cut at --max-bytes, not damage
-        bad = summary["invalid_batches"] or summary["error"] is not None
+        err = summary["error"]
+        if args.max_bytes is not None and isinstance(err, TruncatedError) and _cut_by_limit(seg, err):
+            summary["error"] = err = None  # the cut at --max-bytes, not damage
+        problems, notes = _batch_problems(seg, path, summary, args.max_bytes)
         if args.json:
             s = {k: v for k, v in summary.items() if k != "error"}
-            s["error"] = str(summary["error"]) if summary["error"] else None
+            s["error"] = str(err) if err else None
             out_bin.write(_json_line({"type": "summary", "file": path, **s}).encode())
         elif summary["trailing_bytes"] and args.max_bytes is None:
             out_bin.write(f"Found {summary['trailing_bytes']} invalid bytes at the end of {os.path.basename(path)}\n".encode())
         out_bin.flush()
-        if summary["error"] is not None:
-            print(f"kraftkit dump-log: {summary['error']}", file=sys.stderr)
-        if summary["invalid_batches"]:
-            print(f"kraftkit dump-log: {path}: {summary['invalid_batches']} batch(es) fail their CRC check", file=sys.stderr)
-        for prev, nxt in summary["non_consecutive"][:10]:
-            print(f"kraftkit dump-log: {path}: non-consecutive offsets: {prev} is followed by {nxt}", file=sys.stderr)
-        if bad:
+        # stdout keeps kafka-dump-log's format; every problem is on stderr too, naming the file,
+        # the batch's base offset, its byte position and the reason
+        if err is not None:
+            problems.append(str(err))
+        for msg in problems + notes:
+            print(f"kraftkit dump-log: {msg}", file=sys.stderr)
+        if problems:
             status = max(status, 1)
     return status

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 HELP = "finalized features and metadata.version: describe, upgrade, downgrade, disable (offline)"
@@ -16,7 +17,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d = fsub.add_parser("describe", help="finalized levels, what every registered node supports, what kraftkit supports",
                         description="Read the finalized feature levels at the end of a metadata log directory, a "
                                     "snapshot or a bootstrap.checkpoint, with level names, the ranges every registered "
-                                    "broker and controller advertises, and the ranges this software supports.")
+                                    "broker and controller advertises, and the ranges this software supports. Exit codes: 0 "
+                                    "done, 1 damaged metadata, 2 unreadable input or no metadata there.")
     d.add_argument("path", metavar="PATH")
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=run_describe)
@@ -59,15 +61,50 @@ def _state_text(st) -> str:
     return "\n".join(lines)
 
 
+def _unreadable(path: str) -> str | None:
+    """Why ``path`` is neither a directory nor a readable regular file (a FIFO, a device, a
+    symbolic link loop...: refused without being read), or None."""
+    from kraftkit._fs import check_input
+
+    if os.path.isdir(path):
+        return None
+    try:
+        check_input(path)
+    except FileNotFoundError as e:
+        return "no such file or directory" if e.strerror == "No such file or directory" else e.strerror
+    except OSError as e:
+        return getattr(e, "reason", None) or e.strerror or str(e)
+    return None
+
+
+def _error_text(e: Exception) -> str:
+    """``<path>: <reason>``: an OSError's path and reason, or a kraftkit error's text with the
+    file it carries in front (a record's decoding error names it only as an attribute)."""
+    from kraftkit._fs import error_text
+
+    if isinstance(e, OSError):
+        return error_text(e)
+    text, file = str(e), getattr(e, "file", None)
+    return f"{file}: {text}" if file and not text.startswith(f"{file}: ") else text
+
+
 def run_describe(args: argparse.Namespace) -> int:
     from kraftkit.errors import KraftkitError
     from kraftkit.features.offline import describe
 
+    why = _unreadable(args.path)
+    if why is not None:
+        print(f"kraftkit features describe: {args.path}: {why}", file=sys.stderr)
+        return 2
+    from kraftkit.metadata.snapshot import SnapshotError
+    from kraftkit.metadata.source import MetadataSourceError
+
     try:
         st = describe(args.path)
     except (KraftkitError, OSError) as e:
-        print(f"kraftkit features describe: {e}", file=sys.stderr)
-        return 2
+        print(f"kraftkit features describe: {_error_text(e)}", file=sys.stderr)
+        # unreadable input or a path that holds no metadata: 2; damaged metadata: 1
+        return 2 if isinstance(e, (OSError, MetadataSourceError, SnapshotError)) else 1
     print(json.dumps(st.to_json()) if args.json else _state_text(st))
     return 0
 
@@ -87,8 +124,11 @@ def run_change(args: argparse.Namespace) -> int:
                 feats[spec] = 0
                 continue
             name, sep, level = spec.partition("=")
-            if not sep or not level.strip().lstrip("-").isdigit():
-                raise FeatureChangeError(f"--feature {spec!r}: expected NAME=LEVEL")
+            digits = level.strip().removeprefix("-")
+            if not sep or not (digits.isascii() and digits.isdigit()):
+                raise FeatureChangeError(f"--feature {spec[:80]!r}: expected NAME=LEVEL")
+            if len(digits) > 5 or not -(2**15) <= int(level) < 2**15:  # a FeatureLevel is an int16
+                raise FeatureChangeError(f"--feature {spec[:80]!r}: the level must be from -32768 to 32767")
             feats[name.strip()] = int(level)
         release = getattr(args, "release_version", None)
         if release is None and not feats:
@@ -97,7 +137,8 @@ def run_change(args: argparse.Namespace) -> int:
             args.mode, UpgradeType.UNSAFE_DOWNGRADE if getattr(args, "unsafe", False) else UpgradeType.SAFE_DOWNGRADE)
         d = metadata_dir(args.path)
         if not d.is_dir():
-            raise FeatureChangeError(f"{args.path}: not a metadata log directory")
+            why = _unreadable(args.path)
+            raise FeatureChangeError(f"{args.path}: not a metadata log directory" + (f": {why}" if why else ""))
         image = load_image(d)
         updates = requested_updates(state_of(image, str(d)), release_version=release, features=feats, upgrade_type=utype)
         res = change(d, updates, dry_run=args.dry_run, backup=args.backup, image=image)
@@ -114,7 +155,7 @@ def run_change(args: argparse.Namespace) -> int:
                 print(f"  not applied either (one request is all or nothing): {', '.join(held)}", file=sys.stderr)
         return 1 if e.results else 2
     except (KraftkitError, OSError) as e:
-        print(f"{prog}: {e}", file=sys.stderr)
+        print(f"{prog}: {_error_text(e)}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps({"ok": True, "dryRun": args.dry_run, "results": [str(r) for r in res.results],

@@ -17,6 +17,31 @@ EXIT_USAGE = 2
 COMMANDS = {"dump-log": "dump_log", "verify-log": "verify_log", "snapshot": "snapshot", "metadata": "metadata", "features": "features", "storage": "storage", "quorum": "quorum", "demo": "demo", "spark": "spark"}
 
 
+def _shown(text: str) -> str:
+    """An argument as a message quotes it: in full unless it is long."""
+    return text if len(text) <= 40 else f"{text[:24]}... ({len(text)} characters)"
+
+
+def int_arg(lo: int, hi: int, unit: str = ""):
+    """An argparse ``type`` for a whole number in ``[lo, hi]`` (ASCII digits only): anything
+    else is a usage error naming the argument and the range (exit 2), never an overflow later."""
+    def parse(text: str) -> int:
+        t = text.strip()
+        digits = t[1:] if t[:1] in "+-" else t
+        if not digits.isascii() or not digits.isdigit():
+            raise argparse.ArgumentTypeError(f"{_shown(text)!r} is not a whole number")
+        if len(digits) > 40 or not lo <= int(t) <= hi:
+            raise argparse.ArgumentTypeError(f"must be from {lo} to {hi}{unit}, not {_shown(t)}")
+        return int(t)
+
+    parse.__name__ = "int"
+    return parse
+
+
+#: The largest value of a Java long (offsets, timestamps, byte counts).
+LONG_MAX = 2**63 - 1
+
+
 def _version() -> str:
     from kraftkit import __version__
 

@@ -149,7 +149,9 @@ def run_rewrite(args: argparse.Namespace) -> int:
             res = res.report
             refused = True
         elif isinstance(res, (KraftkitError, OSError)):
-            print(f"kraftkit snapshot rewrite: {res}", file=sys.stderr)
+            from kraftkit._fs import error_text
+
+            print(f"kraftkit snapshot rewrite: {error_text(res) if isinstance(res, OSError) else res}", file=sys.stderr)
             status = 2
             continue
         else:

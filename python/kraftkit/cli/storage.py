@@ -7,6 +7,8 @@ import argparse
 import json
 import sys
 
+from kraftkit.cli.main import int_arg
+
 HELP = "format KRaft storage directories as kafka-storage does; show their meta.properties and bootstrap metadata"
 
 
@@ -24,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "release version (kraft.version: 0, or 1 with a dynamic quorum). Exit 2 on bad input, 1 if the "
                     "directories refuse (already formatted, another cluster or node).")
     f.add_argument("--cluster-id", "-t", required=True, metavar="ID", help="22-character cluster id (see random-uuid)")
-    f.add_argument("--node-id", type=int, required=True, metavar="N", help="the node.id of this node")
+    f.add_argument("--node-id", type=int_arg(0, 2**31 - 1), required=True, metavar="N", help="the node.id of this node")
     f.add_argument("--directories", "-d", nargs="+", required=True, metavar="DIR",
                    help="the node's log directories (log.dirs)")
     f.add_argument("--metadata-log-dir", metavar="DIR", default=None,
@@ -53,7 +55,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         description="What kafka-storage info shows (the directories found, the first meta.properties, "
                                     "problems: missing or unformatted directories, mismatched cluster or node ids), "
                                     "plus the metadata.version and features of each bootstrap.checkpoint. Exit 1 if "
-                                    "there is any problem.")
+                                    "there is any problem, 2 if a file cannot be read (a FIFO or device in place of "
+                                    "meta.properties, one over 1 MiB, no permission).")
     i.add_argument("directories", nargs="+", metavar="DIR", help="log directories")
     i.add_argument("--json", action="store_true", help="print the result as JSON")
     i.set_defaults(func=run_info)
@@ -79,7 +82,9 @@ def run_format(args: argparse.Namespace) -> int:
         print(f"kraftkit storage format: {e}", file=sys.stderr)
         return e.exit_code
     except OSError as e:
-        print(f"kraftkit storage format: {e}", file=sys.stderr)
+        from kraftkit._fs import error_text
+
+        print(f"kraftkit storage format: {error_text(e)}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(result.to_dict()))
@@ -99,6 +104,11 @@ def run_info(args: argparse.Namespace) -> int:
         print(json.dumps(info))
     else:
         sys.stdout.write(info_text(info))
+    sys.stdout.flush()
+    for msg in info["unreadable"]:
+        print(f"kraftkit storage info: {msg}", file=sys.stderr)
+    if info["unreadable"]:
+        return 2  # unreadable input, not problems found in the data
     return 1 if info["problems"] else 0
 
 

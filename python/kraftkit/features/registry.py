@@ -180,16 +180,18 @@ class Registry:
         (``3.9``, ``3.9.2``: its highest production level, as Kafka's ``fromVersionString``)."""
         if isinstance(spec, MetadataVersion):
             return spec
-        if isinstance(spec, int) or (isinstance(spec, str) and spec.strip().isdigit()):
-            return self.by_level(int(spec))
+        if isinstance(spec, int):
+            return self.by_level(spec)
         s = spec.strip()
+        if s.isascii() and s.isdigit() and len(s) <= 10:  # a level (not "²", not 5000 digits)
+            return self.by_level(int(s))
         for m in self.metadata_versions:
             if m.name == s:
                 return m
         parts = s.split(".")
         line = ".".join(parts[:2])
         candidates = [m for m in self.metadata_versions if m.release == line and m.production]
-        if candidates and len(parts) <= 3 and all(p.isdigit() for p in parts):
+        if candidates and len(parts) <= 3 and all(p.isascii() and p.isdigit() for p in parts):
             return candidates[-1]
         lines = sorted({m.release for m in self.metadata_versions}, key=lambda r: tuple(map(int, r.split("."))))
         raise UnknownVersionError(

@@ -26,6 +26,7 @@ feature level: lossless, and checked to be.
 from __future__ import annotations
 
 import os
+import stat
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ from typing import Any
 
 from kraftkit._core import RewritePlan
 from kraftkit._core import rewrite_snapshot as _rewrite
+from kraftkit._fs import InputFileError, check_input, kind_of
 from kraftkit.errors import KraftkitError
 from kraftkit.features.registry import KRAFT_VERSION_FEATURE, MV_FEATURE, MetadataVersion, Registry, Release, registry
 
@@ -236,12 +238,12 @@ def rewrite_snapshot(
     if release is True:
         release = target_release(target, reg)
     src = Path(src)
+    check_input(src)  # a regular file, or an OSError naming it (a FIFO, a symlink loop, ...)
     if dst is not None:
         dst = Path(dst)
         if dst.is_dir():
             dst = dst / src.name
-        if dst.resolve() == src.resolve():
-            raise KraftkitError(f"{src}: refusing to rewrite a snapshot onto itself; write it elsewhere first")
+        _check_output(src, dst)
     plan = _plan(target, reg, release or None, feature_levels)
 
     from kraftkit.metadata.snapshot import BOOTSTRAP_FILE, parse_snapshot_name
@@ -262,6 +264,23 @@ def rewrite_snapshot(
     if rep.direction == "upgrade" and rep.lossy:
         raise KraftkitError(f"{src}: internal error: an upgrade to {target.name} reported losses: {rep.losses}")
     return rep
+
+
+def _check_output(src: Path, dst: Path) -> None:
+    """Refuses an output that is the input (by name or by inode: a hard or symbolic link) or
+    that exists as anything but a regular file: the output is renamed into place, which would
+    replace a FIFO or a device node there."""
+    try:
+        st = os.stat(dst)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise InputFileError(dst, f"cannot write there: {e.strerror}") from None
+    # realpath does not raise on a symbolic link loop (Path.resolve does)
+    if os.path.realpath(dst) == os.path.realpath(src) or (st is not None and os.path.samefile(src, dst)):
+        raise KraftkitError(f"{src}: refusing to rewrite a snapshot onto itself; write it elsewhere first")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise InputFileError(dst, f"the output exists and is {kind_of(st.st_mode)}, not a regular file")
 
 
 def _report(raw: dict[str, Any], src: Path, dst: str | None, target: MetadataVersion, reg: Registry) -> RewriteReport:

@@ -31,6 +31,7 @@ import ipaddress
 import os
 import re
 import secrets
+import stat
 import time
 import uuid as _uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from kraftkit._core import control_record_key, encode_batch, snapshot_footer_value, snapshot_header_value
+from kraftkit._fs import error_text, read_small
 from kraftkit.errors import KraftkitError
 from kraftkit.features.registry import (
     KRAFT_VERSION_FEATURE,
@@ -172,7 +174,7 @@ class DynamicVoter:
 
 
 def _parse_int(text: str) -> int:
-    if not re.fullmatch(r"[+-]?\d+", text):
+    if not re.fullmatch(r"[+-]?\d{1,20}", text):  # (Java's parseInt takes any Unicode digits too)
         raise ValueError(text)
     n = int(text)
     if not -(2**31) <= n < 2**31:
@@ -251,7 +253,7 @@ class ControllerListener:
 
 
 def parse_controller_listener(text: str) -> ControllerListener:
-    m = re.fullmatch(r"([A-Za-z0-9_.-]+)(?:://(\[[^\]]*\]|[^:/\[\]]*):(\d+))?", text.strip())
+    m = re.fullmatch(r"([A-Za-z0-9_.-]+)(?:://(\[[^\]]*\]|[^:/\[\]]*):([0-9]{1,20}))?", text.strip())
     if not m:
         raise StorageInputError(f"invalid controller listener {text!r} (expected NAME or NAME://HOST:PORT, "
                                 f"e.g. CONTROLLER://127.0.0.1:9093)")
@@ -601,10 +603,13 @@ def parse_properties(text: str) -> dict[str, str]:
 def _unescape_char(line: str, i: int) -> str:
     c = line[i + 1]
     if c == "u":
-        try:
-            return chr(int(line[i + 2:i + 6], 16))
-        except ValueError:
-            raise StorageStateError(f"malformed \\uxxxx encoding in {line!r}") from None
+        digits = line[i + 2:i + 6]
+        # exactly four hex digits, as Properties.loadConvert reads them (int() would take "12",
+        # "+1_2" or " 1f ")
+        if len(digits) != 4 or not all(ch in "0123456789abcdefABCDEF" for ch in digits):
+            shown = line if len(line) <= 80 else line[:80] + "..."
+            raise StorageStateError(f"malformed \\uxxxx encoding in {shown!r}")
+        return chr(int(digits, 16))
     return _UNESCAPE.get(c, c)
 
 
@@ -650,7 +655,7 @@ class MetaProperties:
         node_id = None
         if key in props:
             try:
-                node_id = int(props[key].strip())
+                node_id = _parse_int(props[key].strip())  # Integer.parseInt: ASCII digits, an int32
             except ValueError:
                 raise StorageStateError(f"{source}: Failed to parse {key} property as an int: {props[key]!r}") from None
         if version == 1:
@@ -669,12 +674,15 @@ class MetaProperties:
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> MetaProperties:
-        p = Path(path)
+        """Reads a meta.properties file: a regular file of at most 1 MiB (a FIFO, a device or a
+        larger file raises :class:`~kraftkit._fs.InputFileError`, an OSError, without being
+        read), UTF-8 or else ISO-8859-1 (what Java's ``Properties.load`` reads)."""
+        data = read_small(path, what="a meta.properties file")
         try:
-            text = p.read_text(encoding="utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError:
-            text = p.read_text(encoding="latin-1")
-        return cls.from_properties(parse_properties(text), str(p))
+            text = data.decode("latin-1")
+        return cls.from_properties(parse_properties(text), os.fspath(path))
 
 
 # ---------------------------------------------------------------------------------- format
@@ -734,15 +742,23 @@ def _norm(path: str | os.PathLike[str]) -> str:
 def _load_dir(d: str) -> tuple[str, MetaProperties | None]:
     """(state, props): state "empty" (no meta.properties: formattable), "formatted" or an error."""
     p = Path(d)
-    if p.exists() and not p.is_dir():
+    try:
+        st = os.stat(d)
+    except FileNotFoundError:
+        if os.path.islink(d):  # mkdir would fail on it, as Java's createDirectories does
+            raise StorageError(f"{d} is a dangling symbolic link (to {os.readlink(d)})") from None
+        return "empty", None
+    except OSError as e:  # a symbolic link loop, a file where a parent directory should be, ...
+        raise StorageError(f"I/O error trying to read log directory {d}: {e.strerror}") from None
+    if not stat.S_ISDIR(st.st_mode):
         raise StorageStateError(f"{d} is not a directory")
     mp = p / META_PROPERTIES
-    if not mp.exists():
+    if not os.path.lexists(mp):
         return "empty", None
     try:
         return "formatted", MetaProperties.read(mp)
-    except OSError as e:
-        raise StorageStateError(f"I/O error trying to read log directory {d}: {e}") from None
+    except OSError as e:  # unreadable input (a FIFO, too large, no permission): exit 2
+        raise StorageError(f"I/O error trying to read log directory {d}: {error_text(e)}") from None
 
 
 def format_storage(
@@ -903,11 +919,14 @@ def read_bootstrap(path: str | os.PathLike[str]) -> dict[str, Any]:
     reader = SnapshotReader(path)
     rep = reader.verify()
     if rep["error"] is not None:
-        raise StorageStateError(f"{path}: {rep['error']}")
+        raise StorageStateError(_naming(path, rep["error"]))
     features: dict[str, int] = {}
     others = 0
-    for _offset, value in reader.records():
-        api_key, _version, data = decode_metadata_record(value)
+    for offset, value in reader.records():
+        try:
+            api_key, _version, data = decode_metadata_record(value)
+        except KraftkitError as e:
+            raise StorageStateError(f"{os.fspath(path)}: record at offset {offset}: {e}") from None
         if api_key == FEATURE_LEVEL:
             features[data["Name"]] = data["FeatureLevel"]
         else:
@@ -919,10 +938,20 @@ def read_bootstrap(path: str | os.PathLike[str]) -> dict[str, Any]:
             "features": dict(sorted(features.items())), "other_records": others}
 
 
+def _naming(path: str | os.PathLike[str], e: Exception) -> str:
+    """``<path>: <reason>`` for an error whose text may already start with the path."""
+    text, name = str(e), os.fspath(path)
+    return text if text.startswith(f"{name}: ") else f"{name}: {text}"
+
+
 def storage_info(directories: Sequence[str | os.PathLike[str]]) -> dict[str, Any]:
     """What ``kafka-storage info`` finds (directories, the first meta.properties, problems),
-    plus each directory's meta.properties and bootstrap metadata."""
+    plus each directory's meta.properties and bootstrap metadata. Files that cannot be read
+    (a FIFO or a device in place of meta.properties, a meta.properties over 1 MiB, no
+    permission, a symbolic link loop) are problems too, and also listed in ``unreadable``
+    (``<path>: <reason>``): that is bad input rather than bad data."""
     problems: list[str] = []
+    unreadable: list[str] = []
     found: list[str] = []
     dirs_out: list[dict[str, Any]] = []
     prev: MetaProperties | None = None
@@ -935,40 +964,63 @@ def storage_info(directories: Sequence[str | os.PathLike[str]]) -> dict[str, Any
             problems.append(msg)
             entry["problems"].append(msg)
 
-        if not os.path.isdir(d):
-            problem(f"{d} does not exist" if not os.path.exists(d) else f"{d} is not a directory")
+        def cannot_read(path: str, e: OSError) -> None:
+            unreadable.append(error_text(e))
+            problem(f"Error loading {path}: {_reason(e)}")
+
+        try:
+            st = os.stat(d)
+        except FileNotFoundError:
+            problem(f"{d} does not exist" if not os.path.islink(d) else f"{d} does not exist (a dangling symbolic link)")
+            continue
+        except OSError as e:
+            cannot_read(d, e)
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            problem(f"{d} is not a directory")
             continue
         found.append(d)
         mp = os.path.join(d, META_PROPERTIES)
-        if not os.path.exists(mp):
-            problem(f"{d} is not formatted.")
-        else:
-            try:
-                cur = MetaProperties.read(mp)
-            except (StorageError, OSError) as e:
-                problem(f"Error loading {mp}: {e}")
+        try:
+            cur = MetaProperties.read(mp)
+        except FileNotFoundError as e:
+            if os.path.islink(mp):
+                cannot_read(mp, e)
             else:
-                entry["formatted"] = True
-                entry["meta_properties"] = cur.to_dict()
-                if prev is None:
-                    prev = cur
-                elif prev.cluster_id != cur.cluster_id:
-                    problem("Mismatched cluster IDs between storage directories.")
-                elif prev.node_id != cur.node_id:
-                    problem("Mismatched node IDs between storage directories.")
+                problem(f"{d} is not formatted.")
+        except OSError as e:
+            cannot_read(mp, e)
+        except StorageError as e:
+            problem(f"Error loading {mp}: {e}")
+        else:
+            entry["formatted"] = True
+            entry["meta_properties"] = cur.to_dict()
+            if prev is None:
+                prev = cur
+            elif prev.cluster_id != cur.cluster_id:
+                problem("Mismatched cluster IDs between storage directories.")
+            elif prev.node_id != cur.node_id:
+                problem("Mismatched node IDs between storage directories.")
         bp = os.path.join(d, BOOTSTRAP_FILE)
-        if os.path.exists(bp):
+        if os.path.lexists(bp):
             try:
                 entry["bootstrap"] = read_bootstrap(bp)
-            except (KraftkitError, OSError) as e:
-                problem(f"Error loading {bp}: {e}")
+            except OSError as e:
+                cannot_read(bp, e)
+            except KraftkitError as e:
+                problem(f"Error loading {_naming(bp, e)}")
         snap = os.path.join(d, CLUSTER_METADATA_DIR, BOOTSTRAP_SNAPSHOT)
         if os.path.exists(snap):
             entry["bootstrap_snapshot"] = snap
     if prev is not None and prev.version == 0:
         problems.append("The directories are formatted for legacy (ZooKeeper) mode, not KRaft.")
     return {"directories": dirs_out, "found": found,
-            "metadata": None if prev is None else prev.to_dict(), "problems": problems}
+            "metadata": None if prev is None else prev.to_dict(), "problems": problems, "unreadable": unreadable}
+
+
+def _reason(e: OSError) -> str:
+    """An OSError's reason without the path in front (``not a regular file (a FIFO)``)."""
+    return getattr(e, "reason", None) or e.strerror or str(e)
 
 
 def info_text(info: Mapping[str, Any]) -> str:

@@ -50,11 +50,25 @@ def _leaf(v: Any) -> Leaf:
     return Leaf(_jsonable(v))
 
 
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def time_text(ms: int) -> str | None:
+    """A record timestamp (ms since the epoch) as ISO 8601 UTC; None for none (negative, as
+    Kafka's -1). A timestamp past what a date can hold (after year 9999: any long can be
+    written) is shown as the number, as Kafka's tools print the long, and said to be so."""
+    if ms < 0:
+        return None
+    try:
+        return (_EPOCH + datetime.timedelta(milliseconds=ms)).isoformat()
+    except OverflowError:
+        return f"{ms} (out of range for a date: later than year 9999)"
+
+
 def tree(image: MetadataImage) -> dict[str, Any]:
     """The whole tree as nested dicts (directories) and JSON values (leaves)."""
     prov = image.provenance
-    when = (datetime.datetime.fromtimestamp(prov.timestamp / 1000, datetime.timezone.utc).isoformat()
-            if prov.timestamp >= 0 else None)
+    when = time_text(prov.timestamp)
     features: dict[str, Any] = {
         "metadataVersion": mv_name(image.metadata_version),
         "zkMigrationState": ZK_MIGRATION_STATES.get(image.zk_migration_state, str(image.zk_migration_state)),
@@ -121,4 +135,4 @@ def render(image: MetadataImage, path: str = "/", *, as_json: bool = False) -> s
     return json.dumps(node, indent=2) + "\n"
 
 
-__all__ = ["ShellPathError", "lookup", "render", "tree", "CONFIG_TYPES"]
+__all__ = ["ShellPathError", "lookup", "render", "time_text", "tree", "CONFIG_TYPES"]

@@ -277,16 +277,8 @@ fn with_file(e: ImageLoadError, file: Option<&str>) -> ImageLoadError {
     }
 }
 
-/// The bytes of a file, mapped (None for an empty file).
+/// The bytes of a file, mapped (None for an empty file). Only a regular file is opened, never
+/// blocking (see `fsutil`).
 pub fn read_file(path: &str) -> LResult<Option<memmap2::Mmap>> {
-    let io = |e: std::io::Error| ImageLoadError::Io { file: path.to_owned(), error: e.to_string() };
-    let f = std::fs::File::open(path).map_err(io)?;
-    if f.metadata().map_err(io)?.len() == 0 {
-        return Ok(None);
-    }
-    // SAFETY: the map is read-only; a file truncated by another process while mapped could
-    // fault, as with any mmap reader.
-    let m = unsafe { memmap2::Mmap::map(&f) }.map_err(io)?;
-    let _ = m.advise(memmap2::Advice::Sequential);
-    Ok(Some(m))
+    crate::fsutil::map_input(std::path::Path::new(path)).map_err(|e| ImageLoadError::Io { file: path.to_owned(), error: e.to_string() })
 }

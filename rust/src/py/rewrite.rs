@@ -2,6 +2,7 @@
 //! the report goes out as a dict. The rewrite runs with the GIL released; the output is written atomically.
 
 use super::errors::{io_err, to_pyerr};
+use crate::fsutil;
 use crate::rewrite::{self, Plan, SemanticDefault};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -76,17 +77,18 @@ impl RewritePlan {
 fn rewrite_snapshot<'py>(py: Python<'py>, src: PathBuf, dst: Option<PathBuf>, plan: &RewritePlan, samples: usize, epoch: Option<i32>) -> PyResult<Bound<'py, PyDict>> {
     let plan = Plan { samples, epoch, ..plan.plan.clone() };
     let name = src.to_string_lossy().into_owned();
-    let f = File::open(&src).map_err(|e| io_err(&name, e))?;
+    // a regular file only, never blocking on a FIFO (see fsutil)
+    let (f, _) = fsutil::open_input(&src).map_err(|e| io_err(&name, e))?;
     // streamed, one batch at a time (read in chunks straight into one buffer): memory does
     // not grow with the snapshot
     let mut input = f;
     let mut go = |out: Option<&mut dyn Write>| rewrite::rewrite_stream(&mut input, &plan, out);
-    let result = py.allow_threads(|| -> Result<rewrite::Report, Result<crate::error::Error, std::io::Error>> {
+    let result = py.allow_threads(|| -> Result<rewrite::Report, Result<crate::error::Error, (PathBuf, std::io::Error)>> {
         match &dst {
             None => go(None).map_err(Ok),
             Some(dst) => {
                 let part = part_path(dst);
-                let out = File::create(&part).map_err(Err)?;
+                let out = fsutil::create_output(&part).map_err(|e| Err((part.clone(), e)))?;
                 let mut w = BufWriter::with_capacity(1 << 20, out);
                 let res = go(Some(&mut w));
                 let finish = |w: BufWriter<File>| -> std::io::Result<()> {
@@ -105,7 +107,7 @@ fn rewrite_snapshot<'py>(py: Python<'py>, src: PathBuf, dst: Option<PathBuf>, pl
                         Ok(()) => Ok(rep),
                         Err(e) => {
                             let _ = std::fs::remove_file(&part);
-                            Err(Err(e))
+                            Err(Err((dst.clone(), e)))
                         }
                     },
                     Err(e) => {
@@ -120,7 +122,7 @@ fn rewrite_snapshot<'py>(py: Python<'py>, src: PathBuf, dst: Option<PathBuf>, pl
     let rep = match result {
         Ok(r) => r,
         Err(Ok(e)) => return Err(to_pyerr(py, &e, Some(&name))),
-        Err(Err(e)) => return Err(io_err(&dst.map(|d| d.to_string_lossy().into_owned()).unwrap_or_default(), e)),
+        Err(Err((path, e))) => return Err(io_err(&path.to_string_lossy(), e)),
     };
     let d = PyDict::new(py);
     d.set_item("file", &name)?;

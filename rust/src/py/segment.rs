@@ -5,6 +5,7 @@ use super::batch::{split_batches, Backing, RecordBatch};
 use super::errors::{io_err, to_pyerr};
 use crate::batch::{self, NextBatch};
 use crate::dump::{DumpOptions, Dumper};
+use crate::fsutil;
 use crate::index::{self, DEFAULT_INDEX_INTERVAL};
 use crate::segment::{self, ActiveSegment, ScanOptions, ScanReport};
 use pyo3::exceptions::PyValueError;
@@ -22,18 +23,13 @@ impl AsRef<[u8]> for Shared {
     }
 }
 
-/// A read-only map of the file (an empty file gets an empty buffer: a zero-length map is an error).
+/// A read-only map of the file (an empty file gets an empty buffer: a zero-length map is an
+/// error). Only a regular file is opened, never blocking (see `fsutil`).
 pub(crate) fn map_file(path: &str) -> PyResult<Backing> {
-    let f = std::fs::File::open(path).map_err(|e| io_err(path, e))?;
-    let len = f.metadata().map_err(|e| io_err(path, e))?.len();
-    if len == 0 {
-        return Ok(Backing::Vec(Vec::new()));
+    match fsutil::map_input(Path::new(path)).map_err(|e| io_err(path, e))? {
+        None => Ok(Backing::Vec(Vec::new())),
+        Some(m) => Ok(Backing::Mmap(m)),
     }
-    // SAFETY: the map is read-only; a file truncated by another process while mapped could
-    // fault, as with any mmap reader (Kafka's own tools share this limit).
-    let m = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| io_err(path, e))?;
-    let _ = m.advise(memmap2::Advice::Sequential);
-    Ok(Backing::Mmap(m))
 }
 
 /// Base offset from a segment name (`00000000000000000042.log` → 42); 0 when it has none.
@@ -85,7 +81,7 @@ impl Segment {
     }
     fn read_sibling(&self, suffix: &str) -> PyResult<Option<Vec<u8>>> {
         let p = self.sibling(suffix);
-        match std::fs::read(&p) {
+        match fsutil::read_input(&p, None) {
             Ok(v) => Ok(Some(v)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(io_err(&p.to_string_lossy(), e)),
@@ -327,17 +323,25 @@ fn verify_segments<'py>(py: Python<'py>, paths: Vec<PathBuf>, deep: bool, check_
             .map(|p| {
                 let name = p.to_string_lossy().into_owned();
                 let r = (|| -> std::result::Result<_, String> {
-                    let f = std::fs::File::open(p).map_err(|e| e.to_string())?;
-                    let len = f.metadata().map_err(|e| e.to_string())?.len();
-                    let m = if len == 0 { None } else { Some(unsafe { memmap2::MmapOptions::new().populate().map(&f) }.map_err(|e| e.to_string())?) };
+                    // every error names its file: the segment's or an index's
+                    let (f, len) = fsutil::open_input(p).map_err(|e| format!("{name}: {e}"))?;
+                    // SAFETY: read-only map of a regular file (see map_file)
+                    let m = if len == 0 { None } else { Some(unsafe { memmap2::MmapOptions::new().populate().map(&f) }.map_err(|e| format!("{name}: {e}"))?) };
                     let buf: &[u8] = m.as_deref().unwrap_or(&[]);
                     let base_offset = name.ends_with(".log").then(|| base_offset_of(&name));
                     let rep = segment::scan(buf, ScanOptions { verify_crc: true, deep, check_offsets: true, base_offset }, None);
                     let mut probs = Vec::new();
                     if check_indexes && name.ends_with(".log") {
                         let base = base_offset_of(&name);
-                        let oi = std::fs::read(p.with_extension("index")).ok();
-                        let ti = std::fs::read(p.with_extension("timeindex")).ok();
+                        let sibling = |ext: &str| -> std::result::Result<Option<Vec<u8>>, String> {
+                            let q = p.with_extension(ext);
+                            match fsutil::read_input(&q, None) {
+                                Ok(v) => Ok(Some(v)),
+                                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                                Err(e) => Err(format!("{}: {e}", q.display())),
+                            }
+                        };
+                        let (oi, ti) = (sibling("index")?, sibling("timeindex")?);
                         probs = segment::verify_indexes(&buf[..rep.valid_bytes as usize], base, oi.as_deref(), ti.as_deref())
                             .into_iter()
                             .map(|x| (x.file.to_string(), x.entry, x.reason))
@@ -357,7 +361,7 @@ fn verify_segments<'py>(py: Python<'py>, paths: Vec<PathBuf>, deep: bool, check_
                 d.set_item("index_problems", probs)?;
                 out.append(d)?;
             }
-            Err(msg) => return Err(pyo3::exceptions::PyOSError::new_err(format!("{name}: {msg}"))),
+            Err(msg) => return Err(pyo3::exceptions::PyOSError::new_err(msg)),
         }
     }
     Ok(out)

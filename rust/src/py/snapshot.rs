@@ -13,7 +13,7 @@ use std::path::PathBuf;
 #[pyo3(signature = (path, epoch = None))]
 fn validate_snapshot<'py>(py: Python<'py>, path: PathBuf, epoch: Option<i32>) -> PyResult<Bound<'py, PyDict>> {
     let name = path.to_string_lossy().into_owned();
-    let data = std::fs::read(&path).map_err(|e| io_err(&name, e))?;
+    let data = crate::fsutil::read_input(&path, None).map_err(|e| io_err(&name, e))?;
     let rep = py.allow_threads(|| snapshot::validate(&data, epoch));
     let d = PyDict::new(py);
     d.set_item("file", &name)?;
