@@ -92,7 +92,8 @@ pub fn decompress_limited(codec: Codec, data: &[u8], size_hint: usize, limit: us
     } else {
         size_hint.min(data.len().saturating_mul(32)).max(data.len() * 2).min(64 << 20).min(limit.saturating_add(1))
     };
-    let mut out = Vec::with_capacity(cap);
+    let mut out = Vec::new();
+    grow(&mut out, cap, codec)?;
     match codec {
         Codec::None => out.extend_from_slice(data),
         Codec::Gzip => {
@@ -109,6 +110,16 @@ pub fn decompress_limited(codec: Codec, data: &[u8], size_hint: usize, limit: us
         return Err(too_large(codec, limit));
     }
     Ok(out)
+}
+
+/// Makes room for `add` more bytes, or says that the memory is not there (a limit set above the
+/// memory available must not abort the process).
+pub(crate) fn grow(out: &mut Vec<u8>, add: usize, codec: Codec) -> Result<()> {
+    out.try_reserve_exact(add).map_err(|_| {
+        Error::new(ErrorKind::Compression, format!(
+            "cannot allocate {} bytes to decompress {} records into: the limit on a decompressed batch is above the memory available",
+            out.len().saturating_add(add), codec.name()))
+    })
 }
 
 /// The error of a records area that inflates past `limit`.
@@ -144,7 +155,7 @@ fn zstd_decompress(data: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<()> {
             if out.capacity() - out.len() < 32 * 1024 {
                 // grow by doubling, but never past the limit (+1 byte to see it crossed)
                 let room = (limit + 1).saturating_sub(out.len()).max(1);
-                out.reserve_exact(out.len().max(64 * 1024).min(room));
+                grow(out, out.len().max(64 * 1024).min(room), codec)?;
             }
             let before_in = input.pos;
             let before_out = out.len();
@@ -193,17 +204,21 @@ fn snappy_decompress(data: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<()>
                 return Err(too_large(codec, limit));
             }
             let start = out.len();
+            grow(out, len, codec)?;
             out.resize(start + len, 0);
             dec.decompress(block, &mut out[start..]).map_err(|e| cerr(codec, e))?;
             pos += n;
         }
         Ok(())
     } else {
-        if snap::raw::decompress_len(data).map_err(|e| cerr(codec, e))? > limit {
+        let len = snap::raw::decompress_len(data).map_err(|e| cerr(codec, e))?;
+        if len > limit {
             return Err(too_large(codec, limit));
         }
-        let v = snap::raw::Decoder::new().decompress_vec(data).map_err(|e| cerr(codec, e))?;
-        out.extend_from_slice(&v);
+        let start = out.len();
+        grow(out, len, codec)?;
+        out.resize(start + len, 0);
+        snap::raw::Decoder::new().decompress(data, &mut out[start..]).map_err(|e| cerr(codec, e))?;
         Ok(())
     }
 }

@@ -50,6 +50,10 @@ pub fn decompress(data: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), St
             if bytes.len() > limit.saturating_sub(out.len()) {
                 return Err(past_limit(limit));
             }
+            if out.try_reserve(bytes.len()).is_err() {
+                return Err(format!("cannot allocate {} bytes to decompress into: the limit on a decompressed batch is above the memory available",
+                                   out.len() + bytes.len()));
+            }
             out.extend_from_slice(bytes);
         }
         Ok(())

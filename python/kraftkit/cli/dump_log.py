@@ -7,7 +7,7 @@ import os
 import sys
 
 from kraftkit._fs import InputFileError, check_input, error_text
-from kraftkit.cli.main import LONG_MAX, int_arg
+from kraftkit.cli.main import LONG_MAX, add_max_batch_bytes, int_arg
 from kraftkit.errors import KraftkitError, TruncatedError
 from kraftkit.log import Segment
 
@@ -22,6 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="JSON lines: one object per batch (records nested)")
     p.add_argument("--max-bytes", type=int_arg(0, LONG_MAX, " bytes"), default=None, metavar="N",
                    help="read at most N bytes of each file")
+    add_max_batch_bytes(p)
     p.set_defaults(func=run)
 
 

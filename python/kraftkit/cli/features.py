@@ -8,6 +8,8 @@ import json
 import os
 import sys
 
+from kraftkit.cli.main import add_max_batch_bytes
+
 HELP = "finalized features and metadata.version: describe, upgrade, downgrade, disable (offline)"
 
 
@@ -21,6 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                     "done, 1 damaged metadata, 2 unreadable input or no metadata there.")
     d.add_argument("path", metavar="PATH")
     d.add_argument("--json", action="store_true")
+    add_max_batch_bytes(d)
     d.set_defaults(func=run_describe)
     for name, text in (("upgrade", "raise feature levels"), ("downgrade", "lower feature levels"),
                        ("disable", "set features to level 0")):
@@ -42,6 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         c.add_argument("--dry-run", action="store_true", help="validate and print what would be lost; write nothing")
         c.add_argument("--backup", metavar="DIR", help="where to keep a snapshot this replaces (one Kafka wrote at the log end)")
         c.add_argument("--json", action="store_true")
+        add_max_batch_bytes(c)
         c.set_defaults(func=run_change, mode=name)
 
 

@@ -42,6 +42,19 @@ def int_arg(lo: int, hi: int, unit: str = ""):
 LONG_MAX = 2**63 - 1
 
 
+#: Kafka's socket.request.max.bytes default, the core's default limit on a decompressed batch
+#: (kraftkit._core.DEFAULT_MAX_UNCOMPRESSED_BYTES; not imported here, to keep start-up lean)
+DEFAULT_MAX_BATCH_BYTES = 100 * 1024 * 1024
+
+
+def add_max_batch_bytes(p: argparse.ArgumentParser) -> None:
+    """``--max-batch-bytes N`` for a command that reads record batches (applied by :func:`main`)."""
+    p.add_argument("--max-batch-bytes", type=int_arg(1, LONG_MAX, " bytes"), default=None, metavar="N",
+                   help="the most a compressed batch's records may inflate to; a larger batch is an error, "
+                        f"as a decompression bomb is (default {DEFAULT_MAX_BATCH_BYTES}, 100 MiB, Kafka's "
+                        "socket.request.max.bytes)")
+
+
 def _version() -> str:
     from kraftkit import __version__
 
@@ -67,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv)
     args = parser.parse_args(argv)
+    if getattr(args, "max_batch_bytes", None) is not None:
+        from kraftkit._core import set_max_uncompressed_bytes
+
+        set_max_uncompressed_bytes(args.max_batch_bytes)
     try:
         return int(args.func(args))
     except KeyboardInterrupt:

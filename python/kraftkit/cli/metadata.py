@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 
+from kraftkit.cli.main import add_max_batch_bytes
 from kraftkit.errors import KraftkitError
 from kraftkit.log.control import control_type_name
 
@@ -28,6 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d.add_argument("paths", nargs="+", metavar="PATH", help=".log segments, .checkpoint snapshots or directories")
     d.add_argument("--json", action="store_true",
                    help='JSON lines: {"offset":N,"type":"TOPIC_RECORD","version":0,"data":{...}} per record')
+    add_max_batch_bytes(d)
     d.set_defaults(func=run_dump)
 
     i = msub.add_parser("image", help="the metadata image: ls/cat of the kafka-metadata-shell tree",
@@ -39,6 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="replay only records below this offset (exclusive end offset, as a snapshot id's)")
     i.add_argument("--path", dest="node", default="/", metavar="NODE", help="node of the tree to show (default /)")
     i.add_argument("--json", action="store_true", help="print the node (a whole subtree for directories) as JSON")
+    add_max_batch_bytes(i)
     i.set_defaults(func=run_image)
 
 

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from kraftkit.cli.main import add_max_batch_bytes
 from kraftkit.metadata.snapshot import SnapshotError, SnapshotReader
 
 HELP = "KRaft snapshot files: verify, create, rewrite to another metadata.version"
@@ -20,6 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                     "SnapshotFooter last, and KRaft's record rules. Exits 1 on any problem.")
     v.add_argument("files", nargs="+", metavar="FILE", help="<end offset>-<epoch>.checkpoint or bootstrap.checkpoint files")
     v.add_argument("--json", action="store_true", help="one JSON object per file")
+    add_max_batch_bytes(v)
     v.set_defaults(func=run_verify)
 
     c = ssub.add_parser("create", help="write a snapshot of the metadata image at a log offset",
@@ -35,6 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--time-ms", type=int, default=None, metavar="MS",
                    help="batch timestamps (default: the last contained log timestamp, for reproducible bytes)")
     c.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_max_batch_bytes(c)
     c.set_defaults(func=run_create)
 
     r = ssub.add_parser("rewrite", help="rewrite snapshots to another metadata.version (downgrade or upgrade)",
@@ -50,6 +53,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--dry-run", action="store_true", help="only print the loss report; write nothing")
     r.add_argument("--fail-on-loss", action="store_true", help="refuse (and write nothing) when anything would be lost")
     r.add_argument("--json", action="store_true", help="one JSON report per file")
+    add_max_batch_bytes(r)
     r.set_defaults(func=run_rewrite)
 
 

@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from kraftkit.cli.main import int_arg
+from kraftkit.cli.main import add_max_batch_bytes, int_arg
 
 HELP = "format KRaft storage directories as kafka-storage does; show their meta.properties and bootstrap metadata"
 
@@ -59,6 +59,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                     "meta.properties, one over 1 MiB, no permission).")
     i.add_argument("directories", nargs="+", metavar="DIR", help="log directories")
     i.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_max_batch_bytes(i)
     i.set_defaults(func=run_info)
 
     r = ssub.add_parser("random-uuid", help="print a random cluster id",

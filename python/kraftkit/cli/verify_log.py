@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kraftkit.cli.main import add_max_batch_bytes
 from kraftkit.log import verify_segments
 from kraftkit.log.log import SEGMENT_RE
 
@@ -22,6 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-index", action="store_true", help="skip the .index/.timeindex checks")
     p.add_argument("--json", action="store_true", help="one JSON object per partition, then a total")
     p.add_argument("--quiet", "-q", action="store_true", help="print only problems and the total")
+    add_max_batch_bytes(p)
     p.set_defaults(func=run)
 
 
