@@ -6,7 +6,9 @@ What a correct answer is, from README.md ("Exit codes: 0 all good, 1 the data ha
 project's rule that bad input gets a precise error naming the file, the batch offset, the byte
 position and the reason, never a crash, hang, traceback or exit 0 on damage:
 
-* never a signal, never a timeout, no "Traceback" on stdout or stderr;
+* never a signal, never a timeout, no "Traceback" on stdout or stderr, and no failed allocation
+  ("out of memory", MemoryError): hitting the runner's 1 GiB limit means the tool did not bound
+  the work the input causes;
 * damaged data: exit 1 from the checkers whose documentation says so (dump-log, verify-log,
   metadata dump, snapshot verify); 1 or 2 from the commands that build an image from the input
   (metadata image, snapshot create, features describe: their exit code for damage is not
@@ -16,7 +18,8 @@ position and the reason, never a crash, hang, traceback or exit 0 on damage:
   skips what is not a regular file);
 * on a non-zero exit, a line of stderr (for verify-log, snapshot verify and storage info, whose
   documented output is a report listing the problems, of stdout or stderr) names the file and a
-  reason, and the batch offset and byte position where the case knows them;
+  reason, and the batch offset and byte position where the case knows them; where the error
+  names a special file, the reason says what it is (a FIFO, a symlink loop, a directory...);
 * snapshot create and snapshot rewrite write nothing when they fail.
 
 The valid log under the same runner exits 0 for every command (no false positives).
