@@ -330,7 +330,7 @@ def count_int32_max(base: Base, root: Path) -> Damage:
     return Damage(seg, (seg.name,), (last.base_offset,), (last.position,), at=last.base_offset + INT32_MAX)
 
 
-@case("count-2^28-compressed", "counts", "data", _RECORD_READERS)
+@case("count-2pow28-compressed", "counts", "data", _RECORD_READERS)
 def count_2_28_compressed(base: Base, root: Path) -> Damage:
     """The log's last batch, its records zstd-compressed, says it holds 2^28 records."""
     seg_base, last = base.last_batch()
