@@ -58,6 +58,9 @@ fn report_dict<'py>(py: Python<'py>, rep: &ScanReport, file: &str) -> PyResult<B
     d.set_item("last_offset", rep.last_offset)?;
     d.set_item("max_timestamp", rep.max_timestamp)?;
     d.set_item("epochs", rep.epochs.clone())?;
+    let gaps: Vec<(u64, i64, i64)> = rep.gaps.iter().map(|g| (g.position, g.base_offset, g.expected)).collect();
+    d.set_item("gaps", gaps)?;
+    d.set_item("gap_count", rep.gap_count)?;
     let err = rep.error.as_ref().map(|e| to_pyerr(py, e, Some(file)).into_value(py));
     d.set_item("error", err)?;
     Ok(d)
@@ -126,13 +129,15 @@ impl Segment {
     /// Validates every batch (CRC, sizes, offsets; records too with deep=True) without
     /// creating Python objects. Returns a report dict; its "error" is the first problem
     /// (an exception instance, not raised) or None.
-    #[pyo3(signature = (deep = false, verify_crc = true))]
-    fn scan<'py>(&self, py: Python<'py>, deep: bool, verify_crc: bool) -> PyResult<Bound<'py, PyDict>> {
+    /// `dense`: a KRaft log or snapshot, whose batches hold lastOffsetDelta + 1 records
+    /// numbered 0..n-1 (the numbering is checked with deep=True).
+    #[pyo3(signature = (deep = false, verify_crc = true, dense = false))]
+    fn scan<'py>(&self, py: Python<'py>, deep: bool, verify_crc: bool, dense: bool) -> PyResult<Bound<'py, PyDict>> {
         let buf = self.buf();
         let base_offset = self.path.ends_with(".log").then_some(self.base_offset);
         let rep = py.allow_threads(|| {
             self.data.prefetch();
-            segment::scan(buf, ScanOptions { verify_crc, deep, check_offsets: true, base_offset }, None)
+            segment::scan(buf, ScanOptions { verify_crc, deep, check_offsets: true, base_offset, dense }, None)
         });
         report_dict(py, &rep, &self.path)
     }
@@ -163,7 +168,7 @@ impl Segment {
         let ti = self.read_sibling(".timeindex")?;
         let buf = self.buf();
         let base = self.base_offset;
-        let probs = py.allow_threads(|| segment::verify_indexes(buf, base, oi.as_deref(), ti.as_deref()));
+        let probs = py.allow_threads(|| segment::verify_indexes(buf, base, oi.as_deref(), ti.as_deref(), None));
         Ok(probs.into_iter().map(|p| (p.file.to_string(), p.entry, p.reason)).collect())
     }
     /// Byte position of the batch holding `offset` (via the offset index, then a scan);
@@ -316,31 +321,39 @@ impl DumpIter {
 
 /// Scans many segment files in parallel (one per thread, GIL released): CRCs, sizes, offsets
 /// (and every record with deep=True) plus their index files. Returns one dict per file:
-/// the scan report plus "index_problems".
+/// the scan report plus "index_problems" and "index_unchecked" (entries past the point where
+/// the log could not be read: not problems of their own). `dense`: KRaft files (see `scan`).
 #[pyfunction]
-#[pyo3(signature = (paths, deep = false, check_indexes = true))]
-fn verify_segments<'py>(py: Python<'py>, paths: Vec<PathBuf>, deep: bool, check_indexes: bool) -> PyResult<Bound<'py, PyList>> {
-    type Out = (String, std::result::Result<(ScanReport, Vec<(String, usize, String)>), String>);
+#[pyo3(signature = (paths, deep = false, check_indexes = true, dense = false))]
+fn verify_segments<'py>(py: Python<'py>, paths: Vec<PathBuf>, deep: bool, check_indexes: bool, dense: bool) -> PyResult<Bound<'py, PyList>> {
+    type Probs = Vec<(String, usize, String, bool)>;
+    type Out = (String, std::result::Result<(ScanReport, Probs), String>);
     let results: Vec<Out> = py.allow_threads(|| {
         paths
             .par_iter()
             .map(|p| {
                 let name = p.to_string_lossy().into_owned();
                 let r = (|| -> std::result::Result<_, String> {
+                    // stat first: opening a FIFO would block
+                    if !std::fs::metadata(p).map_err(|e| e.to_string())?.is_file() {
+                        return Err("not a regular file".to_string());
+                    }
                     let f = std::fs::File::open(p).map_err(|e| e.to_string())?;
                     let len = f.metadata().map_err(|e| e.to_string())?.len();
                     let m = if len == 0 { None } else { Some(unsafe { memmap2::MmapOptions::new().populate().map(&f) }.map_err(|e| e.to_string())?) };
                     let buf: &[u8] = m.as_deref().unwrap_or(&[]);
                     let base_offset = name.ends_with(".log").then(|| base_offset_of(&name));
-                    let rep = segment::scan(buf, ScanOptions { verify_crc: true, deep, check_offsets: true, base_offset }, None);
+                    let rep = segment::scan(buf, ScanOptions { verify_crc: true, deep, check_offsets: true, base_offset, dense }, None);
                     let mut probs = Vec::new();
                     if check_indexes && name.ends_with(".log") {
                         let base = base_offset_of(&name);
-                        let oi = std::fs::read(p.with_extension("index")).ok();
-                        let ti = std::fs::read(p.with_extension("timeindex")).ok();
-                        probs = segment::verify_indexes(&buf[..rep.valid_bytes as usize], base, oi.as_deref(), ti.as_deref())
+                        let regular = |q: PathBuf| std::fs::metadata(&q).ok().filter(|m| m.is_file()).and_then(|_| std::fs::read(&q).ok());
+                        let oi = regular(p.with_extension("index"));
+                        let ti = regular(p.with_extension("timeindex"));
+                        let unreadable_from = rep.error.as_ref().map(|_| rep.valid_bytes);
+                        probs = segment::verify_indexes(&buf[..rep.valid_bytes as usize], base, oi.as_deref(), ti.as_deref(), unreadable_from)
                             .into_iter()
-                            .map(|x| (x.file.to_string(), x.entry, x.reason))
+                            .map(|x| (x.file.to_string(), x.entry, x.reason, x.unchecked))
                             .collect();
                     }
                     Ok((rep, probs))
@@ -354,7 +367,10 @@ fn verify_segments<'py>(py: Python<'py>, paths: Vec<PathBuf>, deep: bool, check_
         match r {
             Ok((rep, probs)) => {
                 let d = report_dict(py, &rep, &name)?;
-                d.set_item("index_problems", probs)?;
+                let (unchecked, checked): (Probs, Probs) = probs.into_iter().partition(|x| x.3);
+                let strip = |v: Probs| v.into_iter().map(|(f, e, r, _)| (f, e, r)).collect::<Vec<_>>();
+                d.set_item("index_problems", strip(checked))?;
+                d.set_item("index_unchecked", strip(unchecked))?;
                 out.append(d)?;
             }
             Err(msg) => return Err(pyo3::exceptions::PyOSError::new_err(format!("{name}: {msg}"))),
