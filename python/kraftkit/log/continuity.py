@@ -84,9 +84,12 @@ def check_segments(reports: Iterable[dict], *, dense: bool) -> list[Discontinuit
             if first < base:
                 out.append(Discontinuity(f, first, 0, f"first batch starts at offset {first}, below the segment's base "
                                                       f"offset {base} (its file name)", "base"))
-            elif dense and first > base:
-                out.append(Discontinuity(f, first, 0, f"{_span(base, first - 1)} missing: the first batch starts at offset "
-                                                      f"{first}, not at the segment's base offset {base}", "gap", (base, first - 1)))
+            elif dense and first > max(base, prev[1] if prev else base):
+                # (offsets between the base offset and the first batch that the segment before
+                # holds are not missing: that is an overlap, reported below)
+                lo = max(base, prev[1] if prev else base)
+                out.append(Discontinuity(f, first, 0, f"{_span(lo, first - 1)} missing: the first batch starts at offset "
+                                                      f"{first}, not at the segment's base offset {base}", "gap", (lo, first - 1)))
         if prev is not None and base is not None:
             pf, pend = prev
             if base < pend:
