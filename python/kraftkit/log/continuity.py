@@ -88,8 +88,9 @@ def check_segments(reports: Iterable[dict], *, dense: bool) -> list[Discontinuit
                 # (offsets between the base offset and the first batch that the segment before
                 # holds are not missing: that is an overlap, reported below)
                 lo = max(base, prev[1] if prev else base)
-                out.append(Discontinuity(f, first, 0, f"{_span(lo, first - 1)} missing: the first batch starts at offset "
-                                                      f"{first}, not at the segment's base offset {base}", "gap", (lo, first - 1)))
+                reason = (f"{_span(lo, first - 1)} missing: the first batch starts at offset {first}, not at the "
+                          f"segment's base offset {base}")
+                out.append(Discontinuity(f, first, 0, reason, "gap", (lo, first - 1)))
         if prev is not None and base is not None:
             pf, pend = prev
             if base < pend:
@@ -97,9 +98,9 @@ def check_segments(reports: Iterable[dict], *, dense: bool) -> list[Discontinuit
                                          f"segment base offset {base} overlaps the previous segment {pf}, which holds "
                                          f"offsets up to {pend - 1}", "overlap"))
             elif dense and base > pend:
-                out.append(Discontinuity(f, first, 0 if first is not None else None,
-                                         f"{_span(pend, base - 1)} missing: the previous segment {pf} ends at offset {pend - 1} "
-                                         f"and this one starts at {base}", "gap", (pend, base - 1)))
+                reason = (f"{_span(pend, base - 1)} missing: the previous segment {pf} ends at offset {pend - 1} "
+                          f"and this one starts at {base}")
+                out.append(Discontinuity(f, first, 0 if first is not None else None, reason, "gap", (pend, base - 1)))
         if dense:
             for pos, boff, expected in rep.get("gaps", ()):
                 out.append(Discontinuity(f, boff, pos, f"{_span(expected, boff - 1)} missing: the batch before ends at "
