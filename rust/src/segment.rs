@@ -586,3 +586,62 @@ pub fn truncate_segment(dir: &Path, base_offset: i64, offset: i64, interval: usi
     Ok(pos as u64)
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builder::{encode_batch, BatchParams, RecordInput};
+
+    fn batch(base: i64, n: usize, out: &mut Vec<u8>) {
+        let v = [1u8, 2, 3];
+        let recs: Vec<RecordInput> = (0..n).map(|_| RecordInput { timestamp: 5, key: None, value: Some(&v), headers: vec![] }).collect();
+        encode_batch(&BatchParams { base_offset: base, ..Default::default() }, &recs, out).unwrap();
+    }
+
+    #[test]
+    fn gaps_between_batches_are_listed_not_errors() {
+        let mut log = Vec::new();
+        batch(0, 2, &mut log);
+        let second = log.len() as u64;
+        batch(5, 1, &mut log);
+        batch(6, 1, &mut log);
+        let r = scan(&log, ScanOptions { dense: true, deep: true, ..Default::default() }, None);
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!(r.gaps, vec![Gap { position: second, base_offset: 5, expected: 2 }]);
+        assert_eq!((r.gap_count, r.batches), (1, 3));
+    }
+
+    #[test]
+    fn dense_files_refuse_a_lying_last_offset_delta() {
+        let mut log = Vec::new();
+        batch(0, 2, &mut log);
+        log[23..27].copy_from_slice(&5i32.to_be_bytes());
+        let crc = batch::compute_crc(&log);
+        log[17..21].copy_from_slice(&crc.to_be_bytes());
+        let plain = scan(&log, ScanOptions::default(), None);
+        assert!(plain.error.is_none(), "a compacted partition's batch may hold fewer records than its offsets");
+        let e = scan(&log, ScanOptions { dense: true, ..Default::default() }, None).error.unwrap();
+        assert!(e.reason.contains("lastOffsetDelta 5 does not match the batch's 2 records"), "{}", e.reason);
+    }
+
+    #[test]
+    fn index_entries_past_an_unreadable_log_are_one_unchecked_note() {
+        let mut log = Vec::new();
+        batch(0, 1, &mut log);
+        let valid = log.len();
+        let mut oi = Vec::new();
+        for (rel, pos) in [(3i32, 100i32), (7, 200), (9, 300)] {
+            oi.extend_from_slice(&rel.to_be_bytes());
+            oi.extend_from_slice(&pos.to_be_bytes());
+        }
+        let p = verify_indexes(&log, 0, Some(&oi), None, Some(valid as u64));
+        assert_eq!(p.len(), 1);
+        assert!(p[0].unchecked && p[0].reason.starts_with("3 index entries (from offset 3) past byte"), "{}", p[0].reason);
+        // an intact log: the same entries are problems
+        assert!(verify_indexes(&log, 0, Some(&oi), None, None).iter().all(|x| !x.unchecked));
+        // nothing readable at all: still one note
+        let p = verify_indexes(&[], 0, Some(&oi), None, Some(0));
+        assert_eq!(p.len(), 1);
+        assert!(p[0].unchecked);
+    }
+}

@@ -211,6 +211,18 @@ def test_one_flipped_byte_is_one_problem(tmp_path: Path) -> None:
         seg.write_bytes(bytes(data))
 
 
+def test_malformed_leader_epoch_checkpoint(logdir: Path) -> None:
+    path = meta(logdir) / "leader-epoch-checkpoint"
+    entries = path.read_text().splitlines()
+    assert entries[:2] == ["0", "3"]
+    path.write_text("0\n4\n" + "\n".join(entries[2:]) + "\n")
+    proc = run("verify-log", str(logdir), check=1)
+    assert f"  - {path}: expected 4 entries, found 3" in proc.stdout.splitlines()
+    path.write_text("0\n1\n-1 0\n")
+    proc = run("verify-log", str(logdir), check=1)
+    assert f"  - {path}: line 3: epoch -1 at offset 0: epochs and offsets are never negative" in proc.stdout.splitlines()
+
+
 def test_numeric_arguments_are_range_checked(logdir: Path) -> None:
     for args in (["metadata", "image", str(logdir), "--at", "-1"],
                  ["snapshot", "create", str(logdir), "--at", "-5"],

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kraftkit.log import verify_segments
-from kraftkit.log.continuity import check_segments, is_metadata_partition
+from kraftkit.log.continuity import check_leader_epochs, check_segments, is_metadata_partition
 from kraftkit.log.log import SEGMENT_RE
 
 HELP = "check every segment (CRC, sizes, offsets, indexes) of partition or log directories, in parallel"
@@ -118,6 +118,8 @@ def verify(parts: list[Partition], deep: bool, check_indexes: bool) -> None:
             if rep["first_offset"] is not None:
                 part.first_offset = rep["first_offset"] if part.first_offset is None else part.first_offset
                 part.last_offset = rep["last_offset"]
+        if part.whole:
+            part.problems += [str(x) for x in check_leader_epochs(part.path)]
         if dense and part.whole:
             from kraftkit.metadata.source import check_log
 

@@ -19,9 +19,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
+from kraftkit.errors import LogError
+from kraftkit.log.checkpoint import FILE_NAME as EPOCH_FILE
+from kraftkit.log.checkpoint import read_leader_epochs
 from kraftkit.log.log import SEGMENT_RE
 
+#: A leader-epoch-checkpoint holds one short line per leader epoch of the partition's log.
+MAX_EPOCH_FILE_BYTES = 16 * 1024 * 1024
 #: The partition directory of the KRaft metadata log.
 METADATA_TOPIC = "__cluster_metadata"
 
@@ -115,3 +121,24 @@ def check_segments(reports: Iterable[dict], *, dense: bool) -> list[Discontinuit
         elif base is not None and (prev is None or base >= prev[1]):
             prev = (f, base)  # an empty segment: the log end is its base offset
     return out
+
+
+def check_leader_epochs(directory: str | os.PathLike[str]) -> list[Discontinuity]:
+    """The partition's ``leader-epoch-checkpoint``, where present: a file Kafka cannot read
+    (malformed lines, a count that does not match) or an entry it refuses on load (a negative
+    epoch or start offset) takes the log directory offline in Kafka."""
+    path = os.path.join(os.fspath(directory), EPOCH_FILE)
+    if not os.path.exists(path):
+        return []
+    if not os.path.isfile(path):
+        return [Discontinuity(path, None, None, "not a regular file", "corrupt")]
+    if os.path.getsize(path) > MAX_EPOCH_FILE_BYTES:
+        return [Discontinuity(path, None, None, f"{os.path.getsize(path)} bytes: far more than a leader epoch "
+                                                f"checkpoint holds (not read)", "corrupt")]
+    try:
+        entries = read_leader_epochs(Path(path))
+    except (LogError, ValueError, UnicodeDecodeError) as e:
+        reason = str(e).removeprefix(f"{path}: ")
+        return [Discontinuity(path, None, None, reason, "corrupt")]
+    return [Discontinuity(path, None, None, f"line {n}: epoch {e} at offset {o}: epochs and offsets are never negative",
+                          "corrupt") for n, (e, o) in enumerate(entries, start=3) if e < 0 or o < 0]
