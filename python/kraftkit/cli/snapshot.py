@@ -18,7 +18,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     v = ssub.add_parser("verify", help="check CRCs, offsets, epochs, header and footer of snapshot files",
                         description="Check every batch (CRC, sizes), that offsets start at 0 and are contiguous, that every "
                                     "batch carries the epoch in the file name, that a SnapshotHeader comes first and a "
-                                    "SnapshotFooter last, and KRaft's record rules. Exits 1 on any problem.")
+                                    "SnapshotFooter last, KRaft's record rules (lastOffsetDelta = records - 1 in every batch), and that "
+                                    "a snapshot ending above offset 0 holds metadata records. Exits 1 on any problem.")
     v.add_argument("files", nargs="+", metavar="FILE", help="<end offset>-<epoch>.checkpoint or bootstrap.checkpoint files")
     v.add_argument("--json", action="store_true", help="one JSON object per file")
     v.set_defaults(func=run_verify)
