@@ -13,6 +13,9 @@ pub struct DumpOptions {
     pub print_data: bool,
     pub json: bool,
     pub max_bytes: usize,
+    /// A KRaft file (snapshot, metadata log): its batches hold offsets base..=base+count-1, so a
+    /// lastOffsetDelta other than count - 1 is an error.
+    pub dense: bool,
 }
 
 /// Counters and findings of a dump.
@@ -21,8 +24,9 @@ pub struct DumpState {
     pub batches: u64,
     pub records: u64,
     pub invalid_batches: u64,
-    /// (previous offset, offset) pairs that are not consecutive.
-    pub non_consecutive: Vec<(i64, i64)>,
+    /// (previous offset, offset) pairs that are not consecutive, with the base offset and byte
+    /// position of the batch holding the second.
+    pub non_consecutive: Vec<(i64, i64, i64, u64)>,
     /// The first error met (a bad record, or what stopped the dump).
     pub error: Option<Error>,
     /// Bytes after the last complete batch.
@@ -39,14 +43,16 @@ struct BatchFindings {
     first_offset: Option<i64>,
     last_offset: Option<i64>,
     /// Within the batch (the step from the previous batch is checked when merging).
-    non_consecutive: Vec<(i64, i64)>,
+    non_consecutive: Vec<(i64, i64, i64, u64)>,
+    /// The batch's base offset and byte position.
+    at: (i64, u64),
     error: Option<Error>,
 }
 
 impl BatchFindings {
     fn saw_offset(&mut self, offset: i64) {
         match self.last_offset {
-            Some(last) if offset != last + 1 => self.non_consecutive.push((last, offset)),
+            Some(last) if offset != last + 1 => self.non_consecutive.push((last, offset, self.at.0, self.at.1)),
             Some(_) => {}
             None => self.first_offset = Some(offset),
         }
@@ -67,7 +73,7 @@ impl DumpState {
         self.records += f.records;
         if let (Some(last), Some(first)) = (self.last_offset, f.first_offset) {
             if first != last + 1 {
-                self.non_consecutive.push((last, first));
+                self.non_consecutive.push((last, first, f.at.0, f.at.1));
             }
         }
         self.non_consecutive.extend(f.non_consecutive);
@@ -320,6 +326,7 @@ fn render_batch(opts: &DumpOptions, h: &BatchHeader, bytes: &[u8], fpos: u64, ou
     let valid = computed == h.crc;
     found.invalid = !valid;
     found.records = h.records_count.max(0) as u64;
+    found.at = (h.base_offset, fpos);
     let json = opts.json;
     if json {
         out.push(b'{');
@@ -361,8 +368,17 @@ fn render_batch(opts: &DumpOptions, h: &BatchHeader, bytes: &[u8], fpos: u64, ou
     if !json {
         out.push(b'\n');
     }
+    if opts.dense && valid && h.records_count as i64 != h.last_offset_delta as i64 + 1 {
+        found.note_error(Error::corrupt(fpos, Some(h.base_offset), format!(
+            "{} records but a lastOffsetDelta of {}: a KRaft batch holds the offsets from its base offset on, one per record",
+            h.records_count, h.last_offset_delta)));
+    }
     if opts.deep {
         render_records(opts, h, bytes, fpos, out, found);
+    } else if opts.dense && valid && h.records_count > 0 {
+        // a KRaft file's offsets as its headers give them: a gap between batches is damage
+        found.saw_offset(h.base_offset);
+        found.last_offset = Some(h.last_offset());
     }
     if json {
         s(out, "}\n");

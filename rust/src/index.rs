@@ -134,9 +134,20 @@ pub struct TimeEntry {
     pub offset: i64,
 }
 
+/// Whether an index file starts with two all-zero entries: space Kafka preallocated for an
+/// active segment and has not trimmed (the broker is running or did not shut down cleanly).
+/// No real index holds it: offsets strictly increase, so a second entry is never relative 0.
+fn preallocated(data: &[u8], entry: usize) -> bool {
+    data.len() >= 2 * entry && data[..2 * entry].iter().all(|&b| b == 0)
+}
+
 /// Reads the entries of an offset index. Like Kafka's dump tool, a zero entry after the first
-/// (left by preallocation before a crash) ends the list.
+/// (left by preallocation before a crash) ends the list; a file that is zeros from its first
+/// entry on (an untrimmed active segment's index) has none.
 pub fn read_offset_index(data: &[u8], base_offset: i64) -> Vec<OffsetEntry> {
+    if preallocated(data, OFFSET_ENTRY) {
+        return Vec::new();
+    }
     let n = data.len() / OFFSET_ENTRY;
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
@@ -152,6 +163,9 @@ pub fn read_offset_index(data: &[u8], base_offset: i64) -> Vec<OffsetEntry> {
 }
 
 pub fn read_time_index(data: &[u8], base_offset: i64) -> Vec<TimeEntry> {
+    if preallocated(data, TIME_ENTRY) {
+        return Vec::new();
+    }
     let n = data.len() / TIME_ENTRY;
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
@@ -245,6 +259,14 @@ mod tests {
         b.on_recovered_batch(0, 10, 0, 100).unwrap();
         b.finish().unwrap();
         assert_eq!(read_time_index(&b.time_index, 0), vec![TimeEntry { timestamp: 10, offset: 0 }]);
+    }
+
+    #[test]
+    fn preallocated_zeros_are_no_entries() {
+        assert!(read_offset_index(&[0u8; 80], 364).is_empty());
+        assert!(read_time_index(&[0u8; 120], 364).is_empty());
+        // One trimmed entry (relative 0, position 0) is an entry.
+        assert_eq!(read_offset_index(&[0u8; 8], 364), vec![OffsetEntry { offset: 364, position: 0 }]);
     }
 
     #[test]

@@ -276,6 +276,11 @@ fn run(src: &mut dyn Batches, plan: &Plan, mut out: Option<&mut dyn Write>) -> R
         if h.base_offset != expect_in {
             return Err(Error::corrupt(fpos, Some(h.base_offset), format!("batch base offset {} where offset {expect_in} was expected (snapshot offsets start at 0 and are contiguous)", h.base_offset)));
         }
+        if h.records_count as i64 != h.last_offset_delta as i64 + 1 {
+            return Err(Error::corrupt(fpos, Some(h.base_offset), format!(
+                "{} records but a lastOffsetDelta of {} (a snapshot's batches hold one offset per record)",
+                h.records_count, h.last_offset_delta)));
+        }
         expect_in = h.base_offset + h.last_offset_delta as i64 + 1;
         let epoch = *expect_epoch.get_or_insert(h.partition_leader_epoch);
         if h.partition_leader_epoch != epoch {

@@ -21,8 +21,25 @@ pub struct ScanReport {
     pub max_timestamp: i64,
     /// (partition leader epoch, base offset) each time the epoch grows, as Kafka's cache records it.
     pub epochs: Vec<(i32, i64)>,
+    /// Batches that start above the offset after the previous batch (the first `MAX_GAPS`);
+    /// `gap_count` counts them all. Legitimate in a compacted partition, a hole in a KRaft log.
+    pub gaps: Vec<Gap>,
+    pub gap_count: u64,
     pub error: Option<Error>,
 }
+
+/// A batch at byte `position` whose base offset is above `expected`, the offset after the
+/// batch before it: offsets `expected..base_offset` are not in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gap {
+    pub position: u64,
+    pub base_offset: i64,
+    pub expected: i64,
+}
+
+/// How many gaps a scan lists (it counts them all): a hostile file cannot make the list grow
+/// with its size.
+pub const MAX_GAPS: usize = 100;
 
 #[derive(Debug, Clone, Copy)]
 pub struct ScanOptions {
@@ -34,11 +51,14 @@ pub struct ScanOptions {
     /// The segment's base offset (from its file name): every offset must be stored relative
     /// to it in an int32, as Kafka requires (`LogSegmentOffsetOverflowException`).
     pub base_offset: Option<i64>,
+    /// A KRaft log or snapshot (never compacted): every batch holds lastOffsetDelta + 1
+    /// records, numbered 0..n-1 (the numbering is checked with `deep`).
+    pub dense: bool,
 }
 
 impl Default for ScanOptions {
     fn default() -> Self {
-        ScanOptions { verify_crc: true, deep: false, check_offsets: true, base_offset: None }
+        ScanOptions { verify_crc: true, deep: false, check_offsets: true, base_offset: None, dense: false }
     }
 }
 
@@ -68,6 +88,14 @@ pub fn scan(buf: &[u8], opts: ScanOptions, mut builder: Option<&mut IndexBuilder
             if let Err(e) = b.on_recovered_batch(h.last_offset(), h.max_timestamp, fpos, bytes.len()) {
                 rep.error = Some(e.at(fpos, Some(h.base_offset)));
                 break;
+            }
+        }
+        if let Some(n) = next_expected {
+            if h.base_offset > n {
+                rep.gap_count += 1;
+                if rep.gaps.len() < MAX_GAPS {
+                    rep.gaps.push(Gap { position: fpos, base_offset: h.base_offset, expected: n });
+                }
             }
         }
         if h.partition_leader_epoch >= 0 && rep.epochs.last().is_none_or(|&(e, _)| h.partition_leader_epoch > e) {
@@ -102,6 +130,9 @@ fn check_batch(h: &BatchHeader, bytes: &[u8], fpos: u64, opts: ScanOptions, next
             }
         }
     }
+    if opts.dense {
+        check_dense_header(h, fpos)?;
+    }
     if opts.deep {
         let data = batch::records_data(h, bytes, fpos)?;
         records.clear();
@@ -110,9 +141,27 @@ fn check_batch(h: &BatchHeader, bytes: &[u8], fpos: u64, opts: ScanOptions, next
             if r.offset_delta < 0 || r.offset_delta > h.last_offset_delta {
                 return Err(Error::corrupt(fpos, Some(h.base_offset), format!("record {i} has offset delta {} outside [0, {}]", r.offset_delta, h.last_offset_delta)));
             }
+            if opts.dense && r.offset_delta as i64 != i as i64 {
+                return Err(dense_delta_error(h, fpos, i, r.offset_delta));
+            }
         }
     }
     Ok(())
+}
+
+/// A KRaft batch (log or snapshot: never compacted) holds exactly lastOffsetDelta + 1 records.
+pub fn check_dense_header(h: &BatchHeader, fpos: u64) -> Result<()> {
+    if h.records_count as i64 != h.last_offset_delta as i64 + 1 {
+        return Err(Error::corrupt(fpos, Some(h.base_offset), format!(
+            "lastOffsetDelta {} does not match the batch's {} records (a KRaft batch holds offsets base..base+records-1)",
+            h.last_offset_delta, h.records_count)));
+    }
+    Ok(())
+}
+
+/// The error for record `i` of a KRaft batch whose offset delta is not `i`.
+pub fn dense_delta_error(h: &BatchHeader, fpos: u64, i: usize, delta: i32) -> Error {
+    Error::corrupt(fpos, Some(h.base_offset), format!("record {i} has offset delta {delta}, not {i} (KRaft numbers a batch's records 0..n-1)"))
 }
 
 /// Result of rebuilding a segment's indexes.
@@ -139,6 +188,15 @@ pub struct IndexProblem {
     pub file: &'static str,
     pub entry: usize,
     pub reason: String,
+    /// Not a problem of the index: entries that point where the log could not be read, and
+    /// so were not checked (the log's own error is the problem).
+    pub unchecked: bool,
+}
+
+impl IndexProblem {
+    fn new(file: &'static str, entry: usize, reason: String) -> Self {
+        IndexProblem { file, entry, reason, unchecked: false }
+    }
 }
 
 fn batch_at(buf: &[u8], position: usize) -> Option<BatchHeader> {
@@ -154,68 +212,80 @@ fn batch_at(buf: &[u8], position: usize) -> Option<BatchHeader> {
 /// Checks index entries against the log like `kafka-dump-log --verify-index-only`
 /// (an entry must point at a batch whose last offset is the indexed offset; time entries must
 /// name a batch's last offset and its max timestamp, in increasing order).
-pub fn verify_indexes(log: &[u8], base_offset: i64, offset_index: Option<&[u8]>, time_index: Option<&[u8]>) -> Vec<IndexProblem> {
+/// `unreadable_from`: `log` is the valid prefix of a file that could not be read past that
+/// byte; entries pointing past it are reported once, as not checked (`unchecked`).
+pub fn verify_indexes(log: &[u8], base_offset: i64, offset_index: Option<&[u8]>, time_index: Option<&[u8]>, unreadable_from: Option<u64>) -> Vec<IndexProblem> {
     let mut problems = Vec::new();
     let mut oentries: Vec<OffsetEntry> = Vec::new();
     if let Some(data) = offset_index {
         if let Err(e) = index::sanity_check_offset_index(data, base_offset) {
-            problems.push(IndexProblem { file: "index", entry: 0, reason: e.reason });
+            problems.push(IndexProblem::new("index", 0, e.reason));
         }
         oentries = index::read_offset_index(data, base_offset);
         let mut prev: Option<i64> = None;
         for (i, e) in oentries.iter().enumerate() {
             if let Some(p) = prev {
                 if e.offset <= p {
-                    problems.push(IndexProblem { file: "index", entry: i, reason: format!("offset {} does not increase (previous {p})", e.offset) });
+                    problems.push(IndexProblem::new("index", i, format!("offset {} does not increase (previous {p})", e.offset)));
                 }
             }
             prev = Some(e.offset);
+            if let Some(p) = unreadable_from.filter(|_| e.position as usize >= log.len()) {
+                let n = oentries.len() - i;
+                problems.push(IndexProblem { file: "index", entry: i, reason: format!("{n} index entries (from offset {}) past byte {p} not checked: the log is unreadable from there", e.offset), unchecked: true });
+                break;
+            }
             if e.position as usize >= log.len() && !log.is_empty() {
                 // Entries past the end: one problem for all of them, not one per entry.
                 let n = oentries.len() - i;
-                problems.push(IndexProblem { file: "index", entry: i, reason: format!("{n} entries (from offset {}) point at or past the end of the valid log ({} bytes)", e.offset, log.len()) });
+                problems.push(IndexProblem::new("index", i, format!("{n} entries (from offset {}) point at or past the end of the valid log ({} bytes)", e.offset, log.len())));
                 break;
             }
             match batch_at(log, e.position as usize) {
-                None => problems.push(IndexProblem { file: "index", entry: i, reason: format!("position {} for offset {} is not the start of a batch", e.position, e.offset) }),
-                Some(h) if h.last_offset() != e.offset => problems.push(IndexProblem {
-                    file: "index",
-                    entry: i,
-                    reason: format!("index offset {}, log offset {} at position {}", e.offset, h.last_offset(), e.position),
-                }),
+                None => problems.push(IndexProblem::new("index", i, format!("position {} for offset {} is not the start of a batch", e.position, e.offset))),
+                Some(h) if h.last_offset() != e.offset => problems.push(IndexProblem::new(
+                    "index",
+                    i,
+                    format!("index offset {}, log offset {} at position {}", e.offset, h.last_offset(), e.position),
+                )),
                 _ => {}
             }
         }
     }
     if let Some(data) = time_index {
         if let Err(e) = index::sanity_check_time_index(data, base_offset) {
-            problems.push(IndexProblem { file: "timeindex", entry: 0, reason: e.reason });
+            problems.push(IndexProblem::new("timeindex", 0, e.reason));
         }
         let tentries = index::read_time_index(data, base_offset);
         let mut prev_ts = -1i64;
         let last_offset = last_batch_offset(log);
         for (i, e) in tentries.iter().enumerate() {
+            if let Some(p) = unreadable_from.filter(|_| last_offset.is_none_or(|l| e.offset > l)) {
+                let n = tentries.len() - i;
+                problems.push(IndexProblem { file: "timeindex", entry: i, reason: format!("{n} time index entries (from offset {}) past byte {p} not checked: the log is unreadable from there", e.offset), unchecked: true });
+                break;
+            }
             if last_offset.is_some_and(|l| e.offset > l) {
                 let n = tentries.len() - i;
-                problems.push(IndexProblem { file: "timeindex", entry: i, reason: format!("{n} entries (from offset {}) are past the last offset of the valid log", e.offset) });
+                problems.push(IndexProblem::new("timeindex", i, format!("{n} entries (from offset {}) are past the last offset of the valid log", e.offset)));
                 break;
             }
             let start = index::lookup_offset(&oentries, e.offset).map_or(0, |o| o.position as usize);
             match find_batch_with_last_offset_at_least(log, start, e.offset) {
-                None => problems.push(IndexProblem { file: "timeindex", entry: i, reason: format!("indexed offset {} not found in the log", e.offset) }),
-                Some(h) if h.last_offset() != e.offset => problems.push(IndexProblem {
-                    file: "timeindex",
-                    entry: i,
-                    reason: format!("indexed offset {} is not a batch's last offset (found {})", e.offset, h.last_offset()),
-                }),
+                None => problems.push(IndexProblem::new("timeindex", i, format!("indexed offset {} not found in the log", e.offset))),
+                Some(h) if h.last_offset() != e.offset => problems.push(IndexProblem::new(
+                    "timeindex",
+                    i,
+                    format!("indexed offset {} is not a batch's last offset (found {})", e.offset, h.last_offset()),
+                )),
                 Some(h) => {
                     if h.max_timestamp != e.timestamp && !h.is_log_append_time() {
-                        problems.push(IndexProblem { file: "timeindex", entry: i, reason: format!("index timestamp {}, log timestamp {}", e.timestamp, h.max_timestamp) });
+                        problems.push(IndexProblem::new("timeindex", i, format!("index timestamp {}, log timestamp {}", e.timestamp, h.max_timestamp)));
                     }
                 }
             }
             if prev_ts >= e.timestamp {
-                problems.push(IndexProblem { file: "timeindex", entry: i, reason: format!("index timestamp {} is not above the previous one {prev_ts}", e.timestamp) });
+                problems.push(IndexProblem::new("timeindex", i, format!("index timestamp {} is not above the previous one {prev_ts}", e.timestamp)));
             }
             prev_ts = e.timestamp;
         }
@@ -516,3 +586,62 @@ pub fn truncate_segment(dir: &Path, base_offset: i64, offset: i64, interval: usi
     Ok(pos as u64)
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builder::{encode_batch, BatchParams, RecordInput};
+
+    fn batch(base: i64, n: usize, out: &mut Vec<u8>) {
+        let v = [1u8, 2, 3];
+        let recs: Vec<RecordInput> = (0..n).map(|_| RecordInput { timestamp: 5, key: None, value: Some(&v), headers: vec![] }).collect();
+        encode_batch(&BatchParams { base_offset: base, ..Default::default() }, &recs, out).unwrap();
+    }
+
+    #[test]
+    fn gaps_between_batches_are_listed_not_errors() {
+        let mut log = Vec::new();
+        batch(0, 2, &mut log);
+        let second = log.len() as u64;
+        batch(5, 1, &mut log);
+        batch(6, 1, &mut log);
+        let r = scan(&log, ScanOptions { dense: true, deep: true, ..Default::default() }, None);
+        assert!(r.error.is_none(), "{:?}", r.error);
+        assert_eq!(r.gaps, vec![Gap { position: second, base_offset: 5, expected: 2 }]);
+        assert_eq!((r.gap_count, r.batches), (1, 3));
+    }
+
+    #[test]
+    fn dense_files_refuse_a_lying_last_offset_delta() {
+        let mut log = Vec::new();
+        batch(0, 2, &mut log);
+        log[23..27].copy_from_slice(&5i32.to_be_bytes());
+        let crc = batch::compute_crc(&log);
+        log[17..21].copy_from_slice(&crc.to_be_bytes());
+        let plain = scan(&log, ScanOptions::default(), None);
+        assert!(plain.error.is_none(), "a compacted partition's batch may hold fewer records than its offsets");
+        let e = scan(&log, ScanOptions { dense: true, ..Default::default() }, None).error.unwrap();
+        assert!(e.reason.contains("lastOffsetDelta 5 does not match the batch's 2 records"), "{}", e.reason);
+    }
+
+    #[test]
+    fn index_entries_past_an_unreadable_log_are_one_unchecked_note() {
+        let mut log = Vec::new();
+        batch(0, 1, &mut log);
+        let valid = log.len();
+        let mut oi = Vec::new();
+        for (rel, pos) in [(3i32, 100i32), (7, 200), (9, 300)] {
+            oi.extend_from_slice(&rel.to_be_bytes());
+            oi.extend_from_slice(&pos.to_be_bytes());
+        }
+        let p = verify_indexes(&log, 0, Some(&oi), None, Some(valid as u64));
+        assert_eq!(p.len(), 1);
+        assert!(p[0].unchecked && p[0].reason.starts_with("3 index entries (from offset 3) past byte"), "{}", p[0].reason);
+        // an intact log: the same entries are problems
+        assert!(verify_indexes(&log, 0, Some(&oi), None, None).iter().all(|x| !x.unchecked));
+        // nothing readable at all: still one note
+        let p = verify_indexes(&[], 0, Some(&oi), None, Some(0));
+        assert_eq!(p.len(), 1);
+        assert!(p[0].unchecked);
+    }
+}

@@ -104,11 +104,12 @@ fn validate_into(buf: &[u8], epoch: Option<i32>, rep: &mut SnapshotReport) -> Re
         if recs.is_empty() {
             return Err(bad(fpos, h.base_offset, "empty batch".into()));
         }
+        crate::segment::check_dense_header(&h, fpos)?;
         let first_batch = rep.batches == 0;
         for (i, r) in recs.iter().enumerate() {
             let off = h.base_offset + r.offset_delta as i64;
-            if r.offset_delta as usize != i {
-                return Err(bad(fpos, h.base_offset, format!("record {i} has offset delta {}", r.offset_delta)));
+            if r.offset_delta as i64 != i as i64 {
+                return Err(crate::segment::dense_delta_error(&h, fpos, i, r.offset_delta));
             }
             if r.timestamp_delta != 0 {
                 return Err(bad(fpos, h.base_offset, format!("record at offset {off} has timestamp delta {} (KRaft requires 0)", r.timestamp_delta)));
@@ -218,5 +219,19 @@ mod tests {
         let mut gap = control(0, SNAPSHOT_HEADER, &header_value(1));
         gap.extend(control(5, SNAPSHOT_FOOTER, &footer_value()));
         assert!(validate(&gap, None).error.unwrap().reason.contains("contiguous"));
+    }
+
+    #[test]
+    fn lying_last_offset_delta() {
+        let mut s = snapshot();
+        let n = s.len();
+        let footer = control(3, SNAPSHOT_FOOTER, &footer_value()).len();
+        let at = n - footer;
+        s[at + 23..at + 27].copy_from_slice(&i32::MAX.to_be_bytes());
+        let crc = batch::compute_crc(&s[at..]);
+        s[at + 17..at + 21].copy_from_slice(&crc.to_be_bytes());
+        let e = validate(&s, Some(3)).error.unwrap();
+        assert!(e.reason.contains("lastOffsetDelta 2147483647 does not match the batch's 1 records"), "{}", e.reason);
+        assert_eq!(e.position, Some(at as u64));
     }
 }

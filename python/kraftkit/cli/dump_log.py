@@ -83,38 +83,48 @@ def _unreadable(path: str) -> str | None:
     return None
 
 
+def _is_kraft_file(path: str) -> bool:
+    """A snapshot, or a segment of ``__cluster_metadata-<n>``: a KRaft file, whose offsets are dense
+    (the metadata log is never compacted). Written out here: dump-log imports no more than it needs."""
+    if path.endswith(".checkpoint"):
+        return True
+    parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    prefix = "__cluster_metadata-"
+    return parent.startswith(prefix) and parent[len(prefix):].isdigit()
+
+
 #: At most this many problems of one kind are listed per file.
 _MAX_LISTED = 10
 
 
-def _batch_problems(seg, path: str, summary: dict, max_bytes: int | None) -> tuple[list[str], list[str]]:
+def _batch_problems(seg, path: str, summary: dict, max_bytes: int | None, dense: bool) -> tuple[list[str], list[str]]:
     """(errors, notes) for what the dump found in whole batches: CRC mismatches (errors) and
     offsets that do not follow each other (notes: compaction leaves such gaps), each naming the
-    file, the batch's base offset, its byte position and the reason. The dump only counts
-    them; they are located by walking the batch headers again, only when there are some."""
+    file, the batch's base offset, its byte position and the reason. The dump counts the CRC
+    failures; they are located by walking the batch headers again, only when there are some."""
     invalid = summary["invalid_batches"]
-    pairs = list(summary["non_consecutive"][:_MAX_LISTED])
     crc: list[str] = []
-    gaps: list[str] = []
-    if invalid or pairs:
+    if invalid:
         try:
             for b in seg.batches(max_bytes=max_bytes):
-                if invalid and len(crc) < _MAX_LISTED and not b.is_valid:
+                if not b.is_valid:
                     try:
                         b.ensure_valid()
                     except KraftkitError as e:
                         crc.append(str(e))
-                while pairs and b.base_offset <= pairs[0][1] <= b.last_offset:
-                    prev, nxt = pairs.pop(0)
-                    gaps.append(f"{path}: non-consecutive offsets: {prev} is followed by {nxt} (batch base offset "
-                                f"{b.base_offset}, byte position {b.position})")
-                if (not invalid or len(crc) >= _MAX_LISTED) and not pairs:
-                    break
+                    if len(crc) >= _MAX_LISTED:
+                        break
         except KraftkitError:
             pass  # where the batches stop is reported with the dump's error
     if invalid > len(crc):
         crc.append(f"{path}: {invalid} batch(es) fail their CRC check" + (f" (the first {len(crc)} above)" if crc else ""))
-    gaps += [f"{path}: non-consecutive offsets: {prev} is followed by {nxt}" for prev, nxt in pairs]
+    steps = list(zip(summary["non_consecutive"], summary["non_consecutive_at"]))
+    # in a KRaft file every offset follows the one before: say which one was due
+    gaps = [f"{path}: non-consecutive offsets: {prev} is followed by {nxt}"
+            + (f", where {prev + 1} was due" if dense else "") + f" (batch base offset {base}, byte position {pos})"
+            for (prev, nxt), (base, pos) in steps[:_MAX_LISTED]]
+    if len(steps) > _MAX_LISTED:
+        gaps.append(f"{path}: {len(steps)} non-consecutive offsets in all (the first {_MAX_LISTED} above)")
     return crc, gaps
 
 
@@ -164,7 +174,9 @@ def run(args: argparse.Namespace) -> int:
                 desc = _describe(path)
                 if desc:
                     out_bin.write(desc.encode() + b"\n")
-            it = seg.dump(deep=args.deep, print_data=args.print_data, json=args.json, max_bytes=args.max_bytes)
+            dense = _is_kraft_file(path)
+            it = seg.dump(deep=args.deep, print_data=args.print_data, json=args.json, max_bytes=args.max_bytes,
+                          dense=dense)
             fd = _fileno(out_bin)
             if fd is None:
                 for chunk in it:
@@ -183,7 +195,9 @@ def run(args: argparse.Namespace) -> int:
         err = summary["error"]
         if args.max_bytes is not None and isinstance(err, TruncatedError) and _cut_by_limit(seg, err):
             summary["error"] = err = None  # the cut at --max-bytes, not damage
-        problems, notes = _batch_problems(seg, path, summary, args.max_bytes)
+        problems, notes = _batch_problems(seg, path, summary, args.max_bytes, dense)
+        if dense:  # a KRaft log is never compacted: a gap in its offsets is damage
+            problems, notes = problems + notes, []
         if args.json:
             s = {k: v for k, v in summary.items() if k != "error"}
             s["error"] = str(err) if err else None

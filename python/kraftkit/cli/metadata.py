@@ -17,6 +17,23 @@ from kraftkit.log.control import control_type_name
 
 HELP = "KRaft metadata records and the metadata image"
 
+GAPS_HELP = ("go on when offsets are missing or held twice, or a snapshot's name does not match the log: each is "
+             "reported on stderr as a warning, offsets held twice are used once, and the exit code stays 0 if nothing "
+             "else is wrong (corrupt bytes still exit 1)")
+CONTINUITY = (" The log is checked first: a hole, an overlap, or a snapshot that does not match the log (its name's "
+              "end offset and epoch against the log's batches, its own offsets and lastOffsetDelta) is refused with "
+              "exit 1, naming file, batch offset and byte position, unless --allow-gaps.")
+
+
+def offset_arg(text: str) -> int:
+    """An offset: an integer >= 0 (argparse exits 2 otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid offset {text!r}: not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"invalid offset {value}: offsets are >= 0")
+    return value
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -25,22 +42,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d = msub.add_parser("dump", help="print every metadata record of log segments and snapshots",
                         description="Print every record of __cluster_metadata log segments and snapshots (files, "
                                     "partition directories or log directories): offset, record type, version and "
-                                    "fields. Exits 1 on corrupt data, 2 on unreadable input.")
+                                    "fields. Exits 1 on corrupt data, 2 on unreadable input." + CONTINUITY +
+                                    " Directories are checked whole; files given one by one only on their own.")
     d.add_argument("paths", nargs="+", metavar="PATH", help=".log segments, .checkpoint snapshots or directories")
     d.add_argument("--json", action="store_true",
                    help='JSON lines: {"offset":N,"type":"TOPIC_RECORD","version":0,"data":{...}} per record')
+    d.add_argument("--allow-gaps", action="store_true", help=GAPS_HELP)
     add_max_batch_bytes(d)
     d.set_defaults(func=run_dump)
 
     i = msub.add_parser("image", help="the metadata image: ls/cat of the kafka-metadata-shell tree",
                         description="Replay the newest snapshot at or below --at and the log after it into a metadata "
                                     "image, then list a directory of its tree (/features, /cluster/brokers, "
-                                    "/topics/byName/<topic>/<partition>, /configs, ...) or print a leaf.")
+                                    "/topics/byName/<topic>/<partition>, /configs, ...) or print a leaf." + CONTINUITY)
     i.add_argument("path", metavar="PATH", help="a log directory, __cluster_metadata-0, a snapshot or a segment")
-    i.add_argument("--at", type=int, default=None, metavar="OFFSET",
+    i.add_argument("--at", type=offset_arg, default=None, metavar="OFFSET",
                    help="replay only records below this offset (exclusive end offset, as a snapshot id's)")
     i.add_argument("--path", dest="node", default="/", metavar="NODE", help="node of the tree to show (default /)")
     i.add_argument("--json", action="store_true", help="print the node (a whole subtree for directories) as JSON")
+    i.add_argument("--allow-gaps", action="store_true", help=GAPS_HELP)
     add_max_batch_bytes(i)
     i.set_defaults(func=run_image)
 
@@ -49,15 +69,62 @@ def _err(msg: str) -> None:
     print(f"kraftkit metadata: {msg}", file=sys.stderr)
 
 
+def report_gaps(prog: str, problems: list) -> None:
+    """--allow-gaps: what is missing or held twice, as warnings on stderr."""
+    for p in problems:
+        print(f"kraftkit {prog}: warning: {p}", file=sys.stderr)
+
+
+def report_refusal(prog: str, problems: list) -> None:
+    for p in problems:
+        print(f"kraftkit {prog}: {p}", file=sys.stderr)
+    if any(p.kind != "corrupt" for p in problems):
+        print(f"kraftkit {prog}: refused: the log is not continuous (--allow-gaps goes on anyway)", file=sys.stderr)
+
+
+def dump_problems(paths: list[str]) -> list:
+    """Continuity of what ``metadata dump`` is given: directories whole (segments and
+    snapshots), files each on its own. Unreadable segment bytes (but batches out of offset
+    order) are left to the dump, which reports them where it reaches them."""
+    from pathlib import Path
+
+    from kraftkit.log.continuity import check_segments
+    from kraftkit.metadata.source import check_log, classify, metadata_dir, order_errors, scan_segments, snapshot_problem
+
+    out = []
+    for name in paths:
+        p = Path(name)
+        if p.is_dir():
+            out += check_log(metadata_dir(p))
+        elif p.is_file():
+            f = classify(p)
+            if p.suffix == ".checkpoint" or (f is not None and f.kind == "snapshot"):
+                x = snapshot_problem(p)
+                out += [x] if x is not None else []
+            else:
+                reps = scan_segments([p])
+                out += check_segments(reps, dense=True) + order_errors(reps)
+    return out
+
+
 def run_dump(args: argparse.Namespace) -> int:
-    from kraftkit.metadata.source import MetadataSourceError, batches, expand
     from kraftkit.metadata.records import decode_metadata_batch
+    from kraftkit.metadata.snapshot import SnapshotError
+    from kraftkit.metadata.source import MetadataSourceError, batches, expand
 
     try:
         files = expand(args.paths)
-    except MetadataSourceError as e:
+        problems = dump_problems(args.paths)
+    except (MetadataSourceError, SnapshotError) as e:
         _err(str(e))
         return 2
+    except OSError as e:
+        _err(str(e))
+        return 2
+    if problems and (not args.allow_gaps or any(p.kind == "corrupt" for p in problems)):
+        report_refusal("metadata", problems)
+        return 1
+    report_gaps("metadata", problems)
     out = sys.stdout
     status = 0
     for f in files:
@@ -66,8 +133,13 @@ def run_dump(args: argparse.Namespace) -> int:
         else:
             out.write(f"Dumping {f.path}\n")
         n = 0
+        expected = None
         try:
             for batch in batches(f.path):
+                if expected is not None and batch.base_offset < expected:
+                    raise KraftkitError(f"{f.path}: batch base offset {batch.base_offset} is below the next expected "
+                                        f"offset {expected}: offsets are held twice (byte position {batch.position})")
+                expected = batch.last_offset + 1
                 lines = []
                 for offset, api_key, ver, text in decode_metadata_batch(batch, json=True):
                     if api_key is None:
@@ -106,10 +178,14 @@ def run_dump(args: argparse.Namespace) -> int:
 def run_image(args: argparse.Namespace) -> int:
     from kraftkit.metadata.image import load_image
     from kraftkit.metadata.shell import ShellPathError, render
-    from kraftkit.metadata.source import MetadataSourceError
+    from kraftkit.metadata.source import ContinuityError, MetadataSourceError
 
+    gaps: list = []
     try:
-        image = load_image(args.path, at=args.at)
+        image = load_image(args.path, at=args.at, allow_gaps=args.allow_gaps, gaps=gaps)
+    except ContinuityError as e:
+        report_refusal("metadata", e.problems)
+        return 1
     except MetadataSourceError as e:
         _err(str(e))
         return 2
@@ -119,6 +195,7 @@ def run_image(args: argparse.Namespace) -> int:
     except KraftkitError as e:
         _err(str(e))
         return 1
+    report_gaps("metadata", gaps)
     try:
         text = render(image, args.node, as_json=args.json)
     except ShellPathError as e:

@@ -7,6 +7,7 @@ import json
 import sys
 
 from kraftkit.cli.main import add_max_batch_bytes
+from kraftkit.cli.metadata import offset_arg
 from kraftkit.metadata.snapshot import SnapshotError, SnapshotReader
 
 HELP = "KRaft snapshot files: verify, create, rewrite to another metadata.version"
@@ -18,7 +19,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     v = ssub.add_parser("verify", help="check CRCs, offsets, epochs, header and footer of snapshot files",
                         description="Check every batch (CRC, sizes), that offsets start at 0 and are contiguous, that every "
                                     "batch carries the epoch in the file name, that a SnapshotHeader comes first and a "
-                                    "SnapshotFooter last, and KRaft's record rules. Exits 1 on any problem.")
+                                    "SnapshotFooter last, KRaft's record rules (lastOffsetDelta = records - 1 in every batch), and that "
+                                    "a snapshot ending above offset 0 holds metadata records. Exits 1 on any problem.")
     v.add_argument("files", nargs="+", metavar="FILE", help="<end offset>-<epoch>.checkpoint or bootstrap.checkpoint files")
     v.add_argument("--json", action="store_true", help="one JSON object per file")
     add_max_batch_bytes(v)
@@ -30,14 +32,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                     "versions of the image's metadata.version, sorted within each section (the same "
                                     "image always gives the same bytes). OFFSET must be the end of a batch; the epoch "
                                     "and LastContainedLogTimestamp are those of the batch ending there; kraft.version "
-                                    "and the voter set are carried over from the log's control records.")
+                                    "and the voter set are carried over from the log's control records. A log with "
+                                    "a hole or an overlap below OFFSET, or a snapshot that does not match the log, is "
+                                    "refused with exit 1 (naming file, batch offset and byte position) unless "
+                                    "--allow-gaps.")
     c.add_argument("logdir", metavar="LOGDIR", help="a log directory or its __cluster_metadata-0 directory")
-    c.add_argument("--at", type=int, required=True, metavar="OFFSET", help="snapshot end offset (exclusive)")
+    c.add_argument("--at", type=offset_arg, required=True, metavar="OFFSET", help="snapshot end offset (exclusive)")
     c.add_argument("--out", default=None, metavar="DIR", help="directory to write to (default: the metadata partition directory)")
-    c.add_argument("--time-ms", type=int, default=None, metavar="MS",
+    c.add_argument("--time-ms", type=offset_arg, default=None, metavar="MS",
                    help="batch timestamps (default: the last contained log timestamp, for reproducible bytes)")
     c.add_argument("--json", action="store_true", help="print the result as JSON")
     add_max_batch_bytes(c)
+    c.add_argument("--allow-gaps", action="store_true",
+                   help="write the snapshot even when offsets below OFFSET are missing or held twice, or the snapshot "
+                        "replayed from does not match the log: each is reported on stderr as a warning (offsets held "
+                        "twice are used once) and the exit code stays 0")
     c.set_defaults(func=run_create)
 
     r = ssub.add_parser("rewrite", help="rewrite snapshots to another metadata.version (downgrade or upgrade)",
@@ -63,19 +72,25 @@ def run_create(args: argparse.Namespace) -> int:
     from kraftkit.errors import KraftkitError
     from kraftkit.metadata.image import batch_ending_at, load_image
     from kraftkit.metadata.snapshot import SnapshotId
-    from kraftkit.metadata.source import MetadataSourceError, metadata_dir
+    from kraftkit.cli.metadata import report_gaps, report_refusal
+    from kraftkit.metadata.source import ContinuityError, MetadataSourceError, metadata_dir
 
     d = metadata_dir(args.logdir)
     out = Path(args.out) if args.out else d
+    gaps: list = []
     try:
         if not d.is_dir():
             raise MetadataSourceError(f"{args.logdir}: not a directory")
         if not out.is_dir():
             raise MetadataSourceError(f"{out}: not a directory")
         batch = batch_ending_at(d, args.at)
-        image = load_image(d, at=args.at)
+        image = load_image(d, at=args.at, allow_gaps=args.allow_gaps, gaps=gaps)
+        report_gaps("snapshot create", gaps)
         sid = SnapshotId(args.at, batch.partition_leader_epoch)
         path = image.write_snapshot(out, sid, last_contained_log_timestamp=batch.max_timestamp, time_ms=args.time_ms)
+    except ContinuityError as e:
+        report_refusal("snapshot create", e.problems)
+        return 1
     except (MetadataSourceError, SnapshotError, OSError, ValueError) as e:
         print(f"kraftkit snapshot create: {e}", file=sys.stderr)
         return 2

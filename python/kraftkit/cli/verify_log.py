@@ -11,13 +11,22 @@ from pathlib import Path
 
 from kraftkit.cli.main import add_max_batch_bytes
 from kraftkit.log import verify_segments
+from kraftkit.log.continuity import check_leader_epochs, check_segments, is_metadata_partition
 from kraftkit.log.log import SEGMENT_RE
 
 HELP = "check every segment (CRC, sizes, offsets, indexes) of partition or log directories, in parallel"
+DESCRIPTION = HELP + (
+    ". Offsets must follow on from segment to segment. In a KRaft metadata partition (__cluster_metadata-N, or "
+    "any directory holding <offset>-<epoch>.checkpoint snapshots) offsets are dense, so a hole between or inside "
+    "segments is a problem, as is a first batch above its segment's base offset, a batch whose lastOffsetDelta "
+    "does not match its records, a log that starts after the newest snapshot ends, and a snapshot whose contents "
+    "or name (end offset, epoch) do not match the log. In other partitions compaction leaves gaps legitimately: "
+    "only overlaps and batches below their segment's base offset are problems. Index entries past the point "
+    "where a log cannot be read are noted, not counted. Exits 1 if anything is wrong.")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("verify-log", help=HELP, description=HELP + ". Exits 1 if anything is wrong.")
+    p = sub.add_parser("verify-log", help=HELP, description=DESCRIPTION)
     p.add_argument("paths", nargs="+", metavar="DIR", help="partition directories, log directories holding them, or segment files")
     p.add_argument("--deep", action="store_true", help="also decompress and check every record")
     p.add_argument("--no-index", action="store_true", help="skip the .index/.timeindex checks")
@@ -38,11 +47,22 @@ class Partition:
     first_offset: int | None = None
     last_offset: int | None = None
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    #: found by walking a directory (so it holds all of the partition's files)
+    whole: bool = False
+
+    @property
+    def metadata(self) -> bool:
+        """A KRaft log: dense offsets (named __cluster_metadata-N or holding snapshots)."""
+        from kraftkit.metadata.snapshot import parse_snapshot_name
+
+        return is_metadata_partition(self.path) or any(parse_snapshot_name(f.name) for f in self.files)
 
 
 def find_partitions(paths: list[str]) -> tuple[list[Partition], list[str]]:
     """Groups segment (.log) and snapshot (.checkpoint) files by their directory."""
     groups: dict[Path, list[Path]] = {}
+    walked: set[Path] = set()
     missing = []
     for p in map(Path, paths):
         if p.is_file():
@@ -52,9 +72,10 @@ def find_partitions(paths: list[str]) -> tuple[list[Partition], list[str]]:
                 files = [Path(root) / n for n in names if SEGMENT_RE.match(n) or n.endswith(".checkpoint")]
                 if files:
                     groups.setdefault(Path(root), []).extend(files)
+                    walked.add(Path(root))
         else:
             missing.append(str(p))
-    parts = [Partition(d, sorted(set(fs))) for d, fs in sorted(groups.items())]
+    parts = [Partition(d, sorted(set(fs)), whole=d in walked) for d, fs in sorted(groups.items())]
     return parts, missing
 
 
@@ -69,37 +90,55 @@ def _progress(done: int, total: int) -> None:
 
 
 def verify(parts: list[Partition], deep: bool, check_indexes: bool) -> None:
-    files = [f for part in parts for f in part.files]
     by_file: dict[str, dict] = {}
-    chunk = max(2 * (os.cpu_count() or 1), 8)
-    for i in range(0, len(files), chunk):
-        for rep in verify_segments(files[i : i + chunk], deep=deep, check_indexes=check_indexes):
-            by_file[rep["file"]] = rep
-        _progress(min(i + chunk, len(files)), len(files))
+    for dense in (False, True):
+        files = [f for part in parts if part.metadata == dense for f in part.files]
+        chunk = max(2 * (os.cpu_count() or 1), 8)
+        for i in range(0, len(files), chunk):
+            for rep in verify_segments(files[i : i + chunk], deep=deep, check_indexes=check_indexes, dense=dense):
+                by_file[rep["file"]] = rep
+            _progress(min(i + chunk, len(files)), len(files))
     for part in parts:
-        prev_last = None
+        dense = part.metadata
+        logs = []
         for f in part.files:
             rep = by_file[str(f)]
             part.bytes += rep["total_bytes"]
             part.batches += rep["batches"]
             part.records += rep["records"]
-            if rep["error"] is not None:
+            # a metadata partition's snapshots are checked as snapshots below
+            if rep["error"] is not None and not (dense and not f.name.endswith(".log")):
                 part.problems.append(str(rep["error"]))
             for suffix, entry, reason in rep["index_problems"]:
                 part.problems.append(f"{f.with_suffix('.' + suffix)}: entry {entry}: {reason}")
+            for suffix, entry, reason in rep.get("index_unchecked", ()):
+                part.notes.append(f"{f.with_suffix('.' + suffix)}: entry {entry}: {reason}")
             if not f.name.endswith(".log"):
                 continue
             part.segments += 1
-            base = int(f.name.split(".")[0])
-            first, last = rep["first_offset"], rep["last_offset"]
-            if first is not None and first < base:
-                part.problems.append(f"{f}: first offset {first} is below the segment's base offset {base}")
-            if prev_last is not None and base <= prev_last:
-                part.problems.append(f"{f}: base offset {base} overlaps the previous segment, which ends at offset {prev_last}")
-            if first is not None:
-                part.first_offset = first if part.first_offset is None else part.first_offset
-                part.last_offset = last
-                prev_last = last
+            logs.append(rep)
+            if rep["first_offset"] is not None:
+                part.first_offset = rep["first_offset"] if part.first_offset is None else part.first_offset
+                part.last_offset = rep["last_offset"]
+        if part.whole:
+            part.problems += [str(x) for x in check_leader_epochs(part.path)]
+        if dense and part.whole:
+            from kraftkit.metadata.source import MetadataSourceError, check_log
+
+            try:
+                found = check_log(part.path)
+            except MetadataSourceError as e:  # a file that cannot be read at all: one problem
+                part.problems.append(str(e))
+            else:
+                part.problems += [str(x) for x in found if not (x.kind == "corrupt" and x.file.endswith(".log"))]
+        else:
+            part.problems += [str(x) for x in check_segments(logs, dense=dense)]
+            if dense:
+                from kraftkit.metadata.source import snapshot_problem
+
+                for f in part.files:
+                    if not f.name.endswith(".log") and (x := snapshot_problem(f)) is not None:
+                        part.problems.append(str(x))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -123,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"type": "partition", "path": str(p.path), "segments": p.segments, "files": len(p.files),
                               "batches": p.batches, "records": p.records, "bytes": p.bytes, "first_offset": p.first_offset,
-                              "last_offset": p.last_offset, "problems": p.problems}))
+                              "last_offset": p.last_offset, "problems": p.problems, "notes": p.notes}))
             continue
         status = "OK" if not p.problems else f"{len(p.problems)} PROBLEM(S)"
         if not args.quiet or p.problems:
@@ -131,6 +170,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"{p.path}: {p.segments} segment(s), {p.batches} batches, {p.records} records, {p.bytes} bytes, {rng}: {status}")
         for prob in p.problems:
             print(f"  - {prob}")
+        for note in p.notes:
+            print(f"  note: {note}")
     if args.json:
         print(json.dumps({"type": "total", **total}))
     else:

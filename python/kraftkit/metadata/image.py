@@ -456,6 +456,9 @@ def load_snapshot(path: str | os.PathLike[str]) -> MetadataImage:
     from kraftkit.metadata.snapshot import SnapshotReader
 
     reader = SnapshotReader(path)
+    err = reader.verify()["error"]
+    if err is not None:
+        raise err
     img = MetadataImage()
     try:
         ts = img._state.replay_snapshot(str(Path(path)))
@@ -471,19 +474,36 @@ def load_snapshot(path: str | os.PathLike[str]) -> MetadataImage:
     return img
 
 
-def load_image(path: str | os.PathLike[str], at: int | None = None, *, use_snapshots: bool = True) -> MetadataImage:
+def load_image(path: str | os.PathLike[str], at: int | None = None, *, use_snapshots: bool = True,
+               allow_gaps: bool = False, gaps: list | None = None) -> MetadataImage:
     """The image at ``at`` (an exclusive end offset; default: the end of the log) of a
     log directory or ``__cluster_metadata-0`` directory: the newest snapshot whose end offset
     is at most ``at``, then the log's batches from the snapshot's end up to ``at``.
     A snapshot file gives its own image; a segment file is replayed alone.
     ``use_snapshots=False`` replays the log from its start (which must be offset 0).
 
+    The log is checked first (``source.check_log``): a hole, an overlap or a snapshot that does
+    not match the log raises :class:`~kraftkit.metadata.source.ContinuityError` listing them.
+    With ``allow_gaps`` they are appended to ``gaps`` instead, offsets held twice are replayed
+    once (the first time) and the replay goes on after a hole; corrupt bytes still raise.
+
     Every batch read is CRC checked; a batch that straddles the snapshot's end or ``at`` is
     applied record by record. The log is replayed by the engine with the GIL released."""
+    from kraftkit.log.continuity import check_segments
     from kraftkit.log.log import list_segments
     from kraftkit.metadata.snapshot import list_snapshots
-    from kraftkit.metadata.source import MetadataSourceError, classify, metadata_dir
+    from kraftkit.metadata.source import (
+        MetadataSourceError,
+        check_log,
+        classify,
+        metadata_dir,
+        order_errors,
+        refuse_or_note,
+        scan_segments,
+    )
 
+    if at is not None and at < 0:
+        raise ValueError(f"offset {at} is negative")
     p = Path(path)
     if p.is_file():
         f = classify(p)
@@ -493,6 +513,9 @@ def load_image(path: str | os.PathLike[str], at: int | None = None, *, use_snaps
                 raise MetadataSourceError(f"{p}: a snapshot ending at {img.provenance.end_offset} has no image at {at}")
             return img
         if p.suffix == ".log":
+            reps = scan_segments([p])
+            probs = check_segments(reps, dense=True) + order_errors(reps)
+            refuse_or_note([x for x in probs if at is None or x.offset is None or x.offset < at], allow_gaps, gaps)
             img = MetadataImage()
             img._replay_log([p], 0, at, skip_below_start=False)
             return img
@@ -504,23 +527,23 @@ def load_image(path: str | os.PathLike[str], at: int | None = None, *, use_snaps
     snaps = [s for s in list_snapshots(d) if at is None or s.end_offset <= at] if use_snapshots else []
     if not segs and not snaps:
         raise MetadataSourceError(f"{d}: no metadata log segments or snapshots")
-    if snaps:
-        img = load_snapshot(d / snaps[-1].file_name)
-        start = snaps[-1].end_offset
-    else:
-        img = MetadataImage()
-        start = 0
+    start = snaps[-1].end_offset if snaps else 0
+    refuse_or_note(check_log(d, at=at, snapshots=snaps[-1:], start=start), allow_gaps, gaps)
+    img = load_snapshot(d / snaps[-1].file_name) if snaps else MetadataImage()
     if at is not None and at <= start:
         return img
     if not segs:
         if at is not None:
             raise MetadataSourceError(f"{d}: no log segments after the snapshot at {start}; cannot reach offset {at}")
         return img
-    if segs[0] > start:
-        raise MetadataSourceError(f"{d}: the log starts at offset {segs[0]}, after {start} (no snapshot covers the gap)")
-    # segments that end before the start are not read
+    # segments that end before the start are not read; each file is replayed from the end
+    # reached so far, so that offsets held twice (allowed with allow_gaps) are applied once
     files = [d / f"{base:020d}.log" for i, base in enumerate(segs) if not (i + 1 < len(segs) and segs[i + 1] <= start)]
-    end = img._replay_log(files, start, at, skip_below_start=True)
+    end = start
+    for f in files:
+        end = max(end, img._replay_log([f], end, at, skip_below_start=True))
+        if at is not None and end >= at:
+            break
     if at is not None and end < at:
         raise MetadataSourceError(f"{d}: the log ends at offset {end}, below {at}")
     return img

@@ -112,9 +112,15 @@ class SnapshotReader:
         rep = validate_snapshot(self.path, self.epoch)
         if rep["error"] is None and self.snapshot_id is not None and self.snapshot_id != BOOTSTRAP_SNAPSHOT_ID:
             # The name's end offset is a log offset; nothing inside can be checked against it
-            # except that a snapshot of an empty log holds no metadata.
+            # except that a snapshot of an empty log holds no metadata and any other holds
+            # some (source.check_snapshot_name checks the name against the log itself).
             if self.snapshot_id.end_offset == 0 and rep["data_records"]:
                 rep["error"] = SnapshotError(f"{self.path}: a snapshot ending at offset 0 holds {rep['data_records']} records")
+            elif self.snapshot_id.end_offset > 0 and not rep["data_records"]:
+                # Kafka writes a snapshot from a metadata image, which always holds at least
+                # the metadata.version FeatureLevelRecord.
+                rep["error"] = SnapshotError(f"{self.path}: empty snapshot: it claims offsets up to "
+                                             f"{self.snapshot_id.end_offset - 1} but holds no metadata records")
         return rep
 
     def check(self) -> dict:

@@ -104,8 +104,14 @@ fn decode_batch<'a>(h: &BatchHeader, bytes: &'a [u8], fpos: u64, file: Option<&s
     s.views.clear();
     s.decoded.clear();
     batch::parse_records(h, data.bytes(), fpos, &mut s.views).map_err(batch_err)?;
+    // KRaft batches are never compacted: n records numbered 0..n-1, lastOffsetDelta n-1. A
+    // batch that says otherwise would move the offsets of everything after it.
+    crate::segment::check_dense_header(h, fpos).map_err(batch_err)?;
     let d = data.bytes();
-    for v in &s.views {
+    for (i, v) in s.views.iter().enumerate() {
+        if v.offset_delta as i64 != i as i64 {
+            return Err(batch_err(crate::segment::dense_delta_error(h, fpos, i, v.offset_delta)));
+        }
         let offset = h.base_offset.wrapping_add(v.offset_delta as i64);
         let range = v.value.as_ref().map_or(0..0, |r| r.start as usize..r.end as usize);
         let value = &d[range.clone()];

@@ -54,6 +54,9 @@ fn report_dict<'py>(py: Python<'py>, rep: &ScanReport, file: &str) -> PyResult<B
     d.set_item("last_offset", rep.last_offset)?;
     d.set_item("max_timestamp", rep.max_timestamp)?;
     d.set_item("epochs", rep.epochs.clone())?;
+    let gaps: Vec<(u64, i64, i64)> = rep.gaps.iter().map(|g| (g.position, g.base_offset, g.expected)).collect();
+    d.set_item("gaps", gaps)?;
+    d.set_item("gap_count", rep.gap_count)?;
     let err = rep.error.as_ref().map(|e| to_pyerr(py, e, Some(file)).into_value(py));
     d.set_item("error", err)?;
     Ok(d)
@@ -122,13 +125,15 @@ impl Segment {
     /// Validates every batch (CRC, sizes, offsets; records too with deep=True) without
     /// creating Python objects. Returns a report dict; its "error" is the first problem
     /// (an exception instance, not raised) or None.
-    #[pyo3(signature = (deep = false, verify_crc = true))]
-    fn scan<'py>(&self, py: Python<'py>, deep: bool, verify_crc: bool) -> PyResult<Bound<'py, PyDict>> {
+    /// `dense`: a KRaft log or snapshot, whose batches hold lastOffsetDelta + 1 records
+    /// numbered 0..n-1 (the numbering is checked with deep=True).
+    #[pyo3(signature = (deep = false, verify_crc = true, dense = false))]
+    fn scan<'py>(&self, py: Python<'py>, deep: bool, verify_crc: bool, dense: bool) -> PyResult<Bound<'py, PyDict>> {
         let buf = self.buf();
         let base_offset = self.path.ends_with(".log").then_some(self.base_offset);
         let rep = py.allow_threads(|| {
             self.data.prefetch();
-            segment::scan(buf, ScanOptions { verify_crc, deep, check_offsets: true, base_offset }, None)
+            segment::scan(buf, ScanOptions { verify_crc, deep, check_offsets: true, base_offset, dense }, None)
         });
         report_dict(py, &rep, &self.path)
     }
@@ -159,7 +164,7 @@ impl Segment {
         let ti = self.read_sibling(".timeindex")?;
         let buf = self.buf();
         let base = self.base_offset;
-        let probs = py.allow_threads(|| segment::verify_indexes(buf, base, oi.as_deref(), ti.as_deref()));
+        let probs = py.allow_threads(|| segment::verify_indexes(buf, base, oi.as_deref(), ti.as_deref(), None));
         Ok(probs.into_iter().map(|p| (p.file.to_string(), p.entry, p.reason)).collect())
     }
     /// Byte position of the batch holding `offset` (via the offset index, then a scan);
@@ -178,15 +183,17 @@ impl Segment {
     /// Renders the segment as kafka-dump-log prints it (or JSON lines): an iterator of bytes chunks.
     /// `chunk_bytes`: input rendered per parallel step (default: 32 MB for batch lines, 4 MB
     /// with records), i.e. per chunk of output.
-    #[pyo3(signature = (deep = false, print_data = false, json = false, max_bytes = None, chunk_bytes = None))]
-    fn dump(&self, py: Python<'_>, deep: bool, print_data: bool, json: bool, max_bytes: Option<usize>, chunk_bytes: Option<usize>) -> PyResult<DumpIter> {
+    /// `dense`: a KRaft file, whose batches must hold one offset per record (lastOffsetDelta = count - 1).
+    #[pyo3(signature = (deep = false, print_data = false, json = false, max_bytes = None, chunk_bytes = None, dense = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn dump(&self, py: Python<'_>, deep: bool, print_data: bool, json: bool, max_bytes: Option<usize>, chunk_bytes: Option<usize>, dense: bool) -> PyResult<DumpIter> {
         if chunk_bytes == Some(0) {
             return Err(pyo3::exceptions::PyValueError::new_err("chunk_bytes must be positive"));
         }
         if max_bytes.is_none() {
             py.allow_threads(|| self.data.prefetch());
         }
-        let opts = DumpOptions { deep: deep || print_data, print_data, json, max_bytes: max_bytes.unwrap_or(usize::MAX) };
+        let opts = DumpOptions { deep: deep || print_data, print_data, json, max_bytes: max_bytes.unwrap_or(usize::MAX), dense };
         let inner = Dumper::new(Shared(self.data.clone()), opts);
         let chunk = chunk_bytes.unwrap_or_else(|| inner.chunk_size());
         Ok(DumpIter { inner, chunk, parts: Vec::new(), file: self.file.clone() })
@@ -296,14 +303,17 @@ impl DumpIter {
         py.allow_threads(|| inner.write_to(&mut file, chunk))?;
         Ok(())
     }
-    /// Summary: batches, records, invalid_batches, non_consecutive, trailing_bytes, error.
+    /// Summary: batches, records, invalid_batches, non_consecutive ((offset, next offset) pairs),
+    /// non_consecutive_at (base offset and byte position of the batch of each next offset),
+    /// trailing_bytes, error.
     fn summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let st = &self.inner.state;
         let d = PyDict::new(py);
         d.set_item("batches", st.batches)?;
         d.set_item("records", st.records)?;
         d.set_item("invalid_batches", st.invalid_batches)?;
-        d.set_item("non_consecutive", st.non_consecutive.clone())?;
+        d.set_item("non_consecutive", st.non_consecutive.iter().map(|x| (x.0, x.1)).collect::<Vec<_>>())?;
+        d.set_item("non_consecutive_at", st.non_consecutive.iter().map(|x| (x.2, x.3)).collect::<Vec<_>>())?;
         d.set_item("trailing_bytes", st.trailing_bytes)?;
         d.set_item("error", st.error.as_ref().map(|e| to_pyerr(py, e, Some(&self.file)).into_value(py)))?;
         Ok(d)
@@ -312,11 +322,13 @@ impl DumpIter {
 
 /// Scans many segment files in parallel (one per thread, GIL released): CRCs, sizes, offsets
 /// (and every record with deep=True) plus their index files. Returns one dict per file:
-/// the scan report plus "index_problems".
+/// the scan report plus "index_problems" and "index_unchecked" (entries past the point where
+/// the log could not be read: not problems of their own). `dense`: KRaft files (see `scan`).
 #[pyfunction]
-#[pyo3(signature = (paths, deep = false, check_indexes = true))]
-fn verify_segments<'py>(py: Python<'py>, paths: Vec<PathBuf>, deep: bool, check_indexes: bool) -> PyResult<Bound<'py, PyList>> {
-    type Out = (String, std::result::Result<(ScanReport, Vec<(String, usize, String)>), String>);
+#[pyo3(signature = (paths, deep = false, check_indexes = true, dense = false))]
+fn verify_segments<'py>(py: Python<'py>, paths: Vec<PathBuf>, deep: bool, check_indexes: bool, dense: bool) -> PyResult<Bound<'py, PyList>> {
+    type Probs = Vec<(String, usize, String, bool)>;
+    type Out = (String, std::result::Result<(ScanReport, Probs), String>);
     let results: Vec<Out> = py.allow_threads(|| {
         paths
             .par_iter()
@@ -329,7 +341,7 @@ fn verify_segments<'py>(py: Python<'py>, paths: Vec<PathBuf>, deep: bool, check_
                     let m = if len == 0 { None } else { Some(unsafe { memmap2::MmapOptions::new().populate().map(&f) }.map_err(|e| format!("{name}: {e}"))?) };
                     let buf: &[u8] = m.as_deref().unwrap_or(&[]);
                     let base_offset = name.ends_with(".log").then(|| base_offset_of(&name));
-                    let rep = segment::scan(buf, ScanOptions { verify_crc: true, deep, check_offsets: true, base_offset }, None);
+                    let rep = segment::scan(buf, ScanOptions { verify_crc: true, deep, check_offsets: true, base_offset, dense }, None);
                     let mut probs = Vec::new();
                     if check_indexes && name.ends_with(".log") {
                         let base = base_offset_of(&name);
@@ -342,9 +354,10 @@ fn verify_segments<'py>(py: Python<'py>, paths: Vec<PathBuf>, deep: bool, check_
                             }
                         };
                         let (oi, ti) = (sibling("index")?, sibling("timeindex")?);
-                        probs = segment::verify_indexes(&buf[..rep.valid_bytes as usize], base, oi.as_deref(), ti.as_deref())
+                        let unreadable_from = rep.error.as_ref().map(|_| rep.valid_bytes);
+                        probs = segment::verify_indexes(&buf[..rep.valid_bytes as usize], base, oi.as_deref(), ti.as_deref(), unreadable_from)
                             .into_iter()
-                            .map(|x| (x.file.to_string(), x.entry, x.reason))
+                            .map(|x| (x.file.to_string(), x.entry, x.reason, x.unchecked))
                             .collect();
                     }
                     Ok((rep, probs))
@@ -358,7 +371,10 @@ fn verify_segments<'py>(py: Python<'py>, paths: Vec<PathBuf>, deep: bool, check_
         match r {
             Ok((rep, probs)) => {
                 let d = report_dict(py, &rep, &name)?;
-                d.set_item("index_problems", probs)?;
+                let (unchecked, checked): (Probs, Probs) = probs.into_iter().partition(|x| x.3);
+                let strip = |v: Probs| v.into_iter().map(|(f, e, r, _)| (f, e, r)).collect::<Vec<_>>();
+                d.set_item("index_problems", strip(checked))?;
+                d.set_item("index_unchecked", strip(unchecked))?;
                 out.append(d)?;
             }
             Err(msg) => return Err(pyo3::exceptions::PyOSError::new_err(msg)),
