@@ -117,6 +117,8 @@ class NodeConfig:
     #: ``metadata.log.max.record.bytes.between.snapshots`` counts bytes; 0 = never)
     snapshot_every_records: int = 20000
     segment_bytes: int = 1024 * 1024 * 1024
+    #: Kafka's ``index.interval.bytes`` of the log's segments
+    index_interval_bytes: int = 4096
     seed: int | None = None
 
     def __post_init__(self) -> None:
@@ -137,7 +139,7 @@ class Replica:
         self.node = node
         self.tp = tp
         self.dir = cfg.log_dir / f"{tp.topic}-{tp.partition}"
-        self.log = FileRaftLog(self.dir, segment_bytes=cfg.segment_bytes)
+        self.log = FileRaftLog(self.dir, segment_bytes=cfg.segment_bytes, index_interval_bytes=cfg.index_interval_bytes)
         self.store = FileQuorumStateStore(self.dir / "quorum-state")
         self.core = RaftCore(cfg.node_id, sorted(cfg.voters), self.log, persisted=self.store.read(), config=cfg.raft,
                              rng=random.Random(cfg.seed if cfg.seed is not None else None), tp=tp,
