@@ -104,9 +104,18 @@ def parse_voters(text: str) -> dict[int, tuple[str, int]]:
         try:
             ident, addr = item.split("@", 1)
             host, port = addr.rsplit(":", 1)
-            out[int(ident)] = (host.strip("[]"), int(port))
+            vid, vport, host = int(ident), int(port), host.strip("[]")
         except ValueError:
             raise ValueError(f"bad voter {item!r}: expected ID@HOST:PORT") from None
+        if not 0 <= vid <= 2**31 - 1:
+            raise ValueError(f"bad voter {item!r}: id {vid} is outside 0..{2**31 - 1}")
+        if not 1 <= vport <= 65535:
+            raise ValueError(f"bad voter {item!r}: port {vport} is outside 1..65535")
+        if not host:
+            raise ValueError(f"bad voter {item!r}: no host")
+        if vid in out:
+            raise ValueError(f"voter id {vid} is given twice ({out[vid][0]}:{out[vid][1]} and {host}:{vport})")
+        out[vid] = (host, vport)
     if not out:
         raise ValueError("no voters given")
     return out
