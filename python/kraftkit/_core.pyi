@@ -14,6 +14,16 @@ ScanReport = dict[str, Any]
 """Keys: file, batches, records, valid_bytes, total_bytes, first_offset, last_offset,
 max_timestamp, epochs (list of (epoch, base offset)), error (exception instance or None)."""
 
+#: The default limit on the size a compressed batch's records area may inflate to (100 MiB)
+DEFAULT_MAX_UNCOMPRESSED_BYTES: int
+
+def max_uncompressed_bytes() -> int:
+    """The most a compressed batch's records area may inflate to in this process; past it,
+    reading the batch's records raises ``CompressionError``."""
+
+def set_max_uncompressed_bytes(limit: int) -> None:
+    """Sets that limit for the whole process (bytes, at least 1)."""
+
 class KraftkitError(Exception):
     file: str | None
     offset: int | None

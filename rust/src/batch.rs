@@ -339,12 +339,18 @@ impl RecordsData<'_> {
     }
 }
 
-/// Returns the (decompressed) records area of a complete batch.
+/// Returns the (decompressed) records area of a complete batch; a compressed one may inflate to
+/// at most `compression::max_uncompressed_bytes()`.
 pub fn records_data<'a>(h: &BatchHeader, batch: &'a [u8], fpos: u64) -> Result<RecordsData<'a>> {
+    records_data_limited(h, batch, fpos, compression::max_uncompressed_bytes())
+}
+
+/// `records_data` with an explicit limit on the decompressed size.
+pub fn records_data_limited<'a>(h: &BatchHeader, batch: &'a [u8], fpos: u64, limit: usize) -> Result<RecordsData<'a>> {
     let area = &batch[RECORD_BATCH_OVERHEAD..];
     match h.codec() {
         Some(Codec::None) => Ok(RecordsData::Borrowed(area)),
-        Some(c) => compression::decompress(c, area, (h.records_count.max(0) as usize).saturating_mul(24))
+        Some(c) => compression::decompress_limited(c, area, (h.records_count.max(0) as usize).saturating_mul(24), limit)
             .map(RecordsData::Owned)
             .map_err(|e| e.at(fpos, Some(h.base_offset))),
         None => Err(Error::corrupt(fpos, Some(h.base_offset), format!("unknown compression codec id {}", h.codec_id()))),
@@ -357,10 +363,14 @@ pub fn parse_records(h: &BatchHeader, data: &[u8], fpos: u64, out: &mut Vec<Reco
     out.reserve(n);
     let mut pos = 0usize;
     let mut prefetch = Prefetch { next: 0 };
+    let mut deltas = Deltas::new(h);
     for i in 0..n {
         prefetch.ahead_of(data, pos);
         match read_record(data, &mut pos, data.len()) {
-            Ok(r) => out.push(r),
+            Ok(r) => {
+                deltas.check(&r).map_err(|reason| record_error(h, fpos, i, n, &reason))?;
+                out.push(r)
+            }
             Err(reason) => return Err(record_error(h, fpos, i, n, &reason)),
         }
     }
@@ -368,6 +378,40 @@ pub fn parse_records(h: &BatchHeader, data: &[u8], fpos: u64, out: &mut Vec<Reco
         return Err(bytes_left_error(h, fpos, data.len() - pos, n));
     }
     Ok(())
+}
+
+/// The offset deltas of a batch's records: each above the one before (a producer writes 0..n-1,
+/// compaction keeps a subset) and none above the batch's `lastOffsetDelta`, which compaction
+/// keeps as it was.
+struct Deltas {
+    prev: i64,
+    last: i32,
+}
+
+impl Deltas {
+    #[inline(always)]
+    fn new(h: &BatchHeader) -> Self {
+        Deltas { prev: -1, last: h.last_offset_delta }
+    }
+
+    #[inline(always)]
+    fn check(&mut self, r: &RecordView) -> std::result::Result<(), String> {
+        let d = r.offset_delta;
+        if (d as i64) <= self.prev || d > self.last {
+            return Err(delta_error(d, self.prev, self.last));
+        }
+        self.prev = d as i64;
+        Ok(())
+    }
+}
+
+#[cold]
+fn delta_error(d: i32, prev: i64, last: i32) -> String {
+    if d > last {
+        format!("offset delta {d} is above the batch's lastOffsetDelta {last}")
+    } else {
+        format!("offset delta {d} does not follow the previous record's {prev}")
+    }
 }
 
 /// How far ahead of the record being parsed its bytes are asked for.
@@ -410,6 +454,11 @@ pub fn record_count(h: &BatchHeader, data: &[u8], fpos: u64) -> Result<usize> {
     if (n as usize) > data.len() / 7 + 1 {
         return Err(Error::corrupt(fpos, Some(h.base_offset), format!("records count {n} cannot fit in {} bytes", data.len())));
     }
+    // Records have distinct offset deltas from 0 to lastOffsetDelta.
+    if n as i64 > h.last_offset_delta as i64 + 1 {
+        return Err(Error::corrupt(fpos, Some(h.base_offset), format!(
+            "records count {n} is more than lastOffsetDelta {} + 1", h.last_offset_delta)));
+    }
     Ok(n as usize)
 }
 
@@ -422,13 +471,14 @@ pub struct RecordCursor {
     pos: usize,
     done: bool,
     prefetch: Prefetch,
+    deltas: Deltas,
 }
 
 impl RecordCursor {
     /// A cursor over `data`, the records area of the batch `h` at file position `fpos`; fails
     /// when the declared record count cannot fit in it.
     pub fn new(h: &BatchHeader, data: &[u8], fpos: u64) -> Result<Self> {
-        Ok(RecordCursor { n: record_count(h, data, fpos)?, i: 0, pos: 0, done: false, prefetch: Prefetch { next: 0 } })
+        Ok(RecordCursor { n: record_count(h, data, fpos)?, i: 0, pos: 0, done: false, prefetch: Prefetch { next: 0 }, deltas: Deltas::new(h) })
     }
 
     /// The next record; None after the last one (or after an error). Bytes left over after the
@@ -446,7 +496,7 @@ impl RecordCursor {
             return None;
         }
         self.prefetch.ahead_of(data, self.pos);
-        match read_record(data, &mut self.pos, data.len()) {
+        match read_record(data, &mut self.pos, data.len()).and_then(|r| self.deltas.check(&r).map(|()| r)) {
             Ok(r) => {
                 self.i += 1;
                 Some(Ok(r))
@@ -467,10 +517,16 @@ pub fn for_each_record<E: From<Error>>(h: &BatchHeader, data: &[u8], fpos: u64, 
     let n = record_count(h, data, fpos)?;
     let mut pos = 0usize;
     let mut prefetch = Prefetch { next: 0 };
+    let mut deltas = Deltas::new(h);
     for i in 0..n {
         prefetch.ahead_of(data, pos);
         match read_record(data, &mut pos, data.len()) {
-            Ok(r) => f(r)?,
+            Ok(r) => {
+                if let Err(reason) = deltas.check(&r) {
+                    return Err(record_error(h, fpos, i, n, &reason).into());
+                }
+                f(r)?
+            }
             Err(reason) => return Err(record_error(h, fpos, i, n, &reason).into()),
         }
     }
@@ -563,6 +619,58 @@ mod tests {
         let zeros = [0u8; 64];
         let Err(e) = next_batch(&zeros, 0, 100) else { panic!("zeros parsed as a batch") };
         assert_eq!((e.kind, e.position), (ErrorKind::Corrupt, Some(100)));
+    }
+
+    /// A batch of three records with the given offset deltas and lastOffsetDelta (CRC valid).
+    fn batch_with(deltas: [i32; 3], last_offset_delta: i32) -> Vec<u8> {
+        use crate::builder::{encode_batch_with, write_record, BatchParams, RecordInput};
+        let r = RecordInput { timestamp: 0, key: None, value: Some(b"v"), headers: vec![] };
+        let mut out = Vec::new();
+        encode_batch_with(&BatchParams::default(), 3, 0, 0, 64, &mut out, |o| {
+            for d in deltas {
+                write_record(o, d, 0, &r);
+            }
+        })
+        .unwrap();
+        out[23..27].copy_from_slice(&last_offset_delta.to_be_bytes());
+        let crc = compute_crc(&out);
+        out[17..21].copy_from_slice(&crc.to_be_bytes());
+        out
+    }
+
+    fn parse(b: &[u8]) -> Result<usize> {
+        let NextBatch::Batch(h, _) = next_batch(b, 0, 0)? else { panic!() };
+        validate(&h, b, 0)?;
+        let data = records_data(&h, b, 0)?;
+        let mut views = Vec::new();
+        parse_records(&h, data.bytes(), 0, &mut views)?;
+        // the other two readers agree with parse_records
+        let mut n = 0;
+        for_each_record(&h, data.bytes(), 0, |_| -> Result<()> {
+            n += 1;
+            Ok(())
+        })?;
+        let mut c = RecordCursor::new(&h, data.bytes(), 0)?;
+        while let Some(r) = c.next(&h, data.bytes(), 0) {
+            r?;
+        }
+        assert_eq!(n, views.len());
+        Ok(views.len())
+    }
+
+    #[test]
+    fn offset_deltas_rise_and_stay_within_the_last_offset_delta() {
+        assert_eq!(parse(&batch_with([0, 1, 2], 2)).unwrap(), 3);
+        // compaction keeps a subset of the records and the batch's lastOffsetDelta
+        assert_eq!(parse(&batch_with([1, 4, 9], 9)).unwrap(), 3);
+        let e = parse(&batch_with([0, 1, 2], 1)).unwrap_err();
+        assert!(e.reason.contains("records count 3 is more than lastOffsetDelta 1 + 1"), "{}", e.reason);
+        let e = parse(&batch_with([0, 1, 7], 5)).unwrap_err();
+        assert!(e.reason.contains("record 2 of 3: offset delta 7 is above the batch's lastOffsetDelta 5"), "{}", e.reason);
+        let e = parse(&batch_with([0, 2, 2], 5)).unwrap_err();
+        assert!(e.reason.contains("record 2 of 3: offset delta 2 does not follow the previous record's 2"), "{}", e.reason);
+        let e = parse(&batch_with([-1, 0, 1], 5)).unwrap_err();
+        assert!(e.reason.contains("record 0 of 3: offset delta -1"), "{}", e.reason);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use std::io::{Read, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Codec {
@@ -57,21 +58,66 @@ const XERIAL_HEADER_LEN: usize = 16;
 /// snappy-java's default block size, which Kafka uses.
 const XERIAL_BLOCK: usize = 32 * 1024;
 
-/// Decompresses a batch's record area. `size_hint` (e.g. records count * 16) sizes the output.
+/// The largest records area a compressed batch may inflate to unless the caller says otherwise:
+/// 100 MiB, Kafka's `socket.request.max.bytes` default (a broker never accepts a request, and so
+/// never a batch, larger than that). A decompression bomb (a few KB that inflate to GBs) stops
+/// there with an error instead of exhausting memory.
+pub const DEFAULT_MAX_UNCOMPRESSED_BYTES: usize = 100 * 1024 * 1024;
+
+static MAX_UNCOMPRESSED_BYTES: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_UNCOMPRESSED_BYTES);
+
+/// The limit `decompress` applies (process-wide; `set_max_uncompressed_bytes` changes it).
+pub fn max_uncompressed_bytes() -> usize {
+    MAX_UNCOMPRESSED_BYTES.load(Ordering::Relaxed)
+}
+
+/// Sets the process-wide limit on the size a batch's records area may inflate to (at least 1).
+pub fn set_max_uncompressed_bytes(limit: usize) {
+    MAX_UNCOMPRESSED_BYTES.store(limit.max(1), Ordering::Relaxed);
+}
+
+/// Decompresses a batch's records area, refusing to inflate it past `max_uncompressed_bytes()`.
+/// `size_hint` (e.g. records count * 16) sizes the output.
 pub fn decompress(codec: Codec, data: &[u8], size_hint: usize) -> Result<Vec<u8>> {
-    // lz4 appends whole blocks: the first one sizes the vector exactly
-    let cap = if codec == Codec::Lz4 { 0 } else { size_hint.max(data.len() * 2).min(64 << 20) };
+    decompress_limited(codec, data, size_hint, max_uncompressed_bytes())
+}
+
+/// Decompresses a batch's records area; more than `limit` bytes of output is an error, found
+/// before more than `limit` + one codec block is held in memory.
+pub fn decompress_limited(codec: Codec, data: &[u8], size_hint: usize, limit: usize) -> Result<Vec<u8>> {
+    // lz4 appends whole blocks: the first one sizes the vector exactly. The hint comes from the
+    // batch header (a lying count must not reserve memory): at most 32x the compressed size.
+    let cap = if codec == Codec::Lz4 {
+        0
+    } else {
+        size_hint.min(data.len().saturating_mul(32)).max(data.len() * 2).min(64 << 20).min(limit.saturating_add(1))
+    };
     let mut out = Vec::with_capacity(cap);
     match codec {
         Codec::None => out.extend_from_slice(data),
         Codec::Gzip => {
-            flate2::read::GzDecoder::new(data).read_to_end(&mut out).map_err(|e| cerr(codec, e))?;
+            flate2::read::GzDecoder::new(data)
+                .take(limit as u64 + 1)
+                .read_to_end(&mut out)
+                .map_err(|e| cerr(codec, e))?;
         }
-        Codec::Snappy => snappy_decompress(data, &mut out)?,
-        Codec::Lz4 => crate::lz4_frame::decompress(data, &mut out).map_err(|e| cerr(codec, e))?,
-        Codec::Zstd => zstd_decompress(data, &mut out)?,
+        Codec::Snappy => snappy_decompress(data, &mut out, limit)?,
+        Codec::Lz4 => crate::lz4_frame::decompress(data, &mut out, limit).map_err(|e| cerr(codec, e))?,
+        Codec::Zstd => zstd_decompress(data, &mut out, limit)?,
+    }
+    if out.len() > limit {
+        return Err(too_large(codec, limit));
     }
     Ok(out)
+}
+
+/// The error of a records area that inflates past `limit`.
+#[cold]
+pub fn too_large(codec: Codec, limit: usize) -> Error {
+    Error::new(
+        ErrorKind::Compression,
+        format!("{} records area inflates to more than {limit} bytes, the limit on a decompressed batch", codec.name()),
+    )
 }
 
 thread_local! {
@@ -79,7 +125,7 @@ thread_local! {
     static ZSTD_DCTX: std::cell::RefCell<Option<zstd::stream::raw::Decoder<'static>>> = const { std::cell::RefCell::new(None) };
 }
 
-fn zstd_decompress(data: &[u8], out: &mut Vec<u8>) -> Result<()> {
+fn zstd_decompress(data: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<()> {
     use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
     let codec = Codec::Zstd;
     ZSTD_DCTX.with(|cell| {
@@ -92,8 +138,13 @@ fn zstd_decompress(data: &[u8], out: &mut Vec<u8>) -> Result<()> {
         let mut input = InBuffer::around(data);
         let mut stalls = 0;
         loop {
+            if out.len() > limit {
+                return Err(too_large(codec, limit));
+            }
             if out.capacity() - out.len() < 32 * 1024 {
-                out.reserve(out.len().max(64 * 1024));
+                // grow by doubling, but never past the limit (+1 byte to see it crossed)
+                let room = (limit + 1).saturating_sub(out.len()).max(1);
+                out.reserve_exact(out.len().max(64 * 1024).min(room));
             }
             let before_in = input.pos;
             let before_out = out.len();
@@ -117,7 +168,7 @@ fn zstd_decompress(data: &[u8], out: &mut Vec<u8>) -> Result<()> {
     })
 }
 
-fn snappy_decompress(data: &[u8], out: &mut Vec<u8>) -> Result<()> {
+fn snappy_decompress(data: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<()> {
     let codec = Codec::Snappy;
     if data.len() >= XERIAL_HEADER_LEN && data[..8] == XERIAL_MAGIC {
         let mut pos = XERIAL_HEADER_LEN;
@@ -133,6 +184,9 @@ fn snappy_decompress(data: &[u8], out: &mut Vec<u8>) -> Result<()> {
             }
             let block = &data[pos..pos + n];
             let len = snap::raw::decompress_len(block).map_err(|e| cerr(codec, e))?;
+            if len > limit.saturating_sub(out.len()) {
+                return Err(too_large(codec, limit));
+            }
             let start = out.len();
             out.resize(start + len, 0);
             dec.decompress(block, &mut out[start..]).map_err(|e| cerr(codec, e))?;
@@ -140,6 +194,9 @@ fn snappy_decompress(data: &[u8], out: &mut Vec<u8>) -> Result<()> {
         }
         Ok(())
     } else {
+        if snap::raw::decompress_len(data).map_err(|e| cerr(codec, e))? > limit {
+            return Err(too_large(codec, limit));
+        }
         let v = snap::raw::Decoder::new().decompress_vec(data).map_err(|e| cerr(codec, e))?;
         out.extend_from_slice(&v);
         Ok(())
@@ -203,6 +260,35 @@ mod tests {
             let d = decompress(codec, &c, 0).unwrap();
             assert_eq!(d, data, "{}", codec.name());
         }
+    }
+
+    #[test]
+    fn inflating_past_the_limit_is_an_error_for_every_codec() {
+        // 8 MiB of zeros: a few KB compressed in every codec; decompressed under a 1 MiB limit
+        let zeros = vec![0u8; 8 << 20];
+        for codec in [Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd] {
+            let mut c = Vec::new();
+            compress(codec, &zeros, None, &mut c).unwrap();
+            let e = decompress_limited(codec, &c, usize::MAX >> 1, 1 << 20).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::Compression, "{}", codec.name());
+            assert!(e.reason.contains("more than 1048576 bytes"), "{}: {}", codec.name(), e.reason);
+            // exactly at the limit is fine; one byte over is not
+            assert_eq!(decompress_limited(codec, &c, 0, 8 << 20).unwrap().len(), 8 << 20, "{}", codec.name());
+            assert!(decompress_limited(codec, &c, 0, (8 << 20) - 1).is_err(), "{}", codec.name());
+        }
+        // raw (unframed) snappy, which Kafka's reader also accepts
+        let raw = snap::raw::Encoder::new().compress_vec(&zeros).unwrap();
+        assert!(decompress_limited(Codec::Snappy, &raw, 0, 1 << 20).is_err());
+        assert_eq!(decompress_limited(Codec::Snappy, &raw, 0, 8 << 20).unwrap().len(), 8 << 20);
+    }
+
+    #[test]
+    fn the_process_wide_limit_applies_to_decompress() {
+        let zeros = vec![0u8; 3 << 20];
+        let mut c = Vec::new();
+        compress(Codec::Zstd, &zeros, None, &mut c).unwrap();
+        assert_eq!(max_uncompressed_bytes(), DEFAULT_MAX_UNCOMPRESSED_BYTES);
+        assert_eq!(decompress(Codec::Zstd, &c, 0).unwrap().len(), 3 << 20);
     }
 
     #[test]

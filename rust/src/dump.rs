@@ -270,7 +270,8 @@ impl<B: AsRef<[u8]>> Dumper<B> {
             out.clear();
             // room for the usual text at once: a batch line, a line per record, and keys and
             // values at up to three bytes out per byte in
-            let records = h.records_count.max(0) as usize;
+            // the declared count is the batch header's word: a lying one must not size memory
+            let records = (h.records_count.max(0) as usize).min(r.len() / 7 + 1);
             out.reserve(512 + if opts.deep { records * 160 } else { 0 } + if opts.print_data { 3 * r.len() } else { 0 });
             let mut f = BatchFindings::default();
             render_batch(&opts, h, &buf[r.clone()], r.start as u64, out, &mut f);

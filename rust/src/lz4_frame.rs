@@ -29,8 +29,9 @@ thread_local! {
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Appends the decompressed contents of the frame `data` to `out`; the reason on failure.
-pub fn decompress(data: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+/// Appends the decompressed contents of the frame `data` to `out`; the reason on failure. Output
+/// past `limit` bytes (in all of `out`) stops the frame with an error before it is appended.
+pub fn decompress(data: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), String> {
     if data.len() < 6 {
         return Err(PREMATURE.into());
     }
@@ -96,16 +97,27 @@ pub fn decompress(data: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
                 }
             }
             if word & UNCOMPRESSED != 0 {
+                if block.len() > limit.saturating_sub(out.len()) {
+                    return Err(past_limit(limit));
+                }
                 out.extend_from_slice(block);
             } else {
                 if scratch.len() < max_block {
                     scratch.resize(max_block, 0);
                 }
                 let n = lz4_flex::block::decompress_into(block, &mut scratch[..max_block]).map_err(|e| format!("LZ4 block: {e}"))?;
+                if n > limit.saturating_sub(out.len()) {
+                    return Err(past_limit(limit));
+                }
                 out.extend_from_slice(&scratch[..n]);
             }
         }
     })
+}
+
+#[cold]
+fn past_limit(limit: usize) -> String {
+    format!("records area inflates to more than {limit} bytes, the limit on a decompressed batch")
 }
 
 #[inline]
@@ -130,7 +142,7 @@ mod tests {
 
     fn dec(f: &[u8]) -> Result<Vec<u8>, String> {
         let mut out = Vec::new();
-        decompress(f, &mut out).map(|()| out)
+        decompress(f, &mut out, usize::MAX).map(|()| out)
     }
 
     #[test]

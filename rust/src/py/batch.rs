@@ -490,8 +490,27 @@ fn encode_batch<'py>(
     Ok(PyBytes::new(py, &out))
 }
 
+/// The most a compressed batch's records area may inflate to in this process, in bytes.
+#[pyfunction]
+fn max_uncompressed_bytes() -> usize {
+    crate::compression::max_uncompressed_bytes()
+}
+
+/// Sets the most a compressed batch's records area may inflate to in this process (bytes, >= 1).
+#[pyfunction]
+fn set_max_uncompressed_bytes(limit: i64) -> PyResult<()> {
+    if limit < 1 {
+        return Err(PyValueError::new_err(format!("the limit on a decompressed batch must be at least 1 byte, not {limit}")));
+    }
+    crate::compression::set_max_uncompressed_bytes(limit as usize);
+    Ok(())
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RecordBatch>()?;
+    m.add_function(wrap_pyfunction!(max_uncompressed_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(set_max_uncompressed_bytes, m)?)?;
+    m.add("DEFAULT_MAX_UNCOMPRESSED_BYTES", crate::compression::DEFAULT_MAX_UNCOMPRESSED_BYTES)?;
     m.add_function(wrap_pyfunction!(decode_batches, m)?)?;
     m.add_function(wrap_pyfunction!(assign_offsets, m)?)?;
     m.add_function(wrap_pyfunction!(encode_batch, m)?)?;

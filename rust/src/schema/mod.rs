@@ -255,11 +255,17 @@ pub fn decode_response(api_key: i16, version: i16, b: &[u8]) -> CResult<(i32, St
 #[cfg(test)]
 mod tests;
 
+/// Kafka's `KafkaRaftClient.MAX_BATCH_SIZE_BYTES`: the largest batch a KRaft leader writes (8 MiB),
+/// and the most a client batch appended to the metadata log may inflate to.
+pub const MAX_METADATA_BATCH_BYTES: usize = 8 * 1024 * 1024;
+
 /// Checks that `buf` holds only data batches of metadata records, as a KRaft leader accepts
 /// appends: whole v2 batches with valid CRCs, not control, not transactional, records with
 /// consecutive offset deltas and a value that decodes as a metadata record (frame version,
 /// apiKey, a version the schema knows, every field). Returns the number of records, or the
-/// reason (naming the batch and record) of the first problem.
+/// reason (naming the batch and record) of the first problem. A compressed batch may inflate to
+/// at most `MAX_METADATA_BATCH_BYTES`: a KRaft leader never writes a larger batch, and a client's
+/// decompression bomb stops there.
 pub fn check_metadata_batches(buf: &[u8]) -> std::result::Result<usize, String> {
     use crate::batch::{self, NextBatch};
     let mut pos = 0usize;
@@ -280,7 +286,11 @@ pub fn check_metadata_batches(buf: &[u8]) -> std::result::Result<usize, String> 
         if h.attributes & batch::ATTR_TRANSACTIONAL != 0 {
             return Err(format!("batch at byte {fpos} is transactional; the metadata log takes plain batches"));
         }
-        let data = batch::records_data(&h, bytes, fpos).map_err(|e| e.to_string())?;
+        if h.records_count as i64 != h.last_offset_delta as i64 + 1 {
+            return Err(format!("batch at byte {fpos} holds {} records but a lastOffsetDelta of {}: the metadata log has no gaps",
+                               h.records_count, h.last_offset_delta));
+        }
+        let data = batch::records_data_limited(&h, bytes, fpos, MAX_METADATA_BATCH_BYTES).map_err(|e| e.to_string())?;
         views.clear();
         batch::parse_records(&h, data.bytes(), fpos, &mut views).map_err(|e| e.to_string())?;
         let d = data.bytes();
