@@ -85,13 +85,14 @@ class ListenerLimits:
     max_inflight_requests: int = 16
 
     def __post_init__(self) -> None:
-        if not 1 <= self.socket_request_max_bytes <= 2**31 - 1:
-            raise ValueError(f"socket request max bytes {self.socket_request_max_bytes} is outside 1..{2**31 - 1}")
+        largest = self.socket_request_max_bytes
+        if not 1 <= largest <= 2**31 - 1:
+            raise ValueError(f"socket request max bytes {largest} is outside 1..{2**31 - 1}")
         if self.buffered_request_max_bytes is None:
-            object.__setattr__(self, "buffered_request_max_bytes", max(MAX_FRAME_BYTES, self.socket_request_max_bytes))
-        elif self.buffered_request_max_bytes < self.socket_request_max_bytes:
-            raise ValueError(f"buffered request max bytes {self.buffered_request_max_bytes} is below the socket request "
-                             f"max bytes {self.socket_request_max_bytes}: a request of the largest size could never be read")
+            object.__setattr__(self, "buffered_request_max_bytes", max(MAX_FRAME_BYTES, largest))
+        elif self.buffered_request_max_bytes < largest:
+            raise ValueError(f"buffered request max bytes {self.buffered_request_max_bytes} is below the socket "
+                             f"request max bytes {largest}: a request of the largest size could never be read")
         for name in ("max_connections_per_ip", "max_connections", "request_read_timeout_ms", "max_inflight_requests"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name.replace('_', ' ')} must be at least 1, not {getattr(self, name)}")
@@ -115,7 +116,8 @@ class RequestBudget:
         assert self.used >= 0
 
 
-async def read_request(reader: asyncio.StreamReader, limits: ListenerLimits, budget: RequestBudget) -> tuple[bytes, int] | None:
+async def read_request(reader: asyncio.StreamReader, limits: ListenerLimits,
+                       budget: RequestBudget) -> tuple[bytes, int] | None:
     """One request frame read within the listener's limits: ``(bytes, bytes reserved from the
     budget)`` (the caller releases them once the request is handled), or None at a clean end of
     stream. Raises :class:`RequestLimitError` for a frame over a limit, :class:`FrameError` for
@@ -124,31 +126,29 @@ async def read_request(reader: asyncio.StreamReader, limits: ListenerLimits, bud
         first = await reader.readexactly(1)  # a connection may idle between frames as long as it likes
     except asyncio.IncompleteReadError:
         return None
-    timeout = limits.request_read_timeout_ms / 1000
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    got = 1
+    deadline = loop.time() + limits.request_read_timeout_ms / 1000
     size = -1
     charged = 0
     try:
-        rest = await asyncio.wait_for(reader.readexactly(3), timeout)
-        (size,) = struct.unpack(">i", first + rest)
+        try:
+            head = first + await asyncio.wait_for(reader.readexactly(3), deadline - loop.time())
+        except asyncio.IncompleteReadError as e:
+            raise FrameError(f"connection closed after {1 + len(e.partial)} of 4 frame size bytes") from None
+        (size,) = struct.unpack(">i", head)
         if not 0 <= size <= limits.socket_request_max_bytes:
             raise RequestLimitError(f"request frame of {size} bytes: the limit (socket.request.max.bytes) is "
                                     f"{limits.socket_request_max_bytes}")
         if size > SMALL_FRAME_BYTES:
             if not budget.try_reserve(size):
-                raise RequestLimitError(f"request frame of {size} bytes would take the bytes of requests being read "
-                                        f"past the node-wide {budget.limit} ({budget.used} in use)")
+                raise RequestLimitError(f"request frame of {size} bytes would take the bytes of requests being "
+                                        f"read past the node-wide {budget.limit} ({budget.used} in use)")
             charged = size
-        got = 4
-        data = await asyncio.wait_for(reader.readexactly(size), max(0.0, deadline - loop.time()))
+        try:
+            data = await asyncio.wait_for(reader.readexactly(size), max(0.0, deadline - loop.time()))
+        except asyncio.IncompleteReadError as e:
+            raise FrameError(f"connection closed after {len(e.partial)} of {size} frame bytes") from None
         return data, charged
-    except asyncio.IncompleteReadError as e:
-        budget.release(charged)
-        what = "size" if got < 4 else "frame"
-        total = 4 if got < 4 else size
-        raise FrameError(f"connection closed after {got if got < 4 else len(e.partial)} of {total} {what} bytes") from None
     except asyncio.TimeoutError:
         budget.release(charged)
         raise RequestLimitError(f"a request frame{'' if size < 0 else f' of {size} bytes'} was not complete "
@@ -159,7 +159,7 @@ async def read_request(reader: asyncio.StreamReader, limits: ListenerLimits, bud
 
 
 async def read_frame(reader: asyncio.StreamReader) -> bytes | None:
-    """One frame's bytes, or None at a clean end of stream."""
+    """One frame's bytes, or None at a clean end of stream (the node's own connections to its peers)."""
     try:
         head = await reader.readexactly(4)
     except asyncio.IncompleteReadError as e:
