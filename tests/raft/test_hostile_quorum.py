@@ -17,10 +17,11 @@ import time
 import zlib
 from pathlib import Path
 
+import crc32c
 import pytest
 import zstandard
 
-from kraftkit._core import crc32c, encode_batch, encode_metadata_record
+from kraftkit._core import encode_batch, encode_metadata_record
 from kraftkit.metadata.records import record_type
 from kraftkit.protocol import KafkaConnection, encode_request
 from kraftkit.protocol.messages import ApiKey
@@ -45,7 +46,7 @@ def v2_batch(records_area: bytes, *, count: int, codec: int) -> bytes:
     CRC-32C: what a client that means harm can send, built field by field here."""
     attributes = codec  # bits 0-2: 1 gzip, 4 zstd
     after_crc = struct.pack(">hiqqqhii", attributes, count - 1, 1000, 1000, -1, -1, -1, count) + records_area
-    crc = crc32c(after_crc)
+    crc = crc32c.crc32c(after_crc)  # the independent crc32c package, not kraftkit's
     body = struct.pack(">ibI", 0, 2, crc) + after_crc  # partition leader epoch, magic, crc
     return struct.pack(">qi", 0, len(body)) + body
 
@@ -188,6 +189,9 @@ def test_a_hostile_client_cannot_take_the_quorum_down(tmp_path):
         for name, ans in answers.items():
             assert ans["ErrorCode"] == 87, (name, ans)  # INVALID_RECORD, with the reason
             assert ans["ErrorMessage"] and "metadata record batch" in ans["ErrorMessage"], (name, ans)
+        # the bombs stop at KRaft's 8 MiB batch size; the count is refused before any buffer is sized by it
+        assert "8388608" in answers["zstd bomb"]["ErrorMessage"] and "8388608" in answers["gzip bomb"]["ErrorMessage"]
+        assert str(2**28) in answers["2^28 records"]["ErrorMessage"]
 
         # -- frames: over the size limit, garbage, a truncated header, a body cut short
         assert raw(target, struct.pack(">i", 100 * MIB + 1) + b"\0" * 1000)
