@@ -201,15 +201,17 @@ def test_a_hostile_client_cannot_take_the_quorum_down(tmp_path):
         assert raw(target, struct.pack(">i", 3) + b"\x00\x12\x00")  # a header cut after 3 bytes
         assert raw(target, struct.pack(">i", 8) + struct.pack(">hhi", 0, 9, 1))  # Produce v9 with no body
 
-        # -- many connections each holding a partial large frame: the first takes the node's budget
-        # (100 MiB), the others are closed at once; none can make the node hold N x 100 MiB
+        # -- many connections each holding a partial large frame (60 MiB of 100 MiB each: 1.2 GiB in
+        # all, were they read): the first takes the node's budget (100 MiB), the others are closed at once
+        partial = struct.pack(">i", 100 * MIB) + bytes(60 * MIB)
         for _ in range(20):
             s = socket.create_connection(("127.0.0.1", target), timeout=30)
             held.append(s)
             try:
-                s.sendall(struct.pack(">i", 100 * MIB) + b"\0" * (4 * MIB))
+                s.sendall(partial)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # refused while sending
+        del partial
         # the node closes every one of them: at once over the budget, or at the frame deadline
         assert all(closed_by_node(s) for s in held)
         for s in held:
