@@ -728,12 +728,12 @@ class RaftNode:
                     ans["ErrorCode"], ans["ErrorMessage"] = INVALID_RECORD, "no records"
                     continue
                 limit = self.config.produce_pending_max_bytes
-                if self._produce_pending + len(records) > limit:
+                waiting = self._produce_pending + sum(len(b.data) for _a, _r, b in items)
+                if waiting + len(records) > limit:
                     ans["ErrorCode"], ans["ErrorMessage"] = THROTTLING_QUOTA_EXCEEDED, (
-                        f"{self._produce_pending} bytes of produced records wait for their commit; {len(records)} more "
+                        f"{waiting} bytes of produced records wait for their commit; {len(records)} more "
                         f"would pass the node's limit of {limit}: retry later")
                     continue
-                self._produce_pending += len(records)
                 items.append((ans, rep, ClientBatches(bytes(records), count)))
 
         def reply() -> dict:
@@ -750,6 +750,7 @@ class RaftNode:
         # answers still waiting for their append or commit, with the bytes they hold against the node's limit
         # (the records themselves are not kept here: once appended they are in the log)
         pending = {id(ans): (ans, len(batches.data)) for ans, _rep, batches in items}
+        self._produce_pending += sum(size for _ans, size in pending.values())
 
         def settle(ans: dict) -> None:
             held = pending.pop(id(ans), None)
