@@ -131,25 +131,26 @@ async def read_request(reader: asyncio.StreamReader, limits: ListenerLimits,
     size = -1
     charged = 0
     try:
-        try:
-            head = first + await asyncio.wait_for(reader.readexactly(3), deadline - loop.time())
-        except asyncio.IncompleteReadError as e:
-            raise FrameError(f"connection closed after {1 + len(e.partial)} of 4 frame size bytes") from None
-        (size,) = struct.unpack(">i", head)
-        if not 0 <= size <= limits.socket_request_max_bytes:
-            raise RequestLimitError(f"request frame of {size} bytes: the limit (socket.request.max.bytes) is "
-                                    f"{limits.socket_request_max_bytes}")
-        if size > SMALL_FRAME_BYTES:
-            if not budget.try_reserve(size):
-                raise RequestLimitError(f"request frame of {size} bytes would take the bytes of requests being "
-                                        f"read past the node-wide {budget.limit} ({budget.used} in use)")
-            charged = size
-        try:
-            data = await asyncio.wait_for(reader.readexactly(size), max(0.0, deadline - loop.time()))
-        except asyncio.IncompleteReadError as e:
-            raise FrameError(f"connection closed after {len(e.partial)} of {size} frame bytes") from None
+        async with asyncio.timeout_at(deadline):  # (no task per read, unlike wait_for)
+            try:
+                head = first + await reader.readexactly(3)
+            except asyncio.IncompleteReadError as e:
+                raise FrameError(f"connection closed after {1 + len(e.partial)} of 4 frame size bytes") from None
+            (size,) = struct.unpack(">i", head)
+            if not 0 <= size <= limits.socket_request_max_bytes:
+                raise RequestLimitError(f"request frame of {size} bytes: the limit (socket.request.max.bytes) is "
+                                        f"{limits.socket_request_max_bytes}")
+            if size > SMALL_FRAME_BYTES:
+                if not budget.try_reserve(size):
+                    raise RequestLimitError(f"request frame of {size} bytes would take the bytes of requests being "
+                                            f"read past the node-wide {budget.limit} ({budget.used} in use)")
+                charged = size
+            try:
+                data = await reader.readexactly(size)
+            except asyncio.IncompleteReadError as e:
+                raise FrameError(f"connection closed after {len(e.partial)} of {size} frame bytes") from None
         return data, charged
-    except asyncio.TimeoutError:
+    except TimeoutError:
         budget.release(charged)
         raise RequestLimitError(f"a request frame{'' if size < 0 else f' of {size} bytes'} was not complete "
                                 f"within {limits.request_read_timeout_ms} ms") from None
