@@ -23,7 +23,7 @@ import zstandard
 
 from kraftkit._core import encode_batch, encode_metadata_record
 from kraftkit.metadata.records import record_type
-from kraftkit.protocol import KafkaConnection, encode_request
+from kraftkit.protocol import KafkaConnection
 from kraftkit.protocol.messages import ApiKey
 from kraftkit.raft import messages as m
 from kraftkit.raft.admin import QuorumAdmin
