@@ -87,27 +87,14 @@ impl IndexBuilder {
         Ok(())
     }
 
-    /// The recovery rule, one batch at a time: `position` is where the batch starts.
+    /// The index rule of `LogSegment.append` and `LogSegment.recover` alike, one batch at a time
+    /// (an append of several batches walks them): `position` is where the batch starts.
     pub fn on_recovered_batch(&mut self, last_offset: i64, max_timestamp: i64, position: u64, size: usize) -> Result<()> {
         if max_timestamp > self.max_ts.0 {
             self.max_ts = (max_timestamp, last_offset);
         }
         if self.bytes_since_last_entry > self.interval {
             self.append_offset_entry(last_offset, position)?;
-            self.maybe_append_time(self.max_ts.0, self.max_ts.1)?;
-            self.bytes_since_last_entry = 0;
-        }
-        self.bytes_since_last_entry += size;
-        Ok(())
-    }
-
-    /// The append rule (`LogSegment.append`), one append call (a set of batches) at a time.
-    pub fn on_append(&mut self, largest_offset: i64, largest_ts: i64, offset_of_max_ts: i64, position: u64, size: usize) -> Result<()> {
-        if largest_ts > self.max_ts.0 {
-            self.max_ts = (largest_ts, offset_of_max_ts);
-        }
-        if self.bytes_since_last_entry > self.interval {
-            self.append_offset_entry(largest_offset, position)?;
             self.maybe_append_time(self.max_ts.0, self.max_ts.1)?;
             self.bytes_since_last_entry = 0;
         }

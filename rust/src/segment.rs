@@ -506,15 +506,23 @@ impl ActiveSegment {
         Ok((seg, rec.report))
     }
 
-    /// Appends one set of batches (one `LogSegment.append` call).
+    /// Appends one set of batches (one `LogSegment.append` call). The indexes advance batch by
+    /// batch, as Kafka's `LogSegment.append` does since 3.7 (and as recovery does): an entry names
+    /// the last offset of the batch at its position, never the last offset of the whole set at
+    /// the position of its first batch (which `verify-log` rightly rejects).
     pub fn append(&mut self, data: &[u8]) -> Result<AppendInfo> {
-        let (mut info, max_ts, off_of_max) = inspect_append(data, self.next_offset)?;
+        let (mut info, _max_ts, _off_of_max) = inspect_append(data, self.next_offset)?;
         if info.last_offset - self.base_offset > i32::MAX as i64 || info.first_offset < self.base_offset {
             return Err(Error::invalid(format!("offsets {}..{} do not fit segment with base offset {}", info.first_offset, info.last_offset, self.base_offset)));
         }
         let position = self.size;
         self.file.write_all(data)?;
-        self.index.on_append(info.last_offset, max_ts, off_of_max, position, data.len())?;
+        let mut pos = 0usize;
+        // inspect_append checked every batch of `data`: the walk sees exactly those batches
+        while let Ok(NextBatch::Batch(h, r)) = batch::next_batch(data, pos, 0) {
+            self.index.on_recovered_batch(h.last_offset(), h.max_timestamp, position + pos as u64, r.len())?;
+            pos = r.end;
+        }
         self.size += data.len() as u64;
         self.next_offset = Some(info.last_offset + 1);
         info.position = position;

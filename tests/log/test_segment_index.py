@@ -2,14 +2,14 @@
 here from ``LogSegment.append`` / ``LogSegment.recover`` / ``TimeIndex.maybeAppend`` (Kafka's
 storage/src/main/java/org/apache/kafka/storage/internals/log/, and kafka-formats.md §4.3):
 
-* an offset-index entry is added *before* an append (or, in recovery, a batch) when the bytes
-  since the last entry are strictly greater than index.interval.bytes, so the first one never is;
-  it holds (largest offset of that append / that batch's last offset, position where it starts);
+* an offset-index entry is added *before* a batch (of an append call, or in recovery) when the
+  bytes since the last entry are strictly greater than index.interval.bytes, so the first one never
+  is; it holds (that batch's last offset, position where the batch starts): ``LogSegment.append``
+  walks the batches of an append one by one, as recovery does;
 * the time index then gets maybeAppend(max timestamp so far, its offset): only a strictly larger
   timestamp than the last entry's (an empty index's last entry is (-1, base offset));
 * closing (or rolling, or the end of recovery) adds one last maybeAppend of the max so far;
-* Kafka pairs the max timestamp of an append with the last offset of the first batch holding it
-  (``UnifiedLog.analyzeAndValidateRecords``).
+* the max timestamp so far is paired with the last offset of the first batch holding it.
 """
 
 from __future__ import annotations
@@ -71,19 +71,15 @@ def model_append(appends: list[list[B]], base: int, interval: int, close: bool =
     max_ts = tindex.last  # maxTimestampSoFar() of a new segment: the time index's last entry
     since = pos = 0
     for batches in appends:
-        largest_ts, shallow = -1, -1  # RecordBatch.NO_TIMESTAMP, -1
-        for b in batches:
-            if b.max_ts > largest_ts:
-                largest_ts, shallow = b.max_ts, b.last_offset
-        size = sum(b.size for b in batches)
-        if largest_ts > max_ts[0]:
-            max_ts = (largest_ts, shallow)
-        if since > interval:
-            offsets.append((batches[-1].last_offset, pos))
-            tindex.maybe_append(*max_ts)
-            since = 0
-        since += size
-        pos += size
+        for b in batches:  # batch by batch, whatever the append call held
+            if b.max_ts > max_ts[0]:
+                max_ts = (b.max_ts, b.last_offset)
+            if since > interval:
+                offsets.append((b.last_offset, pos))
+                tindex.maybe_append(*max_ts)
+                since = 0
+            since += b.size
+            pos += b.size
     if close:
         tindex.maybe_append(*max_ts)
     return offsets, tindex.entries
@@ -188,11 +184,8 @@ def test_append_rule_and_reopen(specs, cuts, interval, base):
         assert seg.time_index() == exp_t
         assert read_offset_index((Path(d) / L.segment_name(base, ".index")).read_bytes(), base) == exp_o
         assert read_time_index((Path(d) / L.segment_name(base, ".timeindex")).read_bytes(), base) == exp_t
-        if all(len(g[1]) == 1 for g in groups):
-            # (With several batches per append, an entry names the append's largest offset at
-            # the position of its first batch, which kafka-dump-log --verify-index-only also
-            # reports as a mismatch; so only the one-batch-per-append layout is checked here.)
-            assert seg.verify_indexes() == []
+        # every entry names the last offset of the batch at its position, however the appends were grouped
+        assert seg.verify_indexes() == []
         # Reopening rebuilds them with the recovery rule (one entry per batch, not per append).
         w2, rep = SegmentWriter.open(d, base, interval)
         assert rep["error"] is None and rep["valid_bytes"] == pos

@@ -71,6 +71,17 @@ async def wait_for(cond: Callable[[], object], timeout: float = 20.0, what: str 
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
+def verify_log_problems(*dirs: Path) -> list[str]:
+    """What ``kraftkit verify-log DIR...`` reports for these directories (its own functions, no printing):
+    CRCs, offsets, and every ``.index``/``.timeindex`` entry against the log."""
+    from kraftkit.cli.verify_log import find_partitions, verify
+
+    parts, missing = find_partitions([str(d) for d in dirs])
+    assert not missing and parts, dirs
+    verify(parts, deep=False, check_indexes=True)
+    return [p for part in parts for p in part.problems]
+
+
 def leader_of(nodes: list[RaftNode], tp=None) -> RaftNode | None:
     live = [n for n in nodes if n._loop is not None]
     leaders = [n for n in live if n.replica(tp).core.role is Role.LEADER

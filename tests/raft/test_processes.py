@@ -17,7 +17,7 @@ import pytest
 from kraftkit.metadata.image import load_image
 from kraftkit.raft.admin import QuorumAdmin
 
-from ._cluster import CLUSTER_ID, free_ports, topic_record
+from ._cluster import CLUSTER_ID, free_ports, topic_record, verify_log_problems
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -135,3 +135,5 @@ def test_quorum_survives_sigkill_of_the_leader_and_a_follower(tmp_path):
         missing = [n for n in acked if n not in names]
         assert not missing, f"node {i} lost {len(missing)} acknowledged topics, e.g. {missing[:5]}"
         assert len(acked) == 450
+    # every node's segments and indexes pass verify-log (the followers appended fetched multi-batch chunks)
+    assert verify_log_problems(*(tmp_path / f"node{i}" for i in ports)) == []

@@ -12,6 +12,47 @@ import uuid
 from pathlib import Path
 
 HELP = "run a KRaft quorum node (voter or observer), describe a quorum, append metadata records to it"
+INT32_MAX = 2**31 - 1
+MIB = 1024 * 1024
+
+
+def _int_in(lo: int, hi: int = INT32_MAX):
+    """An argparse type: an integer in lo..hi (a bad one is a usage error, exit 2)."""
+
+    def integer(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"{v} is outside {lo}..{hi}")
+        return v
+
+    return integer
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a number of seconds, above 0 and at most a day."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < v <= 86400:  # (NaN fails this too)
+        raise argparse.ArgumentTypeError(f"{text} is outside (0, 86400] seconds")
+    return v
+
+
+def _bootstrap(text: str) -> str:
+    """An argparse type: HOST:PORT with a port in 1..65535."""
+    from kraftkit.raft.admin import parse_address
+
+    try:
+        _host, port = parse_address(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if port == 0:
+        raise argparse.ArgumentTypeError(f"bad address {text!r}: port 0 cannot be connected to")
+    return text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +67,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "LOG_DIR/__cluster_metadata-0 as Kafka lays it out; committed records are replayed into the "
                     "metadata image and snapshotted every --snapshot-every records. SIGTERM or SIGINT stop it "
                     "gracefully (a leader resigns first). Exit 2 on bad arguments, 1 if the node fails.")
-    r.add_argument("--node-id", type=int, required=True, metavar="N")
+    r.add_argument("--node-id", type=_int_in(0), required=True, metavar="N")
     r.add_argument("--voters", required=True, metavar="ID@HOST:PORT,...",
                    help="the voter set (controller.quorum.voters), the same on every node")
     r.add_argument("--log-dir", required=True, metavar="DIR", help="metadata log directory")
@@ -35,10 +76,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="listener address (default: the node's voter address; an observer: 127.0.0.1:0)")
     r.add_argument("--cluster-id", metavar="ID", default=None,
                    help="22-character cluster id (default: the cluster.id of LOG_DIR/meta.properties)")
-    r.add_argument("--snapshot-every", type=int, default=20000, metavar="RECORDS",
+    r.add_argument("--snapshot-every", type=_int_in(0), default=20000, metavar="RECORDS",
                    help="snapshot after this many committed records (0: never; default 20000)")
-    r.add_argument("--election-timeout-ms", type=int, default=1000, help="controller.quorum.election.timeout.ms")
-    r.add_argument("--fetch-timeout-ms", type=int, default=2000, help="controller.quorum.fetch.timeout.ms")
+    r.add_argument("--election-timeout-ms", type=_int_in(1), default=1000, metavar="MS",
+                   help="controller.quorum.election.timeout.ms (default 1000)")
+    r.add_argument("--fetch-timeout-ms", type=_int_in(1), default=2000, metavar="MS",
+                   help="controller.quorum.fetch.timeout.ms (default 2000)")
+    r.add_argument("--socket-request-max-bytes", type=_int_in(1), default=100 * MIB, metavar="BYTES",
+                   help="the largest request a client may send; a larger one closes its connection "
+                        "(socket.request.max.bytes, default 100 MiB)")
+    r.add_argument("--buffered-request-max-bytes", type=_int_in(1, 2**62), default=None, metavar="BYTES",
+                   help="node-wide, the bytes of requests (over 64 KiB each) being read at once; a request that "
+                        "would pass it closes its connection (default: 100 MiB, at least --socket-request-max-bytes)")
+    r.add_argument("--max-connections-per-ip", type=_int_in(1), default=64, metavar="N",
+                   help="connections from one address; more are closed at once (max.connections.per.ip, default 64)")
+    r.add_argument("--max-connections", type=_int_in(1), default=1000, metavar="N",
+                   help="connections in all; more are closed at once (default 1000)")
+    r.add_argument("--request-read-timeout-ms", type=_int_in(1), default=30000, metavar="MS",
+                   help="time to complete a request once its first byte arrived, else the connection is closed "
+                        "(default 30000)")
+    r.add_argument("--produce-pending-max-bytes", type=_int_in(1, 2**62), default=128 * MIB, metavar="BYTES",
+                   help="bytes of produced records waiting for their commit; a Produce past it is refused with "
+                        "THROTTLING_QUOTA_EXCEEDED (default 128 MiB)")
     r.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     r.set_defaults(func=run_node)
 
@@ -47,11 +106,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                     "epoch, high watermark, follower lag, voters and observers (--status, the "
                                     "default), or one row per replica (--replication). Follows the leader. Exit 2 "
                                     "if the quorum cannot be reached.")
-    d.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="any node of the quorum")
+    d.add_argument("--bootstrap", required=True, type=_bootstrap, metavar="HOST:PORT", help="any node of the quorum")
     g = d.add_mutually_exclusive_group()
     g.add_argument("--status", action="store_true", help="the quorum summary (default)")
     g.add_argument("--replication", action="store_true", help="one row per voter and observer")
-    d.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
+    d.add_argument("--timeout", type=_seconds, default=10.0, metavar="SECONDS")
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=run_describe)
 
@@ -59,11 +118,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         description="Produce metadata records to __cluster_metadata on the leader (acks=-1) and print "
                                     "the committed offsets: --topic NAME appends a TopicRecord (repeatable), else "
                                     "--count NoOpRecords, --batch records per request. Exit 1 if an append fails.")
-    a.add_argument("--bootstrap", required=True, metavar="HOST:PORT")
+    a.add_argument("--bootstrap", required=True, type=_bootstrap, metavar="HOST:PORT")
     a.add_argument("--topic", action="append", default=[], metavar="NAME")
-    a.add_argument("--count", type=int, default=1, metavar="N")
-    a.add_argument("--batch", type=int, default=1, metavar="N")
-    a.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
+    a.add_argument("--count", type=_int_in(1, 1_000_000), default=1, metavar="N")
+    a.add_argument("--batch", type=_int_in(1, 10_000), default=1, metavar="N")
+    a.add_argument("--timeout", type=_seconds, default=10.0, metavar="SECONDS")
     a.add_argument("--json", action="store_true")
     a.set_defaults(func=run_append)
 
@@ -96,14 +155,23 @@ def run_node(args: argparse.Namespace) -> int:
     from kraftkit.raft.admin import parse_address
     from kraftkit.raft.core import RaftConfig
     from kraftkit.raft.node import NodeConfig, RaftNode, parse_voters
+    from kraftkit.raft.transport import ListenerLimits
 
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format=f"%(asctime)s node {args.node_id} %(levelname)s %(name)s: %(message)s")
     try:
         voters = parse_voters(args.voters)
         listen = parse_address(args.listen) if args.listen else None
+        limits = ListenerLimits(socket_request_max_bytes=args.socket_request_max_bytes,
+                                buffered_request_max_bytes=args.buffered_request_max_bytes,
+                                max_connections_per_ip=args.max_connections_per_ip,
+                                max_connections=args.max_connections,
+                                request_read_timeout_ms=args.request_read_timeout_ms)
     except ValueError as e:
         print(f"kraftkit quorum run: {e}", file=sys.stderr)
+        return 2
+    if Path(args.log_dir).exists() and not Path(args.log_dir).is_dir():
+        print(f"kraftkit quorum run: {args.log_dir}: not a directory", file=sys.stderr)
         return 2
     if args.observer == (args.node_id in voters):
         print(f"kraftkit quorum run: node {args.node_id} " + ("is a voter: drop --observer" if args.observer
@@ -116,7 +184,8 @@ def run_node(args: argparse.Namespace) -> int:
         return 2
     cfg = NodeConfig(args.node_id, voters, Path(args.log_dir), cid, listen=listen,
                      raft=RaftConfig(election_timeout_ms=args.election_timeout_ms, fetch_timeout_ms=args.fetch_timeout_ms),
-                     snapshot_every_records=args.snapshot_every)
+                     snapshot_every_records=args.snapshot_every, limits=limits,
+                     produce_pending_max_bytes=args.produce_pending_max_bytes)
 
     async def main() -> int:
         node = RaftNode(cfg)
@@ -188,8 +257,8 @@ def run_append(args: argparse.Namespace) -> int:
         values = [encode_metadata_record(record_type("TopicRecord")[0], 0, {"Name": t, "TopicId": uuid.uuid4()})
                   for t in args.topic]
     else:
-        values = [encode_metadata_record(record_type("NoOpRecord")[0], 0, {}) for _ in range(max(0, args.count))]
-    batch = max(1, args.batch)
+        values = [encode_metadata_record(record_type("NoOpRecord")[0], 0, {}) for _ in range(args.count)]
+    batch = args.batch
     out = []
     try:
         with QuorumAdmin(args.bootstrap, timeout=args.timeout) as admin:

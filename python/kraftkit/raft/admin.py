@@ -36,6 +36,8 @@ def parse_address(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
     if not host or not port.isdigit():
         raise ValueError(f"bad address {text!r}: expected HOST:PORT")
+    if not 0 <= int(port) <= 65535:
+        raise ValueError(f"bad address {text!r}: port {int(port)} is outside 0..65535")
     return host.strip("[]"), int(port)
 
 

@@ -32,7 +32,7 @@ from typing import Any
 from kraftkit._core import assign_offsets, control_record_key, encode_batch, encode_control_record, write_atomic
 from kraftkit.errors import LogError
 from kraftkit.log import Log
-from kraftkit.log.log import list_segments
+from kraftkit.log.log import DEFAULT_INDEX_INTERVAL, list_segments
 from kraftkit.raft.log import Batch, Entry, RaftLog, SnapshotId
 
 __all__ = ["FileRaftLog", "ClientBatches", "snapshot_file_name", "parse_snapshot_name", "split_batches"]
@@ -95,10 +95,12 @@ class ClientBatches:
 
 class FileRaftLog(RaftLog):
     """A raft log in a partition directory (created if missing). ``clock`` gives the record
-    timestamps of local appends in ms (default: wall time)."""
+    timestamps of local appends in ms (default: wall time); ``index_interval_bytes`` is Kafka's
+    ``index.interval.bytes`` of its segments."""
 
     def __init__(self, directory: str | os.PathLike[str], *, segment_bytes: int = 1024 * 1024 * 1024,
-                 max_fetch_bytes: int = MAX_FETCH_BYTES, clock=None) -> None:
+                 max_fetch_bytes: int = MAX_FETCH_BYTES, clock=None,
+                 index_interval_bytes: int = DEFAULT_INDEX_INTERVAL) -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.max_fetch_bytes = max_fetch_bytes
@@ -115,6 +117,7 @@ class FileRaftLog(RaftLog):
         self._snap_map: mmap.mmap | None = None
         has_segments = bool(list_segments(self.dir))
         self._log = Log(self.dir, create=True, segment_bytes=segment_bytes, truncate_corrupt_tail=True,
+                        index_interval_bytes=index_interval_bytes,
                         initial_offset=self._snapshot.end_offset if self._snapshot and not has_segments else 0)
         self.recovery: dict[str, Any] | None = None
         rec = self._log.recovery

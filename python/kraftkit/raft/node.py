@@ -45,13 +45,16 @@ from kraftkit.raft.core import (
     Append, Appended, AppendRejected, Committed, CreateSnapshot, Fsync, FsyncComplete, PeerUnreachable,
     PersistElection, RaftConfig, RaftCore, Receive, RequestFailed, Resign, Send, SnapshotLoaded, Start, StateChanged, Tick,
 )
-from kraftkit.raft.file_log import ClientBatches, FileRaftLog
+from kraftkit.raft.file_log import MAX_BATCH_BYTES, ClientBatches, FileRaftLog
 from kraftkit.raft.log import SnapshotId
 from kraftkit.raft.messages import Errors, TopicPartition
 from kraftkit.raft.quorum_state import FileQuorumStateStore, Role
 from kraftkit.raft.records import KafkaRecords
 from kraftkit.raft.state_machine import MetadataStateMachine
-from kraftkit.raft.transport import FrameError, PeerConnection, ServerConnection, read_frame, request_header
+from kraftkit.raft.transport import (
+    FrameError, ListenerLimits, PeerConnection, RequestBudget, RequestLimitError, ServerConnection, read_request,
+    request_header,
+)
 
 __all__ = ["NodeConfig", "RaftNode", "Replica", "RaftListener", "NotLeaderError", "parse_voters"]
 
@@ -60,6 +63,8 @@ log = logging.getLogger(__name__)
 UNSUPPORTED_VERSION = 35
 REQUEST_TIMED_OUT = 7
 INVALID_RECORD = 87
+MESSAGE_TOO_LARGE = 10
+THROTTLING_QUOTA_EXCEEDED = 89
 #: The APIs the listener answers (at the versions the codec speaks)
 SERVED = (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.API_VERSIONS, ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH,
           ApiKey.END_QUORUM_EPOCH, ApiKey.DESCRIBE_QUORUM, ApiKey.FETCH_SNAPSHOT, ApiKey.DESCRIBE_CLUSTER)
@@ -77,6 +82,21 @@ class NotLeaderError(KraftkitError):
         self.epoch = epoch
 
 
+def _batch_over(data: bytes, limit: int) -> tuple[int, int] | None:
+    """(byte position, size) of the first record batch in ``data`` over ``limit`` bytes, read
+    from the batch length fields alone (whatever else is wrong is for the batch checks)."""
+    view = memoryview(data)
+    pos, n = 0, len(view)
+    while n - pos >= 12:
+        size = 12 + int.from_bytes(view[pos + 8:pos + 12], "big", signed=True)
+        if size > limit:
+            return pos, size
+        if size <= 12:
+            return None
+        pos += size
+    return None
+
+
 def parse_voters(text: str) -> dict[int, tuple[str, int]]:
     """``1@127.0.0.1:19091,2@host:19092`` (Kafka's ``controller.quorum.voters``) -> {id: (host, port)}."""
     out: dict[int, tuple[str, int]] = {}
@@ -84,9 +104,18 @@ def parse_voters(text: str) -> dict[int, tuple[str, int]]:
         try:
             ident, addr = item.split("@", 1)
             host, port = addr.rsplit(":", 1)
-            out[int(ident)] = (host.strip("[]"), int(port))
+            vid, vport, host = int(ident), int(port), host.strip("[]")
         except ValueError:
             raise ValueError(f"bad voter {item!r}: expected ID@HOST:PORT") from None
+        if not 0 <= vid <= 2**31 - 1:
+            raise ValueError(f"bad voter {item!r}: id {vid} is outside 0..{2**31 - 1}")
+        if not 1 <= vport <= 65535:
+            raise ValueError(f"bad voter {item!r}: port {vport} is outside 1..65535")
+        if not host:
+            raise ValueError(f"bad voter {item!r}: no host")
+        if vid in out:
+            raise ValueError(f"voter id {vid} is given twice ({out[vid][0]}:{out[vid][1]} and {host}:{vport})")
+        out[vid] = (host, vport)
     if not out:
         raise ValueError("no voters given")
     return out
@@ -117,10 +146,19 @@ class NodeConfig:
     #: ``metadata.log.max.record.bytes.between.snapshots`` counts bytes; 0 = never)
     snapshot_every_records: int = 20000
     segment_bytes: int = 1024 * 1024 * 1024
+    #: Kafka's ``index.interval.bytes`` of the log's segments
+    index_interval_bytes: int = 4096
+    #: what clients can make the listener hold (request size, buffered bytes, connections, deadlines)
+    limits: ListenerLimits = dataclasses.field(default_factory=ListenerLimits)
+    #: the bytes of Produce records accepted and not answered yet (appended, waiting for their commit)
+    #: node-wide; a Produce over it is answered THROTTLING_QUOTA_EXCEEDED
+    produce_pending_max_bytes: int = 128 * 1024 * 1024
     seed: int | None = None
 
     def __post_init__(self) -> None:
         self.log_dir = Path(self.log_dir)
+        if self.produce_pending_max_bytes < 1:
+            raise ValueError(f"produce pending max bytes must be at least 1, not {self.produce_pending_max_bytes}")
         if self.listen is None:
             if self.node_id not in self.voters:
                 raise ValueError(f"node {self.node_id} is not a voter: give it an address to listen on")
@@ -137,7 +175,7 @@ class Replica:
         self.node = node
         self.tp = tp
         self.dir = cfg.log_dir / f"{tp.topic}-{tp.partition}"
-        self.log = FileRaftLog(self.dir, segment_bytes=cfg.segment_bytes)
+        self.log = FileRaftLog(self.dir, segment_bytes=cfg.segment_bytes, index_interval_bytes=cfg.index_interval_bytes)
         self.store = FileQuorumStateStore(self.dir / "quorum-state")
         self.core = RaftCore(cfg.node_id, sorted(cfg.voters), self.log, persisted=self.store.read(), config=cfg.raft,
                              rng=random.Random(cfg.seed if cfg.seed is not None else None), tp=tp,
@@ -170,6 +208,9 @@ class RaftNode:
         self._next_inbound = 1
         self._server: asyncio.base_events.Server | None = None
         self._conns: set[ServerConnection] = set()
+        self._conns_per_ip: dict[str, int] = {}
+        self._budget = RequestBudget(config.limits.buffered_request_max_bytes)  # type: ignore[arg-type]
+        self._produce_pending = 0  # bytes of Produce records accepted and not answered yet
         self._loop: asyncio.AbstractEventLoop | None = None
         self._t0 = 0.0
         self._wall0 = 0
@@ -491,19 +532,46 @@ class RaftNode:
     # ------------------------------------------------------------------ the listener
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = ServerConnection(reader, writer)
+        limits = self.config.limits
+        if len(self._conns) >= limits.max_connections:
+            log.warning("node %d: connection from %s refused: %d connections open (the limit)", self.node_id,
+                        conn.peer, len(self._conns))
+            conn.close()
+            return
+        if self._conns_per_ip.get(conn.ip, 0) >= limits.max_connections_per_ip:
+            log.warning("node %d: connection from %s refused: %d connections from %s open (max.connections.per.ip)",
+                        self.node_id, conn.peer, self._conns_per_ip[conn.ip], conn.ip)
+            conn.close()
+            return
         self._conns.add(conn)
+        self._conns_per_ip[conn.ip] = self._conns_per_ip.get(conn.ip, 0) + 1
         try:
             while not conn.closed:
-                frame = await read_frame(reader)
-                if frame is None:
+                await conn.wait_for_room(limits.max_inflight_requests)
+                if conn.closed:
                     break
-                self._handle(conn, frame)
+                got = await read_request(reader, limits, self._budget)
+                if got is None:
+                    break
+                frame, reserved = got
+                try:
+                    self._handle(conn, frame)
+                finally:
+                    del frame
+                    self._budget.release(reserved)
                 await writer.drain()
+        except RequestLimitError as e:
+            log.warning("node %d: connection from %s closed: %s", self.node_id, conn.peer, e)
         except (FrameError, OSError, ConnectionError) as e:
             log.debug("node %d: connection from %s dropped: %s", self.node_id, conn.peer, e)
         finally:
             conn.close()
             self._conns.discard(conn)
+            left = self._conns_per_ip.get(conn.ip, 1) - 1
+            if left:
+                self._conns_per_ip[conn.ip] = left
+            else:
+                self._conns_per_ip.pop(conn.ip, None)
 
     def _handle(self, conn: ServerConnection, frame: bytes) -> None:
         api, version, corr = request_header(frame)
@@ -645,6 +713,12 @@ class RaftNode:
                     ans["ErrorMessage"] = f"node {self.node_id} is not the leader (leader {rep.core.leader_id})"
                     continue
                 records = p.get("Records")
+                too_large = _batch_over(records, MAX_BATCH_BYTES) if records else None
+                if too_large is not None:
+                    ans["ErrorCode"], ans["ErrorMessage"] = MESSAGE_TOO_LARGE, (
+                        f"the batch at byte {too_large[0]} is {too_large[1]} bytes, over the {MAX_BATCH_BYTES}-byte "
+                        "limit of a metadata log batch")
+                    continue
                 try:
                     count = check_metadata_batches(records) if records else 0
                 except KraftkitError as e:
@@ -653,33 +727,58 @@ class RaftNode:
                 if count == 0:
                     ans["ErrorCode"], ans["ErrorMessage"] = INVALID_RECORD, "no records"
                     continue
+                limit = self.config.produce_pending_max_bytes
+                waiting = self._produce_pending + sum(len(b.data) for _a, _r, b in items)
+                if waiting + len(records) > limit:
+                    ans["ErrorCode"], ans["ErrorMessage"] = THROTTLING_QUOTA_EXCEEDED, (
+                        f"{waiting} bytes of produced records wait for their commit; {len(records)} more "
+                        f"would pass the node's limit of {limit}: retry later")
+                    continue
                 items.append((ans, rep, ClientBatches(bytes(records), count)))
 
         def reply() -> dict:
+            if version < 10:  # CurrentLeader and NodeEndpoints are tagged fields of v10+ (KIP-951)
+                for _topic, parts in answers:
+                    for part in parts:
+                        part.pop("CurrentLeader", None)
             return {"Responses": [dict(topic, PartitionResponses=parts) for topic, parts in answers],
-                    "ThrottleTimeMs": 0, "NodeEndpoints": self._leader_endpoints()}
+                    "ThrottleTimeMs": 0, "NodeEndpoints": self._leader_endpoints() if version >= 10 else []}
 
         if not items:
             fut.set_result(None if acks == 0 else reply())
             return
-        pending = {id(ans) for ans, _rep, _b in items}  # answers still waiting for their append or commit
+        # answers still waiting for their append or commit, with the bytes they hold against the node's limit
+        # (the records themselves are not kept here: once appended they are in the log)
+        pending = {id(ans): (ans, len(batches.data)) for ans, _rep, batches in items}
+        self._produce_pending += sum(size for _ans, size in pending.values())
+
+        def settle(ans: dict) -> None:
+            held = pending.pop(id(ans), None)
+            if held is not None:
+                self._produce_pending -= held[1]
 
         def finish(ans: dict) -> None:
-            pending.discard(id(ans))
+            settle(ans)
             if not pending:
                 timer.cancel()
                 if not fut.done():
                     fut.set_result(None if acks == 0 else reply())
 
         def on_timeout() -> None:
-            for ans, _rep, _b in items:
-                if id(ans) in pending:
-                    ans["ErrorCode"], ans["ErrorMessage"] = REQUEST_TIMED_OUT, f"not committed within {timeout_ms} ms"
-            pending.clear()
+            for ans, _size in list(pending.values()):
+                ans["ErrorCode"], ans["ErrorMessage"] = REQUEST_TIMED_OUT, f"not committed within {timeout_ms} ms"
+                settle(ans)
             if not fut.done():
                 fut.set_result(None if acks == 0 else reply())
 
+        def on_done(f: asyncio.Future) -> None:
+            if f.cancelled():  # the connection closed: nobody waits for these answers any more
+                timer.cancel()
+                for ans, _size in list(pending.values()):
+                    settle(ans)
+
         timer = loop.call_later(timeout_ms / 1000, on_timeout)
+        fut.add_done_callback(on_done)
         for ans, rep, batches in items:
             def appended(base: int | None, commit: asyncio.Future | None, error: Exception | None, ans=ans, rep=rep) -> None:
                 if id(ans) not in pending:

@@ -10,12 +10,24 @@ by correlation id (a wire id of its own, so the core's ids never reach the wire)
 
 Nothing here decides anything: bytes in, decoded bodies out, errors logged and turned into a
 closed connection (a malformed request never takes the node down).
+
+The listener's side bounds what a client can make the node hold (:class:`ListenerLimits`): a
+request frame larger than ``socket.request.max.bytes`` closes its connection before its body is
+read; the bytes of request frames being read and handled are reserved from one node-wide
+:class:`RequestBudget` before a body is read (frames up to :data:`SMALL_FRAME_BYTES`, which is
+everything the raft peers send, are admitted without it: they cost at most the connection limit
+times that size), so N slow connections cannot hold N x 100 MiB; a frame whose size was read must
+be complete within ``request_read_timeout_ms`` (slowloris); connections are capped per client
+address (``max.connections.per.ip``) and in all; and a connection has at most
+``max_inflight_requests`` requests waiting for their answers before the node stops reading it (as
+Kafka mutes a channel while its request is handled).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import itertools
 import logging
 import struct
@@ -25,8 +37,8 @@ from typing import Any
 from kraftkit.errors import KraftkitError
 from kraftkit.protocol.messages import ApiKey, decode_response, encode_request, encode_response
 
-__all__ = ["MAX_FRAME_BYTES", "FrameError", "read_frame", "write_frame", "PeerConnection", "ServerConnection",
-           "request_header"]
+__all__ = ["MAX_FRAME_BYTES", "SMALL_FRAME_BYTES", "FrameError", "RequestLimitError", "ListenerLimits", "RequestBudget",
+           "read_frame", "read_request", "write_frame", "PeerConnection", "ServerConnection", "request_header"]
 
 log = logging.getLogger(__name__)
 
@@ -36,12 +48,119 @@ CONNECT_TIMEOUT_S = 2.0
 RECONNECT_BACKOFF_S = 0.05
 
 
+#: Request frames up to this size are read without reserving from the node-wide budget (every
+#: request a raft peer sends is far smaller): their memory is bounded by the connection limit
+SMALL_FRAME_BYTES = 64 * 1024
+
+
 class FrameError(KraftkitError):
     """A frame whose size is not plausible, or a connection closed in the middle of one."""
 
 
+class RequestLimitError(FrameError):
+    """A request that breaks one of the listener's limits (its connection is closed)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ListenerLimits:
+    """What one client can make a node's listener hold (see the module docstring).
+
+    * ``socket_request_max_bytes``: the largest request frame (Kafka's ``socket.request.max.bytes``);
+    * ``buffered_request_max_bytes``: node-wide, the bytes of request frames larger than
+      :data:`SMALL_FRAME_BYTES` being read or handled at once (default: 100 MiB, and never below
+      the request limit, so that one request of the largest size always fits);
+    * ``max_connections_per_ip`` (Kafka's ``max.connections.per.ip``) and ``max_connections``:
+      connections over them are closed at once;
+    * ``request_read_timeout_ms``: the time a connection has to complete a frame once its first
+      byte arrived (idle connections between frames are not cut);
+    * ``max_inflight_requests``: requests of one connection waiting for their answers before the
+      listener stops reading that connection (answers keep request order, so this bounds them).
+    """
+
+    socket_request_max_bytes: int = MAX_FRAME_BYTES
+    buffered_request_max_bytes: int | None = None
+    max_connections_per_ip: int = 64
+    max_connections: int = 1000
+    request_read_timeout_ms: int = 30_000
+    max_inflight_requests: int = 16
+
+    def __post_init__(self) -> None:
+        largest = self.socket_request_max_bytes
+        if not 1 <= largest <= 2**31 - 1:
+            raise ValueError(f"socket request max bytes {largest} is outside 1..{2**31 - 1}")
+        if self.buffered_request_max_bytes is None:
+            object.__setattr__(self, "buffered_request_max_bytes", max(MAX_FRAME_BYTES, largest))
+        elif self.buffered_request_max_bytes < largest:
+            raise ValueError(f"buffered request max bytes {self.buffered_request_max_bytes} is below the socket "
+                             f"request max bytes {largest}: a request of the largest size could never be read")
+        for name in ("max_connections_per_ip", "max_connections", "request_read_timeout_ms", "max_inflight_requests"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name.replace('_', ' ')} must be at least 1, not {getattr(self, name)}")
+
+
+class RequestBudget:
+    """The node-wide bytes of request frames being read or handled (:class:`ListenerLimits`)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def try_reserve(self, n: int) -> bool:
+        if self.used + n > self.limit:
+            return False
+        self.used += n
+        return True
+
+    def release(self, n: int) -> None:
+        self.used -= n
+        assert self.used >= 0
+
+
+async def read_request(reader: asyncio.StreamReader, limits: ListenerLimits,
+                       budget: RequestBudget) -> tuple[bytes, int] | None:
+    """One request frame read within the listener's limits: ``(bytes, bytes reserved from the
+    budget)`` (the caller releases them once the request is handled), or None at a clean end of
+    stream. Raises :class:`RequestLimitError` for a frame over a limit, :class:`FrameError` for
+    a connection closed inside one."""
+    try:
+        first = await reader.readexactly(1)  # a connection may idle between frames as long as it likes
+    except asyncio.IncompleteReadError:
+        return None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limits.request_read_timeout_ms / 1000
+    size = -1
+    charged = 0
+    try:
+        async with asyncio.timeout_at(deadline):  # (no task per read, unlike wait_for)
+            try:
+                head = first + await reader.readexactly(3)
+            except asyncio.IncompleteReadError as e:
+                raise FrameError(f"connection closed after {1 + len(e.partial)} of 4 frame size bytes") from None
+            (size,) = struct.unpack(">i", head)
+            if not 0 <= size <= limits.socket_request_max_bytes:
+                raise RequestLimitError(f"request frame of {size} bytes: the limit (socket.request.max.bytes) is "
+                                        f"{limits.socket_request_max_bytes}")
+            if size > SMALL_FRAME_BYTES:
+                if not budget.try_reserve(size):
+                    raise RequestLimitError(f"request frame of {size} bytes would take the bytes of requests being "
+                                            f"read past the node-wide {budget.limit} ({budget.used} in use)")
+                charged = size
+            try:
+                data = await reader.readexactly(size)
+            except asyncio.IncompleteReadError as e:
+                raise FrameError(f"connection closed after {len(e.partial)} of {size} frame bytes") from None
+        return data, charged
+    except TimeoutError:
+        budget.release(charged)
+        raise RequestLimitError(f"a request frame{'' if size < 0 else f' of {size} bytes'} was not complete "
+                                f"within {limits.request_read_timeout_ms} ms") from None
+    except BaseException:
+        budget.release(charged)
+        raise
+
+
 async def read_frame(reader: asyncio.StreamReader) -> bytes | None:
-    """One frame's bytes, or None at a clean end of stream."""
+    """One frame's bytes, or None at a clean end of stream (the node's own connections to its peers)."""
     try:
         head = await reader.readexactly(4)
     except asyncio.IncompleteReadError as e:
@@ -235,9 +354,22 @@ class ServerConnection:
         self.writer = writer
         self.id = next(ServerConnection._ids)
         peer = writer.get_extra_info("peername")
+        self.ip = str(peer[0]) if peer else "?"
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self._slots: collections.deque[tuple[asyncio.Future, int, int, int]] = collections.deque()
+        self._room = asyncio.Event()
         self.closed = False
+
+    @property
+    def inflight(self) -> int:
+        """Requests read whose answers have not gone out yet."""
+        return len(self._slots)
+
+    async def wait_for_room(self, max_inflight: int) -> None:
+        """Waits until fewer than ``max_inflight`` requests wait for their answers (or the connection closed)."""
+        while len(self._slots) >= max_inflight and not self.closed:
+            self._room.clear()
+            await self._room.wait()
 
     def enqueue(self, fut: asyncio.Future, api: int, version: int, corr: int) -> None:
         """Reserves the next answer slot; ``fut`` resolves to the body (None: send nothing)."""
@@ -247,6 +379,7 @@ class ServerConnection:
     def _flush(self) -> None:
         while self._slots and self._slots[0][0].done():
             fut, api, version, corr = self._slots.popleft()
+            self._room.set()
             if fut.cancelled() or self.closed:
                 continue
             exc = fut.exception()
@@ -259,7 +392,7 @@ class ServerConnection:
                 continue
             try:
                 write_frame(self.writer, encode_response(api, version, corr, body))
-            except KraftkitError as e:
+            except (KraftkitError, ValueError, TypeError, OverflowError) as e:  # a body the codec refuses
                 log.error("%s: cannot encode the %s v%d answer: %s", self.peer, api, version, e)
                 self.close()
                 return
@@ -270,4 +403,5 @@ class ServerConnection:
             for fut, *_ in self._slots:
                 fut.cancel()
             self._slots.clear()
+            self._room.set()
             self.writer.close()
