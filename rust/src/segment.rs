@@ -2,7 +2,7 @@
 //! the valid prefix), index verification, and appending to an active segment.
 
 use crate::batch::{self, BatchHeader, NextBatch, RecordView};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::index::{self, IndexBuilder, OffsetEntry, TimeEntry};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -472,7 +472,7 @@ impl ActiveSegment {
     /// A corrupt or torn tail is an error unless `truncate` is set; then it is cut off.
     pub fn open(dir: &Path, base_offset: i64, interval: usize, truncate: bool) -> Result<(Self, ScanReport)> {
         let path = dir.join(segment_file_name(base_offset, ".log"));
-        let data = std::fs::read(&path)?;
+        let data = read_segment(&path)?;
         let rec = recover(&data, base_offset, interval);
         if let Some(e) = &rec.report.error {
             if !truncate {
@@ -489,7 +489,7 @@ impl ActiveSegment {
         // readers of the files never follow an entry past the end.
         for (suffix, bytes) in [(".index", &index.offset_index), (".timeindex", &index.time_index)] {
             let p = dir.join(segment_file_name(base_offset, suffix));
-            if std::fs::read(&p).ok().as_ref() != Some(bytes) {
+            if crate::fsutil::read_input(&p, None).ok().as_ref() != Some(bytes) {
                 write_atomic(&p, bytes)?;
             }
         }
@@ -567,11 +567,17 @@ impl ActiveSegment {
     }
 }
 
+/// The bytes of a segment to append to or truncate: a regular file (a FIFO in its place would
+/// block the open forever), its path in the error.
+fn read_segment(path: &Path) -> Result<Vec<u8>> {
+    crate::fsutil::read_input(path, None).map_err(|e| Error::new(ErrorKind::Io, format!("{}: {e}", path.display())))
+}
+
 /// Truncates a segment so that it holds only offsets < `offset` (whole batches, as Kafka does:
 /// a batch containing `offset` is removed). Rewrites its indexes. Returns the new size.
 pub fn truncate_segment(dir: &Path, base_offset: i64, offset: i64, interval: usize) -> Result<u64> {
     let path = dir.join(segment_file_name(base_offset, ".log"));
-    let data = std::fs::read(&path)?;
+    let data = read_segment(&path)?;
     let mut pos = 0usize;
     loop {
         match batch::next_batch(&data, pos, 0) {

@@ -255,3 +255,25 @@ def test_real_kafka_metadata_logs_stay_valid(kafka_metadata_oracle, kafka_oracle
         proc = run("verify-log", "--deep", str(d), check=0)
         assert "all valid" in proc.stdout
         assert run("metadata", "image", str(d), "--json", check=0).stdout == full
+
+
+def test_the_spark_verify_job_applies_the_same_continuity_rules(logdir: Path) -> None:
+    """The fleet job's per-directory check (run here without Spark) finds the missing segment
+    verify-log finds, at the same place."""
+    from kraftkit.spark.jobs import verify_directory
+
+    def files() -> list[tuple[str, str]]:
+        return [(str(p), "segment") for p in segments(logdir)]
+
+    _rows, problems = verify_directory("c", "n", str(meta(logdir)), files())
+    assert problems == []
+    gone = segments(logdir)[2]
+    after = segments(logdir)[3]
+    remove_segment(gone)
+    rows, problems = verify_directory("c", "n", str(meta(logdir)), files())
+    gaps = [p for p in problems if p["kind"] == "offsets"]
+    assert len(gaps) == 1 and gaps[0]["file"] == str(after)
+    assert "missing" in gaps[0]["message"] and str(after) in gaps[0]["message"]
+    expected = run("verify-log", str(logdir), check=1).stdout
+    assert gaps[0]["reason"] in expected
+    assert next(r for r in rows if r["file"] == str(after))["problems"] == 1

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import signal
 import sys
 import uuid
@@ -128,14 +129,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _cluster_id(args: argparse.Namespace) -> str | None:
-    from kraftkit.features.storage import StorageInputError, validate_cluster_id
+    from kraftkit._fs import error_text
+    from kraftkit.features.storage import MetaProperties, StorageError, StorageInputError, validate_cluster_id
 
     props = Path(args.log_dir) / "meta.properties"
     found = None
-    if props.is_file():
-        for line in props.read_text(encoding="utf-8").splitlines():
-            if line.startswith("cluster.id="):
-                found = line.split("=", 1)[1].strip()
+    if os.path.lexists(props):
+        try:
+            found = MetaProperties.read(props).cluster_id  # a FIFO or a huge file is refused, not read
+        except (OSError, StorageError) as e:
+            print(f"kraftkit quorum run: {error_text(e) if isinstance(e, OSError) else e}", file=sys.stderr)
+            return None
     if args.cluster_id and found and args.cluster_id != found:
         print(f"kraftkit quorum run: --cluster-id {args.cluster_id} but {props} says {found}", file=sys.stderr)
         return None

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from kraftkit._core import assign_offsets, control_record_key, encode_batch, encode_control_record, write_atomic
+from kraftkit._fs import open_input
 from kraftkit.errors import LogError
 from kraftkit.log import Log
 from kraftkit.log.log import DEFAULT_INDEX_INTERVAL, list_segments
@@ -259,9 +260,11 @@ class FileRaftLog(RaftLog):
         if self._snapshot is None:
             return b""
         if self._snap_map is None:
-            with open(self.snapshot_path(), "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                self._snap_map = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) if size else None
+            fd, st = open_input(self.snapshot_path())  # a regular file, or an error at once
+            try:
+                self._snap_map = mmap.mmap(fd, st.st_size, access=mmap.ACCESS_READ) if st.st_size else None
+            finally:
+                os.close(fd)
         return self._snap_map if self._snap_map is not None else b""
 
     def create_snapshot(self, snapshot_id: SnapshotId, data: bytes | os.PathLike[str]) -> None:

@@ -20,6 +20,8 @@ import os
 import uuid
 from pathlib import Path
 
+from kraftkit._fs import read_small
+
 __all__ = [
     "Role", "ElectionState", "render_quorum_state", "parse_quorum_state", "QuorumStateStore",
     "MemoryQuorumStateStore", "FileQuorumStateStore", "QuorumStateError", "uuid_to_kafka", "uuid_from_kafka",
@@ -145,7 +147,7 @@ class FileQuorumStateStore(QuorumStateStore):
 
     def read(self) -> ElectionState | None:
         try:
-            text = self.path.read_text(encoding="utf-8")
+            text = read_small(self.path, what="a quorum-state file").decode("utf-8")
         except FileNotFoundError:
             return None
         return parse_quorum_state(text)[0]

@@ -282,46 +282,41 @@ def verify_directory(cluster: str, node: str, pdir: str, files: list[tuple[str, 
     """Checks the files of one partition directory as ``kraftkit verify-log --deep`` does:
     (file rows, problem rows). ``files``: (path, kind), in offset order."""
     from kraftkit.log import verify_segments
+    from kraftkit.log.continuity import check_segments, is_metadata_partition
 
+    dense = is_metadata_partition(pdir)  # a KRaft log: no gaps allowed
     with _Local(pdir) as local:
         paths = [os.path.join(local, os.path.basename(p)) for p, _ in files]
-        reports = verify_segments(paths, deep=True, check_indexes=True)
+        reports = verify_segments(paths, deep=True, check_indexes=True, dense=dense)
     by_file = {r["file"]: r for r in reports}
+    shown_of = {p: orig for (orig, _), p in zip(files, paths)}  # locations name the fleet's path, not a local copy
     file_rows, problems = [], []
+    counts: dict[str, int] = {}
 
-    def problem(f: str, kind: str, message: str, offset=None, position=None, entry=None, reason=None) -> None:
+    def problem(f: str, kind: str, message: str, offset=None, position=None, entry=None, reason=None,
+                of: str | None = None) -> None:
+        counts[of or f] = counts.get(of or f, 0) + 1  # the segment's row counts its indexes' problems
         problems.append({"cluster": cluster, "node": node, "file": f, "kind": kind, "offset": offset,
                          "position": position, "entry": entry, "reason": reason or message, "message": message})
 
-    prev_last = None
-    for (orig, kind), p in zip(files, paths):
+    for (orig, _kind), p in zip(files, paths):
         rep = by_file[p]
-        shown = orig  # locations name the fleet's path, not a local copy
-        n = 0
         err = rep["error"]
         if err is not None:
-            problem(shown, type(err).__name__, str(err).replace(p, shown), getattr(err, "offset", None),
+            problem(orig, type(err).__name__, str(err).replace(p, orig), getattr(err, "offset", None),
                     getattr(err, "position", None), None, getattr(err, "reason", None))
-            n += 1
         for suffix, entry, reason in rep["index_problems"]:
-            idx = str(Path(shown).with_suffix("." + suffix))
-            problem(idx, "index", f"{idx}: entry {entry}: {reason}", entry=entry, reason=reason)
-            n += 1
-        if kind == "segment":
-            base = int(os.path.basename(p).split(".")[0])
-            first, last = rep["first_offset"], rep["last_offset"]
-            if first is not None and first < base:
-                problem(shown, "offsets", f"{shown}: first offset {first} is below the segment's base offset {base}", first)
-                n += 1
-            if prev_last is not None and base <= prev_last:
-                problem(shown, "offsets", f"{shown}: base offset {base} overlaps the previous segment, which ends at "
-                        f"offset {prev_last}", base)
-                n += 1
-            if first is not None:
-                prev_last = last
-        file_rows.append({"cluster": cluster, "node": node, "file": shown, "kind": kind, "batches": rep["batches"],
+            idx = str(Path(orig).with_suffix("." + suffix))
+            problem(idx, "index", f"{idx}: entry {entry}: {reason}", entry=entry, reason=reason, of=orig)
+    # offsets across segments (and, in a KRaft log, between batches): verify-log's continuity rules
+    for d in check_segments([by_file[p] for (_o, kind), p in zip(files, paths) if kind == "segment"], dense=dense):
+        f = shown_of.get(d.file, d.file)
+        problem(f, "offsets", str(d).replace(d.file, f), d.offset, d.position, None, d.reason)
+    for (orig, kind), p in zip(files, paths):
+        rep = by_file[p]
+        file_rows.append({"cluster": cluster, "node": node, "file": orig, "kind": kind, "batches": rep["batches"],
                           "records": rep["records"], "bytes": rep["total_bytes"], "first_offset": rep["first_offset"],
-                          "last_offset": rep["last_offset"], "problems": n})
+                          "last_offset": rep["last_offset"], "problems": counts.get(orig, 0)})
     return file_rows, problems
 
 
