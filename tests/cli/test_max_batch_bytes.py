@@ -12,7 +12,8 @@ import pytest
 import zstandard
 
 from kraftkit.log import encode_batch
-from tests.log.test_limits import bomb_batch, varint
+from tests.hostile.batches import varint
+from tests.log.test_limits import bomb_batch
 
 MIB = 1024 * 1024
 

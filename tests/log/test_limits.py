@@ -22,6 +22,8 @@ import kraftkit._core as core
 import kraftkit.log as L
 from kraftkit.errors import CompressionError, CorruptRecordError
 
+from tests.hostile.batches import varint  # Kafka's zig-zag varint, written independently of kraftkit
+
 from ._support import CODEC_ID, fix_crc, header
 
 MIB = 1024 * 1024
@@ -143,15 +145,6 @@ def test_records_beyond_the_last_offset_delta_are_corrupt(tmp_path):
     (batch,) = L.Segment(seg).batches(verify_crc=True)
     with pytest.raises(CorruptRecordError, match=r"records count 3 is more than lastOffsetDelta 1 \+ 1"):
         batch.records()
-
-
-def varint(v: int) -> bytes:
-    """Kafka's zig-zag varint (an oracle independent of kraftkit's encoder)."""
-    u, out = (v << 1) ^ (v >> 31), bytearray()
-    while u >= 0x80:
-        out.append(u & 0x7F | 0x80)
-        u >>= 7
-    return bytes(out + bytes([u]))
 
 
 @pytest.mark.parametrize("codec", ["zstd", "gzip", "lz4", "snappy"])

@@ -28,6 +28,8 @@ from kraftkit.protocol.messages import ApiKey
 from kraftkit.raft import messages as m
 from kraftkit.raft.admin import QuorumAdmin
 
+from tests.hostile.batches import varint
+
 from ._cluster import CLUSTER_ID, free_ports, verify_log_problems
 
 pytestmark = pytest.mark.timeout(300)
@@ -66,15 +68,8 @@ def zstd_bomb() -> bytes:
 def gzip_bomb() -> bytes:
     """One record that says it is 1 GiB long, then zeros: only a limit stops it (the zeros of
     ``zstd_bomb`` are records of size 0, refused at the first)."""
-    size = GIB - 8
-    zz = size << 1  # the record length as a zig-zag varint, written out here
-    head = bytearray()
-    while zz >= 0x80:
-        head.append(zz & 0x7F | 0x80)
-        zz >>= 7
-    head.append(zz)
     c = zlib.compressobj(9, zlib.DEFLATED, 31)  # wbits 31: the gzip format
-    area = c.compress(bytes(head)) + zeros_compressed(1 * GIB, c)
+    area = c.compress(varint(GIB - 8)) + zeros_compressed(1 * GIB, c)
     assert len(area) < 2 * MIB
     return v2_batch(area, count=1, codec=1)
 
