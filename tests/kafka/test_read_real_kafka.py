@@ -254,3 +254,19 @@ def test_torn_copy_of_real_segment_is_reported_precisely(kafka_oracle, tmp_path)
     assert rep["batches"] == 3 and rep["valid_bytes"] == batches[3].position
     err = rep["error"]
     assert err.position == batches[3].position and err.file == str(dst)
+
+
+def test_dump_log_of_empty_indexes_prints_what_kafka_prints(kafka_oracle, tmp_path):
+    """An empty offset index is '<file> is empty.' for kafka-dump-log and for kraftkit; an empty
+    time index prints nothing for either (Kafka's time index dump has no such line)."""
+    src = kafka_oracle.segment_files("codec-zstd")[0]
+    shutil.copy(src, tmp_path / src.name)
+    files = [tmp_path / src.with_suffix(s).name for s in (".index", ".timeindex")]
+    for f in files:
+        f.write_bytes(b"")
+    for f in files:
+        kafka = tools.dump_log(jars.KAFKA_4, [f]).stdout
+        ours = subprocess.run([sys.executable, "-m", "kraftkit.cli.main", "dump-log", str(f)],
+                              capture_output=True, text=True, timeout=60)
+        assert ours.returncode == 0 and ours.stderr == ""
+        assert ours.stdout == kafka, (f, ours.stdout, kafka)

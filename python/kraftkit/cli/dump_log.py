@@ -54,6 +54,8 @@ def _dump_index(path: str, out, as_json: bool) -> int:
     stem, ext = os.path.splitext(path)
     seg = Segment(stem + ".log")
     if ext == ".index":
+        if os.path.getsize(path) == 0 and not as_json:
+            out.write(f"{path} is empty.\n")  # kafka-dump-log's line for an offset index without entries
         for offset, position in seg.offset_index():
             out.write(_json_line({"type": "index", "offset": offset, "position": position}) if as_json else f"offset: {offset} position: {position}\n")
     else:
