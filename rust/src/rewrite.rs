@@ -10,6 +10,9 @@
 //! loss is counted per record type and field, with sample keys (topic-partition, broker id,
 //! name...). A record type the target cannot hold is dropped, silently only when all its
 //! fields hold their defaults (a `ZkMigrationStateRecord` in state NONE carries nothing).
+//! Unknown is never guessed: a record type or record version the schemas lack is refused, and
+//! so, when the plan asks (`refuse_unknown`), are feature levels and control records the
+//! caller's tables do not describe.
 //!
 //! Re-encoding splices bytes where it can (a metadata record's fields keep their encoding
 //! across versions, so removing a field is cutting its bytes out and renumbering the tagged

@@ -380,3 +380,23 @@ def test_spark_audit_refuses_downgrade_rows_from_a_newer_level(base, tmp_path):
     assert row["metadata_version_level"] == newest_mv() + 1
     assert row["metadata_version"] == f"{newest_mv() + 1} (unknown: newer than kraftkit's newest, {_newest_name()})"
     assert f"metadata.version level {newest_mv() + 1} is newer than kraftkit knows" in row["error"]
+
+
+def test_a_newer_target_is_a_usage_error_naming_the_newest(newer_mv_snapshot, tmp_path, capsys):
+    code, so, err = run(capsys, "snapshot", "rewrite", newer_mv_snapshot, tmp_path, "--metadata-version", newest_mv() + 1)
+    assert code == 2 and so == ""
+    assert f"metadata.version level {newest_mv() + 1} is newer than kraftkit knows (newest: {_newest_name()})" in err
+    assert [p.name for p in tmp_path.iterdir()] == ["newer-mv"]
+
+
+def test_describe_and_image_of_a_log_directory_at_a_newer_level(base, tmp_path, capsys):
+    lv = newest_mv() + 1
+    d = _newer_log(base, tmp_path, lv, newest_share() + 1)
+    code, so, err = run(capsys, "features", "describe", d.parent, "--json")
+    assert code == 0, err
+    got = json.loads(so)
+    assert got["metadataVersion"] is None and got["finalized"] == {MV: lv, SHARE: newest_share() + 1}
+    assert [u["feature"] for u in got["unknownLevels"]] == [MV, SHARE]
+    code, so, _ = run(capsys, "metadata", "image", d, "--path", "/features", "--json")
+    assert code == 0
+    assert json.loads(so)["metadataVersion"] == f"{lv} (unknown: newer than kraftkit's newest, {_newest_name()})"
