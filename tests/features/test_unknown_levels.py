@@ -400,3 +400,21 @@ def test_describe_and_image_of_a_log_directory_at_a_newer_level(base, tmp_path, 
     code, so, _ = run(capsys, "metadata", "image", d, "--path", "/features", "--json")
     assert code == 0
     assert json.loads(so)["metadataVersion"] == f"{lv} (unknown: newer than kraftkit's newest, {_newest_name()})"
+
+
+def test_a_feature_the_tables_lack_is_unknown_too(base, tmp_path, capsys):
+    from kraftkit.metadata.versions import newest_known_levels
+
+    name = "x" + max(newest_known_levels(), key=len)  # a name no table holds
+    assert name not in newest_known_levels()
+    _, snap = base
+    vals = _values(snap) + [feature_level_record(name, 1)]
+    s = _snapshot(tmp_path / "newer-feature", vals, _id(snap))
+    out = tmp_path / "out"
+    out.mkdir()
+    code, so, err = run(capsys, "snapshot", "rewrite", s, out, "--metadata-version", "3.9")
+    assert code == 2 and so == "" and f"feature {name} (level 1) is unknown to kraftkit; refusing to rewrite" in err
+    assert list(out.iterdir()) == []
+    code, so, _ = run(capsys, "features", "describe", s, "--json")
+    assert code == 0
+    assert [(u["feature"], u["level"], u["newestKnown"]) for u in json.loads(so)["unknownLevels"]] == [(name, 1, None)]
