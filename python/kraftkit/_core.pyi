@@ -317,10 +317,14 @@ class RewritePlan:
     version the target can write, None: the target cannot hold the type; absent keys are kept),
     ``features`` (name -> {old level: new level}, 0 drops the FeatureLevelRecord),
     ``drop_kraft_control`` (KRaftVersion/KRaftVoters control records) and ``semantic_defaults``
-    ((record, field, rule) with rule "all-zero-uuids" or "empty"). Policy:
-    ``kraftkit.features.rewrite``."""
+    ((record, field, rule) with rule "all-zero-uuids" or "empty"). ``refuse_unknown``: a
+    FeatureLevelRecord or KRaftVersion level ``features`` does not map (0 aside), or a control type
+    without a schema, is refused (UnsupportedFormatError) instead of kept; ``newest`` names the
+    newest known level per feature for that message. A record type or version the schemas do not
+    know is always refused. Policy: ``kraftkit.features.rewrite``."""
     def __init__(self, versions: dict[int, int | None], features: dict[str, dict[int, int]], *,
-                 drop_kraft_control: bool = False, semantic_defaults: list[tuple[str, str, str]] = ...) -> None: ...
+                 drop_kraft_control: bool = False, semantic_defaults: list[tuple[str, str, str]] = ...,
+                 refuse_unknown: bool = False, newest: dict[str, str] = ...) -> None: ...
 
 def rewrite_snapshot(
     src: str | PathLike[str],

@@ -488,7 +488,8 @@ def test_info(tmp_path):
     assert info["problems"] == [f"{tmp_path / 'c'} is not formatted.", f"{tmp_path / 'missing'} does not exist"]
     a = info["directories"][0]
     assert a["bootstrap"] == {"metadata_version": {"level": 25, "name": "4.0-IV3"},
-                              "features": {"group.version": 1, "transaction.version": 2}, "other_records": 0}
+                              "features": {"group.version": 1, "transaction.version": 2}, "other_records": 0,
+                              "unknown_levels": []}
     text = S.info_text(info)
     assert text.startswith("Found log directories:\n  " + str(tmp_path / "a") + "\n")
     assert f"Found metadata: {{cluster.id={CID}, directory.id=" in text

@@ -86,9 +86,16 @@ SCRAM_MECHANISMS = {0: "UNKNOWN", 1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 
 
 def mv_name(level: int | None) -> str:
+    """A level without a name is shown as unknown, with the newest named one."""
     if level is None:
         return MV_NAMES[MINIMUM_KRAFT_MV]
-    return MV_NAMES.get(level, f"level-{level}")
+    if level in MV_NAMES:
+        return MV_NAMES[level]
+    top = max(MV_NAMES)
+    newest = f"{MV_NAMES[top]} = {top}"
+    if level > top:
+        return f"{level} (unknown: newer than kraftkit's newest, {newest})"
+    return f"{level} (unknown: not a level kraftkit knows (newest: {newest}))"
 
 
 def uuid_text(u: uuid.UUID) -> str:

@@ -19,8 +19,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d = fsub.add_parser("describe", help="finalized levels, what every registered node supports, what kraftkit supports",
                         description="Read the finalized feature levels at the end of a metadata log directory, a "
                                     "snapshot or a bootstrap.checkpoint, with level names, the ranges every registered "
-                                    "broker and controller advertises, and the ranges this software supports. Exit codes: 0 "
-                                    "done, 1 damaged metadata, 2 unreadable input or no metadata there.")
+                                    "broker and controller advertises, and the ranges this software supports. A level newer "
+                                    "than kraftkit's tables (a newer Kafka's) is shown as unknown, never named (--json: "
+                                    "metadataVersion null, the level in metadataVersionLevel and unknownLevels). Exit "
+                                    "codes: 0 done, 1 damaged metadata or a record type or version kraftkit does not "
+                                    "know (refused with Kafka's message), 2 unreadable input or no metadata there.")
     d.add_argument("path", metavar="PATH")
     d.add_argument("--json", action="store_true")
     add_max_batch_bytes(d)
@@ -32,8 +35,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                         "(every registered node must support the new levels, dependencies must hold, "
                                         "a metadata.version downgrade across a metadata change needs --unsafe), then "
                                         "write its effect as a new snapshot at the end of the metadata log, rewritten at "
-                                        "the new levels, so the node reloads from it when it starts. Exit codes: 0 done, "
-                                        "1 the change is invalid, 2 bad input.")
+                                        "the new levels, so the node reloads from it when it starts. Metadata at a level "
+                                        "newer than kraftkit's tables is refused, nothing written. Exit codes: 0 done, "
+                                        "1 the change is invalid, 2 bad input (or a level, record type or version newer "
+                                        "than kraftkit knows).")
         c.add_argument("path", metavar="PATH", help="a log directory holding __cluster_metadata-0, or that directory")
         if name != "disable":
             c.add_argument("--release-version", "--metadata", dest="release_version", metavar="V",
@@ -51,11 +56,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _state_text(st) -> str:
     from kraftkit.features import registry
+    from kraftkit.metadata.versions import level_known, mv_name, unknown_label
 
     reg = registry()
     lines = [f"{st.source}: metadata at offset {st.end_offset}"]
     for name, level in sorted(st.finalized.items()):
-        label = f"{level} ({reg.by_level(level).name})" if name == "metadata.version" and level >= 1 else str(level)
+        if not level_known(name, level):  # shown as what it is: a level kraftkit cannot name
+            label = unknown_label(name, level)
+        else:
+            label = f"{level} ({mv_name(level)})" if name == "metadata.version" and level >= 1 else str(level)
         sup = reg.supported_ranges().get(name)
         lines.append(f"  {name:<36} finalized {label:<20} kraftkit supports "
                      + (f"{sup[0]}..{sup[1]}" if sup else "-"))

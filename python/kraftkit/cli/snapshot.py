@@ -35,7 +35,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                     "and the voter set are carried over from the log's control records. A log with "
                                     "a hole or an overlap below OFFSET, or a snapshot that does not match the log, is "
                                     "refused with exit 1 (naming file, batch offset and byte position) unless "
-                                    "--allow-gaps.")
+                                    "--allow-gaps. An image at a metadata.version newer than kraftkit's tables is "
+                                    "refused with exit 2 (the record versions it writes are unknown).")
     c.add_argument("logdir", metavar="LOGDIR", help="a log directory or its __cluster_metadata-0 directory")
     c.add_argument("--at", type=offset_arg, required=True, metavar="OFFSET", help="snapshot end offset (exclusive)")
     c.add_argument("--out", default=None, metavar="DIR", help="directory to write to (default: the metadata partition directory)")
@@ -54,8 +55,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                     "writes, record types V cannot hold dropped, other features lowered to what V (and "
                                     "its Kafka release) supports. Anything non-default that V cannot carry is reported "
                                     "as lost, by record type and field with sample keys. The input is never modified; "
-                                    "the output is written atomically. Exit codes: 0 done, 1 refused (--fail-on-loss "
-                                    "and something would be lost), 2 bad input.")
+                                    "the output is written atomically. Unknown is never guessed: a snapshot at a "
+                                    "metadata.version or feature level newer than kraftkit's tables, or holding a record "
+                                    "type or version its schemas lack, is refused (exit 2, nothing written). Exit codes: "
+                                    "0 done, 1 refused (--fail-on-loss and something would be lost), 2 bad input or input "
+                                    "newer than kraftkit knows.")
     r.add_argument("paths", nargs="+", metavar="PATH", help="IN OUT (a file or directory), or IN... OUTDIR")
     r.add_argument("--metadata-version", "--release-version", required=True, dest="metadata_version", metavar="V",
                    help="target: a level (21), a name (3.9-IV0) or a release (3.9: its highest production level)")
@@ -74,6 +78,7 @@ def run_create(args: argparse.Namespace) -> int:
     from kraftkit.metadata.snapshot import SnapshotId
     from kraftkit.cli.metadata import report_gaps, report_refusal
     from kraftkit.metadata.source import ContinuityError, MetadataSourceError, metadata_dir
+    from kraftkit.metadata.versions import NewerThanKnownError
 
     d = metadata_dir(args.logdir)
     out = Path(args.out) if args.out else d
@@ -93,6 +98,9 @@ def run_create(args: argparse.Namespace) -> int:
         return 1
     except (MetadataSourceError, SnapshotError, OSError, ValueError) as e:
         print(f"kraftkit snapshot create: {e}", file=sys.stderr)
+        return 2
+    except NewerThanKnownError as e:
+        print(f"kraftkit snapshot create: {d}: {e}", file=sys.stderr)
         return 2
     except KraftkitError as e:
         print(f"kraftkit snapshot create: {e}", file=sys.stderr)

@@ -7,7 +7,9 @@ controller would (:mod:`kraftkit.features.validation`), then writes the effect a
 snapshot at the end of the metadata log -- the image there, rewritten at the new levels
 (:mod:`kraftkit.features.rewrite`) -- so the node reloads from it on start. The log below
 stays as it is; ``bootstrap.checkpoint`` files above the new metadata.version are rewritten
-too (Kafka reads them at startup and refuses a level it does not know).
+too (Kafka reads them at startup and refuses a level it does not know). Metadata at a level
+kraftkit's tables lack (a newer Kafka's metadata.version or feature level) is described with
+that level shown as unknown, and never changed: what it allows, needs or loses is unknown.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from kraftkit.errors import KraftkitError
 from kraftkit.features.registry import KRAFT_VERSION_FEATURE, MV_FEATURE, Registry, registry
 from kraftkit.features.rewrite import RewriteReport, rewrite_snapshot
 from kraftkit.features.validation import FeatureUpdate, NodeFeatures, UpdateResult, UpgradeType, validate_updates
+from kraftkit.metadata.versions import NewerThanKnownError, check_known, level_known, unknown_levels
 
 
 class FeatureChangeError(KraftkitError):
@@ -46,8 +49,11 @@ class FeatureState:
         mv = self.finalized.get(MV_FEATURE)
         return {
             "source": self.source,
-            "metadataVersion": None if mv is None else reg.by_level(mv).name,
+            # a level the tables lack has no name: null, and it is listed under unknownLevels
+            "metadataVersion": None if mv is None or not level_known(MV_FEATURE, mv) else reg.by_level(mv).name,
+            "metadataVersionLevel": mv,
             "finalized": dict(sorted(self.finalized.items())),
+            "unknownLevels": unknown_levels(self.finalized),
             "endOffset": self.end_offset,
             "nodes": [{"id": n.node_id, "role": n.role, "supported": {k: list(v) for k, v in sorted(n.supported.items())}}
                       for n in self.nodes],
@@ -129,6 +135,13 @@ def change(path: str | os.PathLike[str], updates: list[FeatureUpdate], *, dry_ru
     # replayed once: the state to validate and the image to snapshot (``image``: already loaded from d)
     img = load_image(d) if image is None else image
     state = state_of(img, str(d))
+    # what a level the tables lack allows, needs or loses is unknown: refused, never guessed
+    # (the bootstrap.checkpoint too: it may be rewritten below, after the new snapshot)
+    for where, finalized in [(d, state.finalized)] + [(b, describe(b).finalized) for b in _bootstrap_files(d)]:
+        try:
+            check_known(finalized, "change features offline")
+        except NewerThanKnownError as e:
+            raise FeatureChangeError(f"{where}: {e}") from None
     if not updates:
         raise FeatureChangeError(f"{d}: nothing to change (the finalized levels already are the requested ones)")
     results = validate_updates(state.finalized, updates, state.nodes)

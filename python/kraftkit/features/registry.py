@@ -171,6 +171,9 @@ class Registry:
     def by_level(self, level: int) -> MetadataVersion:
         mv = self._by_level.get(level)
         if mv is None:
+            if level > self.latest.level:
+                raise UnknownVersionError(f"metadata.version level {level} is newer than kraftkit knows "
+                                          f"(newest: {self.latest.name} = {self.latest.level})")
             raise UnknownVersionError(
                 f"unknown metadata.version level {level} (known: {self.minimum.level}..{self.latest.level})")
         return mv

@@ -17,7 +17,11 @@ released). For a target metadata.version the plan says:
   is not above the target, and the target release, when the registry knows it, supports it);
   level 0 removes the feature;
 * KRaftVersion/KRaftVoters control records are dropped below the metadata.version that
-  introduced kraft.version 1 (KIP-853), reported when they carried a voter set.
+  introduced kraft.version 1 (KIP-853), reported when they carried a voter set;
+* unknown is never guessed: a snapshot holding a metadata.version or feature level the
+  tables lack (a newer Kafka's), a feature they lack, a kraft.version level they lack, or a
+  record type or record version the schemas lack is refused (``UnsupportedFormatError``
+  naming the level and the newest known, nothing written).
 
 Upgrades keep every record as it is (any older record version stays valid) and raise the
 feature level: lossless, and checked to be.
@@ -37,6 +41,7 @@ from kraftkit._core import rewrite_snapshot as _rewrite
 from kraftkit._fs import InputFileError, check_input, kind_of
 from kraftkit.errors import KraftkitError
 from kraftkit.features.registry import KRAFT_VERSION_FEATURE, MV_FEATURE, MetadataVersion, Registry, Release, registry
+from kraftkit.metadata.versions import newest_text
 
 from kraftkit.metadata.image import (  # metadata record api keys
     ABORT_TXN, ACL, BEGIN_TXN, BROKER_REG_CHANGE, CLEAR_ELR, CLIENT_QUOTA, CONFIG, DELEGATION_TOKEN, END_TXN,
@@ -211,9 +216,14 @@ def _plan(target: MetadataVersion, reg: Registry, release: Release | None,
         known = reg.features.get(name)
         levels = [lv.level for lv in known.levels] if known is not None else list(range(1, 64))
         features[name] = {lv: new for lv in levels if lv > 0}
+    # kraft.version is not rewritten here; its known levels are named so that an unknown one is refused
+    kv_levels = reg.features[KRAFT_VERSION_FEATURE].levels
+    features[KRAFT_VERSION_FEATURE] = {lv.level: lv.level for lv in kv_levels if lv.level > 0}
     kraft1 = reg.features[KRAFT_VERSION_FEATURE].level(1).bootstrap_metadata_version
+    # unknown is never guessed: a level, feature, record type or version the tables lack is refused
+    newest = {name: newest_text(name) for name in features}
     return RewritePlan(record_versions(target), features, drop_kraft_control=target.level < kraft1,
-                       semantic_defaults=SEMANTIC_DEFAULTS)
+                       semantic_defaults=SEMANTIC_DEFAULTS, refuse_unknown=True, newest=newest)
 
 
 def rewrite_snapshot(

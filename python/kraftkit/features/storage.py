@@ -52,6 +52,7 @@ from kraftkit.features.registry import (
 )
 from kraftkit.log.control import ControlType
 from kraftkit.metadata.image import FEATURE_LEVEL, uuid_text
+from kraftkit.metadata.versions import level_known, unknown_label, unknown_levels
 
 META_PROPERTIES = "meta.properties"
 BOOTSTRAP_FILE = "bootstrap.checkpoint"
@@ -934,8 +935,11 @@ def read_bootstrap(path: str | os.PathLike[str]) -> dict[str, Any]:
     mv_level = features.pop(MV_FEATURE, None)
     if mv_level is None:
         raise StorageStateError(f"No FeatureLevelRecord for metadata.version was found in the bootstrap metadata from {path}")
-    return {"metadata_version": {"level": mv_level, "name": _mv_name(mv_level)},
-            "features": dict(sorted(features.items())), "other_records": others}
+    # a level the tables lack has no name (null), and is listed under unknown_levels
+    name = _mv_name(mv_level) if level_known(MV_FEATURE, mv_level) else None
+    return {"metadata_version": {"level": mv_level, "name": name},
+            "features": dict(sorted(features.items())), "other_records": others,
+            "unknown_levels": unknown_levels({MV_FEATURE: mv_level, **features})}
 
 
 def _naming(path: str | os.PathLike[str], e: Exception) -> str:
@@ -1040,10 +1044,12 @@ def info_text(info: Mapping[str, Any]) -> str:
         lines.append("Found bootstrap metadata:")
         for d in boots:
             b = d["bootstrap"]
-            feats = "".join(f", {n}={lv}" for n, lv in b["features"].items())
+            feats = "".join(f", {n}={lv if level_known(n, lv) else unknown_label(n, lv)}"
+                            for n, lv in b["features"].items())
             extra = f" (+{b['other_records']} other records)" if b["other_records"] else ""
-            lines.append(f"  {d['path']}: metadata.version={b['metadata_version']['level']} "
-                         f"({b['metadata_version']['name']}){feats}{extra}")
+            mv = b["metadata_version"]
+            label = f"{mv['level']} ({mv['name']})" if mv["name"] else unknown_label(MV_FEATURE, mv["level"])
+            lines.append(f"  {d['path']}: metadata.version={label}{feats}{extra}")
         lines.append("")
     if info["problems"]:
         lines.append("Found problem:" if len(info["problems"]) == 1 else "Found problems:")

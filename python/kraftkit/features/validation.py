@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kraftkit.features.registry import MV_FEATURE, Registry, UnknownVersionError, registry
+from kraftkit.metadata.versions import level_known, newest_known_levels, unknown_label
 
 #: The lowest metadata.version UpdateFeatures accepts (3.3-IV0, the first with FeatureLevelRecord).
 MINIMUM_SETTABLE_MV = 4
@@ -89,6 +90,8 @@ class UpdateResult:
 
 
 def _level_name(reg: Registry, name: str, level: int) -> str:
+    if not level_known(name, level) and name in newest_known_levels():
+        return unknown_label(name, level)  # never a guessed name
     if name == MV_FEATURE:
         try:
             return f"{level} ({reg.by_level(level).name})"
@@ -142,6 +145,13 @@ def _check(reg: Registry, finalized: Mapping[str, int], after: Mapping[str, int]
         return res
     if level > cur and u.upgrade_type != UpgradeType.UPGRADE:
         res.error, res.fix = "Can't downgrade to a newer version.", "Ask for an upgrade."
+        return res
+    if not level_known(name, cur) and name in newest_known_levels():
+        # what lies between a level the tables lack and the requested one is unknown
+        res.error = (f"{name} is finalized at {_level_name(reg, name, cur)}: kraftkit cannot tell what changing it "
+                     "allows, needs or loses.")
+        res.fix = ("Use the tools of the Kafka release that wrote the metadata, or a kraftkit whose tables "
+                   "know the level.")
         return res
     lacking = [n for n in nodes if not n.supports(name, level)]
     if lacking:

@@ -49,7 +49,7 @@ from typing import Any, NoReturn, TypeVar
 from kraftkit._core import ImageError, ImageState, encode_control_record, zk_migration_states
 from kraftkit.errors import KraftkitError
 from kraftkit.log.control import ControlType
-from kraftkit.metadata.versions import MINIMUM_KRAFT_MV, mv_name
+from kraftkit.metadata.versions import MINIMUM_KRAFT_MV, check_known, mv_name
 
 ZERO_UUID = uuid.UUID(int=0)
 #: DirectoryId.MIGRATING
@@ -343,7 +343,10 @@ class MetadataImage:
         """The records of a snapshot of this image, in Kafka's order (``MetadataImage.write``),
         at the record versions of ``metadata_version`` (default: the image's), keys sorted
         within each section so equal images give equal records. Raises
-        :class:`UnwritableMetadataError` when something cannot be represented at that version."""
+        :class:`UnwritableMetadataError` when something cannot be represented at that version,
+        :class:`~kraftkit.metadata.versions.NewerThanKnownError` for a level the tables lack."""
+        mv = self.effective_metadata_version if metadata_version is None else metadata_version
+        check_known({MV_FEATURE: mv}, "write records at it (kraftkit does not know the record versions it writes)")
         try:
             return self._state.snapshot_records(metadata_version)
         except ImageError as e:
@@ -388,6 +391,9 @@ class MetadataImage:
             voters_arg: bool | bytes | None = True if kv >= 1 else None
         else:
             voters_arg = None if not voters else encode_control_record(KRAFT_VOTERS, voters)
+        # the record versions a level writes are known only for the levels of the tables
+        mv = self.effective_metadata_version if metadata_version is None else metadata_version
+        check_known({MV_FEATURE: mv}, "write a snapshot at it (kraftkit does not know the record versions it writes)")
         prefix = f"{snapshot_id.end_offset:020d}-{snapshot_id.epoch:010d}-"
         try:
             path = self._state.write_snapshot(

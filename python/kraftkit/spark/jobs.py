@@ -148,6 +148,7 @@ def audit_cluster(cluster: str, nodes: dict[str, str]) -> tuple[dict, list[dict]
     from kraftkit.features.rewrite import loss_line, rewrite_snapshot
     from kraftkit.metadata.image import load_image, mv_name
     from kraftkit.metadata.snapshot import list_snapshots
+    from kraftkit.metadata.versions import unknown_levels
 
     row: dict[str, Any] = {"cluster": cluster, "node": None, "nodes": len(nodes), "metadata_version": None,
                            "metadata_version_level": None, "features": None, "topics": None, "partitions": None,
@@ -180,6 +181,11 @@ def audit_cluster(cluster: str, nodes: dict[str, str]) -> tuple[dict, list[dict]
                error=None if not errors else "; ".join(errors))
     downs: list[dict] = []
     if mv is None:
+        return row, downs
+    bad = unknown_levels(state.finalized)
+    if bad:  # what a downgrade from a level the tables lack loses is unknown: no guessed rows
+        why = "; ".join(b["reason"] for b in bad) + "; refusing to audit downgrades"
+        row["error"] = why if row["error"] is None else f"{row['error']}; {why}"
         return row, downs
     with tempfile.TemporaryDirectory(prefix="kraftkit-audit-") as tmp:
         snap = img.write_snapshot(tmp)

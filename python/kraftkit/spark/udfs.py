@@ -14,7 +14,9 @@ object is made per row.
 * :func:`downgrade_losses` -- what a record would lose if its snapshot were rewritten at a
   target metadata.version, as ``kraftkit features downgrade`` judges it: ``["PartitionRecord.Directories"]``,
   ``["UserScramCredentialRecord"]`` for a record dropped whole, ``[]`` for nothing lost, null
-  for a null or undecodable value.
+  for a null or undecodable value, and for one kraftkit's tables do not describe (a record type
+  or version newer than its schemas, a FeatureLevelRecord at a level or of a feature newer than
+  its tables): unknown is never judged by guess.
 
 The ``*_array`` functions are the same on plain ``pyarrow`` arrays, without Spark.
 """

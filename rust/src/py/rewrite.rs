@@ -20,7 +20,12 @@ use std::path::PathBuf;
 /// {old level: new level} (0 drops the FeatureLevelRecord). `drop_kraft_control`: drop the
 /// KRaftVersion and KRaftVoters control records. `semantic_defaults`: (record type, field, rule)
 /// triples naming values that carry nothing although not the schema default (rules:
-/// "all-zero-uuids", "empty").
+/// "all-zero-uuids", "empty"). `refuse_unknown`: refuse (UnsupportedFormatError, nothing
+/// written) a FeatureLevelRecord whose feature or level `features` does not map (level 0
+/// aside), a KRaftVersion control record whose level `features["kraft.version"]` does not map,
+/// and a control record type without a schema, instead of keeping them; `newest`: feature name
+/// -> how the refusal names the newest level known (`4.3-IV0 = 31`). A metadata record type or
+/// version the schemas do not know is always refused.
 #[pyclass(module = "kraftkit._core", frozen)]
 pub struct RewritePlan {
     pub plan: Plan,
@@ -29,12 +34,14 @@ pub struct RewritePlan {
 #[pymethods]
 impl RewritePlan {
     #[new]
-    #[pyo3(signature = (versions, features, *, drop_kraft_control = false, semantic_defaults = Vec::new()))]
+    #[pyo3(signature = (versions, features, *, drop_kraft_control = false, semantic_defaults = Vec::new(), refuse_unknown = false, newest = HashMap::new()))]
     fn new(
         versions: HashMap<i16, Option<i16>>,
         features: HashMap<String, HashMap<i16, i16>>,
         drop_kraft_control: bool,
         semantic_defaults: Vec<(String, String, String)>,
+        refuse_unknown: bool,
+        newest: HashMap<String, String>,
     ) -> PyResult<Self> {
         let mut rules = Vec::with_capacity(semantic_defaults.len());
         for (record, field, rule) in semantic_defaults {
@@ -50,17 +57,18 @@ impl RewritePlan {
         }
         let top = versions.keys().copied().max().unwrap_or(-1);
         let versions = (0..=top).map(|k| versions.get(&k).copied().unwrap_or(Some(i16::MAX))).collect();
-        Ok(RewritePlan { plan: Plan { versions, features, drop_kraft_control, semantic_defaults: rules, samples: 0, epoch: None } })
+        Ok(RewritePlan { plan: Plan { versions, features, drop_kraft_control, semantic_defaults: rules, samples: 0, epoch: None, refuse_unknown, newest } })
     }
 
     fn __repr__(&self) -> String {
         let p = &self.plan;
         format!(
-            "RewritePlan({} record types, {} features, drop_kraft_control={}, {} semantic defaults)",
+            "RewritePlan({} record types, {} features, drop_kraft_control={}, {} semantic defaults, refuse_unknown={})",
             p.versions.len(),
             p.features.len(),
             if p.drop_kraft_control { "True" } else { "False" },
-            p.semantic_defaults.len()
+            p.semantic_defaults.len(),
+            if p.refuse_unknown { "True" } else { "False" }
         )
     }
 }
