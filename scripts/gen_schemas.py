@@ -1,28 +1,22 @@
 #!/usr/bin/env python3
 """Generate ``rust/src/schema/generated.rs`` (static schema tables) from Kafka's JSON schemas.
 
-Sources, in order of preference:
-
-1. the Kafka jars the oracle uses (``.cache/kafka/<KAFKA_4>/libs/``, fetched by
-   ``python -m tests.harness fetch``): ``kafka-metadata-<v>.jar`` (``common/metadata/*.json``,
-   every metadata record type) and ``kafka-clients-<v>.jar`` (``common/message/`` control
-   record schemas: LeaderChangeMessage, SnapshotHeaderRecord, SnapshotFooterRecord,
-   KRaftVersionRecord, VotersRecord);
-2. the reference copies in ``../shared/kafka-spec/{metadata,message}/`` (fallback, and the
-   baseline the jar schemas are compared with).
+The source is the Kafka jars the oracle uses (``.cache/kafka/<KAFKA_4>/libs/``, fetched by
+``python -m tests.harness fetch``): ``kafka-metadata-<v>.jar`` (``common/metadata/*.json``,
+every metadata record type) and ``kafka-clients-<v>.jar`` (``common/message/``: the control
+record schemas LeaderChangeMessage, SnapshotHeaderRecord, SnapshotFooterRecord,
+KRaftVersionRecord, VotersRecord, and the RPC messages kraftkit speaks). Nothing outside the
+repository and what it fetches itself is read.
 
 Besides the Rust tables it writes ``rust/src/schema/SOURCES.md``: where every schema came
-from (with a SHA-256 of its bytes) and the semantic differences between the jar schemas and
-the shared copies (new record types, new versions, new or changed fields; documentation-only
-changes are counted, not listed). The differences are printed on stdout too.
+from, with a SHA-256 of its bytes.
 
 Usage::
 
     python scripts/gen_schemas.py            # (re)write generated.rs and SOURCES.md
     python scripts/gen_schemas.py --check    # regenerate in memory; exit 1 with a diff if the
-                                             # committed files differ (CI), 2 if the sources
-                                             # the committed files name are not available
-    python scripts/gen_schemas.py --source shared   # force the shared copies
+                                             # committed files differ (CI), 2 if the jars
+                                             # are not available
 
 Output is deterministic: records sorted by apiKey, control records by control type, fields
 in schema order; nothing depends on time, paths or dict ordering of the host.
@@ -44,8 +38,6 @@ REPO = Path(__file__).resolve().parents[1]
 OUT_DIR = REPO / "rust" / "src" / "schema"
 OUT_RS = OUT_DIR / "generated.rs"
 OUT_MD = OUT_DIR / "SOURCES.md"
-SHARED = (REPO / ".." / "shared" / "kafka-spec").resolve()
-SHARED_REL = "../shared/kafka-spec"
 
 KAFKA_VERSION = "4.3.1"  # tests/harness/jars.py KAFKA_4 (kept literal: the script must not need the harness)
 
@@ -163,18 +155,6 @@ def read_jar_sources() -> Sources | None:
         for stem in RPC_MESSAGES:
             n = f"common/message/{stem}.json"
             rpc.append(Source(stem, f"{clients_jar.name}!{n}", z.read(n)))
-    return metadata, control, rpc
-
-
-def read_shared_sources() -> Sources | None:
-    if not (SHARED / "metadata").is_dir():
-        return None
-    metadata = [Source(p.stem, f"{SHARED_REL}/metadata/{p.name}", p.read_bytes())
-                for p in sorted((SHARED / "metadata").glob("*.json"))]
-    control = [Source(stem, f"{SHARED_REL}/message/{stem}.json", (SHARED / "message" / f"{stem}.json").read_bytes())
-               for _, _, stem in CONTROL_TYPES]
-    rpc = [Source(stem, f"{SHARED_REL}/message/{stem}.json", (SHARED / "message" / f"{stem}.json").read_bytes())
-           for stem in RPC_MESSAGES if (SHARED / "message" / f"{stem}.json").is_file()]
     return metadata, control, rpc
 
 
@@ -440,90 +420,7 @@ def generate(meta: list[Source], control: list[Source], rpc: list[Source], origi
     return "".join(out)
 
 
-# --------------------------------------------------------------------------------------------
-# Jar vs shared comparison
-
-
-def _fields_by_name(fields: list) -> dict:
-    return {f["name"]: f for f in fields}
-
-
-_DOC_KEYS = {"about"}
-
-
-def _norm(v):
-    """Normalises values that differ only in spelling (e.g. tag "0" vs 0)."""
-    if isinstance(v, str) and re.fullmatch(r"-?\d+", v):
-        return int(v)
-    return v
-
-
-def compare_fields(path: str, old: list, new: list, out: list[str], doc: list[int]) -> None:
-    o, n = _fields_by_name(old), _fields_by_name(new)
-    for name in n:
-        if name not in o:
-            f = n[name]
-            attrs = ", ".join(f"{k}={f[k]}" for k in ("type", "versions", "nullableVersions", "taggedVersions", "tag", "default")
-                              if k in f)
-            out.append(f"- `{path}.{name}`: **new field** ({attrs})")
-    for name in o:
-        if name not in n:
-            out.append(f"- `{path}.{name}`: removed")
-    for name in n:
-        if name in o:
-            compare_field(f"{path}.{name}", o[name], n[name], out, doc)
-    if [f["name"] for f in old if f["name"] in n] != [f["name"] for f in new if f["name"] in o]:
-        out.append(f"- `{path}`: field order changed")
-
-
-def compare_field(path: str, a: dict, b: dict, out: list[str], doc: list[int]) -> None:
-    keys = sorted(set(a) | set(b))
-    for k in keys:
-        if k == "fields":
-            compare_fields(path, a.get("fields", []), b.get("fields", []), out, doc)
-        elif k in _DOC_KEYS:
-            if a.get(k) != b.get(k):
-                doc[0] += 1
-        elif _norm(a.get(k)) != _norm(b.get(k)):
-            out.append(f"- `{path}`: {k} {a.get(k, '(absent)')!r} -> {b.get(k, '(absent)')!r}")
-        elif a.get(k) != b.get(k):
-            doc[0] += 1  # same value, different spelling (e.g. tag "0" -> 0)
-
-
-def compare(jar: Sources, shared: Sources) -> list[str]:
-    out: list[str] = []
-    doc = [0]
-    for kind, js, ss in (("metadata", jar[0], shared[0]), ("control", jar[1], shared[1]), ("RPC", jar[2], shared[2])):
-        jm = {s.schema["name"]: s.schema for s in js}
-        sm = {s.schema["name"]: s.schema for s in ss}
-        for name in sorted(jm):
-            if name not in sm:
-                s = jm[name]
-                out.append(f"- **new {kind} record type** `{name}` (apiKey {s.get('apiKey')}, validVersions "
-                           f"{s.get('validVersions')}): fields " + ", ".join(f["name"] for f in s.get("fields", [])))
-        for name in sorted(sm):
-            if name not in jm:
-                out.append(f"- {kind} record type `{name}` is in the shared copies but not in the jar")
-        for name in sorted(set(jm) & set(sm)):
-            a, b = sm[name], jm[name]
-            for k in ("apiKey", "type", "validVersions", "flexibleVersions"):
-                if _norm(a.get(k)) != _norm(b.get(k)):
-                    out.append(f"- `{name}`: {k} {a.get(k)!r} -> {b.get(k)!r}")
-            compare_fields(name, a.get("fields", []), b.get("fields", []), out, doc)
-            ac = {c["name"]: c for c in a.get("commonStructs", [])}
-            bc = {c["name"]: c for c in b.get("commonStructs", [])}
-            for cn in sorted(set(ac) | set(bc)):
-                if cn not in ac or cn not in bc:
-                    out.append(f"- `{name}`: commonStruct `{cn}` {'added' if cn in bc else 'removed'}")
-                else:
-                    compare_fields(f"{name}.{cn}", ac[cn].get("fields", []), bc[cn].get("fields", []), out, doc)
-    if doc[0]:
-        out.append(f"- ({doc[0]} documentation-only or spelling-only differences: `about` texts, `\"tag\": \"0\"` -> `0`; "
-                   "comments are not compared)")
-    return out
-
-
-def sources_md(used: Sources, origin_note: str, diffs: list[str] | None) -> str:
+def sources_md(used: Sources, origin_note: str) -> str:
     lines = [
         "# Schema sources of `generated.rs`",
         "",
@@ -548,13 +445,6 @@ def sources_md(used: Sources, origin_note: str, diffs: list[str] | None) -> str:
         else:
             k = f"apiKey {key}" if kind == 0 else f"control {key}"
         lines.append(f"| {s.schema['name']} | {k} | {s.schema.get('validVersions')} | `{s.origin}` | `{s.sha256[:16]}` |")
-    lines += ["", f"## Differences: Kafka {KAFKA_VERSION} jars vs `{SHARED_REL}` (trunk 2024-10-25)", ""]
-    if diffs is None:
-        lines.append("(not compared: one of the two sources was not available)")
-    elif not diffs:
-        lines.append("(none)")
-    else:
-        lines += diffs
     lines.append("")
     return "\n".join(lines)
 
@@ -562,47 +452,27 @@ def sources_md(used: Sources, origin_note: str, diffs: list[str] | None) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def build(source: str) -> tuple[str, str, list[str] | None, str]:
-    """-> (generated.rs text, SOURCES.md text, diffs, origin kind)."""
-    jar = read_jar_sources() if source in ("auto", "jar") else None
-    shared = read_shared_sources()
-    if source == "jar" and jar is None:
+def build() -> tuple[str, str]:
+    """-> (generated.rs text, SOURCES.md text), from the Kafka jars."""
+    jar = read_jar_sources()
+    if jar is None:
         raise SystemExit(f"gen_schemas: Kafka {KAFKA_VERSION} jars not found under .cache/kafka/ "
                          "(run `python -m tests.harness fetch`)")
-    if jar is not None:
-        used, kind = jar, "jar"
-        meta_jar, clients_jar = jar_paths()
-        note = f"Kafka {KAFKA_VERSION} jars ({meta_jar.name}, {clients_jar.name})"
-    elif shared is not None:
-        used, kind = shared, "shared"
-        note = f"the shared reference copies ({SHARED_REL}, trunk 2024-10-25)"
-        if source == "auto":
-            print(f"gen_schemas: WARNING: Kafka {KAFKA_VERSION} jars not found; falling back to {SHARED_REL}",
-                  file=sys.stderr)
-    else:
-        raise SystemExit("gen_schemas: neither the Kafka jars nor the shared schema copies are available")
-    diffs = compare(jar, shared) if (jar is not None and shared is not None) else None
-    return generate(used[0], used[1], used[2], note), sources_md(used, note, diffs), diffs, kind
+    meta_jar, clients_jar = jar_paths()
+    note = f"Kafka {KAFKA_VERSION} jars ({meta_jar.name}, {clients_jar.name})"
+    return generate(jar[0], jar[1], jar[2], note), sources_md(jar, note)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="compare with the committed files instead of writing")
-    ap.add_argument("--source", choices=("auto", "jar", "shared"), default="auto")
-    ap.add_argument("-q", "--quiet", action="store_true", help="do not print the jar-vs-shared differences")
     args = ap.parse_args(argv)
 
-    source = args.source
-    if args.check and source == "auto" and OUT_RS.is_file():
-        committed = OUT_RS.read_text(encoding="utf-8")
-        if "Sources: Kafka " in committed and read_jar_sources() is None:
-            print(f"gen_schemas: {OUT_RS.relative_to(REPO)} was generated from the Kafka {KAFKA_VERSION} jars, "
-                  "which are not available here; run `python -m tests.harness fetch` first", file=sys.stderr)
-            return 2
-    rs, md, diffs, kind = build(source)
-    if not args.quiet and diffs is not None:
-        print(f"Differences between the Kafka {KAFKA_VERSION} jar schemas and {SHARED_REL}:")
-        print("\n".join(diffs) if diffs else "(none)")
+    if args.check and read_jar_sources() is None:
+        print(f"gen_schemas: the Kafka {KAFKA_VERSION} jars {OUT_RS.relative_to(REPO)} is generated from are not "
+              "available here; run `python -m tests.harness fetch` first", file=sys.stderr)
+        return 2
+    rs, md = build()
     if args.check:
         bad = False
         for path, text in ((OUT_RS, rs), (OUT_MD, md)):
@@ -615,12 +485,12 @@ def main(argv: list[str] | None = None) -> int:
         if bad:
             print("gen_schemas: generated files are out of date; run `python scripts/gen_schemas.py`", file=sys.stderr)
             return 1
-        print(f"gen_schemas: {OUT_RS.relative_to(REPO)} and {OUT_MD.name} are up to date ({kind} sources)")
+        print(f"gen_schemas: {OUT_RS.relative_to(REPO)} and {OUT_MD.name} are up to date (Kafka {KAFKA_VERSION} jars)")
         return 0
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     OUT_RS.write_text(rs, encoding="utf-8")
     OUT_MD.write_text(md, encoding="utf-8")
-    print(f"gen_schemas: wrote {OUT_RS.relative_to(REPO)} and {OUT_MD.relative_to(REPO)} ({kind} sources)")
+    print(f"gen_schemas: wrote {OUT_RS.relative_to(REPO)} and {OUT_MD.relative_to(REPO)} (Kafka {KAFKA_VERSION} jars)")
     return 0
 
 

@@ -1,5 +1,5 @@
 //! Record batch v2 ("magic 2"): the header view, the record iterator, control record keys.
-//! Layout: see Kafka's `DefaultRecordBatch` and shared/reference/kafka-formats.md §2.
+//! Layout: see Kafka's `DefaultRecordBatch` (clients, `org.apache.kafka.common.record`) and KIP-98.
 
 use crate::compression::{self, Codec};
 use crate::crc;

@@ -219,8 +219,8 @@ pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
 mod tests {
     use super::*;
 
-    /// Worked example (a) of shared/reference/kafka-formats.md §2.7, whose bytes were matched there
-    /// against kafka-python's independent builder.
+    /// A batch worked out by hand from the v2 format (KIP-98), whose bytes were matched against
+    /// kafka-python's independent builder.
     #[test]
     fn feature_level_record_batch_matches_reference_bytes() {
         let value: Vec<u8> = {

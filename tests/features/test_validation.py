@@ -1,5 +1,5 @@
 """KIP-584/KIP-778 validation of feature updates: messages follow Kafka's
-FeatureControlManager (shared/reference/kafka-formats.md §8.1), explanations name the nodes."""
+FeatureControlManager (Kafka's metadata module), explanations name the nodes."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 * kraftkit encodes -> kafka-python's ``DefaultRecordBatch`` / ``MemoryRecords`` decode (its own
   varint, CRC and codec code, with the gzip/python-snappy/lz4/zstandard libraries).
 * kafka-python's ``DefaultRecordBatchBuilder`` encodes -> kraftkit decodes.
-* The worked hex examples of shared/reference/kafka-formats.md §2.7 (derived there, independently).
+* Hex examples worked out by hand from the v2 format (KIP-98), independently of kraftkit.
 """
 
 from __future__ import annotations

