@@ -128,14 +128,8 @@ def varint(n: int) -> bytes:
 
 def read_varint(data: bytes, pos: int) -> tuple[int, int]:
     """(value, position after it) of the zigzag varint at ``pos``."""
-    z = shift = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        z |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return (z >> 1) ^ -(z & 1), pos
+    z, pos = _uvarint(data, pos)
+    return (z >> 1) ^ -(z & 1), pos
 
 
 def records_of(batch: bytes) -> list[tuple[int, int]]:
