@@ -48,7 +48,7 @@ impl Codec {
     }
 }
 
-fn cerr(codec: Codec, e: impl std::fmt::Display) -> Error {
+pub(crate) fn cerr(codec: Codec, e: impl std::fmt::Display) -> Error {
     Error::new(ErrorKind::Compression, format!("{} decompression failed: {e}", codec.name()))
 }
 

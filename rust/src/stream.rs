@@ -2,8 +2,8 @@
 //! broker iterates a compressed batch: memory holds one chunk of output and the record being
 //! read, never the whole records area. A decompression bomb costs its limit in time, not in memory.
 
-use crate::compression::{too_large, Codec};
-use crate::error::{Error, ErrorKind, Result};
+use crate::compression::{cerr, too_large, Codec};
+use crate::error::{Error, Result};
 use crate::lz4_frame::{self, Block, Frame};
 use crate::varint::read_varint;
 use std::io::Read;
@@ -29,10 +29,6 @@ pub struct RecordStream<'a> {
     /// Decompressed bytes so far, and the most there may be.
     produced: usize,
     limit: usize,
-}
-
-fn cerr(codec: Codec, e: impl std::fmt::Display) -> Error {
-    Error::new(ErrorKind::Compression, format!("{} decompression failed: {e}", codec.name()))
 }
 
 impl<'a> RecordStream<'a> {

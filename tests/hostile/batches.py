@@ -114,16 +114,7 @@ def patch(batch: bytearray, field: str, value: int, *, crc: bool = True) -> byte
 
 def varint(n: int) -> bytes:
     """Zigzag varint (records use it for every length, delta and count)."""
-    z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while True:
-        b = z & 0x7F
-        z >>= 7
-        if z:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
+    return _uvarint_bytes((n << 1) ^ (n >> 63))
 
 
 def read_varint(data: bytes, pos: int) -> tuple[int, int]:

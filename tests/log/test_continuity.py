@@ -227,7 +227,9 @@ def test_numeric_arguments_are_range_checked(logdir: Path) -> None:
     for args in (["metadata", "image", str(logdir), "--at", "-1"],
                  ["snapshot", "create", str(logdir), "--at", "-5"],
                  ["snapshot", "create", str(logdir), "--at", "10", "--time-ms", "-1"],
-                 ["metadata", "image", str(logdir), "--at", "x"]):
+                 ["metadata", "image", str(logdir), "--at", "x"],
+                 ["metadata", "image", str(logdir), "--at", str(2**63)],  # past a long: no OverflowError
+                 ["snapshot", "create", str(logdir), "--at", "10", "--time-ms", "9" * 30]):
         proc = run(*args, check=2)
         assert "invalid offset" in proc.stderr, args
     with pytest.raises(ValueError, match="negative"):

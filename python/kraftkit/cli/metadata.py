@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from kraftkit.cli.main import add_max_batch_bytes
+from kraftkit.cli.main import LONG_MAX, add_max_batch_bytes, int_arg
 from kraftkit.errors import KraftkitError
 from kraftkit.log.control import control_type_name
 
@@ -25,15 +25,15 @@ CONTINUITY = (" The log is checked first: a hole, an overlap, or a snapshot that
               "exit 1, naming file, batch offset and byte position, unless --allow-gaps.")
 
 
+_OFFSET = int_arg(0, LONG_MAX)
+
+
 def offset_arg(text: str) -> int:
-    """An offset: an integer >= 0 (argparse exits 2 otherwise)."""
+    """An offset: a whole number from 0 to 2^63-1 (argparse exits 2 otherwise)."""
     try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid offset {text!r}: not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"invalid offset {value}: offsets are >= 0")
-    return value
+        return _OFFSET(text)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"invalid offset: {e}") from None
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
