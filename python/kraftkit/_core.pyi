@@ -214,7 +214,13 @@ def verify_segments(
     paths: Sequence[str | PathLike[str]], deep: bool = False, check_indexes: bool = True, dense: bool = False
 ) -> list[ScanReport]: ...
 def truncate_segment(dir: str | PathLike[str], base_offset: int, offset: int, index_interval_bytes: int = 4096) -> int: ...
-def write_atomic(path: str | PathLike[str], data: bytes) -> None: ...
+def write_atomic(path: str | PathLike[str], data: bytes, *, mode: int = 0o666) -> None:
+    """``<path>.tmp`` (a new file gets ``mode`` less the umask), write, fsync, rename over ``path``,
+    fsync of the directory; on failure ``path`` is as it was and no temporary file is left."""
+def commit_part(part: str | PathLike[str], dst: str | PathLike[str], *, mode: int | None = None) -> None:
+    """Finishes a temporary output written in full and closed: fsync, ``mode`` (0o444: read-only),
+    rename over ``dst``, fsync of the directory; until the rename a failure removes ``part``."""
+def fsync_dir(path: str | PathLike[str]) -> None: ...
 
 # --- metadata and control records (schema codec; see kraftkit.metadata.records) ---------------
 RecordDict = dict[str, Any]

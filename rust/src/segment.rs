@@ -419,21 +419,9 @@ pub fn segment_file_name(base_offset: i64, suffix: &str) -> String {
     format!("{base_offset:020}{suffix}")
 }
 
-/// Writes `data` to `path` atomically: temp file, fsync, rename, fsync the directory.
-pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
-    let tmp = path.with_extension(format!("{}.tmp", path.extension().and_then(|e| e.to_str()).unwrap_or("")));
-    {
-        let mut f = File::create(&tmp)?;
-        f.write_all(data)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
-    }
-    Ok(())
+/// Writes a whole index file atomically (see [`crate::fsutil::write_atomic`]).
+fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
+    Ok(crate::fsutil::write_atomic(path, data, 0o666)?)
 }
 
 /// A segment open for appends: the `.log` file and the indexes it builds.

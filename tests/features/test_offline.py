@@ -81,3 +81,20 @@ def test_bad_requests(logdir, capsys):
     assert run(capsys, "features", "describe", str(logdir / "nope"))[0] == 2
     code, _, err = run(capsys, "features", "upgrade", str(logdir), "--release-version", "9.9")
     assert code == 2 and "unknown metadata.version or release" in err
+
+
+def test_a_downgrade_rewrites_the_bootstrap_checkpoint_beside_the_log(logdir, capsys, tmp_path):
+    from kraftkit._core import encode_metadata_record
+    from kraftkit.features.offline import describe
+    from kraftkit.features.storage import bootstrap_checkpoint_bytes
+
+    boot = logdir.parent / "bootstrap.checkpoint"
+    level = encode_metadata_record(12, 0, {"Name": "metadata.version", "FeatureLevel": METADATA_VERSION})
+    boot.write_bytes(bootstrap_checkpoint_bytes([level]))
+    code, out, err = run(capsys, "features", "downgrade", str(logdir), "--release-version", "3.7-IV2",
+                         "--backup", str(tmp_path / "bk"), "--json")
+    assert code == 0, err
+    assert json.loads(out)["bootstrapRewritten"] == [str(boot)]
+    assert describe(boot).finalized == {"metadata.version": 17}
+    # rewritten in place through a temporary file that is gone
+    assert sorted(p.name for p in logdir.parent.iterdir()) == ["__cluster_metadata-0", "bootstrap.checkpoint"]

@@ -4,9 +4,11 @@ the files a format writes, refusals, info, ids. (Real Kafka: tests/kafka/test_st
 from __future__ import annotations
 
 import base64
+import errno
 import json
 import os
 import re
+import resource
 import uuid
 from pathlib import Path
 
@@ -446,16 +448,19 @@ def test_not_a_directory(tmp_path):
         format_storage([tmp_path / "f"], cluster_id=CID, node_id=1)
 
 
-def test_atomic_write_leaves_no_temp_file(tmp_path, monkeypatch):
+def test_atomic_write_leaves_no_temp_file(tmp_path):
     target = tmp_path / "x"
     S.write_file_atomic(target, b"old")
-
-    def boom(*a, **k):
-        raise OSError("disk full")
-
-    monkeypatch.setattr(S.os, "replace", boom)
-    with pytest.raises(OSError, match="disk full"):
-        S.write_file_atomic(target, b"new")
+    # the write of the temporary file fails as on a full disk: files may not grow past 2 bytes
+    # (EFBIG; Python ignores SIGXFSZ)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (2, hard))
+    try:
+        with pytest.raises(OSError) as e:
+            S.write_file_atomic(target, b"new")
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert e.value.errno == errno.EFBIG and e.value.filename == str(target)
     assert target.read_bytes() == b"old" and sorted(p.name for p in tmp_path.iterdir()) == ["x"]
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kraftkit._core import commit_part
 from kraftkit.errors import KraftkitError
 from kraftkit.features.registry import KRAFT_VERSION_FEATURE, MV_FEATURE, Registry, registry
 from kraftkit.features.rewrite import RewriteReport, rewrite_snapshot
@@ -194,7 +195,7 @@ def change(path: str | os.PathLike[str], updates: list[FeatureUpdate], *, dry_ru
         if bstate.finalized.get(MV_FEATURE, 0) > target.level:
             tmp_boot = boot.with_name(boot.name + ".kraftkit")
             rewrite_snapshot(boot, tmp_boot, target, feature_levels=others)
-            os.replace(tmp_boot, boot)
+            commit_part(tmp_boot, boot)
             out.bootstrap_rewritten.append(str(boot))
     return out
 

@@ -434,30 +434,15 @@ def _effective_kraft_version(configured: int | None, dynamic_quorum: bool) -> in
 def write_file_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> None:
     """Temp file in the same directory (created with ``mode``, less the umask, as Kafka's files
     are), write, fsync, rename over ``path``, fsync the directory."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    fsync_dir(path.parent)
+    from kraftkit._core import write_atomic
+
+    write_atomic(path, data, mode=mode)
 
 
 def fsync_dir(path: Path) -> None:
-    dfd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    from kraftkit._core import fsync_dir as sync_dir
+
+    sync_dir(path)
 
 
 def bootstrap_checkpoint_bytes(record_values: Sequence[bytes], *, time_ms: int | None = None) -> bytes:

@@ -20,6 +20,7 @@ from pathlib import Path
 from kraftkit._core import (
     RecordBatch,
     Segment,
+    commit_part,
     control_record_key,
     encode_batch,
     kraft_version_value,
@@ -236,16 +237,8 @@ class SnapshotWriter:
             return self.final_path
         self._flush_pending()
         self._write_control([(control_record_key(SNAPSHOT_FOOTER), snapshot_footer_value())])
-        self._file.flush()
-        os.fsync(self._file.fileno())
         self._file.close()
-        os.chmod(self.part_path, 0o444)
-        os.replace(self.part_path, self.final_path)
-        dfd = os.open(self.dir, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        commit_part(self.part_path, self.final_path, mode=0o444)
         self.frozen = True
         return self.final_path
 

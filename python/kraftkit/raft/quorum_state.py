@@ -153,17 +153,6 @@ class FileQuorumStateStore(QuorumStateStore):
         return parse_quorum_state(text)[0]
 
     def write(self, state: ElectionState) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        data = render_quorum_state(state, self.data_version).encode("utf-8")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        dfd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        from kraftkit._core import write_atomic
+
+        write_atomic(self.path, render_quorum_state(state, self.data_version).encode("utf-8"), mode=0o644)

@@ -22,7 +22,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from kraftkit._core import control_record_key, encode_batch, encode_metadata_record
+from kraftkit._core import commit_part, control_record_key, encode_batch, encode_metadata_record
 from kraftkit.demo import (
     LEADER_CHANGE, config_record, feature_level_record, leader_change_value, noop_record, partition_record,
     register_broker_record, topic_record,
@@ -212,7 +212,7 @@ def _damage(partition_dir: Path, how: str, rng: random.Random) -> dict:
 def _unlink_copy(p: Path) -> None:
     tmp = p.with_name(p.name + ".tmp-copy")
     shutil.copyfile(p, tmp)
-    os.replace(tmp, p)
+    commit_part(tmp, p)
 
 
 def _replicate(src: Path, dst: Path) -> None:

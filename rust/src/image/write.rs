@@ -8,6 +8,7 @@
 use super::replay::*;
 use super::{zk_migration_state_name, Image, Partition, Uuid, ELR_FEATURE, MIGRATING, MV_FEATURE};
 use crate::builder::{encode_batch, BatchParams, RecordInput};
+use crate::fsutil;
 use crate::schema::{self, CodecError, Struct, Value};
 use crate::snapshot::{control_key, footer_value, header_value, kraft_version_value, SNAPSHOT_FOOTER, SNAPSHOT_HEADER};
 use crate::varint::write_uvarint;
@@ -365,16 +366,15 @@ impl Image {
             return Err(WriteError::Refused("a voter set needs kraft.version >= 1".into()));
         }
         let (mut file, part) = create_part(&opts.dir, &opts.part_prefix)?;
-        let res = write_batches(&mut file, opts, &values, &ends).and_then(|()| {
-            file.flush().map_err(io_error)?;
-            file.get_ref().sync_all().map_err(io_error)
-        });
-        drop(file);
-        if let Err(e) = res {
-            let _ = std::fs::remove_file(&part);
-            return Err(e);
+        let written = write_batches(&mut file, opts, &values, &ends).and_then(|()| file.into_inner().map_err(|e| io_error(e.into_error())));
+        match written {
+            // fsync, read-only, atomic rename, fsync of the directory
+            Ok(f) => fsutil::commit_part(f, &part, &final_path, Some(0o444)).map_err(|e| WriteError::Io(e.to_string()))?,
+            Err(e) => {
+                let _ = std::fs::remove_file(&part);
+                return Err(e);
+            }
         }
-        finish(&part, &final_path, &opts.dir)?;
         Ok(final_path)
     }
 }
@@ -501,22 +501,4 @@ fn write_batches(w: &mut impl Write, opts: &SnapshotOptions, values: &[u8], ends
     let fk = control_key(SNAPSHOT_FOOTER);
     let footer = footer_value();
     emit(w, &[RecordInput { timestamp: ts, key: Some(&fk), value: Some(&footer), headers: Vec::new() }], true, &mut next_offset, &mut buf)
-}
-
-/// Read-only, atomic rename, fsync of the directory.
-fn finish(part: &Path, final_path: &Path, dir: &Path) -> Result<(), WriteError> {
-    let fail = |e: std::io::Error| {
-        let _ = std::fs::remove_file(part);
-        WriteError::Io(format!("{}: {e}", part.display()))
-    };
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(part, std::fs::Permissions::from_mode(0o444)).map_err(fail)?;
-    }
-    std::fs::rename(part, final_path).map_err(fail)?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        d.sync_all().map_err(|e| WriteError::Io(format!("{}: {e}", dir.display())))?;
-    }
-    Ok(())
 }

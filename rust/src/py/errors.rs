@@ -51,3 +51,18 @@ pub fn to_pyerr(py: Python<'_>, e: &Error, file: Option<&str>) -> PyErr {
 pub fn io_err(path: &str, e: std::io::Error) -> PyErr {
     pyo3::exceptions::PyOSError::new_err(format!("{path}: {e}"))
 }
+
+/// An output that could not be written, as Python's own OSError for it: the errno (so the
+/// subclass, e.g. PermissionError), the reason and the file name; a reason of the core's own
+/// ("not a regular file (a FIFO)") as `<path>: <reason>`.
+pub fn output_err(e: &crate::fsutil::OutputError) -> PyErr {
+    let path = e.path.to_string_lossy().into_owned();
+    match e.error.raw_os_error() {
+        Some(errno) => {
+            let text = e.error.to_string();
+            let reason = text.strip_suffix(&format!(" (os error {errno})")).unwrap_or(&text).to_owned();
+            pyo3::exceptions::PyOSError::new_err((errno, reason, path))
+        }
+        None => pyo3::exceptions::PyOSError::new_err(e.to_string()),
+    }
+}

@@ -3,6 +3,7 @@
 mod arrow;
 mod batch;
 mod errors;
+mod fs;
 mod image;
 mod metadata;
 mod protocol;
@@ -19,6 +20,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     batch::register(m)?;
     record::register(m)?;
     segment::register(m)?;
+    fs::register(m)?;
     metadata::register(m)?;
     snapshot::register(m)?;
     rewrite::register(m)?;

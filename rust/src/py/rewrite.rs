@@ -8,7 +8,6 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
@@ -98,21 +97,12 @@ fn rewrite_snapshot<'py>(py: Python<'py>, src: PathBuf, dst: Option<PathBuf>, pl
                 let part = part_path(dst);
                 let out = fsutil::create_output(&part).map_err(|e| Err((part.clone(), e)))?;
                 let mut w = BufWriter::with_capacity(1 << 20, out);
-                let res = go(Some(&mut w));
-                let finish = |w: BufWriter<File>| -> std::io::Result<()> {
-                    let f = w.into_inner().map_err(|e| e.into_error())?;
-                    f.sync_all()?;
-                    std::fs::rename(&part, dst)?;
-                    if let Some(dir) = dst.parent() {
-                        if let Ok(d) = File::open(if dir.as_os_str().is_empty() { std::path::Path::new(".") } else { dir }) {
-                            let _ = d.sync_all();
-                        }
-                    }
-                    Ok(())
-                };
-                match res {
-                    Ok(rep) => match w.flush().and_then(|_| finish(w)) {
-                        Ok(()) => Ok(rep),
+                match go(Some(&mut w)) {
+                    // fsync, rename over dst, fsync of the directory; an error names dst (or the directory)
+                    Ok(rep) => match w.into_inner().map_err(|e| e.into_error()) {
+                        Ok(f) => fsutil::commit_part(f, &part, dst, None)
+                            .map(|()| rep)
+                            .map_err(|e| Err((if e.path == part { dst.clone() } else { e.path }, e.error))),
                         Err(e) => {
                             let _ = std::fs::remove_file(&part);
                             Err(Err((dst.clone(), e)))

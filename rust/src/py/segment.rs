@@ -488,12 +488,6 @@ fn truncate_segment(py: Python<'_>, dir: PathBuf, base_offset: i64, offset: i64,
     py.allow_threads(|| segment::truncate_segment(&dir, base_offset, offset, index_interval_bytes)).map_err(|e| to_pyerr(py, &e, Some(&path)))
 }
 
-/// Writes a file atomically: temp file, fsync, rename, fsync of the directory.
-#[pyfunction]
-fn write_atomic(py: Python<'_>, path: PathBuf, data: &[u8]) -> PyResult<()> {
-    segment::write_atomic(&path, data).map_err(|e| to_pyerr(py, &e, Some(&path.to_string_lossy())))
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Segment>()?;
     m.add_class::<BatchIter>()?;
@@ -501,6 +495,5 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SegmentWriter>()?;
     m.add_function(wrap_pyfunction!(verify_segments, m)?)?;
     m.add_function(wrap_pyfunction!(truncate_segment, m)?)?;
-    m.add_function(wrap_pyfunction!(write_atomic, m)?)?;
     Ok(())
 }
