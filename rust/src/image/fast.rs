@@ -7,7 +7,8 @@
 //! the generic codec, which gives the same result or Kafka's precise error. Every value it
 //! accepts decodes to the same record through the generic codec (tested in `tests.rs`).
 
-use super::replay::{NewPartition, PartitionChange, Seq};
+use super::replay::Seq;
+use crate::schema::records::{NewPartition, PartitionChange};
 use super::Uuid;
 use crate::varint::read_uvarint;
 

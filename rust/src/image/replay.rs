@@ -7,36 +7,11 @@
 
 use super::repr::struct_repr;
 use super::{Broker, Image, Partition, PendingRecord, Quotas, Topic, Uuid, MIGRATING, MV_FEATURE};
+use crate::schema::getters::{boolean, bool_or, by_name, field, fields_only, int, int_or, nullable_string, opt_list, string, type_error, uuid, uuid_list, FieldError};
+use crate::schema::records::api_keys::*;
+use crate::schema::records::{NewPartition, PartitionChange};
 use crate::schema::{Struct, Value};
 use std::fmt;
-
-// apiKeys
-pub(crate) const REGISTER_BROKER: i16 = 0;
-pub(crate) const UNREGISTER_BROKER: i16 = 1;
-pub(crate) const TOPIC: i16 = 2;
-pub(crate) const PARTITION: i16 = 3;
-pub(crate) const CONFIG: i16 = 4;
-pub(crate) const PARTITION_CHANGE: i16 = 5;
-pub(crate) const FENCE_BROKER: i16 = 7;
-pub(crate) const UNFENCE_BROKER: i16 = 8;
-pub(crate) const REMOVE_TOPIC: i16 = 9;
-pub(crate) const DELEGATION_TOKEN: i16 = 10;
-pub(crate) const USER_SCRAM: i16 = 11;
-pub(crate) const FEATURE_LEVEL: i16 = 12;
-pub(crate) const CLIENT_QUOTA: i16 = 14;
-pub(crate) const PRODUCER_IDS: i16 = 15;
-pub(crate) const BROKER_REG_CHANGE: i16 = 17;
-pub(crate) const ACL: i16 = 18;
-pub(crate) const REMOVE_ACL: i16 = 19;
-pub(crate) const NO_OP: i16 = 20;
-pub(crate) const ZK_MIGRATION: i16 = 21;
-pub(crate) const REMOVE_SCRAM: i16 = 22;
-pub(crate) const BEGIN_TXN: i16 = 23;
-pub(crate) const END_TXN: i16 = 24;
-pub(crate) const ABORT_TXN: i16 = 25;
-pub(crate) const REMOVE_DELEGATION_TOKEN: i16 = 26;
-pub(crate) const REGISTER_CONTROLLER: i16 = 27;
-pub(crate) const CLEAR_ELR: i16 = 28;
 
 // control record types
 pub(crate) const KRAFT_VERSION: i16 = crate::snapshot::KRAFT_VERSION;
@@ -75,136 +50,9 @@ fn refuse<T>(msg: impl Into<String>) -> R<T> {
     Err(Refusal::Replay(msg.into()))
 }
 
-// ---------------------------------------------------------------------------------------------
-// Field access
-
-fn field<'a>(d: &'a Struct, name: &str) -> R<&'a Value> {
-    d.get(name).ok_or_else(|| Refusal::Malformed(format!("KeyError('{name}')")))
-}
-
-fn type_error(name: &str, want: &str) -> Refusal {
-    Refusal::Malformed(format!("TypeError('{name}: expected {want}')"))
-}
-
-fn as_int(v: &Value, name: &str) -> R<i64> {
-    match v {
-        Value::Int(i) => Ok(*i),
-        _ => Err(type_error(name, "an integer")),
-    }
-}
-
-fn int(d: &Struct, name: &str) -> R<i64> {
-    as_int(field(d, name)?, name)
-}
-
-fn int_or(d: &Struct, name: &str, default: i64) -> R<i64> {
-    d.get(name).map_or(Ok(default), |v| as_int(v, name))
-}
-
-fn boolean(d: &Struct, name: &str) -> R<bool> {
-    match field(d, name)? {
-        Value::Bool(b) => Ok(*b),
-        _ => Err(type_error(name, "a bool")),
-    }
-}
-
-fn bool_or(d: &Struct, name: &str, default: bool) -> R<bool> {
-    match d.get(name) {
-        None => Ok(default),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(_) => Err(type_error(name, "a bool")),
-    }
-}
-
-fn string(d: &Struct, name: &str) -> R<String> {
-    match field(d, name)? {
-        Value::Str(s) => Ok(s.clone()),
-        _ => Err(type_error(name, "a string")),
-    }
-}
-
-fn nullable_string(d: &Struct, name: &str) -> R<Option<String>> {
-    match field(d, name)? {
-        Value::Str(s) => Ok(Some(s.clone())),
-        Value::Null => Ok(None),
-        _ => Err(type_error(name, "a string or None")),
-    }
-}
-
-fn uuid(d: &Struct, name: &str) -> R<Uuid> {
-    match field(d, name)? {
-        Value::Uuid(u) => Ok(*u),
-        _ => Err(type_error(name, "a uuid")),
-    }
-}
-
-pub(crate) fn int_list(v: &Value, name: &str) -> R<Vec<i32>> {
-    match v {
-        Value::Array(items) => items
-            .iter()
-            .map(|x| match x {
-                Value::Int(i) => i32::try_from(*i).map_err(|_| type_error(name, "int32 elements")),
-                _ => Err(type_error(name, "int32 elements")),
-            })
-            .collect(),
-        _ => Err(type_error(name, "a list")),
-    }
-}
-
-pub(crate) fn uuid_list(v: &Value, name: &str) -> R<Vec<Uuid>> {
-    match v {
-        Value::Array(items) => items
-            .iter()
-            .map(|x| match x {
-                Value::Uuid(u) => Ok(*u),
-                _ => Err(type_error(name, "uuid elements")),
-            })
-            .collect(),
-        _ => Err(type_error(name, "a list")),
-    }
-}
-
-/// `d.get(name)` as an optional list: absent and null are both None.
-fn opt_list<T>(d: &Struct, name: &str, conv: fn(&Value, &str) -> R<Vec<T>>) -> R<Option<Vec<T>>> {
-    match d.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => conv(v, name).map(Some),
-    }
-}
-
-/// A struct's fields without its unknown tagged fields (the Python image keeps only named keys).
-fn fields_only(d: &Struct, names: &[&'static str]) -> R<Struct> {
-    let mut out = Struct::default();
-    for n in names {
-        out.fields.push((*n, field(d, n)?.clone()));
-    }
-    Ok(out)
-}
-
-/// Endpoints and features are maps keyed by Name in Kafka (`mapKey`): order carries no
-/// meaning, so the image keeps them sorted by name (stably).
-fn by_name(v: &Value, name: &str) -> R<Vec<Struct>> {
-    let Value::Array(items) = v else { return Err(type_error(name, "a list")) };
-    let mut out = Vec::with_capacity(items.len());
-    for it in items {
-        match it {
-            Value::Struct(s) => {
-                if !matches!(s.get("Name"), Some(Value::Str(_))) {
-                    return Err(Refusal::Malformed("KeyError('Name')".into()));
-                }
-                out.push(s.clone());
-            }
-            _ => return Err(type_error(name, "structs")),
-        }
-    }
-    out.sort_by(|a, b| name_of(a).cmp(name_of(b)));
-    Ok(out)
-}
-
-fn name_of(s: &Struct) -> &str {
-    match s.get("Name") {
-        Some(Value::Str(n)) => n,
-        _ => "",
+impl From<FieldError> for Refusal {
+    fn from(e: FieldError) -> Self {
+        Refusal::Malformed(e.0)
     }
 }
 
@@ -234,81 +82,6 @@ impl<T: Copy> Seq<T> for Vec<T> {
     fn assign_to(&self, v: &mut Vec<T>) {
         v.clear();
         v.extend_from_slice(self);
-    }
-}
-
-/// A `PartitionChangeRecord`: None for a list or value that stays unchanged.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct PartitionChange<I = Vec<i32>, U = Vec<Uuid>> {
-    pub partition_id: i64,
-    pub topic_id: Uuid,
-    pub isr: Option<I>,
-    /// -2: unchanged.
-    pub leader: i64,
-    pub replicas: Option<I>,
-    pub removing_replicas: Option<I>,
-    pub adding_replicas: Option<I>,
-    /// -1: unchanged.
-    pub leader_recovery_state: i64,
-    pub directories: Option<U>,
-    pub eligible_leader_replicas: Option<I>,
-    pub last_known_elr: Option<I>,
-}
-
-impl PartitionChange {
-    pub(crate) fn from_struct(d: &Struct) -> R<Self> {
-        Ok(PartitionChange {
-            partition_id: int(d, "PartitionId")?,
-            topic_id: uuid(d, "TopicId")?,
-            isr: opt_list(d, "Isr", int_list)?,
-            leader: int_or(d, "Leader", -2)?,
-            replicas: opt_list(d, "Replicas", int_list)?,
-            removing_replicas: opt_list(d, "RemovingReplicas", int_list)?,
-            adding_replicas: opt_list(d, "AddingReplicas", int_list)?,
-            leader_recovery_state: int_or(d, "LeaderRecoveryState", -1)?,
-            directories: opt_list(d, "Directories", uuid_list)?,
-            eligible_leader_replicas: opt_list(d, "EligibleLeaderReplicas", int_list)?,
-            last_known_elr: opt_list(d, "LastKnownElr", int_list)?,
-        })
-    }
-}
-
-/// A `PartitionRecord`: a partition's whole registration.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct NewPartition<I = Vec<i32>, U = Vec<Uuid>> {
-    pub partition_id: i64,
-    pub topic_id: Uuid,
-    pub replicas: I,
-    pub isr: I,
-    pub removing_replicas: I,
-    pub adding_replicas: I,
-    pub leader: i64,
-    pub leader_recovery_state: i64,
-    pub leader_epoch: i64,
-    pub partition_epoch: i64,
-    /// None before version 1.
-    pub directories: Option<U>,
-    pub eligible_leader_replicas: Option<I>,
-    pub last_known_elr: Option<I>,
-}
-
-impl NewPartition {
-    pub(crate) fn from_struct(d: &Struct) -> R<Self> {
-        Ok(NewPartition {
-            partition_id: int(d, "PartitionId")?,
-            topic_id: uuid(d, "TopicId")?,
-            replicas: int_list(field(d, "Replicas")?, "Replicas")?,
-            isr: int_list(field(d, "Isr")?, "Isr")?,
-            removing_replicas: int_list(field(d, "RemovingReplicas")?, "RemovingReplicas")?,
-            adding_replicas: int_list(field(d, "AddingReplicas")?, "AddingReplicas")?,
-            leader: int(d, "Leader")?,
-            leader_recovery_state: int_or(d, "LeaderRecoveryState", 0)?,
-            leader_epoch: int(d, "LeaderEpoch")?,
-            partition_epoch: int(d, "PartitionEpoch")?,
-            directories: opt_list(d, "Directories", uuid_list)?,
-            eligible_leader_replicas: opt_list(d, "EligibleLeaderReplicas", int_list)?,
-            last_known_elr: opt_list(d, "LastKnownElr", int_list)?,
-        })
     }
 }
 
@@ -413,7 +186,7 @@ impl Image {
     pub fn replay_control(&mut self, control_type: i16, data: Option<&Struct>) -> Result<(), ReplayError> {
         let Some(d) = data else { return Ok(()) };
         if control_type == KRAFT_VERSION {
-            let v = int(d, "KRaftVersion").map_err(|r| ReplayError { offset: None, reason: refusal_text(r, "KRaftVersion") })?;
+            let v = int(d, "KRaftVersion").map_err(|r| ReplayError { offset: None, reason: refusal_text(r.into(), "KRaftVersion") })?;
             self.kraft_version = Some(v);
         } else if control_type == KRAFT_VOTERS {
             self.voters = Some(d.clone());
@@ -721,10 +494,10 @@ impl Image {
     }
 
     fn client_quota(&mut self, d: &Struct) -> R {
-        let Value::Array(items) = field(d, "Entity")? else { return Err(type_error("Entity", "a list")) };
+        let Value::Array(items) = field(d, "Entity")? else { return Err(type_error("Entity", "a list").into()) };
         let mut entity = Vec::with_capacity(items.len());
         for it in items {
-            let Value::Struct(e) = it else { return Err(type_error("Entity", "structs")) };
+            let Value::Struct(e) = it else { return Err(type_error("Entity", "structs").into()) };
             entity.push((string(e, "EntityType")?, nullable_string(e, "EntityName")?));
         }
         sort_entity(&mut entity)?;
@@ -732,7 +505,7 @@ impl Image {
         let value = match field(d, "Value")? {
             Value::Float(x) => *x,
             Value::Int(i) => *i as f64,
-            _ => return Err(type_error("Value", "a float")),
+            _ => return Err(type_error("Value", "a float").into()),
         };
         if boolean(d, "Remove")? {
             if let Some(q) = self.client_quotas.get_mut(&entity) {

@@ -1,5 +1,5 @@
 use super::fast::{self, decode_partition_change};
-use super::replay::PartitionChange;
+use crate::schema::records::PartitionChange;
 use super::*;
 use crate::schema::{decode_metadata_record, encode_metadata_record, Struct, Value};
 
@@ -177,7 +177,7 @@ fn typed_partition_decoder_agrees_with_the_codec() {
                 }
                 let v = encode_metadata_record(3, version, &st(f)).unwrap();
                 let fast = fast::decode_partition(&v).expect("common shapes are decoded").to_owned_partition();
-                let generic = replay::NewPartition::from_struct(&decode_metadata_record(&v).unwrap().data).ok().unwrap();
+                let generic = crate::schema::records::NewPartition::from_struct(&decode_metadata_record(&v).unwrap().data).ok().unwrap();
                 assert_eq!(fast, generic);
                 let mut longer = v.clone();
                 longer.push(0);

@@ -5,10 +5,10 @@
 //! 8 MiB filled by lists of `batch_records` records, footer batch; `.checkpoint.part`, fsync,
 //! read-only, atomic rename).
 
-use super::replay::*;
 use super::{zk_migration_state_name, Image, Partition, Uuid, ELR_FEATURE, MIGRATING, MV_FEATURE};
 use crate::builder::{encode_batch, BatchParams, RecordInput};
 use crate::fsutil;
+use crate::schema::records::api_keys::*;
 use crate::schema::{self, CodecError, Struct, Value};
 use crate::snapshot::{control_key, footer_value, header_value, kraft_version_value, SNAPSHOT_FOOTER, SNAPSHOT_HEADER};
 use crate::varint::write_uvarint;

@@ -5,13 +5,18 @@
 //! * `codec` -- one generic decoder/encoder for Kafka's message encoding, driven by the tables;
 //! * `json` -- JSON as Kafka's generated JsonConverters print it (what `kafka-dump-log
 //!   --cluster-metadata-decoder` shows);
+//! * `getters` -- typed reads of a decoded record's fields by name, with the Python image's
+//!   wording for a missing or mistyped field; `records` -- the typed `PartitionRecord` and
+//!   `PartitionChangeRecord` read through them;
 //! * this module -- the `ApiMessageAndVersion` frame of metadata records and control-record
 //!   values, with Kafka's error messages.
 
 pub mod codec;
 #[rustfmt::skip]
 pub mod generated;
+pub mod getters;
 pub mod json;
+pub mod records;
 pub mod types;
 
 pub use codec::{CodecError, CodecErrorKind};
