@@ -4,7 +4,8 @@
 //! input columns come in as any buffer-protocol object (`pyarrow.Buffer`). Loops run with the
 //! GIL released.
 
-use super::batch::{fill_readonly_view, Backing};
+use super::batch::fill_readonly_view;
+use super::source::Backing;
 use super::segment::map_file;
 use super::rewrite::RewritePlan;
 use crate::arrow::{self, Bitmap, Bools, ColumnMask, Columns, Prim, RecordScanner, ScanOptions, ScanStats, ValuesIn, Var};

@@ -1,7 +1,8 @@
 //! RecordBatch, Record and ControlRecord objects, and batch encoding/decoding functions.
 
 use super::errors::to_pyerr;
-use super::record::{Fields, RecordList};
+use super::record::{record_iter, RecordList};
+use super::source::{Backing, RecBuf, RecordSource};
 use crate::batch::{self, BatchHeader, NextBatch};
 use crate::builder::{self, BatchParams, RecordInput};
 use crate::compression::Codec;
@@ -12,40 +13,6 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 use std::os::raw::{c_int, c_void};
 use std::sync::Arc;
-
-/// Bytes that batches and records point into: a mapped file or an owned buffer.
-pub enum Backing {
-    Mmap(memmap2::Mmap),
-    Vec(Vec<u8>),
-}
-
-impl Backing {
-    /// Faults the whole mapping in at once before a full pass over it (madvise calls instead of a
-    /// page fault per 4 KiB page), on every core. Best effort: older kernels lack
-    /// MADV_POPULATE_READ. Call it without the GIL: a large file takes milliseconds.
-    pub fn prefetch(&self) {
-        if let Backing::Mmap(m) = self {
-            #[cfg(target_os = "linux")]
-            {
-                // in 16 MiB pieces spread over the cores: the kernel fills page tables in parallel
-                use rayon::prelude::*;
-                const PIECE: usize = 16 << 20;
-                (0..m.len().div_ceil(PIECE)).into_par_iter().for_each(|i| {
-                    let start = i * PIECE;
-                    let _ = m.advise_range(memmap2::Advice::PopulateRead, start, PIECE.min(m.len() - start));
-                });
-            }
-        }
-    }
-
-    #[inline]
-    pub fn bytes(&self) -> &[u8] {
-        match self {
-            Backing::Mmap(m) => m,
-            Backing::Vec(v) => v,
-        }
-    }
-}
 
 /// A v2 record batch: every header field, lazily decoded records, and its bytes
 /// (exposed without a copy through the buffer protocol: `memoryview(batch)`).
@@ -61,23 +28,6 @@ pub struct RecordBatch {
     pub file: Option<Arc<str>>,
 }
 
-/// Where a record's bytes live: inside the batch's backing (uncompressed) or a decompressed copy.
-#[derive(Clone)]
-pub enum RecBuf {
-    Shared(Arc<Backing>, usize),
-    Owned(Arc<Vec<u8>>),
-}
-
-impl RecBuf {
-    #[inline]
-    pub fn bytes(&self) -> &[u8] {
-        match self {
-            RecBuf::Shared(b, start) => &b.bytes()[*start..],
-            RecBuf::Owned(v) => v,
-        }
-    }
-}
-
 /// Why building a batch's records stopped.
 enum BuildError {
     Corrupt(crate::error::Error),
@@ -88,11 +38,6 @@ impl From<crate::error::Error> for BuildError {
     fn from(e: crate::error::Error) -> Self {
         BuildError::Corrupt(e)
     }
-}
-
-#[inline]
-fn slice<'a>(d: &'a [u8], r: &Option<std::ops::Range<u32>>) -> Option<&'a [u8]> {
-    r.as_ref().map(|r| &d[r.start as usize..r.end as usize])
 }
 
 impl RecordBatch {
@@ -144,56 +89,6 @@ impl RecordBatch {
                 })
             }
         }
-    }
-}
-
-/// What the records of one batch are decoded from: its header and its records area.
-pub struct RecordSource {
-    pub h: BatchHeader,
-    buf: RecBuf,
-    len: usize,
-    pub position: u64,
-    file: Option<Arc<str>>,
-}
-
-impl RecordSource {
-    /// The records area.
-    #[inline]
-    pub fn data(&self) -> &[u8] {
-        &self.buf.bytes()[..self.len]
-    }
-
-    /// The fields of the record `v` of this batch (a control record's key is decoded).
-    #[inline(always)]
-    pub fn fields(&self, v: batch::RecordView) -> Result<Fields<'_>, crate::error::Error> {
-        let h = &self.h;
-        let d = self.data();
-        let offset = h.base_offset + v.offset_delta as i64;
-        let timestamp = if h.is_log_append_time() { h.max_timestamp } else { h.base_timestamp.wrapping_add(v.timestamp_delta) };
-        let key = slice(d, &v.key);
-        let control = if h.is_control() {
-            let (ver, t) = batch::parse_control_key(key)
-                .map_err(|reason| crate::error::Error::corrupt(self.position, Some(h.base_offset), format!("record at offset {offset}: {reason}")))?;
-            Some((t, ver))
-        } else {
-            None
-        };
-        Ok(Fields {
-            offset,
-            timestamp,
-            key,
-            value: slice(d, &v.value),
-            sequence: h.record_sequence(v.offset_delta),
-            attributes: v.attributes,
-            size_in_bytes: v.size,
-            control,
-            headers: if v.header_count > 0 { Some((self.buf.clone(), v)) } else { None },
-        })
-    }
-
-    /// `e` as the Python exception, naming this batch's file.
-    pub fn error(&self, py: Python<'_>, e: &crate::error::Error) -> PyErr {
-        to_pyerr(py, e, self.file.as_deref())
     }
 }
 
@@ -314,7 +209,7 @@ impl RecordBatch {
     }
     /// Decodes the records one at a time (see `record::RecordIterator`).
     fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        super::record::record_iter(py, self.record_source(py)?)
+        record_iter(py, self.record_source(py)?)
     }
     fn __len__(&self) -> usize {
         self.h.records_count.max(0) as usize

@@ -11,6 +11,7 @@ mod record;
 mod rewrite;
 mod segment;
 mod snapshot;
+mod source;
 
 use pyo3::prelude::*;
 

@@ -15,7 +15,7 @@
 //!
 //! All the `unsafe` of the per-record objects is in this module.
 
-use super::batch::{RecBuf, RecordSource};
+use super::source::{Fields, RecBuf, RecordSource};
 use crate::batch::{self, RecordView};
 use pyo3::exceptions::PySystemError;
 use pyo3::ffi;
@@ -90,21 +90,6 @@ unsafe fn freelist_push(block: *mut ffi::PyObject) -> bool {
 
 static RECORD_TYPE: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(null_mut());
 static CONTROL_TYPE: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(null_mut());
-
-/// The fields of one record, as decoded from its batch.
-pub struct Fields<'a> {
-    pub offset: i64,
-    pub timestamp: i64,
-    pub key: Option<&'a [u8]>,
-    pub value: Option<&'a [u8]>,
-    pub sequence: i32,
-    pub attributes: i8,
-    pub size_in_bytes: u32,
-    /// Set when the record has headers: the bytes and view to decode them from.
-    pub headers: Option<(RecBuf, RecordView)>,
-    /// (control_type, key_version) for a record of a control batch.
-    pub control: Option<(i16, i16)>,
-}
 
 /// A list of `n` records being filled in order; dropping it unfinished releases what was made.
 pub struct RecordList<'py> {

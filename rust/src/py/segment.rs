@@ -1,7 +1,8 @@
 //! Segment files from Python: reading (mmap), scanning, recovery, index checks, dumping,
 //! appending, truncation.
 
-use super::batch::{split_batches, Backing, RecordBatch};
+use super::batch::{split_batches, RecordBatch};
+use super::source::Backing;
 use super::errors::{io_err, to_pyerr};
 use crate::batch::{self, NextBatch};
 use crate::dump::{DumpOptions, Dumper};
