@@ -1,5 +1,5 @@
-"""The ``kraftkit`` command. Exit codes: 0 all good, 1 problems found in the data,
-2 usage error or unreadable input."""
+"""The ``kraftkit`` command. Exit codes (:mod:`kraftkit.cli.exits`): 0 all good, 1 problems
+found in the data, 2 usage error or unreadable input."""
 
 from __future__ import annotations
 
@@ -8,9 +8,7 @@ import sys
 
 import importlib
 
-EXIT_OK = 0
-EXIT_PROBLEMS = 1
-EXIT_USAGE = 2
+from kraftkit.cli.exits import EXIT_INTERRUPTED, EXIT_OK
 
 #: command name -> module under kraftkit.cli. Only the module of the command being run is
 #: imported (all of them for --help, none for --version), so each command starts fast.
@@ -87,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (e.g. `| head`): not an error of ours.
         try:

@@ -15,6 +15,8 @@ import json
 import sys
 from typing import Any
 
+from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, fail
+
 HELP = "fleet jobs on Spark: audit, verify and rewrite every cluster's metadata; scan; generate a synthetic fleet"
 
 #: set by ``kraftkit.spark.submit``: use the session spark-submit configured instead of a local one
@@ -74,7 +76,8 @@ def session(args: argparse.Namespace) -> Any:
     from kraftkit.spark.session import java_available, local_session
 
     if not java_available():
-        raise SystemExit("kraftkit spark: Spark needs Java 17+ (set JAVA_HOME or put java on PATH)")
+        # exit 1 (as SystemExit with a message always was), though this is no problem in the data
+        raise SystemExit(fail("spark", "Spark needs Java 17+ (set JAVA_HOME or put java on PATH)", EXIT_PROBLEMS))
     return local_session(args.master or "local[2]")
 
 
@@ -91,8 +94,7 @@ def _guard(fn):
         try:
             return fn(args)
         except KraftkitError as e:
-            print(f"kraftkit spark {args.job}: {e}", file=sys.stderr)
-            return 2
+            return fail(f"spark {args.job}", str(e))
     return run
 
 
@@ -116,7 +118,7 @@ def run_audit(args: argparse.Namespace) -> int:
     res = jobs.audit(session(args), args.path, args.out, progress=_progress(args))
     rows = res.clusters.collect()
     _report(args, res, (res.clusters, "cluster"), (res.downgrades, "downgrade"), (res.corrupt, "corrupt_batch"))
-    return 1 if any(r["corrupt_batches"] or r["error"] for r in rows) else 0
+    return EXIT_PROBLEMS if any(r["corrupt_batches"] or r["error"] for r in rows) else EXIT_OK
 
 
 @_guard
@@ -126,7 +128,7 @@ def run_verify(args: argparse.Namespace) -> int:
     res = jobs.verify(session(args), args.path, args.out, progress=_progress(args))
     n = res.problems.count()
     _report(args, res, (res.files, "file"), (res.problems, "problem"))
-    return 1 if n else 0
+    return EXIT_PROBLEMS if n else EXIT_OK
 
 
 @_guard
@@ -134,13 +136,12 @@ def run_rewrite(args: argparse.Namespace) -> int:
     from kraftkit.spark import jobs
 
     if args.out is None and not args.dry_run:
-        print("kraftkit spark rewrite: --out is required (or --dry-run)", file=sys.stderr)
-        return 2
+        return fail("spark rewrite", "--out is required (or --dry-run)")
     res = jobs.rewrite(session(args), args.path, args.metadata_version, args.out, dry_run=args.dry_run,
                        progress=_progress(args))
     rows = res.report.collect()
     _report(args, res, (res.report, "rewrite"))
-    return 1 if any(r["error"] for r in rows) else 0
+    return EXIT_PROBLEMS if any(r["error"] for r in rows) else EXIT_OK
 
 
 @_guard
@@ -163,7 +164,7 @@ def run_scan(args: argparse.Namespace) -> int:
         for r in rows:
             print(f"{r['cluster']:<20} {str(r['record_type']):<36} {r['count']:>10}")
         print(f"{total} records ({bad} in damaged batches) in {secs:.1f}s")
-    return 1 if bad else 0
+    return EXIT_PROBLEMS if bad else EXIT_OK
 
 
 def run_generate(args: argparse.Namespace) -> int:
@@ -172,8 +173,7 @@ def run_generate(args: argparse.Namespace) -> int:
     try:
         lo, hi = (int(x) for x in args.topics.split(":"))
     except ValueError:
-        print("kraftkit spark generate: --topics is MIN:MAX", file=sys.stderr)
-        return 2
+        return fail("spark generate", "--topics is MIN:MAX")
 
     def progress(done: int, total: int) -> None:
         if sys.stderr.isatty():
@@ -194,4 +194,4 @@ def run_generate(args: argparse.Namespace) -> int:
         for c in fleet.clusters:
             for d in c.damage:
                 print(f"  damaged {c.name}/{d['node']}: {d['kind']} in {d['file']}")
-    return 0
+    return EXIT_OK
