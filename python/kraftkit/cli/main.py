@@ -74,10 +74,12 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, namespace: argparse.Namespace | None = None) -> int:
+    """Runs one command; ``namespace`` holds settings of the caller's that are no option of the
+    command line (``kraftkit.cli.spark_submit`` sets ``ambient_session``)."""
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv, namespace)
     if getattr(args, "max_batch_bytes", None) is not None:
         from kraftkit._core import set_max_uncompressed_bytes
 

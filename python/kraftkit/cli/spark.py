@@ -1,7 +1,7 @@
 """``kraftkit spark audit|verify|rewrite|scan|generate``: the fleet jobs on Spark.
 
 On a laptop they start a local SparkSession (``--master local[2]`` by default); under
-``spark-submit`` (``kraftkit/spark/submit.py``) they use the session spark-submit made, so the
+``spark-submit`` (``kraftkit/cli/spark_submit.py``) they use the session spark-submit made, so the
 same command runs on YARN, Kubernetes or a standalone cluster with paths on HDFS or S3.
 Results go to Parquet under ``--out``; a short summary goes to stdout (``--json``: JSON lines).
 Exit codes: 0 all good, 1 damage found (corrupt batches, problems, failed rewrites),
@@ -18,9 +18,6 @@ from typing import Any
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, fail
 
 HELP = "fleet jobs on Spark: audit, verify and rewrite every cluster's metadata; scan; generate a synthetic fleet"
-
-#: set by ``kraftkit.spark.submit``: use the session spark-submit configured instead of a local one
-AMBIENT_SESSION = False
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -65,14 +62,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def session(args: argparse.Namespace) -> Any:
-    if AMBIENT_SESSION:
-        from pyspark.sql import SparkSession
+    """The session a job runs in: spark-submit's when ``args.ambient_session`` (set by
+    ``kraftkit.cli.spark_submit``, no command-line option), else a local one at ``--master``."""
+    if getattr(args, "ambient_session", False):
+        from kraftkit.spark.session import ambient_session
 
-        from kraftkit.spark import register
-
-        spark = SparkSession.builder.getOrCreate()
-        register(spark)
-        return spark
+        return ambient_session()
     from kraftkit.spark.session import java_available, local_session
 
     if not java_available():
