@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
-from kraftkit.demo import write_metadata_log
 from kraftkit.log import Log, Segment
+from kraftkit.metadata.generate import write_metadata_log
 from kraftkit.metadata.image import load_image, mv_name
 from kraftkit.metadata.snapshot import SnapshotReader
 
