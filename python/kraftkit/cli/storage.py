@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 
+from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
 from kraftkit.cli.main import add_max_batch_bytes, int_arg
 
 HELP = "format KRaft storage directories as kafka-storage does; show their meta.properties and bootstrap metadata"
@@ -94,15 +95,15 @@ def run_format(args: argparse.Namespace) -> int:
         from kraftkit._fs import error_text
 
         print(f"kraftkit storage format: {error_text(e)}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     if args.json:
         print(json.dumps(result.to_dict()))
-        return 0
+        return EXIT_OK
     boot = ", ".join(f"{n}={lv}" for n, lv in result.features.bootstrap_levels().items())
     print(f"Bootstrap metadata: {boot} ({result.features.metadata_version.name})")
     for line in result.messages:
         print(line)
-    return 0
+    return EXIT_OK
 
 
 def run_info(args: argparse.Namespace) -> int:
@@ -117,12 +118,12 @@ def run_info(args: argparse.Namespace) -> int:
     for msg in info["unreadable"]:
         print(f"kraftkit storage info: {msg}", file=sys.stderr)
     if info["unreadable"]:
-        return 2  # unreadable input, not problems found in the data
-    return 1 if info["problems"] else 0
+        return EXIT_USAGE  # unreadable input, not problems found in the data
+    return EXIT_PROBLEMS if info["problems"] else EXIT_OK
 
 
 def run_random_uuid(args: argparse.Namespace) -> int:
     from kraftkit.features.storage import random_uuid
 
     print(random_uuid())
-    return 0
+    return EXIT_OK
