@@ -311,7 +311,8 @@ def run_scenario(version: str, work: Path) -> dict:
         newest = wait_for_snapshots(node.metadata_log_dir, 2)
     level = re.search(r"metadata\.version (\S+?)\.?\s*$", formatted, re.M)
     return {"node": node, "snapshot": newest.name, "produced": dict(sorted(produced.items())),
-            "format_output": formatted.strip().replace(str(work), "<workdir>"), "metadata_version": level.group(1) if level else None}
+            "format_output": formatted.strip().replace(str(work), "<workdir>"),
+            "metadata_version": level.group(1) if level else None}
 
 
 # ------------------------------------------------------------------------------ copying
