@@ -45,11 +45,12 @@ MV_FIELDS = (
     "isMetadataTransactionSupported", "isMigrationSupported", "isScramSupported",
     "isBrokerRegistrationChangeRecordSupported", "isInControlledShutdownStateSupported",
     "isNoOpRecordSupported", "isLeaderRecoverySupported",
+    "isCidrAclSupported", "isControllerUnregistrationSupported",
 )
 
 
 def releases() -> list[str]:
-    return [jars.KAFKA_4, jars.KAFKA_3, jars.KAFKA_OLD]
+    return [jars.KAFKA_NEWEST, jars.KAFKA_4, jars.KAFKA_3, jars.KAFKA_OLD]
 
 
 def dump(release: str) -> dict:

@@ -39,7 +39,7 @@ OUT_DIR = REPO / "rust" / "src" / "schema"
 OUT_RS = OUT_DIR / "generated.rs"
 OUT_MD = OUT_DIR / "SOURCES.md"
 
-KAFKA_VERSION = "4.3.1"  # tests/harness/jars.py KAFKA_4 (kept literal: the script must not need the harness)
+KAFKA_VERSION = "4.4.0"  # tests/harness/jars.py KAFKA_NEWEST (kept literal: the script must not need the harness)
 
 # The RPC messages kraftkit speaks (KRaft's quorum RPCs, ApiVersions, the headers, Produce and
 # DescribeCluster), from

@@ -195,7 +195,15 @@ pub fn sanity_check_time_index(data: &[u8], base_offset: i64) -> Result<()> {
         let last_ts = i64::from_be_bytes(last[0..8].try_into().unwrap());
         let rel = i32::from_be_bytes(last[8..12].try_into().unwrap());
         if last_ts < first_ts {
-            return Err(idx_err(format!("time index has non-zero size but the last timestamp is {last_ts} which is less than the first timestamp {first_ts}")));
+            // the same words as Kafka's, and what they mean when the tail is preallocated zeros
+            let used = (1..n).find(|&i| data[i * TIME_ENTRY..(i + 1) * TIME_ENTRY].iter().all(|&b| b == 0));
+            let why = match used {
+                Some(k) if data[k * TIME_ENTRY..].iter().all(|&b| b == 0) => format!(
+                    "; entries {k}.. are zero-filled preallocation ({} bytes), as an unclean shutdown leaves the active \
+                     segment's index: Kafka rebuilds this index from its segment at start-up", data.len()),
+                _ => String::new(),
+            };
+            return Err(idx_err(format!("time index has non-zero size but the last timestamp is {last_ts} which is less than the first timestamp {first_ts}{why}")));
         }
         if rel < 0 {
             return Err(idx_err(format!("time index has non-zero size but the last offset is {} which is less than the base offset {base_offset}", base_offset + rel as i64)));
@@ -254,6 +262,20 @@ mod tests {
         assert!(read_time_index(&[0u8; 120], 364).is_empty());
         // One trimmed entry (relative 0, position 0) is an entry.
         assert_eq!(read_offset_index(&[0u8; 8], 364), vec![OffsetEntry { offset: 364, position: 0 }]);
+    }
+
+    #[test]
+    fn preallocated_time_index_tail_is_named() {
+        let mut data = vec![0u8; 12 * 100];
+        data[0..8].copy_from_slice(&1_795_592_084_006i64.to_be_bytes());
+        data[8..12].copy_from_slice(&36i32.to_be_bytes());
+        let err = sanity_check_time_index(&data, 0).unwrap_err().to_string();
+        assert!(err.contains("last timestamp is 0 which is less than the first timestamp 1795592084006"), "{err}");
+        assert!(err.contains("entries 1.. are zero-filled preallocation (1200 bytes)"), "{err}");
+        // a zero entry in the middle followed by data is not preallocation
+        data[12 * 50] = 1;
+        let err = sanity_check_time_index(&data, 0).unwrap_err().to_string();
+        assert!(!err.contains("preallocation"), "{err}");
     }
 
     #[test]

@@ -162,7 +162,7 @@ def test_demo_runs_end_to_end() -> None:
 
 
 def test_snapshot_verify(tmp_path: Path) -> None:
-    from kraftkit.demo import noop_record
+    from kraftkit.metadata.generate import noop_record
     from kraftkit.metadata.snapshot import SnapshotId, SnapshotWriter
 
     with SnapshotWriter(tmp_path, SnapshotId(10, 2), last_contained_log_timestamp=BASE_TS) as w:

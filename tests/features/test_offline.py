@@ -8,7 +8,7 @@ import json
 import pytest
 
 from kraftkit.cli.main import main
-from kraftkit.demo import METADATA_VERSION, write_metadata_log
+from kraftkit.metadata.generate import METADATA_VERSION, write_metadata_log
 from kraftkit.metadata.image import load_image
 from kraftkit.metadata.snapshot import list_snapshots
 

@@ -95,20 +95,25 @@ def test_cluster_id_rules():
 
 # ------------------------------------------------------------------ feature levels
 
+#: The newest release's latest production metadata.version (the default, as kafka-storage's)
+#: and its newest testing one, from the tables scripts/gen_features.py reads from Kafka's jars.
+LATEST = registry().latest_production
+TESTING = registry().by_level(registry().newest_release.latest_testing)
+
 def test_release_versions():
     assert resolve_features("3.9").metadata_version.name == "3.9-IV0"
     assert resolve_features("3.5").metadata_version.name == "3.5-IV2"
     assert resolve_features("3.9.2").metadata_version.name == "3.9-IV0"
     assert resolve_features("3.7-IV1").metadata_version.level == 16
-    assert resolve_features(None).metadata_version.name == "4.3-IV0"
+    assert resolve_features(None).metadata_version.name == LATEST.name
     assert resolve_features(features={"metadata.version": 20}).metadata_version.name == "3.8-IV0"
     assert [m.name for m in S.bootstrap_metadata_versions()][:2] == ["3.3-IV3", "3.4-IV0"]
-    assert S.bootstrap_metadata_versions()[-1].name == "4.3-IV0"
+    assert S.bootstrap_metadata_versions()[-1].name == LATEST.name
 
 
 @pytest.mark.parametrize("spec,msg", [
     ("3.2", "too old"), ("3.3-IV2", "too old"), ("9.9", "Unknown metadata.version '9.9'"),
-    ("4.4", "Unknown metadata.version"), ("4.4-IV0", "not yet stable"), ("x", "Unknown metadata.version"),
+    (TESTING.release, "Unknown metadata.version"), (TESTING.name, "not yet stable"), ("x", "Unknown metadata.version"),
 ])
 def test_release_versions_refused(spec, msg):
     with pytest.raises(StorageInputError, match=re.escape(msg)):
@@ -167,7 +172,7 @@ def test_requested_levels():
     ("3.9", {"nope": 0}, "Unsupported feature: nope"),
     ("3.9", {"metadata.version": 21}, "Use --release-version instead of --feature metadata.version=X"),
     (None, {"metadata.version": 99}, "No MetadataVersion with feature level 99"),
-    (None, {"metadata.version": 31}, "not yet stable"),
+    (None, {"metadata.version": TESTING.level}, "not yet stable"),
     (None, {"metadata.version": 6}, "too old"),
     ("3.9", {"kraft.version": 1}, "Cannot set kraft.version to 1 unless"),
 ])
@@ -464,7 +469,9 @@ def test_atomic_write_leaves_no_temp_file(tmp_path):
     assert target.read_bytes() == b"old" and sorted(p.name for p in tmp_path.iterdir()) == ["x"]
 
 
-def test_meta_properties_written_last(tmp_path, monkeypatch):
+@pytest.mark.parametrize("layout,files", [(S.LAYOUT_BOOTSTRAP_FILE, ["bootstrap.checkpoint", "meta.properties"]),
+                                          (S.LAYOUT_CHECKPOINT, ["meta.properties"])])
+def test_meta_properties_written_last(tmp_path, monkeypatch, layout, files):
     """A failure while writing a directory leaves no meta.properties: it is not 'formatted'."""
     real = S.write_file_atomic
     calls = []
@@ -477,9 +484,11 @@ def test_meta_properties_written_last(tmp_path, monkeypatch):
 
     monkeypatch.setattr(S, "write_file_atomic", flaky)
     with pytest.raises(OSError):
-        format_storage([tmp_path / "a"], cluster_id=CID, node_id=1)
-    assert calls == ["bootstrap.checkpoint", "meta.properties"]
+        format_storage([tmp_path / "a"], cluster_id=CID, node_id=1, layout=layout)
+    assert calls == files
     assert not (tmp_path / "a/meta.properties").exists()
+    # the bootstrap snapshot (checkpoint layout) was complete before meta.properties was tried
+    assert (tmp_path / "a" / S.CLUSTER_METADATA_DIR / S.BOOTSTRAP_SNAPSHOT).exists() == (layout == S.LAYOUT_CHECKPOINT)
 
 
 # ------------------------------------------------------------------ info
@@ -492,7 +501,7 @@ def test_info(tmp_path):
     assert info["metadata"]["cluster.id"] == CID and info["metadata"]["node.id"] == "1"
     assert info["problems"] == [f"{tmp_path / 'c'} is not formatted.", f"{tmp_path / 'missing'} does not exist"]
     a = info["directories"][0]
-    assert a["bootstrap"] == {"metadata_version": {"level": 25, "name": "4.0-IV3"},
+    assert a["bootstrap"] == {"file": str(tmp_path / "a" / S.BOOTSTRAP_FILE), "metadata_version": {"level": 25, "name": "4.0-IV3"},
                               "features": {"group.version": 1, "transaction.version": 2}, "other_records": 0,
                               "unknown_levels": []}
     text = S.info_text(info)
@@ -504,14 +513,17 @@ def test_info(tmp_path):
     assert S.info_text({"directories": [], "found": [], "metadata": None, "problems": []}) == "No directories specified.\n"
 
 
-def test_info_mismatch_and_corrupt(tmp_path):
-    format_storage([tmp_path / "a"], cluster_id=CID, node_id=1)
-    format_storage([tmp_path / "b"], cluster_id=CID, node_id=2)
-    format_storage([tmp_path / "c"], cluster_id=S.random_uuid(), node_id=1)
+@pytest.mark.parametrize("layout", S.LAYOUTS)
+def test_info_mismatch_and_corrupt(tmp_path, layout):
+    format_storage([tmp_path / "a"], cluster_id=CID, node_id=1, layout=layout)
+    format_storage([tmp_path / "b"], cluster_id=CID, node_id=2, layout=layout)
+    format_storage([tmp_path / "c"], cluster_id=S.random_uuid(), node_id=1, layout=layout)
     info = S.storage_info([tmp_path / "a", tmp_path / "b", tmp_path / "c"])
     assert info["problems"] == ["Mismatched node IDs between storage directories.",
                                 "Mismatched cluster IDs between storage directories."]
-    p = tmp_path / "a/bootstrap.checkpoint"
+    p = tmp_path / "a" / (S.BOOTSTRAP_FILE if layout == S.LAYOUT_BOOTSTRAP_FILE
+                          else f"{S.CLUSTER_METADATA_DIR}/{S.BOOTSTRAP_SNAPSHOT}")
+    p.chmod(0o600)
     data = bytearray(p.read_bytes())
     data[-1] ^= 1
     p.write_bytes(bytes(data))
@@ -541,7 +553,7 @@ def test_cli_format_info_random(tmp_path, capsys):
     assert "is already formatted" in capsys.readouterr().err
     assert main(["storage", "format", "-t", cid, "--node-id", "2", "-d", str(d), "-g", "--json"]) == 0
     j = json.loads(capsys.readouterr().out)
-    assert j["directories"][0]["formatted_now"] is False and j["metadata_version"]["name"] == "4.3-IV0"
+    assert j["directories"][0]["formatted_now"] is False and j["metadata_version"]["name"] == LATEST.name
 
 
 @pytest.mark.parametrize("args,msg", [
@@ -583,3 +595,75 @@ def test_format_then_info_round_trip(tmp_path_factory, level, tv, gv):
     for k, v in feats.items():
         assert res.features.levels[k] == v
     assert set(os.listdir(d)) == {"bootstrap.checkpoint", "meta.properties"}
+
+
+# ------------------------------------------------------------------ layouts (Kafka 4.4: the bootstrap snapshot)
+
+@pytest.mark.parametrize("release,want", [(None, S.LAYOUT_CHECKPOINT), ("4.4", S.LAYOUT_CHECKPOINT),
+                                          ("4.3", S.LAYOUT_BOOTSTRAP_FILE), ("3.9", S.LAYOUT_BOOTSTRAP_FILE)])
+def test_default_layout_follows_the_release(tmp_path, release, want):
+    res = format_storage([tmp_path / "log", tmp_path / "meta"], cluster_id=CID, node_id=1, release_version=release,
+                         metadata_log_dir=tmp_path / "meta")
+    assert res.layout == want == res.to_dict()["layout"]
+    names = {str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()}
+    snap = f"meta/{S.CLUSTER_METADATA_DIR}/{S.BOOTSTRAP_SNAPSHOT}"
+    if want == S.LAYOUT_CHECKPOINT:
+        assert names == {"log/meta.properties", "meta/meta.properties", snap}
+    else:
+        assert names == {"log/meta.properties", "meta/meta.properties", "log/bootstrap.checkpoint",
+                         "meta/bootstrap.checkpoint"}
+
+
+@pytest.mark.parametrize("kind", ["static", "standalone", "no-initial"])
+def test_checkpoint_layout_snapshot(tmp_path, kind):
+    """The bootstrap snapshot of the checkpoint layout: a control batch (header, then
+    KRaftVersion at kraft.version 1, then the voters when there are initial ones), a batch of
+    exactly the bootstrap records, a footer; storage info and features describe read it."""
+    kw = {"standalone": {"standalone": True, "controller_listener": "CONTROLLER://127.0.0.1:9093"},
+          "no-initial": {"no_initial_controllers": True}, "static": {}}[kind]
+    res = format_storage([tmp_path / "meta"], cluster_id=CID, node_id=1, release_version="4.4",
+                         features={"share.version": 1}, layout=S.LAYOUT_CHECKPOINT, **kw)
+    snap = tmp_path / "meta" / S.CLUSTER_METADATA_DIR / S.BOOTSTRAP_SNAPSHOT
+    assert snap.stat().st_mode & 0o777 == 0o400
+    batches = decode_batches(snap.read_bytes())
+    assert [b.is_control for b in batches] == [True, False, True]
+    header = [r.control_type for r in batches[0].records()]
+    want = {"static": [ControlType.SNAPSHOT_HEADER],
+            "no-initial": [ControlType.SNAPSHOT_HEADER, ControlType.KRAFT_VERSION],
+            "standalone": [ControlType.SNAPSHOT_HEADER, ControlType.KRAFT_VERSION, ControlType.KRAFT_VOTERS]}[kind]
+    assert header == want
+    records = [decode_metadata_record(r.value)[2] for r in batches[1].records()]
+    assert [(r["Name"], r["FeatureLevel"]) for r in records] == list(res.features.bootstrap_levels().items())
+    assert ("share.version", 1) in [(r["Name"], r["FeatureLevel"]) for r in records]
+    assert [r.control_type for r in batches[2].records()] == [ControlType.SNAPSHOT_FOOTER]
+    assert SnapshotReader(snap).verify()["error"] is None
+    info = S.storage_info([tmp_path / "meta"])
+    boot = info["directories"][0]["bootstrap"]
+    assert boot["file"] == str(snap) and boot["features"]["share.version"] == 1
+    assert boot["metadata_version"]["level"] == res.features.metadata_version.level
+    assert f"(in {S.CLUSTER_METADATA_DIR}/{S.BOOTSTRAP_SNAPSHOT})" in S.info_text(info)
+
+
+def test_voters_only_snapshot_is_no_bootstrap(tmp_path):
+    """Kafka 3.9..4.3's bootstrap snapshot holds only the voters: storage info takes the
+    bootstrap metadata from bootstrap.checkpoint and reports no problem."""
+    format_storage([tmp_path / "meta"], cluster_id=CID, node_id=1, release_version="4.1", standalone=True,
+                   controller_listener="CONTROLLER://127.0.0.1:9093")
+    assert (tmp_path / "meta" / S.CLUSTER_METADATA_DIR / S.BOOTSTRAP_SNAPSHOT).exists()
+    (tmp_path / "meta" / S.BOOTSTRAP_FILE).unlink()
+    info = S.storage_info([tmp_path / "meta"])
+    assert info["problems"] == [] and info["directories"][0]["bootstrap"] is None
+
+
+def test_cli_layout(tmp_path, capsys):
+    d = tmp_path / "a"
+    assert main(["storage", "format", "-t", CID, "--node-id", "1", "-d", str(d), "--release-version", "3.9",
+                 "--layout", "checkpoint", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["layout"] == "checkpoint"
+    assert not (d / S.BOOTSTRAP_FILE).exists() and (d / S.CLUSTER_METADATA_DIR / S.BOOTSTRAP_SNAPSHOT).exists()
+    assert main(["storage", "info", str(d)]) == 0
+    assert "metadata.version=21 (3.9-IV0)" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        main(["storage", "format", "-t", CID, "--node-id", "1", "-d", str(tmp_path / "b"), "--layout", "zk"])
+    assert e.value.code == 2
+    assert "invalid choice: 'zk'" in capsys.readouterr().err

@@ -14,10 +14,10 @@ import pytest
 
 from kraftkit._core import decode_metadata_record, metadata_record_types
 from kraftkit.cli.main import main
-from kraftkit.demo import feature_level_record, write_metadata_log
 from kraftkit.features import registry
 from kraftkit.features.rewrite import rewrite_snapshot
 from kraftkit.log import Log, encode_batch
+from kraftkit.metadata.generate import feature_level_record, write_metadata_log
 from kraftkit.metadata.image import load_image
 from kraftkit.metadata.snapshot import SnapshotId, SnapshotReader, SnapshotWriter, list_snapshots
 from kraftkit.metadata.versions import NewerThanKnownError, mv_name

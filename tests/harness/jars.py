@@ -9,13 +9,13 @@ on ``org.apache.kafka:kafka_2.13`` and ``org.apache.kafka:kafka-tools`` (plus a 
 binding) and run ``maven-dependency-plugin:copy-dependencies``.  Maven's local
 repository is ``<repo>/.cache/m2`` so a fresh clone is self-contained.
 
-Pinned versions (chosen 2026-11 from
-https://repo1.maven.org/maven2/org/apache/kafka/kafka_2.13/maven-metadata.xml):
-``kafka_2.13`` lists 4.4.0 as newest, but 4.4.0 is not complete on Central
-(``kafka-tools-4.4.0`` and ``kafka-tools-api-4.4.0`` -- a runtime dependency of
-``kafka_2.13-4.4.0`` itself -- are 404), so the newest *resolvable* 4.x release is
-4.3.1.  The newest 3.9.x is 3.9.2; 3.5.2 (newest 3.5.x) is the older line the downgrade tests boot.  ``python -m tests.harness versions`` re-runs
-that check (newest-first, both artifacts must exist).
+Pinned versions (from
+https://repo1.maven.org/maven2/org/apache/kafka/kafka_2.13/maven-metadata.xml): the newest
+release, 4.4.0 (``KAFKA_NEWEST``: the tables are generated from it); the 4.x line before it,
+4.3.1 (``KAFKA_4``: most real-Kafka suites run it); the newest 3.9.x, 3.9.2; and 3.5.2 (newest
+3.5.x), the older line the downgrade tests boot. (4.4.0 was incomplete on Central for a while:
+``kafka-tools-4.4.0`` answered 404.) ``python -m tests.harness versions`` re-checks which releases
+are complete (newest-first, both artifacts must exist).
 """
 
 from __future__ import annotations
@@ -32,6 +32,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Iterator
 
+#: The newest release: the tables (scripts/gen_features.py, gen_schemas.py) are read from it, and the
+#: tests that check 4.4's own behaviour (storage layout, preallocated indexes, its metadata.version
+#: levels) run it. The other suites keep the previous 4.x line, so CI's time stays bounded.
+KAFKA_NEWEST = "4.4.0"
 KAFKA_4 = "4.3.1"
 KAFKA_3 = "3.9.2"
 #: An older 3.x line for metadata.version downgrade tests (3.5: metadata.version 3.5-IV2, before

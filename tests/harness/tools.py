@@ -16,6 +16,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -111,9 +112,10 @@ def dump_log(
     extra_args: Sequence[str] = (),
     timeout: float = 300.0,
     raw: bool = False,
+    check: bool = True,
 ) -> subprocess.CompletedProcess:
     """Run kafka-dump-log on ``files`` (one JVM for all of them); return the process (its
-    output as bytes with ``raw``)."""
+    output as bytes with ``raw``; with ``check``, a non-zero exit is a HarnessError)."""
     files = [str(f) for f in files]
     if not files:
         raise ValueError("no files to dump")
@@ -131,7 +133,7 @@ def dump_log(
     if skip_record_metadata:
         args.append("--skip-record-metadata")
     args += list(extra_args)
-    return run_tool(version, dump_log_class(version), args, timeout=timeout, raw=raw)
+    return run_tool(version, dump_log_class(version), args, timeout=timeout, raw=raw, check=check)
 
 
 def dump_log_parsed(version: str, files: Iterable[Path | str], **kw) -> dict[str, dict]:
@@ -142,6 +144,19 @@ def dump_log_parsed(version: str, files: Iterable[Path | str], **kw) -> dict[str
 
 # ---------------------------------------------------------------- clients
 
+#: Classes Kafka moved between releases: (old name, new name).
+_MOVED_CLASSES = [("org.apache.kafka.common.utils.Exit", "org.apache.kafka.common.utils.internals.Exit")]
+
+
+def adapt_source(version: str, text: str) -> str:
+    """``text`` with the class names Kafka ``version`` moved replaced by their new names
+    (4.4 moved ``Exit`` to ``common.utils.internals``)."""
+    for old, new in _MOVED_CLASSES:
+        if re.search(re.escape(old) + r"\b", text) and find_class(version, new, old) == new:
+            text = re.sub(re.escape(old) + r"\b", new, text)
+    return text
+
+
 def compile_java(version: str, source: Path, subdir: str) -> Path | None:
     """Compiles ``source`` against the Kafka jars once per (version, source digest) into the
     Kafka cache and returns the classes directory; None without javac."""
@@ -149,7 +164,8 @@ def compile_java(version: str, source: Path, subdir: str) -> Path | None:
     if javac is None:
         return None
     main_class = source.stem
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+    text = adapt_source(version, source.read_text())
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     out = jars.kafka_home(version) / subdir / digest
     if (out / f"{main_class}.class").is_file():
         return out
@@ -158,11 +174,15 @@ def compile_java(version: str, source: Path, subdir: str) -> Path | None:
         if not (out / f"{main_class}.class").is_file():
             tmp = Path(tempfile.mkdtemp(prefix="classes-", dir=out.parent))
             try:
+                src = Path(tmp) / "src" / source.name
+                src.parent.mkdir()
+                src.write_text(text)
                 proc = subprocess.run([javac, "-nowarn", "-cp", jars.classpath(version), "-d", str(tmp),
-                                       str(source)], stdout=subprocess.PIPE,
+                                       str(src)], stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True, timeout=180)
                 if proc.returncode != 0:
                     raise HarnessError(f"javac {source.name} failed:\n{proc.stdout[-3000:]}")
+                shutil.rmtree(src.parent)
                 if out.exists():
                     shutil.rmtree(out)
                 tmp.rename(out)

@@ -4,7 +4,7 @@ names, special files, and the counts, deltas and timestamps around them).
 
 The valid base (:func:`write_base`) is a formatted log directory (``kraftkit storage format``:
 ``meta.properties``, ``bootstrap.checkpoint``) holding ``__cluster_metadata-0``: a few hundred
-Topic/Partition/Config/RegisterBroker/FeatureLevel/NoOp records (``kraftkit.demo``'s record
+Topic/Partition/Config/RegisterBroker/FeatureLevel/NoOp records (``kraftkit.metadata.generate``'s record
 builders) over three leader epochs, in batches of up to 30 records (every codec appears; the
 log's last batch is uncompressed), rolled every 8 KiB into five segments, and a snapshot written
 by ``kraftkit snapshot create`` at the end of the first data batch (so every segment is replayed
@@ -86,7 +86,7 @@ class Base:
 
 def write_base(root: Path) -> Base:
     """Writes the valid log directory at ``root`` (see the module docstring)."""
-    from kraftkit.demo import leader_change_value, metadata_records
+    from kraftkit.metadata.generate import leader_change_value, metadata_records
     from kraftkit.log import Log, encode_batch
     from kraftkit.log.control import ControlType
     from kraftkit._core import control_record_key

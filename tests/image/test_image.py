@@ -250,3 +250,15 @@ def test_load_image_from_a_written_log(tmp_path):
     load_image(d, at=6).write_snapshot(d)
     assert load_image(d) == full
     assert load_image(d, at=6) == replay_records(recs[:6])
+
+
+def test_controller_registration_and_unregistration():
+    """ControllerRegistrationRecord registers; UnregisterControllerRecord (api key 29, Kafka
+    4.4-IV2: ``ClusterDelta.replay``) removes the registration, and an unknown id is no error."""
+    reg = (27, 0, {"ControllerId": 3000, "IncarnationId": INC, "ZkMigrationReady": False,
+                   "EndPoints": [{"Name": "CONTROLLER", "Host": "h", "Port": 9093, "SecurityProtocol": 0}],
+                   "Features": [{"Name": "metadata.version", "MinSupportedVersion": 7, "MaxSupportedVersion": 33}]})
+    img = replay_records([mv(33), reg, (27, 0, {**reg[2], "ControllerId": 3001})])
+    assert sorted(img.controllers) == [3000, 3001]
+    replay_records([(29, 0, {"ControllerId": 3000}), (29, 0, {"ControllerId": 4000})], img)
+    assert sorted(img.controllers) == [3001]

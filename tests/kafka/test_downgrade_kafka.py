@@ -55,10 +55,11 @@ def _tool(version: str, classes: tuple[str, ...], args: list[str]) -> str:
     return tools.run_tool(version, tools.find_class(version, *classes), args, timeout=120).stdout
 
 
-@pytest.mark.parametrize("release", [jars.KAFKA_3, jars.KAFKA_OLD])
-def test_older_kafka_boots_from_a_rewritten_snapshot(kafka_jars, tmp_path, release):
+@pytest.mark.parametrize("source,release", [(jars.KAFKA_4, jars.KAFKA_3), (jars.KAFKA_4, jars.KAFKA_OLD),
+                                            (jars.KAFKA_NEWEST, jars.KAFKA_3)])
+def test_older_kafka_boots_from_a_rewritten_snapshot(kafka_jars, tmp_path, source, release):
     jars.ensure_kafka(release)
-    data = metadata_scenario.build_metadata_oracle(tmp_path / "data", version=jars.KAFKA_4)
+    data = metadata_scenario.build_metadata_oracle(tmp_path / "data", version=source)
     d = data.metadata_log_dir
     newest = [s for s in list_snapshots(d) if s.end_offset > 0][-1]
     src = tmp_path / newest.file_name
@@ -131,8 +132,9 @@ def test_older_kafka_boots_from_a_rewritten_snapshot(kafka_jars, tmp_path, relea
     assert "TopicRecord" not in lost_records and "PartitionRecord" not in lost_records
 
 
-@pytest.mark.parametrize("release", [jars.KAFKA_3, jars.KAFKA_OLD])
-def test_operator_downgrades_a_stopped_node_with_one_command(kafka_jars, tmp_path, release):
+@pytest.mark.parametrize("source,release", [(jars.KAFKA_4, jars.KAFKA_3), (jars.KAFKA_4, jars.KAFKA_OLD),
+                                            (jars.KAFKA_NEWEST, jars.KAFKA_3)])
+def test_operator_downgrades_a_stopped_node_with_one_command(kafka_jars, tmp_path, source, release):
     """`kraftkit features downgrade DIR --release-version V --unsafe` on the stopped 4.x node
     writes the downgrade's effect as a snapshot at the end of its log (KIP-778's log-level
     downgrade); the older release then starts on the very same directories."""
@@ -141,7 +143,7 @@ def test_operator_downgrades_a_stopped_node_with_one_command(kafka_jars, tmp_pat
     import sys
 
     jars.ensure_kafka(release)
-    data = metadata_scenario.build_metadata_oracle(tmp_path / "data", version=jars.KAFKA_4)
+    data = metadata_scenario.build_metadata_oracle(tmp_path / "data", version=source)
     line = ".".join(release.split(".")[:2])
     cmd = [sys.executable, "-m", "kraftkit.cli.main", "features", "downgrade", str(data.metadata_dir),
            "--release-version", line, "--unsafe", "--backup", str(tmp_path / "backup"), "--json"]

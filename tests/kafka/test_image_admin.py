@@ -27,7 +27,8 @@ from kraftkit.metadata.image import (
 from kraftkit.metadata.records import decode_metadata_batch
 from kraftkit.metadata.snapshot import list_snapshots
 from kraftkit.metadata.source import batches, files_in
-from tests.harness import metadata_scenario
+from tests.harness import jars, metadata_scenario
+from tests.harness.jars import HarnessError
 
 pytestmark = pytest.mark.kafka
 
@@ -38,9 +39,14 @@ OWN_SOURCE = {"TOPIC": "DYNAMIC_TOPIC_CONFIG", "CLIENT_METRICS": "DYNAMIC_CLIENT
 CONFIG_TYPE = {"TOPIC": 2, "BROKER": 4, "CLIENT_METRICS": 16, "GROUP": 32}
 
 
-@pytest.fixture(scope="module")
-def oracle(kafka_metadata_oracle):
-    return kafka_metadata_oracle
+@pytest.fixture(scope="module", params=[jars.KAFKA_4, jars.KAFKA_NEWEST])
+def oracle(request, kafka_jars, tmp_path_factory):
+    """The metadata oracle of each 4.x release the tables know (cached in .cache/)."""
+    try:
+        return metadata_scenario.build_metadata_oracle(tmp_path_factory.mktemp(f"metadata-{request.param}") / "data",
+                                                       version=request.param)
+    except HarnessError as e:
+        pytest.fail(f"kafka harness: {e}", pytrace=False)
 
 
 @pytest.fixture(scope="module")

@@ -242,20 +242,6 @@ def test_verify_log_cli_on_real_kafka_data(kafka_oracle):
     assert "all valid" in proc.stdout
 
 
-def test_torn_copy_of_real_segment_is_reported_precisely(kafka_oracle, tmp_path):
-    src = kafka_oracle.segment_files("codec-zstd")[0]
-    dst = tmp_path / src.name
-    shutil.copy(src, dst)
-    batches = Segment(src).read_batches()
-    cut = batches[3].position + 20
-    with open(dst, "r+b") as fh:
-        fh.truncate(cut)
-    rep = Segment(dst).scan()
-    assert rep["batches"] == 3 and rep["valid_bytes"] == batches[3].position
-    err = rep["error"]
-    assert err.position == batches[3].position and err.file == str(dst)
-
-
 def test_dump_log_of_empty_indexes_prints_what_kafka_prints(kafka_oracle, tmp_path):
     """An empty offset index is '<file> is empty.' for kafka-dump-log and for kraftkit; an empty
     time index prints nothing for either (Kafka's time index dump has no such line)."""

@@ -1,8 +1,10 @@
-"""``kraftkit storage`` against the real ``kafka-storage`` (Kafka 4.3.1, ``kafka.tools.StorageTool``).
+"""``kraftkit storage`` against the real ``kafka-storage`` (Kafka 4.4.0 and 4.3.1, ``kafka.tools.StorageTool``).
 
-* Same arguments, same files: both tools format the same layout of directories; the
-  ``bootstrap.checkpoint`` bytes are equal once every batch's timestamps are zeroed and the CRCs
-  recomputed; the KIP-853 voter snapshot too (once its LastContainedLogTimestamp is zeroed);
+* Same arguments, same files, for each tool: Kafka 4.4.0 writes the bootstrap records into the
+  bootstrap snapshot of the metadata directory (kraftkit's ``checkpoint`` layout), 4.3.1 a
+  ``bootstrap.checkpoint`` in every directory (``bootstrap-file``); both tools format the same
+  files; the ``bootstrap.checkpoint`` and snapshot bytes are equal once every batch's timestamps
+  and the snapshot's LastContainedLogTimestamp are zeroed and the CRCs recomputed;
   ``meta.properties`` holds the same entries in the same order.
 * Same refusals: inputs Kafka refuses, kraftkit refuses (and the other way round), checked
   case by case with both messages, and over a matrix of release versions and feature settings
@@ -26,6 +28,7 @@ import pytest
 
 from kraftkit._core import crc32c, decode_batches, decode_control_record, snapshot_header_value
 from kraftkit.features import storage as S
+from kraftkit.features.registry import registry
 from kraftkit.features.storage import (
     BOOTSTRAP_FILE,
     BOOTSTRAP_SNAPSHOT,
@@ -44,6 +47,9 @@ from tests.harness.node import KafkaNode, free_port
 pytestmark = pytest.mark.kafka
 
 V = jars.KAFKA_4
+NEW = jars.KAFKA_NEWEST
+#: where each tool writes the bootstrap records (kraftkit's name for it)
+LAYOUT = {NEW: S.LAYOUT_CHECKPOINT}
 STORAGE_TOOL = "kafka.tools.StorageTool"
 NODE_ID = 1
 
@@ -70,22 +76,26 @@ def kafka_config(path: Path, dirs: list[Path], meta_dir: Path, *, node_id: int =
 
 
 def kafka_format(root: Path, cluster_id: str, args: list[str], *, ndirs: int = 2, dynamic: bool = False,
-                 node_id: int = NODE_ID, check: bool = True):
+                 node_id: int = NODE_ID, check: bool = True, version: str = NEW):
     dirs = [root / f"log{i}" for i in range(ndirs)]
     meta = root / "meta"
     cfg = kafka_config(root / "server.properties", dirs, meta, node_id=node_id, dynamic=dynamic)
-    proc = tools.run_tool(V, STORAGE_TOOL, ["format", "-c", str(cfg), "-t", cluster_id, *args],
+    proc = tools.run_tool(version, STORAGE_TOOL, ["format", "-c", str(cfg), "-t", cluster_id, *args],
                           timeout=120, check=False)
     if check and proc.returncode != 0:
         raise AssertionError(f"kafka-storage format {args} failed:\n{proc.stdout}\n{proc.stderr}")
     return proc, dirs, meta
 
 
-def kraftkit_format(root: Path, cluster_id: str, args: list[str], *, ndirs: int = 2, node_id: int = NODE_ID):
-    """The same request through the Python API (argument names as the CLI's)."""
+def kraftkit_format(root: Path, cluster_id: str, args: list[str], *, ndirs: int = 2, node_id: int = NODE_ID,
+                    version: str = NEW):
+    """The same request through the Python API (argument names as the CLI's), writing what
+    Kafka ``version``'s tool writes: its layout, and its default release version."""
     dirs = [root / f"log{i}" for i in range(ndirs)]
     meta = root / "meta"
-    kw: dict = {"features": []}
+    kw: dict = {"features": [], "layout": LAYOUT.get(version, S.LAYOUT_BOOTSTRAP_FILE)}
+    if version != NEW and "--release-version" not in args and not any(a.startswith("metadata.version=") for a in args):
+        kw["release_version"] = ".".join(version.split(".")[:2])
     it = iter(args)
     for a in it:
         if a == "--release-version":
@@ -178,29 +188,33 @@ CASES = [
 ]
 
 
-def _run_kafka_case(tmp: Path, name: str, cid: str, args: list[str], dynamic: bool):
+def _run_kafka_case(tmp: Path, name: str, cid: str, args: list[str], dynamic: bool, version: str):
     root = tmp / "kafka" / name
     root.mkdir(parents=True)
-    return kafka_format(root, cid, args, dynamic=dynamic)
+    return kafka_format(root, cid, args, dynamic=dynamic, version=version)
 
 
 @pytest.fixture(scope="module")
 def kafka_formats(tmp_path_factory):
-    """Every case formatted by the real tool (in parallel JVMs)."""
-    tmp = tmp_path_factory.mktemp("storage")
+    """Every case formatted by each real tool (in parallel JVMs)."""
+    out = {}
     cid = random_uuid()
     with concurrent.futures.ThreadPoolExecutor(4) as ex:
-        futs = {name: ex.submit(_run_kafka_case, tmp, name, cid, args, dyn) for name, args, dyn in CASES}
-        return tmp, cid, {name: f.result() for name, f in futs.items()}
+        for version in (NEW, V):
+            tmp = tmp_path_factory.mktemp(f"storage-{version}")
+            futs = {name: ex.submit(_run_kafka_case, tmp, name, cid, args, dyn, version) for name, args, dyn in CASES}
+            out[version] = (tmp, cid, futs)
+        return {v: (tmp, cid, {name: f.result() for name, f in futs.items()}) for v, (tmp, cid, futs) in out.items()}
 
 
+@pytest.mark.parametrize("version", [NEW, V])
 @pytest.mark.parametrize("name,args,dynamic", CASES, ids=[c[0] for c in CASES])
-def test_format_same_files_as_kafka(kafka_formats, name, args, dynamic):
-    tmp, cid, done = kafka_formats
+def test_format_same_files_as_kafka(kafka_formats, name, args, dynamic, version):
+    tmp, cid, done = kafka_formats[version]
     proc, _, _ = done[name]
     kk_root = tmp / "kraftkit" / name
     kk_root.mkdir(parents=True)
-    result, _, _ = kraftkit_format(kk_root, cid, args)
+    result, _, _ = kraftkit_format(kk_root, cid, args, version=version)
     compare_dirs(tmp / "kafka" / name, kk_root, fixed_directory_ids={"MvDxzVmcRsaTz33bUuRU6A"})
     # Kafka prints "Formatting <kind> <dir> with metadata.version <name>." per directory
     kafka_lines = sorted(line.replace(str(tmp / "kafka" / name), "ROOT")
@@ -249,14 +263,14 @@ def kafka_storage_batch(tmp: Path, commands: list[list[str]]) -> list[tuple[int,
     src_dir = tmp / "src"
     src_dir.mkdir(exist_ok=True)
     src = src_dir / "StorageBatch.java"
-    src.write_text(BATCH_SOURCE)
-    classes = tools.compile_java(V, src, "storage-batch")
+    src.write_text(tools.adapt_source(NEW, BATCH_SOURCE))  # the class names of that release
+    classes = tools.compile_java(NEW, src, "storage-batch")
     spec, out = tmp / "commands.tsv", tmp / "results.tsv"
     spec.write_text("".join("\t".join(c) + "\n" for c in commands))
     if classes is None:
-        tools.run_tool(V, src, [spec, out], timeout=300)
+        tools.run_tool(NEW, src, [spec, out], timeout=300)
     else:
-        tools.run_tool(V, "StorageBatch", [spec, out], timeout=300, extra_classpath=[classes])
+        tools.run_tool(NEW, "StorageBatch", [spec, out], timeout=300, extra_classpath=[classes])
     results = []
     for line in out.read_text().splitlines():
         rc, _, text = line.partition("\t")
@@ -267,20 +281,21 @@ def kafka_storage_batch(tmp: Path, commands: list[list[str]]) -> list[tuple[int,
 
 def test_feature_matrix_matches_kafka(tmp_path):
     """Every release version with its defaults, and release versions x single feature
-    settings: Kafka and kraftkit accept and refuse the same requests, and write the same
-    bootstrap.checkpoint when they accept."""
+    settings: Kafka 4.4.0 and kraftkit accept and refuse the same requests, and write the same
+    files (the bootstrap snapshot holding the bootstrap records) when they accept."""
     from kraftkit.features.storage import bootstrap_metadata_versions
 
     cid = random_uuid()
     cases: list[tuple[str, str | None]] = [(m.name, None) for m in bootstrap_metadata_versions()]
     settings = ["eligible.leader.replicas.version=1", "group.version=1", "group.version=0", "share.version=1",
-                "streams.version=1", "transaction.version=2", "transaction.version=1", "kraft.version=0"]
+                "share.version=2", "streams.version=1", "transaction.version=2", "transaction.version=1",
+                "kraft.version=0"]
     cases += [(mv, f) for mv in ("3.3-IV3", "3.5-IV2", "3.9-IV0", "4.0-IV0", "4.0-IV1", "4.1-IV0", "4.2-IV1",
-                                 "4.3-IV0") for f in settings]
+                                 "4.3-IV0", "4.4-IV0", "4.4-IV1", "4.4-IV2") for f in settings]
     requests = [["--release-version", mv] + (["--feature", f] if f else []) for mv, f in cases]
     # and a fixed pseudo-random sample of several settings at once, some with a dynamic quorum
     rng = random.Random(20261121)
-    names = [m.name for m in bootstrap_metadata_versions()] + ["3.5", "3.9", "4.0", "4.3"]
+    names = [m.name for m in bootstrap_metadata_versions()] + ["3.5", "3.9", "4.0", "4.3", "4.4"]
     features = ["eligible.leader.replicas.version", "group.version", "share.version", "streams.version",
                 "transaction.version", "kraft.version"]
     for _ in range(80):
@@ -311,11 +326,12 @@ def test_feature_matrix_matches_kafka(tmp_path):
         if rc != 0:
             bad.append((mv, feature, "Kafka refused what kraftkit accepted", text[-300:]))
             continue
-        for d in ("meta", "log0"):
-            a = (tmp_path / f"k{i}" / d / BOOTSTRAP_FILE).read_bytes()
-            b = (kkmeta.parent / d / BOOTSTRAP_FILE).read_bytes()
-            if normalised(a) != normalised(b):
-                bad.append((mv, feature, f"{d}/bootstrap.checkpoint differs"))
+        if tree(tmp_path / f"k{i}") != tree(kkmeta.parent):
+            bad.append((mv, feature, "not the same files", tree(tmp_path / f"k{i}"), tree(kkmeta.parent)))
+            continue
+        rel = Path("meta") / CLUSTER_METADATA_DIR / BOOTSTRAP_SNAPSHOT
+        if normalised((tmp_path / f"k{i}" / rel).read_bytes()) != normalised((kkmeta.parent / rel).read_bytes()):
+            bad.append((mv, feature, f"{rel} differs"))
     assert not bad, bad
     accepted = sum(rc == 0 for rc, _ in results)
     assert len(requests) // 3 < accepted < len(requests) - 20
@@ -337,7 +353,7 @@ def test_older_kafka_tools_write_the_same_bootstrap(tmp_path, version, release):
     tools.run_tool(version, STORAGE_TOOL, ["format", "-c", str(cfg), "-t", cid, "--release-version", release],
                    timeout=120)
     (tmp_path / "kk").mkdir()
-    kraftkit_format(tmp_path / "kk", cid, ["--release-version", release])
+    kraftkit_format(tmp_path / "kk", cid, ["--release-version", release], version=version)
     assert tree(tmp_path / "k") == tree(tmp_path / "kk")
     for rel in tree(tmp_path / "k"):
         a, b = tmp_path / "k" / rel, tmp_path / "kk" / rel
@@ -353,13 +369,14 @@ def test_older_kafka_tools_write_the_same_bootstrap(tmp_path, version, release):
             assert pa == pb
 
 
-def test_standalone_like_kafka(tmp_path):
+@pytest.mark.parametrize("version", [NEW, V])
+def test_standalone_like_kafka(tmp_path, version):
     """--standalone: a fresh voter directory id, shared by meta.properties and the snapshot."""
     cid = random_uuid()
     (tmp_path / "k").mkdir()
     (tmp_path / "kk").mkdir()
-    kafka_format(tmp_path / "k", cid, ["--release-version", "4.0", "--standalone"], dynamic=True)
-    kraftkit_format(tmp_path / "kk", cid, ["--release-version", "4.0", "--standalone"])
+    kafka_format(tmp_path / "k", cid, ["--release-version", "4.0", "--standalone"], dynamic=True, version=version)
+    kraftkit_format(tmp_path / "kk", cid, ["--release-version", "4.0", "--standalone"], version=version)
     assert tree(tmp_path / "k") == tree(tmp_path / "kk")
     for root in (tmp_path / "k", tmp_path / "kk"):
         snap = root / "meta" / CLUSTER_METADATA_DIR / BOOTSTRAP_SNAPSHOT
@@ -369,8 +386,14 @@ def test_standalone_like_kafka(tmp_path):
         assert [(v["VoterId"], v["Endpoints"]) for v in voters] == \
                [(NODE_ID, [{"Name": "CONTROLLER", "Host": "127.0.0.1", "Port": 19093}])]
         assert str(voters[0]["VoterDirectoryId"]) != "" and _uuid_text(voters[0]["VoterDirectoryId"]) == dir_id
-    assert normalised((tmp_path / "k/meta/bootstrap.checkpoint").read_bytes()) == \
-           normalised((tmp_path / "kk/meta/bootstrap.checkpoint").read_bytes())
+    if version == NEW:  # the bootstrap records follow the voters in the snapshot
+        snaps = [decode_batches((root / "meta" / CLUSTER_METADATA_DIR / BOOTSTRAP_SNAPSHOT).read_bytes())
+                 for root in (tmp_path / "k", tmp_path / "kk")]
+        assert [[r.value for r in b.records()] for b in snaps[0][1:]] == \
+               [[r.value for r in b.records()] for b in snaps[1][1:]]
+    else:
+        assert normalised((tmp_path / "k/meta/bootstrap.checkpoint").read_bytes()) == \
+               normalised((tmp_path / "kk/meta/bootstrap.checkpoint").read_bytes())
 
 
 def _uuid_text(u) -> str:
@@ -381,7 +404,9 @@ def _uuid_text(u) -> str:
 
 # ------------------------------------------------------------------ same refusals
 
-# (name, arguments, dynamic quorum config, what Kafka says, what kraftkit says)
+#: the newest tool's newest metadata.version, not yet stable in it
+_NEWEST_TESTING = registry().by_level(registry().newest_release.latest_testing)
+# (name, arguments, dynamic quorum config, what Kafka 4.4.0 says, what kraftkit says)
 REFUSED = [
     ("elr-needs-4.0", ["--release-version", "3.9", "--feature", "eligible.leader.replicas.version=1"], False,
      "eligible.leader.replicas.version could not be set to 1 because it depends on metadata.version level 23",
@@ -401,8 +426,9 @@ REFUSED = [
     ("unknown-release", ["--release-version", "9.9"], False,
      "Unknown metadata.version '9.9'. Supported metadata.version are: 3.3-IV3, ",
      "Unknown metadata.version '9.9'. Supported metadata.version are: 3.3-IV3, "),
-    ("unstable", ["--feature", "metadata.version=31"], False,
-     "metadata.version 4.4-IV0 is not yet stable.", "metadata.version 4.4-IV0 is not yet stable."),
+    ("unstable", ["--feature", f"metadata.version={_NEWEST_TESTING.level}"], False,
+     f"metadata.version {_NEWEST_TESTING.name} is not yet stable.",
+     f"metadata.version {_NEWEST_TESTING.name} is not yet stable."),
     ("ambiguous-mv", ["--release-version", "3.9", "--feature", "metadata.version=21"], False,
      "Use --release-version instead of --feature metadata.version=X to avoid ambiguity.",
      "Use --release-version instead of --feature metadata.version=X to avoid ambiguity."),
@@ -468,24 +494,28 @@ def _without_bootstrap_block(text: str) -> str:
     return re.sub(r"Found bootstrap metadata:\n(  .*\n)*\n", "", text)
 
 
-def test_info_prints_what_kafka_info_prints(tmp_path):
-    """Kafka's `kafka-storage info` on kraftkit-formatted directories, one of them left
-    unformatted and one missing: kraftkit's text is the same, plus its bootstrap block."""
+@pytest.mark.parametrize("version", [NEW, V])
+def test_info_prints_what_kafka_info_prints(tmp_path, version):
+    """Kafka's `kafka-storage info` on kraftkit-formatted directories (in the layout of that
+    tool), one of them left unformatted and one missing: kraftkit's text is the same, plus its
+    bootstrap block."""
     cid = random_uuid()
-    _, dirs, meta = kraftkit_format(tmp_path, cid, ["--release-version", "3.9", "--feature", "group.version=1"])
+    _, dirs, meta = kraftkit_format(tmp_path, cid, ["--release-version", "3.9", "--feature", "group.version=1"],
+                                    version=version)
     empty, missing = tmp_path / "empty", tmp_path / "missing"
     empty.mkdir()
     all_dirs = [*dirs, empty, missing]
     cfg = kafka_config(tmp_path / "server.properties", all_dirs, meta)
-    proc = tools.run_tool(V, STORAGE_TOOL, ["info", "-c", str(cfg)], timeout=120, check=False)
+    proc = tools.run_tool(version, STORAGE_TOOL, ["info", "-c", str(cfg)], timeout=120, check=False)
     assert proc.returncode == 1
     ours = S.storage_info([*all_dirs, meta])
     text = S.info_text(ours)
-    assert "  " + str(meta) + ": metadata.version=21 (3.9-IV0), group.version=1\n" in text
+    where = f" (in {CLUSTER_METADATA_DIR}/{BOOTSTRAP_SNAPSHOT})" if version == NEW else ""
+    assert "  " + str(meta) + f": metadata.version=21 (3.9-IV0), group.version=1{where}\n" in text
     assert _without_bootstrap_block(text) == proc.stdout
     # and with every directory formatted: no problem, exit 0 for both
     cfg = kafka_config(tmp_path / "server.properties", dirs, meta)
-    proc = tools.run_tool(V, STORAGE_TOOL, ["info", "-c", str(cfg)], timeout=120)
+    proc = tools.run_tool(version, STORAGE_TOOL, ["info", "-c", str(cfg)], timeout=120)
     ours = S.storage_info([*dirs, meta])
     assert ours["problems"] == [] and _without_bootstrap_block(S.info_text(ours)) == proc.stdout
 
@@ -506,10 +536,12 @@ def describe_features(bootstrap: str, version: str = V) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("version,release,features,standalone", [
+    (NEW, None, {}, False),
+    (NEW, "4.4", {"share.version": 1}, True),
     (V, "3.9", {"transaction.version": 2, "group.version": 1}, False),
     (V, "4.1", {"share.version": 1, "eligible.leader.replicas.version": 0}, True),
     (jars.KAFKA_3, "3.9", {}, False),
-], ids=["4.3.1-static-3.9", "4.3.1-standalone-4.1", "3.9.2-static-3.9"])
+], ids=["4.4.0-static-default", "4.4.0-standalone-4.4", "4.3.1-static-3.9", "4.3.1-standalone-4.1", "3.9.2-static-3.9"])
 def test_kafka_node_boots_from_kraftkit_format(tmp_path, version, release, features, standalone):
     node = KafkaNode(tmp_path / "node", version, dynamic_quorum=standalone, start_timeout=120)
     node.broker_port, node.controller_port = free_port(), free_port()
@@ -526,7 +558,7 @@ def test_kafka_node_boots_from_kraftkit_format(tmp_path, version, release, featu
         described = describe_features(node.bootstrap, version)
     # every feature the node supports is listed, at exactly the level kraftkit chose
     want = {**{n: str(lv) for n, lv in expected.items()}, "metadata.version": result.features.metadata_version.name}
-    if version == V:
+    if version in (NEW, V):
         assert described == want
     else:  # 3.9 knows fewer features; the ones it does not know are at 0 in the bootstrap
         assert described == {n: lv for n, lv in want.items() if n in described}

@@ -1,7 +1,7 @@
 """Offsets across the segments of a partition: holes, overlaps, base offsets, the log start
 against the newest snapshot; how verify-log, metadata dump/image and snapshot create react.
 
-The damaged logs are made from a metadata log written by ``kraftkit.demo`` (200 topics, small
+The damaged logs are made from a metadata log written by ``kraftkit.metadata.generate`` (200 topics, small
 segments, three leader epochs); every expected number below is read from the undamaged log.
 """
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from kraftkit.demo import write_metadata_log
 from kraftkit.log import Log, Segment, encode_batch
 from kraftkit.log.continuity import check_segments
+from kraftkit.metadata.generate import write_metadata_log
 from kraftkit.metadata.image import load_image
 from kraftkit.metadata.source import ContinuityError
 from tests.cli.test_cli import run

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from kraftkit.demo import feature_level_record, noop_record, topic_record
 from kraftkit.errors import CorruptRecordError, TruncatedError
 from kraftkit.log import Segment, encode_batch
+from kraftkit.metadata.generate import feature_level_record, noop_record, topic_record
 from kraftkit.metadata.snapshot import (
     BOOTSTRAP_SNAPSHOT_ID,
     SnapshotError,

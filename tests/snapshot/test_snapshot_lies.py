@@ -2,7 +2,7 @@
 the log, altered base offsets, a lying lastOffsetDelta. ``snapshot verify`` exits 1 for what
 the file alone shows; ``metadata image``/``verify-log`` also check the name against the log.
 
-The snapshots are made by ``kraftkit snapshot create`` from a ``kraftkit.demo`` metadata log
+The snapshots are made by ``kraftkit snapshot create`` from a ``kraftkit.metadata.generate`` metadata log
 and then damaged; expected offsets and epochs are read from the log.
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from kraftkit.demo import write_metadata_log
 from kraftkit.log import Segment, crc32c
+from kraftkit.metadata.generate import write_metadata_log
 from kraftkit.metadata.snapshot import SnapshotId, SnapshotReader, SnapshotWriter
 from tests.cli.test_cli import run
 

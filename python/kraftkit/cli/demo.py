@@ -9,8 +9,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from kraftkit.demo import write_metadata_log
+from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
 from kraftkit.log import Log, Segment
+from kraftkit.metadata.generate import write_metadata_log
 from kraftkit.metadata.image import load_image, mv_name
 from kraftkit.metadata.snapshot import SnapshotReader
 
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     part = root / "__cluster_metadata-0"
     if part.exists():
         print(f"{part} already exists; choose another --dir")
-        return 2
+        return EXIT_USAGE
     try:
         t0 = time.perf_counter()
         stats = write_metadata_log(part, topics=args.topics, partitions=args.partitions, segment_bytes=args.segment_bytes)
@@ -116,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"summary: wrote {_mb(size)} at {size / 1e6 / t_write:.0f} MB/s, dumped at {size / 1e6 / t_dump:.0f} MB/s, "
               f"verified at {size / 1e6 / t_verify:.0f} MB/s")
         _spark_audit(part)
-        return 0 if not p.problems and "equals" in same and quorum_ok else 1
+        return EXIT_OK if not p.problems and "equals" in same and quorum_ok else EXIT_PROBLEMS
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -7,6 +7,7 @@ import os
 import sys
 
 from kraftkit._fs import InputFileError, check_input, error_text
+from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
 from kraftkit.cli.main import LONG_MAX, add_max_batch_bytes, int_arg
 from kraftkit.errors import KraftkitError, TruncatedError
 from kraftkit.log import Segment
@@ -66,7 +67,7 @@ def _dump_index(path: str, out, as_json: bool) -> int:
     for entry, reason in problems:
         print(f"kraftkit dump-log: {path}: entry {entry} (byte position {entry * _ENTRY_BYTES[ext]}): {reason}",
               file=sys.stderr)
-    return 1 if problems else 0
+    return EXIT_PROBLEMS if problems else EXIT_OK
 
 
 def _unreadable(path: str) -> str | None:
@@ -152,13 +153,12 @@ def _fileno(f: object) -> int | None:
 
 def run(args: argparse.Namespace) -> int:
     out_bin = sys.stdout.buffer
-    status = 0
+    status = EXIT_OK
     for path in args.files:
         sys.stdout.flush()
         why = _unreadable(path)
         if why is not None:
-            print(f"kraftkit dump-log: {why}", file=sys.stderr)
-            status = max(status, 2)
+            status = max(status, fail("dump-log", why))
             continue
         try:
             if os.path.splitext(path)[1] in (".index", ".timeindex"):
@@ -191,8 +191,8 @@ def run(args: argparse.Namespace) -> int:
             raise  # the reader went away (`| head`): main() ends quietly
         except (KraftkitError, OSError) as e:
             out_bin.flush()
-            print(f"kraftkit dump-log: {error_text(e) if isinstance(e, OSError) else e}", file=sys.stderr)
-            status = max(status, 2 if isinstance(e, OSError) else 1)
+            code = EXIT_USAGE if isinstance(e, OSError) else EXIT_PROBLEMS
+            status = max(status, fail("dump-log", error_text(e) if isinstance(e, OSError) else str(e), code))
             continue
         err = summary["error"]
         if args.max_bytes is not None and isinstance(err, TruncatedError) and _cut_by_limit(seg, err):
@@ -214,5 +214,5 @@ def run(args: argparse.Namespace) -> int:
         for msg in problems + notes:
             print(f"kraftkit dump-log: {msg}", file=sys.stderr)
         if problems:
-            status = max(status, 1)
+            status = max(status, EXIT_PROBLEMS)
     return status

@@ -8,6 +8,7 @@ import json
 import os
 import sys
 
+from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
 from kraftkit.cli.main import add_max_batch_bytes
 
 HELP = "finalized features and metadata.version: describe, upgrade, downgrade, disable (offline)"
@@ -108,7 +109,7 @@ def run_describe(args: argparse.Namespace) -> int:
     why = _unreadable(args.path)
     if why is not None:
         print(f"kraftkit features describe: {args.path}: {why}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     from kraftkit.metadata.snapshot import SnapshotError
     from kraftkit.metadata.source import MetadataSourceError
 
@@ -117,9 +118,9 @@ def run_describe(args: argparse.Namespace) -> int:
     except (KraftkitError, OSError) as e:
         print(f"kraftkit features describe: {_error_text(e)}", file=sys.stderr)
         # unreadable input or a path that holds no metadata: 2; damaged metadata: 1
-        return 2 if isinstance(e, (OSError, MetadataSourceError, SnapshotError)) else 1
+        return EXIT_USAGE if isinstance(e, (OSError, MetadataSourceError, SnapshotError)) else EXIT_PROBLEMS
     print(json.dumps(st.to_json()) if args.json else _state_text(st))
-    return 0
+    return EXIT_OK
 
 
 def run_change(args: argparse.Namespace) -> int:
@@ -166,16 +167,16 @@ def run_change(args: argparse.Namespace) -> int:
             held = [r.update.feature for r in e.results if r.cascaded]
             if held:
                 print(f"  not applied either (one request is all or nothing): {', '.join(held)}", file=sys.stderr)
-        return 1 if e.results else 2
+        return EXIT_PROBLEMS if e.results else EXIT_USAGE
     except (KraftkitError, OSError) as e:
         print(f"{prog}: {_error_text(e)}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     if args.json:
         print(json.dumps({"ok": True, "dryRun": args.dry_run, "results": [str(r) for r in res.results],
                           "snapshot": res.snapshot, "backup": res.backup, "moved": res.moved,
                           "bootstrapRewritten": res.bootstrap_rewritten,
                           "report": res.report.to_json() if res.report else None}))
-        return 0
+        return EXIT_OK
     for r in res.results:
         print(str(r))
     if res.report is not None:
@@ -186,4 +187,4 @@ def run_change(args: argparse.Namespace) -> int:
         print(f"wrote {res.snapshot}" + (f" (previous kept in {res.backup})" if res.backup and not res.moved else ""))
     for b in res.bootstrap_rewritten:
         print(f"rewrote {b}")
-    return 0
+    return EXIT_OK

@@ -1,5 +1,5 @@
-"""The ``kraftkit`` command. Exit codes: 0 all good, 1 problems found in the data,
-2 usage error or unreadable input."""
+"""The ``kraftkit`` command. Exit codes (:mod:`kraftkit.cli.exits`): 0 all good, 1 problems
+found in the data, 2 usage error or unreadable input."""
 
 from __future__ import annotations
 
@@ -8,9 +8,7 @@ import sys
 
 import importlib
 
-EXIT_OK = 0
-EXIT_PROBLEMS = 1
-EXIT_USAGE = 2
+from kraftkit.cli.exits import EXIT_INTERRUPTED, EXIT_OK
 
 #: command name -> module under kraftkit.cli. Only the module of the command being run is
 #: imported (all of them for --help, none for --version), so each command starts fast.
@@ -76,10 +74,12 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, namespace: argparse.Namespace | None = None) -> int:
+    """Runs one command; ``namespace`` holds settings of the caller's that are no option of the
+    command line (``kraftkit.cli.spark_submit`` sets ``ambient_session``)."""
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv, namespace)
     if getattr(args, "max_batch_bytes", None) is not None:
         from kraftkit._core import set_max_uncompressed_bytes
 
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (e.g. `| head`): not an error of ours.
         try:

@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 
+from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, fail
 from kraftkit.cli.main import LONG_MAX, add_max_batch_bytes, int_arg
 from kraftkit.errors import KraftkitError
 from kraftkit.log.control import control_type_name
@@ -65,10 +66,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     i.set_defaults(func=run_image)
 
 
-def _err(msg: str) -> None:
-    print(f"kraftkit metadata: {msg}", file=sys.stderr)
-
-
 def report_gaps(prog: str, problems: list) -> None:
     """--allow-gaps: what is missing or held twice, as warnings on stderr."""
     for p in problems:
@@ -116,17 +113,15 @@ def run_dump(args: argparse.Namespace) -> int:
         files = expand(args.paths)
         problems = dump_problems(args.paths)
     except (MetadataSourceError, SnapshotError) as e:
-        _err(str(e))
-        return 2
+        return fail("metadata", str(e))
     except OSError as e:
-        _err(str(e))
-        return 2
+        return fail("metadata", str(e))
     if problems and (not args.allow_gaps or any(p.kind == "corrupt" for p in problems)):
         report_refusal("metadata", problems)
-        return 1
+        return EXIT_PROBLEMS
     report_gaps("metadata", problems)
     out = sys.stdout
-    status = 0
+    status = EXIT_OK
     for f in files:
         if args.json:
             out.write(json.dumps({"type": "file", "file": str(f.path), "kind": f.kind}) + "\n")
@@ -161,14 +156,13 @@ def run_dump(args: argparse.Namespace) -> int:
                 out.write("\n".join(lines) + "\n" if lines else "")
         except KraftkitError as e:
             out.flush()
-            _err(str(e) if str(f.path) in str(e) else f"{f.path}: {e}")
-            status = max(status, 1)
+            msg = str(e) if str(f.path) in str(e) else f"{f.path}: {e}"
+            status = max(status, fail("metadata", msg, EXIT_PROBLEMS))
         except BrokenPipeError:
             raise
         except OSError as e:
             out.flush()
-            _err(f"{f.path}: {e}")
-            status = max(status, 2)
+            status = max(status, fail("metadata", f"{f.path}: {e}"))
         if args.json:
             out.write(json.dumps({"type": "summary", "file": str(f.path), "records": n}) + "\n")
     out.flush()
@@ -185,22 +179,18 @@ def run_image(args: argparse.Namespace) -> int:
         image = load_image(args.path, at=args.at, allow_gaps=args.allow_gaps, gaps=gaps)
     except ContinuityError as e:
         report_refusal("metadata", e.problems)
-        return 1
+        return EXIT_PROBLEMS
     except MetadataSourceError as e:
-        _err(str(e))
-        return 2
+        return fail("metadata", str(e))
     except OSError as e:
-        _err(str(e))
-        return 2
+        return fail("metadata", str(e))
     except KraftkitError as e:
-        _err(str(e))
-        return 1
+        return fail("metadata", str(e), EXIT_PROBLEMS)
     report_gaps("metadata", gaps)
     try:
         text = render(image, args.node, as_json=args.json)
     except ShellPathError as e:
-        _err(str(e))
-        return 2
+        return fail("metadata", str(e))
     sys.stdout.write(text)
     sys.stdout.flush()
-    return 0
+    return EXIT_OK

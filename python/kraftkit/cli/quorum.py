@@ -12,6 +12,8 @@ import sys
 import uuid
 from pathlib import Path
 
+from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
+
 HELP = "run a KRaft quorum node (voter or observer), describe a quorum, append metadata records to it"
 INT32_MAX = 2**31 - 1
 MIB = 1024 * 1024
@@ -172,20 +174,17 @@ def run_node(args: argparse.Namespace) -> int:
                                 max_connections=args.max_connections,
                                 request_read_timeout_ms=args.request_read_timeout_ms)
     except ValueError as e:
-        print(f"kraftkit quorum run: {e}", file=sys.stderr)
-        return 2
+        return fail("quorum run", str(e))
     if Path(args.log_dir).exists() and not Path(args.log_dir).is_dir():
-        print(f"kraftkit quorum run: {args.log_dir}: not a directory", file=sys.stderr)
-        return 2
+        return fail("quorum run", f"{args.log_dir}: not a directory")
     if args.observer == (args.node_id in voters):
-        print(f"kraftkit quorum run: node {args.node_id} " + ("is a voter: drop --observer" if args.observer
-              else "is not in --voters: add it, or pass --observer"), file=sys.stderr)
-        return 2
+        return fail("quorum run", f"node {args.node_id} " + ("is a voter: drop --observer" if args.observer
+                    else "is not in --voters: add it, or pass --observer"))
     if args.observer and listen is None:
         listen = ("127.0.0.1", 0)
     cid = _cluster_id(args)
     if cid is None:
-        return 2
+        return EXIT_USAGE
     cfg = NodeConfig(args.node_id, voters, Path(args.log_dir), cid, listen=listen,
                      raft=RaftConfig(election_timeout_ms=args.election_timeout_ms, fetch_timeout_ms=args.fetch_timeout_ms),
                      snapshot_every_records=args.snapshot_every, limits=limits,
@@ -196,8 +195,7 @@ def run_node(args: argparse.Namespace) -> int:
         try:
             await node.start()
         except OSError as e:
-            print(f"kraftkit quorum run: cannot listen on {cfg.listen[0]}:{cfg.listen[1]}: {e}", file=sys.stderr)
-            return 2
+            return fail("quorum run", f"cannot listen on {cfg.listen[0]}:{cfg.listen[1]}: {e}")
         loop = asyncio.get_running_loop()
         stopping = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -210,7 +208,7 @@ def run_node(args: argparse.Namespace) -> int:
         await asyncio.wait({done, stop}, return_when=asyncio.FIRST_COMPLETED)
         if not done.done():
             await node.stop()
-        return 1 if node.failed is not None else 0
+        return EXIT_PROBLEMS if node.failed is not None else EXIT_OK
 
     return asyncio.run(main())
 
@@ -224,11 +222,10 @@ def run_describe(args: argparse.Namespace) -> int:
             info = admin.describe()
             info["cluster_id"] = admin.cluster_id()
     except (KraftkitError, ValueError) as e:
-        print(f"kraftkit quorum describe: {e}", file=sys.stderr)
-        return 2
+        return fail("quorum describe", str(e))
     if args.json:
         print(json.dumps(info, indent=2))
-        return 0
+        return EXIT_OK
     if args.replication:
         rows = [("NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status")]
         for kind, reps in (("Voter", info["voters"]), ("Observer", info["observers"])):
@@ -239,7 +236,7 @@ def run_describe(args: argparse.Namespace) -> int:
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         for row in rows:
             print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
-        return 0
+        return EXIT_OK
     print(f"ClusterId:              {info['cluster_id']}")
     print(f"LeaderId:               {info['leader_id']}")
     print(f"LeaderEpoch:            {info['leader_epoch']}")
@@ -248,7 +245,7 @@ def run_describe(args: argparse.Namespace) -> int:
     print(f"MaxFollowerLagTimeMs:   {info['max_follower_lag_time_ms']}")
     print(f"CurrentVoters:          {[v['id'] for v in info['voters']]}")
     print(f"CurrentObservers:       {[o['id'] for o in info['observers']]}")
-    return 0
+    return EXIT_OK
 
 
 def run_append(args: argparse.Namespace) -> int:
@@ -272,10 +269,10 @@ def run_append(args: argparse.Namespace) -> int:
         print(f"kraftkit quorum append: {e}", file=sys.stderr)
         if args.json:
             print(json.dumps({"committed": [list(x) for x in out], "error": str(e)}))
-        return 1
+        return EXIT_PROBLEMS
     if args.json:
         print(json.dumps({"committed": [list(x) for x in out]}))
     else:
         for base, last in out:
             print(f"committed offsets {base}..{last}")
-    return 0
+    return EXIT_OK

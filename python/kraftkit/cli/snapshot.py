@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
+from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
 from kraftkit.cli.main import add_max_batch_bytes
 from kraftkit.cli.metadata import offset_arg
 from kraftkit.metadata.snapshot import SnapshotError, SnapshotReader
@@ -95,16 +95,13 @@ def run_create(args: argparse.Namespace) -> int:
         path = image.write_snapshot(out, sid, last_contained_log_timestamp=batch.max_timestamp, time_ms=args.time_ms)
     except ContinuityError as e:
         report_refusal("snapshot create", e.problems)
-        return 1
+        return EXIT_PROBLEMS
     except (MetadataSourceError, SnapshotError, OSError, ValueError) as e:
-        print(f"kraftkit snapshot create: {e}", file=sys.stderr)
-        return 2
+        return fail("snapshot create", str(e))
     except NewerThanKnownError as e:
-        print(f"kraftkit snapshot create: {d}: {e}", file=sys.stderr)
-        return 2
+        return fail("snapshot create", f"{d}: {e}")
     except KraftkitError as e:
-        print(f"kraftkit snapshot create: {e}", file=sys.stderr)
-        return 1
+        return fail("snapshot create", str(e), EXIT_PROBLEMS)
     rep = SnapshotReader(path).check()
     if args.json:
         print(json.dumps({"path": str(path), "snapshot_id": str(sid), "data_records": rep["data_records"],
@@ -113,22 +110,21 @@ def run_create(args: argparse.Namespace) -> int:
     else:
         print(f"{path}: {rep['data_records']} metadata records, epoch {sid.epoch}, "
               f"last contained log timestamp {batch.max_timestamp}")
-    return 0
+    return EXIT_OK
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    status = 0
+    status = EXIT_OK
     for name in args.files:
         try:
             reader = SnapshotReader(name)
             rep = reader.verify()
         except (SnapshotError, OSError) as e:
-            print(f"kraftkit snapshot verify: {e}", file=sys.stderr)
-            status = max(status, 2)
+            status = max(status, fail("snapshot verify", str(e)))
             continue
         err = rep["error"]
         if err is not None:
-            status = max(status, 1)
+            status = max(status, EXIT_PROBLEMS)
         if args.json:
             out = {k: v for k, v in rep.items() if k != "error"}
             out["snapshot_id"] = str(reader.snapshot_id) if reader.snapshot_id else None
@@ -153,33 +149,29 @@ def run_rewrite(args: argparse.Namespace) -> int:
     if args.dry_run:
         jobs = [(p, None) for p in paths]
     elif len(paths) < 2:
-        print("kraftkit snapshot rewrite: give IN and OUT (or --dry-run)", file=sys.stderr)
-        return 2
+        return fail("snapshot rewrite", "give IN and OUT (or --dry-run)")
     else:
         *ins, out = paths
         if len(ins) > 1 and not out.is_dir():
-            print(f"kraftkit snapshot rewrite: {out}: several inputs need an existing output directory", file=sys.stderr)
-            return 2
+            return fail("snapshot rewrite", f"{out}: several inputs need an existing output directory")
         jobs = [(p, out) for p in ins]
     try:
         from kraftkit.features import registry
 
         registry().metadata_version(args.metadata_version)
     except KraftkitError as e:
-        print(f"kraftkit snapshot rewrite: {e}", file=sys.stderr)
-        return 2
-    status = 0
+        return fail("snapshot rewrite", str(e))
+    status = EXIT_OK
     results = rewrite_snapshots(jobs, args.metadata_version, fail_on_loss=args.fail_on_loss)
     for (src, _), res in zip(jobs, results):
         if isinstance(res, LossError):
-            status = max(status, 1)
+            status = max(status, EXIT_PROBLEMS)
             res = res.report
             refused = True
         elif isinstance(res, (KraftkitError, OSError)):
             from kraftkit._fs import error_text
 
-            print(f"kraftkit snapshot rewrite: {error_text(res) if isinstance(res, OSError) else res}", file=sys.stderr)
-            status = 2
+            status = fail("snapshot rewrite", error_text(res) if isinstance(res, OSError) else str(res), EXIT_USAGE)
             continue
         else:
             refused = False

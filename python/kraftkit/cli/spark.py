@@ -1,7 +1,7 @@
 """``kraftkit spark audit|verify|rewrite|scan|generate``: the fleet jobs on Spark.
 
 On a laptop they start a local SparkSession (``--master local[2]`` by default); under
-``spark-submit`` (``kraftkit/spark/submit.py``) they use the session spark-submit made, so the
+``spark-submit`` (``kraftkit/cli/spark_submit.py``) they use the session spark-submit made, so the
 same command runs on YARN, Kubernetes or a standalone cluster with paths on HDFS or S3.
 Results go to Parquet under ``--out``; a short summary goes to stdout (``--json``: JSON lines).
 Exit codes: 0 all good, 1 damage found (corrupt batches, problems, failed rewrites),
@@ -15,10 +15,9 @@ import json
 import sys
 from typing import Any
 
-HELP = "fleet jobs on Spark: audit, verify and rewrite every cluster's metadata; scan; generate a synthetic fleet"
+from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, fail
 
-#: set by ``kraftkit.spark.submit``: use the session spark-submit configured instead of a local one
-AMBIENT_SESSION = False
+HELP = "fleet jobs on Spark: audit, verify and rewrite every cluster's metadata; scan; generate a synthetic fleet"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -63,18 +62,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def session(args: argparse.Namespace) -> Any:
-    if AMBIENT_SESSION:
-        from pyspark.sql import SparkSession
+    """The session a job runs in: spark-submit's when ``args.ambient_session`` (set by
+    ``kraftkit.cli.spark_submit``, no command-line option), else a local one at ``--master``."""
+    if getattr(args, "ambient_session", False):
+        from kraftkit.spark.session import ambient_session
 
-        from kraftkit.spark import register
-
-        spark = SparkSession.builder.getOrCreate()
-        register(spark)
-        return spark
+        return ambient_session()
     from kraftkit.spark.session import java_available, local_session
 
     if not java_available():
-        raise SystemExit("kraftkit spark: Spark needs Java 17+ (set JAVA_HOME or put java on PATH)")
+        # exit 1 (as SystemExit with a message always was), though this is no problem in the data
+        raise SystemExit(fail("spark", "Spark needs Java 17+ (set JAVA_HOME or put java on PATH)", EXIT_PROBLEMS))
     return local_session(args.master or "local[2]")
 
 
@@ -91,8 +89,7 @@ def _guard(fn):
         try:
             return fn(args)
         except KraftkitError as e:
-            print(f"kraftkit spark {args.job}: {e}", file=sys.stderr)
-            return 2
+            return fail(f"spark {args.job}", str(e))
     return run
 
 
@@ -116,7 +113,7 @@ def run_audit(args: argparse.Namespace) -> int:
     res = jobs.audit(session(args), args.path, args.out, progress=_progress(args))
     rows = res.clusters.collect()
     _report(args, res, (res.clusters, "cluster"), (res.downgrades, "downgrade"), (res.corrupt, "corrupt_batch"))
-    return 1 if any(r["corrupt_batches"] or r["error"] for r in rows) else 0
+    return EXIT_PROBLEMS if any(r["corrupt_batches"] or r["error"] for r in rows) else EXIT_OK
 
 
 @_guard
@@ -126,7 +123,7 @@ def run_verify(args: argparse.Namespace) -> int:
     res = jobs.verify(session(args), args.path, args.out, progress=_progress(args))
     n = res.problems.count()
     _report(args, res, (res.files, "file"), (res.problems, "problem"))
-    return 1 if n else 0
+    return EXIT_PROBLEMS if n else EXIT_OK
 
 
 @_guard
@@ -134,13 +131,12 @@ def run_rewrite(args: argparse.Namespace) -> int:
     from kraftkit.spark import jobs
 
     if args.out is None and not args.dry_run:
-        print("kraftkit spark rewrite: --out is required (or --dry-run)", file=sys.stderr)
-        return 2
+        return fail("spark rewrite", "--out is required (or --dry-run)")
     res = jobs.rewrite(session(args), args.path, args.metadata_version, args.out, dry_run=args.dry_run,
                        progress=_progress(args))
     rows = res.report.collect()
     _report(args, res, (res.report, "rewrite"))
-    return 1 if any(r["error"] for r in rows) else 0
+    return EXIT_PROBLEMS if any(r["error"] for r in rows) else EXIT_OK
 
 
 @_guard
@@ -163,7 +159,7 @@ def run_scan(args: argparse.Namespace) -> int:
         for r in rows:
             print(f"{r['cluster']:<20} {str(r['record_type']):<36} {r['count']:>10}")
         print(f"{total} records ({bad} in damaged batches) in {secs:.1f}s")
-    return 1 if bad else 0
+    return EXIT_PROBLEMS if bad else EXIT_OK
 
 
 def run_generate(args: argparse.Namespace) -> int:
@@ -172,8 +168,7 @@ def run_generate(args: argparse.Namespace) -> int:
     try:
         lo, hi = (int(x) for x in args.topics.split(":"))
     except ValueError:
-        print("kraftkit spark generate: --topics is MIN:MAX", file=sys.stderr)
-        return 2
+        return fail("spark generate", "--topics is MIN:MAX")
 
     def progress(done: int, total: int) -> None:
         if sys.stderr.isatty():
@@ -194,4 +189,4 @@ def run_generate(args: argparse.Namespace) -> int:
         for c in fleet.clusters:
             for d in c.damage:
                 print(f"  damaged {c.name}/{d['node']}: {d['kind']} in {d['file']}")
-    return 0
+    return EXIT_OK

@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 
+from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
 from kraftkit.cli.main import add_max_batch_bytes, int_arg
 
 HELP = "format KRaft storage directories as kafka-storage does; show their meta.properties and bootstrap metadata"
@@ -17,14 +18,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ssub = p.add_subparsers(dest="storage_command", metavar="SUBCOMMAND", required=True)
 
     f = ssub.add_parser(
-        "format", help="write meta.properties and bootstrap.checkpoint as kafka-storage format does",
-        description="Write meta.properties (v1: cluster.id, node.id, a fresh directory.id) and bootstrap.checkpoint "
-                    "(a FeatureLevelRecord for metadata.version, then one per other feature at a level above 0, "
-                    "sorted by name) into every directory, exactly as Kafka 4.3.1's kafka-storage format does; with "
-                    "--standalone or --initial-controllers also the KRaftVersion/Voters bootstrap snapshot in "
-                    "<metadata dir>/__cluster_metadata-0. Features not given take their default level for the "
-                    "release version (kraft.version: 0, or 1 with a dynamic quorum). Exit 2 on bad input, 1 if the "
-                    "directories refuse (already formatted, another cluster or node).")
+        "format", help="write meta.properties and the bootstrap metadata as kafka-storage format does",
+        description="Write meta.properties (v1: cluster.id, node.id, a fresh directory.id) into every directory and "
+                    "the bootstrap records (a FeatureLevelRecord for metadata.version, then one per other feature at "
+                    "a level above 0, sorted by name), exactly as that release's kafka-storage format does. Kafka 4.4 "
+                    "and newer (--layout checkpoint): in the bootstrap snapshot "
+                    "<metadata dir>/__cluster_metadata-0/00000000000000000000-0000000000.checkpoint, with the "
+                    "KRaftVersion and Voters records of a dynamic quorum. Kafka 4.3 and older (--layout "
+                    "bootstrap-file): a bootstrap.checkpoint in every directory, and with --standalone or "
+                    "--initial-controllers the KRaftVersion/Voters bootstrap snapshot. Features not given take their "
+                    "default level for the release version (kraft.version: 0, or 1 with a dynamic quorum). Exit 2 on "
+                    "bad input, 1 if the directories refuse (already formatted, another cluster or node).")
     f.add_argument("--cluster-id", "-t", required=True, metavar="ID", help="22-character cluster id (see random-uuid)")
     f.add_argument("--node-id", type=int_arg(0, 2**31 - 1), required=True, metavar="N", help="the node.id of this node")
     f.add_argument("--directories", "-d", nargs="+", required=True, metavar="DIR",
@@ -32,8 +36,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--metadata-log-dir", metavar="DIR", default=None,
                    help="metadata.log.dir (default: the first of --directories); formatted too")
     f.add_argument("--release-version", "-r", metavar="VERSION", default=None,
-                   help="release (3.9) or metadata.version (3.9-IV0) to start with (default: the latest production, "
-                        "4.3-IV0)")
+                   help="release (3.9) or metadata.version (3.9-IV0) to start with (default: the latest production "
+                        "of the newest release kraftkit knows)")
+    f.add_argument("--layout", choices=("checkpoint", "bootstrap-file"), default=None,
+                   help="where the bootstrap records go (default: what the release's own kafka-storage format writes: "
+                        "checkpoint from 4.4 on, bootstrap-file before; Kafka 4.4's tool writes checkpoint for every "
+                        "release version)")
     f.add_argument("--feature", "-f", action="append", default=[], metavar="NAME=LEVEL",
                    help="a feature level, e.g. transaction.version=2 (repeatable)")
     q = f.add_mutually_exclusive_group()
@@ -54,7 +62,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     i = ssub.add_parser("info", help="show meta.properties and bootstrap metadata of log directories",
                         description="What kafka-storage info shows (the directories found, the first meta.properties, "
                                     "problems: missing or unformatted directories, mismatched cluster or node ids), "
-                                    "plus the metadata.version and features of each bootstrap.checkpoint. Exit 1 if "
+                                    "plus the metadata.version and features of each directory's bootstrap metadata "
+                                    "(bootstrap.checkpoint, or Kafka 4.4's bootstrap snapshot). Exit 1 if "
                                     "there is any problem, 2 if a file cannot be read (a FIFO or device in place of "
                                     "meta.properties, one over 1 MiB, no permission).")
     i.add_argument("directories", nargs="+", metavar="DIR", help="log directories")
@@ -78,7 +87,7 @@ def run_format(args: argparse.Namespace) -> int:
             release_version=args.release_version, features=features, metadata_log_dir=args.metadata_log_dir,
             standalone=args.standalone, initial_controllers=args.initial_controllers,
             no_initial_controllers=args.no_initial_controllers, controller_listener=args.controller_listener,
-            ignore_formatted=args.ignore_formatted)
+            ignore_formatted=args.ignore_formatted, layout=args.layout)
     except StorageError as e:
         print(f"kraftkit storage format: {e}", file=sys.stderr)
         return e.exit_code
@@ -86,15 +95,15 @@ def run_format(args: argparse.Namespace) -> int:
         from kraftkit._fs import error_text
 
         print(f"kraftkit storage format: {error_text(e)}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     if args.json:
         print(json.dumps(result.to_dict()))
-        return 0
+        return EXIT_OK
     boot = ", ".join(f"{n}={lv}" for n, lv in result.features.bootstrap_levels().items())
     print(f"Bootstrap metadata: {boot} ({result.features.metadata_version.name})")
     for line in result.messages:
         print(line)
-    return 0
+    return EXIT_OK
 
 
 def run_info(args: argparse.Namespace) -> int:
@@ -109,12 +118,12 @@ def run_info(args: argparse.Namespace) -> int:
     for msg in info["unreadable"]:
         print(f"kraftkit storage info: {msg}", file=sys.stderr)
     if info["unreadable"]:
-        return 2  # unreadable input, not problems found in the data
-    return 1 if info["problems"] else 0
+        return EXIT_USAGE  # unreadable input, not problems found in the data
+    return EXIT_PROBLEMS if info["problems"] else EXIT_OK
 
 
 def run_random_uuid(args: argparse.Namespace) -> int:
     from kraftkit.features.storage import random_uuid
 
     print(random_uuid())
-    return 0
+    return EXIT_OK

@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, fail
 from kraftkit.cli.main import add_max_batch_bytes
 from kraftkit.log import verify_segments
 from kraftkit.log.continuity import check_leader_epochs, check_segments, is_metadata_partition
@@ -146,13 +147,11 @@ def run(args: argparse.Namespace) -> int:
     for m in missing:
         print(f"kraftkit verify-log: {m}: no such file or directory", file=sys.stderr)
     if not parts:
-        print("kraftkit verify-log: no segment or snapshot files found", file=sys.stderr)
-        return 2
+        return fail("verify-log", "no segment or snapshot files found")
     try:
         verify(parts, args.deep, not args.no_index)
     except OSError as e:
-        print(f"kraftkit verify-log: {e}", file=sys.stderr)
-        return 2
+        return fail("verify-log", str(e))
     total = {"partitions": len(parts), "files": sum(len(p.files) for p in parts), "batches": 0, "records": 0, "bytes": 0, "problems": 0}
     for p in parts:
         total["batches"] += p.batches
@@ -178,4 +177,4 @@ def run(args: argparse.Namespace) -> int:
         verdict = "all valid" if not total["problems"] else f"{total['problems']} problem(s)"
         print(f"verified {total['files']} file(s) in {total['partitions']} directory(ies): {total['batches']} batches, "
               f"{total['records']} records, {total['bytes']} bytes: {verdict}")
-    return 1 if total["problems"] or missing else 0
+    return EXIT_PROBLEMS if total["problems"] or missing else EXIT_OK

@@ -138,6 +138,8 @@ _CAPABILITIES = {
     "isInControlledShutdownStateSupported": "in_controlled_shutdown",
     "isNoOpRecordSupported": "noop_record",
     "isLeaderRecoverySupported": "leader_recovery",
+    "isCidrAclSupported": "cidr_acl",
+    "isControllerUnregistrationSupported": "controller_unregistration",
 }
 
 

@@ -46,7 +46,7 @@ from kraftkit.metadata.versions import newest_text
 from kraftkit.metadata.image import (  # metadata record api keys
     ABORT_TXN, ACL, BEGIN_TXN, BROKER_REG_CHANGE, CLEAR_ELR, CLIENT_QUOTA, CONFIG, DELEGATION_TOKEN, END_TXN,
     FEATURE_LEVEL, FENCE_BROKER, NO_OP, PARTITION, PARTITION_CHANGE, PRODUCER_IDS, REGISTER_BROKER,
-    REGISTER_CONTROLLER, REMOVE_ACL, REMOVE_DELEGATION_TOKEN, REMOVE_SCRAM, REMOVE_TOPIC, TOPIC,
+    REGISTER_CONTROLLER, REMOVE_ACL, REMOVE_DELEGATION_TOKEN, REMOVE_SCRAM, REMOVE_TOPIC, TOPIC, UNREGISTER_CONTROLLER,
     UNFENCE_BROKER, UNREGISTER_BROKER, USER_SCRAM, ZK_MIGRATION,
 )
 
@@ -101,6 +101,7 @@ def record_versions(mv: MetadataVersion) -> dict[int, int | None]:
         ABORT_TXN: when("metadata_transaction"),
         REGISTER_CONTROLLER: mv.register_controller_record_version,
         CLEAR_ELR: when("elr"),
+        UNREGISTER_CONTROLLER: when("controller_unregistration"),
     }
 
 

@@ -1,18 +1,32 @@
 """Storage formatting: what ``kafka-storage format``, ``info`` and ``random-uuid`` do.
 
-``format_storage`` writes, in every directory it formats, a ``bootstrap.checkpoint`` (the
-records ``BootstrapMetadata.fromVersions`` makes: a ``FeatureLevelRecord`` for
-metadata.version, then one per other finalized feature at a level above 0, sorted by name,
-never one for kraft.version) and a ``meta.properties`` (v1: ``cluster.id``, ``node.id`` and
-a ``directory.id``), and, for a KIP-853 dynamic quorum (``--standalone`` /
-``--initial-controllers``), the bootstrap snapshot
-``__cluster_metadata-0/00000000000000000000-0000000000.checkpoint`` holding the
-KRaftVersion and Voters control records in the metadata log directory. Feature levels are
-chosen as Kafka 4.3.1's ``Formatter`` chooses them (``calculateEffectiveFeatureLevels``):
-requested levels first, every other production feature at its default for the release
-version (``Feature.defaultLevel``), kraft.version 0 unless the quorum is dynamic, and every
-level checked against its dependencies. The rules, messages and file layout were checked
-against the real ``kafka-storage`` of Kafka 4.3.1 (``tests/kafka/test_storage_kafka.py``).
+``format_storage`` writes the bootstrap records (what ``BootstrapMetadata.fromVersions``
+makes: a ``FeatureLevelRecord`` for metadata.version, then one per other finalized feature at
+a level above 0, sorted by name, never one for kraft.version) and, in every directory, a
+``meta.properties`` (v1: ``cluster.id``, ``node.id`` and a ``directory.id``). Where the
+bootstrap records go depends on the release being formatted for (``layout``):
+
+* ``bootstrap-file`` (what ``kafka-storage format`` of Kafka 4.3 and older writes): a
+  ``bootstrap.checkpoint`` in every directory, and, for a KIP-853 dynamic quorum
+  (``--standalone`` / ``--initial-controllers``), the bootstrap snapshot
+  ``__cluster_metadata-0/00000000000000000000-0000000000.checkpoint`` holding the KRaftVersion
+  and Voters control records in the metadata log directory.
+* ``checkpoint`` (Kafka 4.4 and newer): no ``bootstrap.checkpoint``; the metadata log
+  directory's bootstrap snapshot ``__cluster_metadata-0/00000000000000000000-0000000000.checkpoint``
+  holds everything, for a static quorum too: a control batch (SnapshotHeader, then
+  KRaftVersion when kraft.version is 1, then Voters when there are initial voters), a batch of
+  the bootstrap records, a SnapshotFooter batch. The other directories get only
+  ``meta.properties``.
+
+By default the layout follows the release: ``checkpoint`` when the metadata.version belongs to
+4.4 or newer, ``bootstrap-file`` below (the layout that release's own tool writes; Kafka 4.4's
+tool writes ``checkpoint`` whatever the release version, which ``layout="checkpoint"`` gives).
+Feature levels are chosen as Kafka's ``Formatter`` chooses them
+(``calculateEffectiveFeatureLevels``): requested levels first, every other production feature
+at its default for the release version (``Feature.defaultLevel``), kraft.version 0 unless the
+quorum is dynamic, and every level checked against its dependencies. The rules, messages and
+files were checked against the real ``kafka-storage`` of Kafka 4.4.0 and 4.3.1
+(``tests/kafka/test_storage_kafka.py``, ``tests/kafka/test_storage_layout_kafka.py``).
 
 Every file is written atomically: a temporary file in the same directory, fsync, rename,
 fsync of the directory. ``meta.properties`` is written last in each directory, so a
@@ -58,6 +72,12 @@ META_PROPERTIES = "meta.properties"
 BOOTSTRAP_FILE = "bootstrap.checkpoint"
 CLUSTER_METADATA_DIR = "__cluster_metadata-0"
 BOOTSTRAP_SNAPSHOT = "00000000000000000000-0000000000.checkpoint"
+#: Where the bootstrap records go (see the module doc).
+LAYOUT_BOOTSTRAP_FILE = "bootstrap-file"
+LAYOUT_CHECKPOINT = "checkpoint"
+LAYOUTS = (LAYOUT_BOOTSTRAP_FILE, LAYOUT_CHECKPOINT)
+#: The first release line whose kafka-storage format writes the ``checkpoint`` layout.
+CHECKPOINT_LAYOUT_SINCE = (4, 4)
 #: KafkaRaftClient.MAX_BATCH_SIZE_BYTES (BatchFileWriter's batches)
 MAX_BATCH_BYTES = 8 * 1024 * 1024
 DEFAULT_CONTROLLER_LISTENER = "CONTROLLER"
@@ -707,6 +727,8 @@ class FormatResult:
     voters: list[DynamicVoter] | None
     #: the lines ``kafka-storage format`` prints (stdout)
     messages: list[str]
+    #: where the bootstrap records went: ``bootstrap-file`` or ``checkpoint``
+    layout: str = LAYOUT_BOOTSTRAP_FILE
 
     def to_dict(self) -> dict[str, Any]:
         mv = self.features.metadata_version
@@ -717,6 +739,7 @@ class FormatResult:
             "bootstrap_records": [{"name": n, "level": lv} for n, lv in self.features.bootstrap_levels().items()],
             "metadata_log_dir": self.metadata_log_dir,
             "initial_voters": None if self.voters is None else [str(v) for v in self.voters],
+            "layout": self.layout,
             "directories": [d.to_dict() for d in self.directories],
         }
 
@@ -761,13 +784,16 @@ def format_storage(
     controller_listener: str | ControllerListener = DEFAULT_CONTROLLER_LISTENER,
     ignore_formatted: bool = False,
     time_ms: int | None = None,
+    layout: str | None = None,
 ) -> FormatResult:
     """Format storage directories as ``kafka-storage format`` does (see the module doc).
 
     ``directories`` are the node's log directories; ``metadata_log_dir`` (default: the
     first of them, as Kafka's ``metadata.log.dir`` defaults) is formatted too. With
     ``standalone``, ``controller_listener`` must carry the host and port
-    (``CONTROLLER://127.0.0.1:9093``); with ``initial_controllers`` only its name is used."""
+    (``CONTROLLER://127.0.0.1:9093``); with ``initial_controllers`` only its name is used.
+    ``layout`` (``bootstrap-file`` or ``checkpoint``; default: the one the release's own tool
+    writes) says where the bootstrap records go."""
     if not isinstance(node_id, int) or isinstance(node_id, bool) or not 0 <= node_id < 2**31:
         raise StorageInputError(f"invalid node id {node_id!r}: you must specify a valid non-negative node ID.")
     cluster_id = validate_cluster_id(cluster_id)
@@ -790,6 +816,9 @@ def format_storage(
         voters = parse_voters(initial_controllers)
     dynamic = voters is not None or no_initial_controllers
     fs = resolve_features(release_version, features, dynamic_quorum=dynamic)
+    layout = default_layout(fs.metadata_version) if layout is None else layout
+    if layout not in LAYOUTS:
+        raise StorageInputError(f"unknown layout {layout!r} (known: {', '.join(LAYOUTS)})")
 
     # MetaPropertiesEnsemble.Loader.load + verify
     loaded = {d: _load_dir(d) for d in all_dirs}
@@ -822,7 +851,6 @@ def format_storage(
         messages.append("All of the log directories are already formatted.")
     now = int(time.time() * 1000) if time_ms is None else time_ms
     values = [_encode_record(k, v, data) for k, v, data in fs.bootstrap_records()]
-    bootstrap = bootstrap_checkpoint_bytes(values, time_ms=now)
     taken = set(seen_ids)
     for d in all_dirs:
         if d not in empty:
@@ -844,11 +872,18 @@ def format_storage(
         taken.add(dir_id)
         meta = MetaProperties(1, cluster_id, node_id, dir_id)
         messages.append(f"Formatting {DIRECTORY_TYPES[kind]} {d} with {MV_FEATURE} {fs.metadata_version.name}.")
-        files = _write_directory(Path(d), meta, bootstrap, voters if kind.startswith("dynamic") else None,
-                                 listener.name, fs.levels[KRAFT_VERSION_FEATURE], now)
+        files = _write_directory(Path(d), meta, values, voters if kind.startswith("dynamic") else None,
+                                 listener.name, fs.levels[KRAFT_VERSION_FEATURE], now,
+                                 layout=layout, metadata_dir=d == meta_dir)
         results.append(DirectoryResult(d, kind, True, meta, files))
     return FormatResult(cluster_id, node_id, fs, meta_dir, results,
-                        None if voters is None else list(voters.values()), messages)
+                        None if voters is None else list(voters.values()), messages, layout)
+
+
+def default_layout(mv: MetadataVersion) -> str:
+    """The layout the ``kafka-storage format`` of ``mv``'s release writes."""
+    line = tuple(int(x) for x in mv.release.split("."))
+    return LAYOUT_CHECKPOINT if line >= CHECKPOINT_LAYOUT_SINCE else LAYOUT_BOOTSTRAP_FILE
 
 
 def _encode_record(api_key: int, version: int, data: dict[str, Any]) -> bytes:
@@ -867,25 +902,31 @@ def voters_record(voters: Iterable[DynamicVoter], listener_name: str) -> dict[st
         for v in sorted(voters, key=lambda v: v.node_id)]}
 
 
-def _write_directory(d: Path, meta: MetaProperties, bootstrap: bytes, voters: Mapping[int, DynamicVoter] | None,
-                     listener_name: str, kraft_version: int, now: int) -> list[str]:
+def _write_directory(d: Path, meta: MetaProperties, values: Sequence[bytes], voters: Mapping[int, DynamicVoter] | None,
+                     listener_name: str, kraft_version: int, now: int, *, layout: str, metadata_dir: bool) -> list[str]:
+    """One directory's files; meta.properties last. ``values``: the bootstrap records."""
     from kraftkit._core import encode_control_record
     from kraftkit.metadata.snapshot import BOOTSTRAP_SNAPSHOT_ID, SnapshotWriter
 
     d.mkdir(parents=True, exist_ok=True)
     files = []
-    write_file_atomic(d / BOOTSTRAP_FILE, bootstrap)
-    files.append(str(d / BOOTSTRAP_FILE))
-    if voters is not None:
+    if layout == LAYOUT_BOOTSTRAP_FILE:
+        write_file_atomic(d / BOOTSTRAP_FILE, bootstrap_checkpoint_bytes(values, time_ms=now))
+        files.append(str(d / BOOTSTRAP_FILE))
+    # the bootstrap snapshot: a dynamic quorum's voters (bootstrap-file layout), or everything in
+    # the metadata directory (checkpoint layout)
+    if (metadata_dir and layout == LAYOUT_CHECKPOINT) or (layout == LAYOUT_BOOTSTRAP_FILE and voters is not None):
         md = d / CLUSTER_METADATA_DIR
         md.mkdir(exist_ok=True)
         target = md / BOOTSTRAP_SNAPSHOT
         if target.exists():
             raise StorageStateError(f"{target} already exists in the unformatted directory {d}; remove it first")
-        value = encode_control_record(ControlType.KRAFT_VOTERS, voters_record(voters.values(), listener_name))
+        value = (None if voters is None else
+                 encode_control_record(ControlType.KRAFT_VOTERS, voters_record(voters.values(), listener_name)))
         with SnapshotWriter(md, BOOTSTRAP_SNAPSHOT_ID, last_contained_log_timestamp=now, kraft_version=kraft_version,
                             voters_value=value, time_ms=now) as w:
-            pass
+            if layout == LAYOUT_CHECKPOINT:
+                w.append(values)
         os.chmod(w.final_path, 0o400)  # Kafka: File.setReadOnly on a 0600 temp file
         fsync_dir(d)
         files.append(str(w.final_path))
@@ -896,9 +937,11 @@ def _write_directory(d: Path, meta: MetaProperties, bootstrap: bytes, voters: Ma
 
 # ------------------------------------------------------------------------------------ info
 
-def read_bootstrap(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The metadata.version and features of a ``bootstrap.checkpoint`` (what the controller
-    reads from it: its FeatureLevelRecords), and the count of other records."""
+def read_bootstrap(path: str | os.PathLike[str], *, optional: bool = False) -> dict[str, Any] | None:
+    """The metadata.version and features of a ``bootstrap.checkpoint`` or of a 4.4 bootstrap
+    snapshot (what the controller reads from it: its FeatureLevelRecords), the count of other
+    records, and the file (``file``). ``optional``: a file without metadata records (the
+    voters-only bootstrap snapshot of Kafka 3.9..4.3) gives None instead of an error."""
     from kraftkit._core import decode_metadata_record
     from kraftkit.metadata.snapshot import SnapshotReader
 
@@ -918,11 +961,13 @@ def read_bootstrap(path: str | os.PathLike[str]) -> dict[str, Any]:
         else:
             others += 1
     mv_level = features.pop(MV_FEATURE, None)
+    if mv_level is None and optional and not features and not others:
+        return None
     if mv_level is None:
         raise StorageStateError(f"No FeatureLevelRecord for metadata.version was found in the bootstrap metadata from {path}")
     # a level the tables lack has no name (null), and is listed under unknown_levels
     name = _mv_name(mv_level) if level_known(MV_FEATURE, mv_level) else None
-    return {"metadata_version": {"level": mv_level, "name": name},
+    return {"file": os.fspath(path), "metadata_version": {"level": mv_level, "name": name},
             "features": dict(sorted(features.items())), "other_records": others,
             "unknown_levels": unknown_levels({MV_FEATURE: mv_level, **features})}
 
@@ -990,17 +1035,23 @@ def storage_info(directories: Sequence[str | os.PathLike[str]]) -> dict[str, Any
                 problem("Mismatched cluster IDs between storage directories.")
             elif prev.node_id != cur.node_id:
                 problem("Mismatched node IDs between storage directories.")
+        # bootstrap.checkpoint (Kafka 4.3 and older), else the bootstrap snapshot when it holds
+        # metadata records (4.4 and newer); a voters-only snapshot of 3.9..4.3 holds none
         bp = os.path.join(d, BOOTSTRAP_FILE)
-        if os.path.lexists(bp):
-            try:
-                entry["bootstrap"] = read_bootstrap(bp)
-            except OSError as e:
-                cannot_read(bp, e)
-            except KraftkitError as e:
-                problem(f"Error loading {_naming(bp, e)}")
         snap = os.path.join(d, CLUSTER_METADATA_DIR, BOOTSTRAP_SNAPSHOT)
-        if os.path.exists(snap):
+        if os.path.lexists(snap):
             entry["bootstrap_snapshot"] = snap
+        for path, optional in ((bp, False), (snap, True)):
+            if not os.path.lexists(path):
+                continue
+            try:
+                entry["bootstrap"] = read_bootstrap(path, optional=optional)
+            except OSError as e:
+                cannot_read(path, e)
+            except KraftkitError as e:
+                problem(f"Error loading {_naming(path, e)}")
+            if entry["bootstrap"] is not None or path == bp:
+                break
     if prev is not None and prev.version == 0:
         problems.append("The directories are formatted for legacy (ZooKeeper) mode, not KRaft.")
     return {"directories": dirs_out, "found": found,
@@ -1034,7 +1085,8 @@ def info_text(info: Mapping[str, Any]) -> str:
             extra = f" (+{b['other_records']} other records)" if b["other_records"] else ""
             mv = b["metadata_version"]
             label = f"{mv['level']} ({mv['name']})" if mv["name"] else unknown_label(MV_FEATURE, mv["level"])
-            lines.append(f"  {d['path']}: metadata.version={label}{feats}{extra}")
+            where = "" if os.path.basename(b["file"]) == BOOTSTRAP_FILE else f" (in {os.path.relpath(b['file'], d['path'])})"
+            lines.append(f"  {d['path']}: metadata.version={label}{feats}{extra}{where}")
         lines.append("")
     if info["problems"]:
         lines.append("Found problem:" if len(info["problems"]) == 1 else "Found problems:")

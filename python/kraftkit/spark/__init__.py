@@ -7,7 +7,8 @@ record values, and fleet jobs (audit, verify, rewrite), with the Rust core doing
 
 Modules: ``scan`` (Arrow record batches from the core, no Spark needed), ``layout`` (where a
 fleet's files are), ``datasource`` (``format("kraft")``), ``udfs``, ``jobs``, ``fleet`` (a
-generator of synthetic fleets), ``session`` (a local SparkSession for laptops and tests).
+generator of synthetic fleets), ``session`` (a local SparkSession for laptops and tests, or
+spark-submit's). The spark-submit entry point is ``kraftkit/cli/spark_submit.py``.
 Needs ``pyspark>=4`` and ``pyarrow`` (``pip install kraftkit[spark]``).
 """
 

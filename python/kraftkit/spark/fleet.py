@@ -23,11 +23,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kraftkit._core import commit_part, control_record_key, encode_batch, encode_metadata_record
-from kraftkit.demo import (
+from kraftkit.log import Log, Segment
+from kraftkit.metadata.generate import (
     LEADER_CHANGE, config_record, feature_level_record, leader_change_value, noop_record, partition_record,
     register_broker_record, topic_record,
 )
-from kraftkit.log import Log, Segment
 
 PARTITION = "__cluster_metadata-0"
 #: metadata.versions the clusters run (they all write the 3.7+ record versions of the demo)

@@ -1,7 +1,7 @@
 """Fleet jobs on Spark: ``audit``, ``verify`` and ``rewrite`` over every cluster of a fleet
 (``<root>/<cluster>/<node>/__cluster_metadata-0/``), with the Rust core doing the bytes on the
 executors. Each job is a plain function of a SparkSession, usable from ``kraftkit spark ...``,
-from ``spark-submit`` (``python -m kraftkit.spark.submit``) or from a notebook; it returns its
+from ``spark-submit`` (``kraftkit/cli/spark_submit.py``) or from a notebook; it returns its
 result DataFrames, writes them as Parquet under ``out`` when given, and renders a short human
 summary.
 

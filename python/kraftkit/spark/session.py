@@ -1,5 +1,6 @@
-"""A local SparkSession for laptops, tests and the demo: bound to 127.0.0.1, no UI, small
-shuffles, Python workers running this interpreter, and the ``kraft`` source registered."""
+"""SparkSessions with the ``kraft`` source registered: a local one for laptops, tests and the
+demo (bound to 127.0.0.1, no UI, small shuffles, Python workers running this interpreter), or
+the one spark-submit configured."""
 
 from __future__ import annotations
 
@@ -40,5 +41,16 @@ def local_session(master: str = "local[2]", app: str = "kraftkit", conf: dict[st
         b = b.config(k, v)
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
+
+
+def ambient_session() -> Any:
+    """The session spark-submit configured (master, resources, file systems) with ``kraft`` registered."""
+    from pyspark.sql import SparkSession
+
+    from kraftkit.spark import register
+
+    spark = SparkSession.builder.getOrCreate()
     register(spark)
     return spark

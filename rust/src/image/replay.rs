@@ -219,6 +219,7 @@ impl Image {
             REMOVE_DELEGATION_TOKEN => Image::remove_token,
             REGISTER_CONTROLLER => Image::register_controller,
             CLEAR_ELR => Image::clear_elr,
+            UNREGISTER_CONTROLLER => Image::unregister_controller,
             _ => return Err(ReplayError { offset, reason: format!("Unknown metadata id {api_key}") }),
         };
         self.records_replayed += 1;
@@ -356,6 +357,13 @@ impl Image {
         c.fields.push(("EndPoints", Value::Array(by_name(field(d, "EndPoints")?, "EndPoints")?.into_iter().map(Value::Struct).collect())));
         c.fields.push(("Features", Value::Array(by_name(field(d, "Features")?, "Features")?.into_iter().map(Value::Struct).collect())));
         self.controllers.insert(id, c);
+        Ok(())
+    }
+
+    /// `ClusterDelta.replay(UnregisterControllerRecord)` (4.4-IV2): the registration goes; an
+    /// unknown id is no error.
+    fn unregister_controller(&mut self, d: &Struct) -> R {
+        self.controllers.remove(&int(d, "ControllerId")?);
         Ok(())
     }
 

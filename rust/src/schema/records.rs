@@ -36,6 +36,7 @@ pub(crate) mod api_keys {
     pub const REMOVE_DELEGATION_TOKEN: i16 = 26;
     pub const REGISTER_CONTROLLER: i16 = 27;
     pub const CLEAR_ELR: i16 = 28;
+    pub const UNREGISTER_CONTROLLER: i16 = 29;
 }
 
 /// A `PartitionChangeRecord`: None for a list or value that stays unchanged.

@@ -1,4 +1,5 @@
-"""Generates realistic, metadata-shaped KRaft logs (for the demo, tests and benchmarks).
+"""Generates realistic, metadata-shaped KRaft logs (for ``kraftkit demo``, the synthetic Spark
+fleets of ``kraftkit.spark.fleet``, tests and benchmarks).
 
 Records are encoded by the schema-driven codec (``kraftkit.metadata.records``) at the versions
 a 3.9-IV0 controller writes, in KRaft-style batches: null keys, timestamp delta 0, no headers,
