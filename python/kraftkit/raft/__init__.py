@@ -2,9 +2,10 @@
 (:mod:`kraftkit.raft.log`), the quorum-state file (:mod:`kraftkit.raft.quorum_state`) and the RPC
 bodies it exchanges (:mod:`kraftkit.raft.messages`). Transport and node glue come later."""
 
-from kraftkit.raft.core import (
-    Append, Appended, AppendRejected, Committed, CreateSnapshot, Fsync, FsyncComplete, PersistElection, RaftConfig,
-    RaftCore, RaftStateError, Receive, RecordsAdapter, Resign, Send, SnapshotLoaded, Start, StateChanged, Tick,
+from kraftkit.raft.core import RaftConfig, RaftCore, RaftStateError, RecordsAdapter
+from kraftkit.raft.events import (
+    Append, AppendRejected, Appended, Committed, CreateSnapshot, Fsync, FsyncComplete, PersistElection, Receive,
+    Resign, Send, SnapshotLoaded, Start, StateChanged, Tick,
 )
 from kraftkit.raft.log import Entry, LogError, MemoryLog, RaftLog, SnapshotId
 from kraftkit.raft.messages import METADATA_PARTITION, Errors, TopicPartition

@@ -1,22 +1,20 @@
 """The KIP-595 replica as a deterministic state machine.
 
-:class:`RaftCore` owns no socket, thread or clock. A driver (the simulator in ``tests/raft``, later
-the asyncio node) feeds it events and carries out what it returns::
+:class:`RaftCore` owns no socket, thread or clock. A driver (the simulator in ``tests/raft``, the
+asyncio node in :mod:`kraftkit.raft.driver`) feeds it events and carries out what it returns::
 
     outputs = core.step(Receive(now_ms, src, api, body, correlation_id, is_response))
 
-Events: :class:`Start`, :class:`Tick`, :class:`Receive`, :class:`Append`, :class:`FsyncComplete`,
-:class:`Resign`, :class:`CreateSnapshot`, :class:`PeerUnreachable`, :class:`RequestFailed`. Outputs, to be executed **in order**:
-:class:`PersistElection` (must be durable before anything after it is done: that is how the epoch and
-vote reach disk before any message that depends on them), :class:`Send`, :class:`Fsync`,
-:class:`Committed`, :class:`StateChanged`, :class:`SnapshotLoaded`, :class:`Appended`,
-:class:`AppendRejected`. ``core.next_deadline()`` says when the core next wants a :class:`Tick`.
+The events and outputs are in :mod:`kraftkit.raft.events`; outputs are executed **in order**
+(a :class:`~kraftkit.raft.events.PersistElection` must be durable before anything after it is done).
+``core.next_deadline()`` says when the core next wants a :class:`~kraftkit.raft.events.Tick`.
 
 The core reads and writes the log through the :class:`~kraftkit.raft.log.RaftLog` interface
-directly (writes are volatile until the driver fsyncs and reports :class:`FsyncComplete`); only
-flushed offsets count toward the high watermark, and a follower fetches again only after its
-appends are flushed. Randomness (election jitter, backoff, bootstrap choice) comes from the
-``random.Random`` the core is given, so a seed replays exactly.
+directly (writes are volatile until the driver fsyncs and reports
+:class:`~kraftkit.raft.events.FsyncComplete`); only flushed offsets count toward the high watermark,
+and a follower fetches again only after its appends are flushed. Randomness (election jitter,
+backoff, bootstrap choice) comes from the ``random.Random`` the core is given, so a seed replays
+exactly.
 
 Rules follow Kafka's ``KafkaRaftClient``/``QuorumState`` at the reference commit
 (kafka-formats.md §9); the deviations are listed in the README's raft section.
@@ -29,17 +27,15 @@ import random
 from typing import Any, Callable
 
 from kraftkit.raft import messages as m
+from kraftkit.raft.events import (
+    Append, Appended, AppendRejected, Committed, CreateSnapshot, Fsync, FsyncComplete, PeerUnreachable,
+    PersistElection, Receive, RequestFailed, Resign, Send, SnapshotLoaded, Start, StateChanged, Tick,
+)
 from kraftkit.raft.log import Entry, RaftLog, SnapshotId
 from kraftkit.raft.messages import Errors, TopicPartition
 from kraftkit.raft.quorum_state import ElectionState, Role
 
-__all__ = [
-    "RaftConfig", "RaftCore", "RaftStateError", "RecordsAdapter",
-    "Start", "Tick", "Receive", "Append", "FsyncComplete", "Resign", "CreateSnapshot", "PeerUnreachable",
-    "RequestFailed",
-    "PersistElection", "Send", "Fsync", "Committed", "StateChanged", "SnapshotLoaded", "Appended",
-    "AppendRejected", "Role",
-]
+__all__ = ["RaftConfig", "RaftCore", "RaftStateError", "RecordsAdapter", "Role", "end_epoch_backoff_ms"]
 
 RETRY_BACKOFF_BASE_MS = 100
 
@@ -82,129 +78,6 @@ class RecordsAdapter:
         if not records:
             return []
         return [Entry(int(o), int(e), p, bool(c)) for o, e, p, c in records]
-
-
-# ------------------------------------------------------------------------------------ events
-
-@dataclasses.dataclass(frozen=True)
-class Start:
-    now: int
-
-
-@dataclasses.dataclass(frozen=True)
-class Tick:
-    now: int
-
-
-@dataclasses.dataclass(frozen=True)
-class Receive:
-    now: int
-    src: int
-    api: int
-    body: dict
-    correlation_id: int
-    is_response: bool
-
-
-@dataclasses.dataclass(frozen=True)
-class Append:
-    """A local append request (the leader's state machine writing ``payloads``)."""
-
-    now: int
-    payloads: tuple
-
-
-@dataclasses.dataclass(frozen=True)
-class FsyncComplete:
-    """The driver flushed the log; ``log.flushed_offset`` says how far."""
-
-    now: int
-
-
-@dataclasses.dataclass(frozen=True)
-class PeerUnreachable:
-    """The driver could not connect to ``node`` at all: the connection was refused, so no process
-    listens at its address (a dead process, not a slow network, which only times out)."""
-
-    now: int
-    node: int
-
-
-@dataclasses.dataclass(frozen=True)
-class RequestFailed:
-    """The request ``correlation_id`` to ``dest`` will get no answer (the connection broke or could
-    not be made): as Kafka's client does for a disconnect, the core backs off and may retry."""
-
-    now: int
-    dest: int
-    correlation_id: int
-
-
-@dataclasses.dataclass(frozen=True)
-class Resign:
-    """Graceful resignation of the leader (``resign(epoch)`` / shutdown)."""
-
-    now: int
-
-
-@dataclasses.dataclass(frozen=True)
-class CreateSnapshot:
-    """The state machine has a snapshot of every committed offset below ``end_offset``."""
-
-    now: int
-    end_offset: int
-    data: bytes
-
-
-# ----------------------------------------------------------------------------------- outputs
-
-@dataclasses.dataclass(frozen=True)
-class PersistElection:
-    state: ElectionState
-
-
-@dataclasses.dataclass(frozen=True)
-class Send:
-    dest: int
-    api: int
-    body: dict
-    correlation_id: int
-    is_response: bool
-
-
-@dataclasses.dataclass(frozen=True)
-class Fsync:
-    end_offset: int
-
-
-@dataclasses.dataclass(frozen=True)
-class Committed:
-    high_watermark: int
-
-
-@dataclasses.dataclass(frozen=True)
-class StateChanged:
-    role: Role
-    epoch: int
-    leader_id: int
-
-
-@dataclasses.dataclass(frozen=True)
-class SnapshotLoaded:
-    snapshot_id: SnapshotId
-    data: bytes
-
-
-@dataclasses.dataclass(frozen=True)
-class Appended:
-    base_offset: int
-    last_offset: int
-    epoch: int
-
-
-@dataclasses.dataclass(frozen=True)
-class AppendRejected:
-    reason: str
 
 
 def end_epoch_backoff_ms(preferred: list[int], node_id: int, max_ms: int) -> int:

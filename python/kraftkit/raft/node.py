@@ -41,9 +41,10 @@ from kraftkit._core import RecordBatch, check_metadata_batches
 from kraftkit.errors import KraftkitError
 from kraftkit.protocol.messages import ApiKey, decode_request, supported_versions
 from kraftkit.raft import messages as m
-from kraftkit.raft.core import (
-    Append, Appended, AppendRejected, Committed, CreateSnapshot, Fsync, FsyncComplete, PeerUnreachable,
-    PersistElection, RaftConfig, RaftCore, Receive, RequestFailed, Resign, Send, SnapshotLoaded, Start, StateChanged, Tick,
+from kraftkit.raft.core import RaftConfig, RaftCore
+from kraftkit.raft.events import (
+    Append, AppendRejected, Appended, Committed, CreateSnapshot, Fsync, FsyncComplete, PeerUnreachable,
+    PersistElection, Receive, RequestFailed, Resign, Send, SnapshotLoaded, Start, StateChanged, Tick,
 )
 from kraftkit.raft.file_log import MAX_BATCH_BYTES, ClientBatches, FileRaftLog
 from kraftkit.raft.log import SnapshotId
