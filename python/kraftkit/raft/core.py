@@ -26,13 +26,14 @@ import dataclasses
 import random
 from typing import Any
 
+from kraftkit.metadata.snapshot import SnapshotId
 from kraftkit.raft import messages as m
 from kraftkit.raft.events import (
     Append, Appended, AppendRejected, CreateSnapshot, Event, Fsync, FsyncComplete, Output, PeerUnreachable,
     PersistElection, Receive, RequestFailed, Resign, Send, Start, StateChanged, Tick,
 )
 from kraftkit.raft.handlers import Handlers, end_epoch_backoff_ms
-from kraftkit.raft.log import Entry, RaftLog, SnapshotId
+from kraftkit.raft.log import Entry, RaftLog
 from kraftkit.raft.messages import Errors, TopicPartition
 from kraftkit.raft.quorum_state import ElectionState, Role
 from kraftkit.raft.state import (

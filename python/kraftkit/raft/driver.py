@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 from kraftkit._core import RecordBatch
 from kraftkit.errors import KraftkitError
+from kraftkit.metadata.snapshot import SnapshotId
 from kraftkit.raft import messages as m
 from kraftkit.raft.core import RaftConfig, RaftCore
 from kraftkit.raft.events import (
@@ -42,7 +43,6 @@ from kraftkit.raft.events import (
     PersistElection, Receive, RequestFailed, Resign, Send, SnapshotLoaded, Start, StateChanged, Tick,
 )
 from kraftkit.raft.file_log import ClientBatches, FileRaftLog
-from kraftkit.raft.log import SnapshotId
 from kraftkit.raft.messages import TopicPartition
 from kraftkit.raft.quorum_state import FileQuorumStateStore, Role
 from kraftkit.raft.records import KafkaRecords

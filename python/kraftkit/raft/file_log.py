@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 import mmap
 import os
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -34,29 +33,19 @@ from kraftkit._fs import open_input
 from kraftkit.errors import LogError
 from kraftkit.log import Log
 from kraftkit.log.log import DEFAULT_INDEX_INTERVAL, list_segments
-from kraftkit.raft.log import Batch, Entry, RaftLog, SnapshotId
+from kraftkit.metadata.snapshot import SnapshotId, list_snapshots
+from kraftkit.raft.log import Batch, Entry, RaftLog
 
-__all__ = ["FileRaftLog", "ClientBatches", "snapshot_file_name", "parse_snapshot_name", "split_batches"]
+__all__ = ["FileRaftLog", "ClientBatches", "split_batches"]
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_RE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 #: Kafka's ``KafkaRaftClient.MAX_FETCH_SIZE_BYTES``: how much one Fetch answer carries at most
 MAX_FETCH_BYTES = 8 * 1024 * 1024
 #: Kafka's ``KafkaRaftClient.MAX_BATCH_SIZE_BYTES``: the largest batch the leader writes
 MAX_BATCH_BYTES = 8 * 1024 * 1024
 LEADER_CHANGE = 2  # control record type of the LeaderChangeMessage
 BATCH_HEADER = 61
-
-
-def snapshot_file_name(sid: SnapshotId) -> str:
-    """``00000000000000000042-0000000003.checkpoint`` for end offset 42 in epoch 3 (Kafka's name)."""
-    return f"{sid.end_offset:020d}-{sid.epoch:010d}.checkpoint"
-
-
-def parse_snapshot_name(name: str) -> SnapshotId | None:
-    m = SNAPSHOT_RE.match(name)
-    return SnapshotId(int(m.group(1)), int(m.group(2))) if m else None
 
 
 def split_batches(data: bytes | memoryview) -> tuple[list[Batch], int]:
@@ -108,11 +97,14 @@ class FileRaftLog(RaftLog):
         self._clock = clock or (lambda: int(time.time() * 1000))
         for p in self.dir.glob("*.checkpoint.part"):
             p.unlink()
-        snaps = sorted(s for s in (parse_snapshot_name(p.name) for p in self.dir.iterdir()) if s is not None)
+        try:
+            snaps = list_snapshots(self.dir)
+        except ValueError as e:  # a snapshot file name whose epoch or offset is out of range
+            raise LogError(f"{self.dir}: {e}") from None
         self._snapshot: SnapshotId | None = None
         for old in snaps[:-1]:
             if old != (0, 0):
-                (self.dir / snapshot_file_name(old)).unlink()
+                (self.dir / old.file_name).unlink()
         if snaps and tuple(snaps[-1]) != (0, 0):
             self._snapshot = snaps[-1]
         self._snap_map: mmap.mmap | None = None
@@ -253,7 +245,7 @@ class FileRaftLog(RaftLog):
         sid = sid or self._snapshot
         if sid is None:
             raise LogError(f"{self.dir}: no snapshot")
-        return self.dir / snapshot_file_name(sid)
+        return self.dir / sid.file_name
 
     def read_snapshot(self) -> Any:
         """The snapshot file's bytes as a read-only map (sliced by FetchSnapshot answers)."""
@@ -308,7 +300,7 @@ class FileRaftLog(RaftLog):
             self._snap_map.close()
             self._snap_map = None
         if old is not None and old != sid:
-            (self.dir / snapshot_file_name(old)).unlink(missing_ok=True)
+            (self.dir / old.file_name).unlink(missing_ok=True)
 
     def _restart_at(self, offset: int) -> None:
         self._log.truncate_fully_and_start_at(offset)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+from kraftkit.metadata.snapshot import SnapshotId
 from kraftkit.raft import messages as m
 from kraftkit.raft.events import Committed, Fsync, Receive, SnapshotLoaded
-from kraftkit.raft.log import SnapshotId
 from kraftkit.raft.messages import Errors
 from kraftkit.raft.quorum_state import Role
 from kraftkit.raft.state import (

@@ -14,6 +14,7 @@ import abc
 from typing import Any, NamedTuple
 
 from kraftkit.errors import LogError  # a request the log cannot honour (a gap, a truncation below the start...)
+from kraftkit.metadata.snapshot import SnapshotId  # the snapshots' OffsetAndEpoch, one type for metadata and raft
 
 __all__ = ["Batch", "Entry", "SnapshotId", "RaftLog", "MemoryLog", "LogError"]
 
@@ -37,14 +38,6 @@ class Batch(NamedTuple):
     epoch: int
     data: bytes
     last_offset: int
-
-
-class SnapshotId(NamedTuple):
-    """Kafka's ``OffsetAndEpoch`` for snapshots: the snapshot holds every offset below ``end_offset``,
-    and ``epoch`` is the epoch of the entry at ``end_offset - 1``."""
-
-    end_offset: int
-    epoch: int
 
 
 class RaftLog(abc.ABC):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from kraftkit.raft.log import SnapshotId
+from kraftkit.metadata.snapshot import SnapshotId
 from kraftkit.raft.quorum_state import ElectionState, Role
 
 __all__ = [
