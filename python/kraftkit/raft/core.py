@@ -68,9 +68,10 @@ class RaftConfig:
 
 
 class RecordsAdapter:
-    """How entries travel in ``Records``. The default keeps them as a list of
-    ``[offset, epoch, payload, control]`` (fine for the simulator); a transport swaps in one that
-    builds record batches with ``kraftkit.log``."""
+    """How a log's records travel in ``Records``. The default, for a log of :class:`Entry` items
+    (the memory log), keeps them as a list of ``[offset, epoch, payload, control]`` (fine for the
+    simulator); a node swaps in :class:`~kraftkit.raft.records.KafkaRecords`, which sends a file log's
+    record batches as they are."""
 
     def encode(self, entries: list[Entry]) -> Any:
         return [list(e) for e in entries]
@@ -333,7 +334,7 @@ class RaftCore(Handlers):
         # the LeaderChangeMessage: the first entry of the epoch; nothing commits before it does
         payload = {"Version": 0, "LeaderId": self.node_id, "Voters": [{"VoterId": v} for v in self.voters],
                    "GrantingVoters": [{"VoterId": v} for v in granting]}
-        self.log.append([Entry(new.epoch_start_offset, self.epoch, payload, True)])
+        self.log.append(self.log.entries_for_append(new.epoch_start_offset, self.epoch, [payload], control=True))
         self._out.append(Fsync(self.log.end_offset))
 
     def _become_resigned(self, preferred: list[int], persist: bool = False) -> None:

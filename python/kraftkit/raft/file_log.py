@@ -25,6 +25,7 @@ import logging
 import mmap
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,7 @@ class ClientBatches:
         return self.count
 
 
-class FileRaftLog(RaftLog):
+class FileRaftLog(RaftLog[Batch]):
     """A raft log in a partition directory (created if missing). ``clock`` gives the record
     timestamps of local appends in ms (default: wall time); ``index_interval_bytes`` is Kafka's
     ``index.interval.bytes`` of its segments."""
@@ -160,30 +161,38 @@ class FileRaftLog(RaftLog):
         return after
 
     # -- writes
-    def append(self, entries: list[Entry] | list[Batch]) -> None:
-        if not entries:
-            return
-        if isinstance(entries[0], Batch):
-            for b in entries:
-                self._append_bytes(b.data, b.epoch)
-            return
-        run: list[Entry] = []
-        for e in entries:
-            if run and (e.epoch != run[0].epoch or e.control != run[0].control or e.control):
-                self._append_run(run)
-                run = []
-            run.append(e)
-        self._append_run(run)
+    def append(self, batches: list[Batch]) -> None:
+        """Appends record batches as they are: the bytes a follower fetched, or what
+        :meth:`entries_for_append` built. (A list of :class:`Entry`, the memory log's records, is
+        turned into batches at this edge by :meth:`_entry_batches`: the log only writes batches.)"""
+        if batches and isinstance(batches[0], Entry):
+            batches = self._entry_batches(batches)  # type: ignore[arg-type, assignment]
+        for b in batches:
+            self._append_bytes(b.data, b.epoch)
 
-    def entries_for_append(self, base_offset: int, epoch: int, payloads: Any) -> list[Entry] | list[Batch]:
+    def entries_for_append(self, base_offset: int, epoch: int, payloads: Any, control: bool = False) -> list[Batch]:
+        """One batch for ``payloads`` (a LeaderChangeMessage dict alone in a control batch when
+        ``control``), or :class:`ClientBatches` taken as they are with their offsets and epoch set."""
         if isinstance(payloads, ClientBatches):
             data, n = assign_offsets(payloads.data, base_offset, epoch)
             if n != payloads.count:
                 raise LogError(f"{self.dir}: the client batches hold {n} records, not {payloads.count}")
             return [Batch(base_offset, epoch, data, base_offset + n - 1)]
-        return super().entries_for_append(base_offset, epoch, payloads)
+        return list(self._entry_batches([Entry(base_offset + i, epoch, p, control) for i, p in enumerate(payloads)]))
 
-    def _append_run(self, run: list[Entry]) -> None:
+    def _entry_batches(self, entries: list[Entry]) -> Iterator[Batch]:
+        """Entries as v2 batches, one per run of one epoch (a control entry alone), each encoded
+        when asked for: an append writes one before the next is checked against the log end."""
+        run: list[Entry] = []
+        for e in entries:
+            if run and (e.epoch != run[0].epoch or e.control != run[0].control or e.control):
+                yield self._encode_run(run)
+                run = []
+            run.append(e)
+        if run:
+            yield self._encode_run(run)
+
+    def _encode_run(self, run: list[Entry]) -> Batch:
         first = run[0]
         if first.offset != self.end_offset:
             raise LogError(f"{self.dir}: append at {first.offset} but the log ends at {self.end_offset}")
@@ -202,7 +211,7 @@ class FileRaftLog(RaftLog):
                             control=first.control)
         if len(data) > MAX_BATCH_BYTES:
             raise LogError(f"{self.dir}: a batch of {len(data)} bytes is over the {MAX_BATCH_BYTES}-byte limit")
-        self._append_bytes(data, first.epoch)
+        return Batch(first.offset, first.epoch, data, run[-1].offset)
 
     def _append_bytes(self, data: bytes, epoch: int) -> None:
         last = self.last_epoch()
