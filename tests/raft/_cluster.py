@@ -12,8 +12,9 @@ from pathlib import Path
 from kraftkit._core import encode_metadata_record
 from kraftkit.metadata.records import record_type
 from kraftkit.raft.core import RaftConfig
-from kraftkit.raft.node import NodeConfig, RaftNode
+from kraftkit.raft.driver import NodeConfig
 from kraftkit.raft.quorum_state import Role
+from kraftkit.raft.server import RaftNode
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 #: shorter than Kafka's defaults so elections in tests take tenths of a second, not seconds

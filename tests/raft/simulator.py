@@ -41,9 +41,10 @@ import time
 from typing import Any, Callable
 
 from kraftkit.raft import messages as m
-from kraftkit.raft.core import (
-    Append, Appended, Committed, CreateSnapshot, Fsync, FsyncComplete, PeerUnreachable, PersistElection, RaftConfig, RaftCore,
-    RaftStateError, Receive, RecordsAdapter, RequestFailed, Resign, Send, SnapshotLoaded, Start, StateChanged, Tick,
+from kraftkit.raft.core import RaftConfig, RaftCore, RaftStateError, RecordsAdapter
+from kraftkit.raft.events import (
+    Append, Appended, Committed, CreateSnapshot, Fsync, FsyncComplete, PeerUnreachable, PersistElection, Receive,
+    RequestFailed, Resign, Send, SnapshotLoaded, Start, StateChanged, Tick,
 )
 from kraftkit.raft.log import LogError, MemoryLog
 from kraftkit.raft.quorum_state import MemoryQuorumStateStore, Role

@@ -7,9 +7,10 @@ import random
 import pytest
 
 from kraftkit.raft import messages as m
-from kraftkit.raft.core import (
-    Append, Appended, AppendRejected, Committed, CreateSnapshot, Fsync, FsyncComplete, PersistElection, RaftConfig,
-    PeerUnreachable, RaftCore, RaftStateError, Receive, RequestFailed, Resign, Send, SnapshotLoaded, Start, Tick, end_epoch_backoff_ms,
+from kraftkit.raft.core import RaftConfig, RaftCore, RaftStateError, end_epoch_backoff_ms
+from kraftkit.raft.events import (
+    Append, AppendRejected, Appended, Committed, CreateSnapshot, Fsync, FsyncComplete, PeerUnreachable,
+    PersistElection, Receive, RequestFailed, Resign, Send, SnapshotLoaded, Start, Tick,
 )
 from kraftkit.raft.log import Entry, LogError, MemoryLog, SnapshotId
 from kraftkit.raft.messages import Errors

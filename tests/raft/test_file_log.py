@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from kraftkit._core import decode_batches, decode_control_record, encode_batch
 from kraftkit.errors import LogError
 from kraftkit.log import Log
-from kraftkit.raft.file_log import FileRaftLog, parse_snapshot_name, snapshot_file_name, split_batches
+from kraftkit.metadata.snapshot import parse_snapshot_name
+from kraftkit.raft.file_log import FileRaftLog, split_batches
 from kraftkit.raft.log import Batch, Entry, MemoryLog, SnapshotId
 from kraftkit.raft.records import KafkaRecords
 
@@ -137,7 +138,8 @@ def test_snapshot_moves_the_start_deletes_covered_segments_and_survives_a_restar
     log.close()
     again = FileRaftLog(tmp_path / "p", segment_bytes=200)
     assert (again.start_offset, again.end_offset, again.snapshot()) == (12, 30, (12, 2))
-    assert [parse_snapshot_name(n) for n in os.listdir(tmp_path / "p") if n.endswith(".checkpoint")] == [(12, 2)]
+    assert [parse_snapshot_name(n) for n in os.listdir(tmp_path / "p") if n.endswith(".checkpoint")] == [
+        ((12, 2), "immutable")]
 
 
 def test_install_snapshot_replaces_the_log_and_a_snapshot_ahead_of_the_log_wins_at_open(tmp_path):
@@ -157,7 +159,7 @@ def test_install_snapshot_replaces_the_log_and_a_snapshot_ahead_of_the_log_wins_
     old.append(entries(0, 1, 3))
     old.flush()
     old.close()
-    (p / snapshot_file_name(SnapshotId(9, 2))).write_bytes(b"newer")
+    (p / SnapshotId(9, 2).file_name).write_bytes(b"newer")
     (p / "00000000000000000009-0000000002.checkpoint.part").write_bytes(b"half")
     reopened = FileRaftLog(p)
     assert (reopened.start_offset, reopened.end_offset, reopened.last_epoch()) == (9, 9, 2)

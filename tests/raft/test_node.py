@@ -17,7 +17,7 @@ from kraftkit.protocol import KafkaConnection, encode_request
 from kraftkit.protocol.messages import ApiKey
 from kraftkit.raft import messages as m
 from kraftkit.raft.admin import QuorumAdmin
-from kraftkit.raft.node import NotLeaderError
+from kraftkit.raft.driver import NotLeaderError
 from kraftkit.raft.quorum_state import FileQuorumStateStore, Role
 
 from ._cluster import FAST, NOOP, leader_of, make_nodes, running, topic_record, verify_log_problems, wait_for
@@ -93,7 +93,7 @@ def test_a_lagging_follower_catches_up_by_fetch_snapshot(tmp_path):
             await wait_for(snapshots_settled, what="the leader's snapshots")
             assert rep.log.start_offset > lag_end
             # restart it: its log ends before the leader's log start, so the leader sends a SnapshotId
-            from kraftkit.raft.node import RaftNode
+            from kraftkit.raft.server import RaftNode
 
             fetched = []
 

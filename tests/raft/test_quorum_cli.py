@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from kraftkit.cli.main import main
-from kraftkit.raft.node import parse_voters
+from kraftkit.raft.driver import parse_voters
 
 from ._cluster import CLUSTER_ID
 

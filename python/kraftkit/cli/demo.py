@@ -130,8 +130,9 @@ def _quorum_step(root: Path, part: Path, max_records: int = 50_000) -> bool:
     import socket
 
     from kraftkit.features.storage import random_uuid
-    from kraftkit.raft.node import NodeConfig, RaftNode
+    from kraftkit.raft.driver import NodeConfig
     from kraftkit.raft.quorum_state import Role
+    from kraftkit.raft.server import RaftNode
 
     values: list[bytes] = []
     with Log(part) as log:

@@ -160,7 +160,8 @@ def _cluster_id(args: argparse.Namespace) -> str | None:
 def run_node(args: argparse.Namespace) -> int:
     from kraftkit.raft.admin import parse_address
     from kraftkit.raft.core import RaftConfig
-    from kraftkit.raft.node import NodeConfig, RaftNode, parse_voters
+    from kraftkit.raft.driver import NodeConfig, parse_voters
+    from kraftkit.raft.server import RaftNode
     from kraftkit.raft.transport import ListenerLimits
 
     logging.basicConfig(level=args.log_level, stream=sys.stderr,

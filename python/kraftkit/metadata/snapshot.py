@@ -14,8 +14,8 @@ import re
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from kraftkit._core import (
     RecordBatch,
@@ -48,16 +48,21 @@ class SnapshotError(KraftkitError):
     """A snapshot file that is malformed, misnamed or cannot be written."""
 
 
-@dataclass(frozen=True, order=True)
-class SnapshotId:
-    """``OffsetAndEpoch``: the end offset (exclusive) and the epoch of the last record."""
-
+class _OffsetAndEpoch(NamedTuple):
     end_offset: int
     epoch: int
 
-    def __post_init__(self) -> None:
-        if not 0 <= self.end_offset < 10**20 or not 0 <= self.epoch < 2**31:
-            raise ValueError(f"invalid snapshot id {self.end_offset}-{self.epoch}")
+
+class SnapshotId(_OffsetAndEpoch):
+    """``OffsetAndEpoch``: the end offset (exclusive) and the epoch of the last record. A tuple, so
+    it compares, sorts and unpacks as ``(end_offset, epoch)`` (as the raft log and its messages use it)."""
+
+    __slots__ = ()
+
+    def __new__(cls, end_offset: int, epoch: int) -> SnapshotId:
+        if not 0 <= end_offset < 10**20 or not 0 <= epoch < 2**31:
+            raise ValueError(f"invalid snapshot id {end_offset}-{epoch}")
+        return super().__new__(cls, end_offset, epoch)
 
     @property
     def file_name(self) -> str:

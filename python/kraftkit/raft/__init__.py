@@ -1,10 +1,16 @@
-"""The KIP-595 raft replica: a deterministic core (:mod:`kraftkit.raft.core`), its log interface
-(:mod:`kraftkit.raft.log`), the quorum-state file (:mod:`kraftkit.raft.quorum_state`) and the RPC
-bodies it exchanges (:mod:`kraftkit.raft.messages`). Transport and node glue come later."""
+"""The KIP-595 raft replica.
 
-from kraftkit.raft.core import (
-    Append, Appended, AppendRejected, Committed, CreateSnapshot, Fsync, FsyncComplete, PersistElection, RaftConfig,
-    RaftCore, RaftStateError, Receive, RecordsAdapter, Resign, Send, SnapshotLoaded, Start, StateChanged, Tick,
+The deterministic core (:mod:`kraftkit.raft.core`: transitions and timers; :mod:`kraftkit.raft.handlers`:
+the RPC handlers), the per-role state it moves between (:mod:`kraftkit.raft.state`), the events it takes
+and the outputs it returns (:mod:`kraftkit.raft.events`), its log interface (:mod:`kraftkit.raft.log`,
+on disk :mod:`kraftkit.raft.file_log`), the quorum-state file (:mod:`kraftkit.raft.quorum_state`) and
+the RPC bodies it exchanges (:mod:`kraftkit.raft.messages`). A node is the driver that runs the cores
+on asyncio (:mod:`kraftkit.raft.driver`) and its listener (:mod:`kraftkit.raft.server`)."""
+
+from kraftkit.raft.core import RaftConfig, RaftCore, RaftStateError, RecordsAdapter
+from kraftkit.raft.events import (
+    Append, AppendRejected, Appended, Committed, CreateSnapshot, Fsync, FsyncComplete, PersistElection, Receive,
+    Resign, Send, SnapshotLoaded, Start, StateChanged, Tick,
 )
 from kraftkit.raft.log import Entry, LogError, MemoryLog, RaftLog, SnapshotId
 from kraftkit.raft.messages import METADATA_PARTITION, Errors, TopicPartition

@@ -24,8 +24,8 @@ from __future__ import annotations
 import logging
 import mmap
 import os
-import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,29 +34,19 @@ from kraftkit._fs import open_input
 from kraftkit.errors import LogError
 from kraftkit.log import Log
 from kraftkit.log.log import DEFAULT_INDEX_INTERVAL, list_segments
-from kraftkit.raft.log import Batch, Entry, RaftLog, SnapshotId
+from kraftkit.metadata.snapshot import SnapshotId, list_snapshots
+from kraftkit.raft.log import Batch, Entry, RaftLog
 
-__all__ = ["FileRaftLog", "ClientBatches", "snapshot_file_name", "parse_snapshot_name", "split_batches"]
+__all__ = ["FileRaftLog", "ClientBatches", "split_batches"]
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_RE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 #: Kafka's ``KafkaRaftClient.MAX_FETCH_SIZE_BYTES``: how much one Fetch answer carries at most
 MAX_FETCH_BYTES = 8 * 1024 * 1024
 #: Kafka's ``KafkaRaftClient.MAX_BATCH_SIZE_BYTES``: the largest batch the leader writes
 MAX_BATCH_BYTES = 8 * 1024 * 1024
 LEADER_CHANGE = 2  # control record type of the LeaderChangeMessage
 BATCH_HEADER = 61
-
-
-def snapshot_file_name(sid: SnapshotId) -> str:
-    """``00000000000000000042-0000000003.checkpoint`` for end offset 42 in epoch 3 (Kafka's name)."""
-    return f"{sid.end_offset:020d}-{sid.epoch:010d}.checkpoint"
-
-
-def parse_snapshot_name(name: str) -> SnapshotId | None:
-    m = SNAPSHOT_RE.match(name)
-    return SnapshotId(int(m.group(1)), int(m.group(2))) if m else None
 
 
 def split_batches(data: bytes | memoryview) -> tuple[list[Batch], int]:
@@ -94,7 +84,7 @@ class ClientBatches:
         return self.count
 
 
-class FileRaftLog(RaftLog):
+class FileRaftLog(RaftLog[Batch]):
     """A raft log in a partition directory (created if missing). ``clock`` gives the record
     timestamps of local appends in ms (default: wall time); ``index_interval_bytes`` is Kafka's
     ``index.interval.bytes`` of its segments."""
@@ -108,11 +98,14 @@ class FileRaftLog(RaftLog):
         self._clock = clock or (lambda: int(time.time() * 1000))
         for p in self.dir.glob("*.checkpoint.part"):
             p.unlink()
-        snaps = sorted(s for s in (parse_snapshot_name(p.name) for p in self.dir.iterdir()) if s is not None)
+        try:
+            snaps = list_snapshots(self.dir)
+        except ValueError as e:  # a snapshot file name whose epoch or offset is out of range
+            raise LogError(f"{self.dir}: {e}") from None
         self._snapshot: SnapshotId | None = None
         for old in snaps[:-1]:
             if old != (0, 0):
-                (self.dir / snapshot_file_name(old)).unlink()
+                (self.dir / old.file_name).unlink()
         if snaps and tuple(snaps[-1]) != (0, 0):
             self._snapshot = snaps[-1]
         self._snap_map: mmap.mmap | None = None
@@ -168,30 +161,38 @@ class FileRaftLog(RaftLog):
         return after
 
     # -- writes
-    def append(self, entries: list[Entry] | list[Batch]) -> None:
-        if not entries:
-            return
-        if isinstance(entries[0], Batch):
-            for b in entries:
-                self._append_bytes(b.data, b.epoch)
-            return
-        run: list[Entry] = []
-        for e in entries:
-            if run and (e.epoch != run[0].epoch or e.control != run[0].control or e.control):
-                self._append_run(run)
-                run = []
-            run.append(e)
-        self._append_run(run)
+    def append(self, batches: list[Batch]) -> None:
+        """Appends record batches as they are: the bytes a follower fetched, or what
+        :meth:`entries_for_append` built. (A list of :class:`Entry`, the memory log's records, is
+        turned into batches at this edge by :meth:`_entry_batches`: the log only writes batches.)"""
+        if batches and isinstance(batches[0], Entry):
+            batches = self._entry_batches(batches)  # type: ignore[arg-type, assignment]
+        for b in batches:
+            self._append_bytes(b.data, b.epoch)
 
-    def entries_for_append(self, base_offset: int, epoch: int, payloads: Any) -> list[Entry] | list[Batch]:
+    def entries_for_append(self, base_offset: int, epoch: int, payloads: Any, control: bool = False) -> list[Batch]:
+        """One batch for ``payloads`` (a LeaderChangeMessage dict alone in a control batch when
+        ``control``), or :class:`ClientBatches` taken as they are with their offsets and epoch set."""
         if isinstance(payloads, ClientBatches):
             data, n = assign_offsets(payloads.data, base_offset, epoch)
             if n != payloads.count:
                 raise LogError(f"{self.dir}: the client batches hold {n} records, not {payloads.count}")
             return [Batch(base_offset, epoch, data, base_offset + n - 1)]
-        return super().entries_for_append(base_offset, epoch, payloads)
+        return list(self._entry_batches([Entry(base_offset + i, epoch, p, control) for i, p in enumerate(payloads)]))
 
-    def _append_run(self, run: list[Entry]) -> None:
+    def _entry_batches(self, entries: list[Entry]) -> Iterator[Batch]:
+        """Entries as v2 batches, one per run of one epoch (a control entry alone), each encoded
+        when asked for: an append writes one before the next is checked against the log end."""
+        run: list[Entry] = []
+        for e in entries:
+            if run and (e.epoch != run[0].epoch or e.control != run[0].control or e.control):
+                yield self._encode_run(run)
+                run = []
+            run.append(e)
+        if run:
+            yield self._encode_run(run)
+
+    def _encode_run(self, run: list[Entry]) -> Batch:
         first = run[0]
         if first.offset != self.end_offset:
             raise LogError(f"{self.dir}: append at {first.offset} but the log ends at {self.end_offset}")
@@ -210,7 +211,7 @@ class FileRaftLog(RaftLog):
                             control=first.control)
         if len(data) > MAX_BATCH_BYTES:
             raise LogError(f"{self.dir}: a batch of {len(data)} bytes is over the {MAX_BATCH_BYTES}-byte limit")
-        self._append_bytes(data, first.epoch)
+        return Batch(first.offset, first.epoch, data, run[-1].offset)
 
     def _append_bytes(self, data: bytes, epoch: int) -> None:
         last = self.last_epoch()
@@ -253,7 +254,7 @@ class FileRaftLog(RaftLog):
         sid = sid or self._snapshot
         if sid is None:
             raise LogError(f"{self.dir}: no snapshot")
-        return self.dir / snapshot_file_name(sid)
+        return self.dir / sid.file_name
 
     def read_snapshot(self) -> Any:
         """The snapshot file's bytes as a read-only map (sliced by FetchSnapshot answers)."""
@@ -308,7 +309,7 @@ class FileRaftLog(RaftLog):
             self._snap_map.close()
             self._snap_map = None
         if old is not None and old != sid:
-            (self.dir / snapshot_file_name(old)).unlink(missing_ok=True)
+            (self.dir / old.file_name).unlink(missing_ok=True)
 
     def _restart_at(self, offset: int) -> None:
         self._log.truncate_fully_and_start_at(offset)

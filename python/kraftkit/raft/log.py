@@ -3,17 +3,25 @@
 :class:`RaftLog` is the interface (Kafka's ``ReplicatedLog``, reduced to what the core needs):
 entries carry an offset and the epoch of the leader that wrote them; the log keeps a leader-epoch
 cache (epoch -> start offset) so it can answer ``end_offset_for_epoch``; it can truncate, flush and
-hold one snapshot at its start. The real node will wrap :class:`kraftkit.log.Log` (which has
-``truncate_to`` and a ``leader-epoch-checkpoint``); the simulator uses :class:`MemoryLog`, whose
-:meth:`MemoryLog.crash` throws away everything that was not flushed, like Kafka's ``MockLog.reopen``.
+hold one snapshot at its start. The real node uses :class:`~kraftkit.raft.file_log.FileRaftLog` on
+:class:`kraftkit.log.Log` (which has ``truncate_to`` and a ``leader-epoch-checkpoint``); the simulator
+uses :class:`MemoryLog`, whose :meth:`MemoryLog.crash` throws away everything that was not flushed,
+like Kafka's ``MockLog.reopen``.
+
+A log holds one kind of record, its type parameter: :class:`Entry` items in memory, :class:`Batch`
+(Kafka's record batches, as stored and sent) on disk. It appends and reads only that kind, and
+builds it from what a leader appends in :meth:`RaftLog.entries_for_append`; the core passes the
+records between log and wire without looking inside (the ``RecordsAdapter`` that goes with the log
+encodes them).
 """
 
 from __future__ import annotations
 
 import abc
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from kraftkit.errors import LogError  # a request the log cannot honour (a gap, a truncation below the start...)
+from kraftkit.metadata.snapshot import SnapshotId  # the snapshots' OffsetAndEpoch, one type for metadata and raft
 
 __all__ = ["Batch", "Entry", "SnapshotId", "RaftLog", "MemoryLog", "LogError"]
 
@@ -39,16 +47,13 @@ class Batch(NamedTuple):
     last_offset: int
 
 
-class SnapshotId(NamedTuple):
-    """Kafka's ``OffsetAndEpoch`` for snapshots: the snapshot holds every offset below ``end_offset``,
-    and ``epoch`` is the epoch of the entry at ``end_offset - 1``."""
-
-    end_offset: int
-    epoch: int
+#: the records a log holds
+R = TypeVar("R", Entry, Batch)
 
 
-class RaftLog(abc.ABC):
-    """What the raft core needs from a log. Offsets are dense: start_offset .. end_offset-1."""
+class RaftLog(abc.ABC, Generic[R]):
+    """What the raft core needs from a log holding records of type ``R`` (see the module
+    docstring). Offsets are dense: start_offset .. end_offset-1."""
 
     @property
     @abc.abstractmethod
@@ -69,9 +74,8 @@ class RaftLog(abc.ABC):
         """Epoch of the last entry; the snapshot's epoch if the log is empty after one; else 0."""
 
     @abc.abstractmethod
-    def append(self, entries: list[Entry] | list[Batch]) -> None:
-        """Append entries (or raw batches, for logs that store them) whose first offset must equal
-        ``end_offset``."""
+    def append(self, records: list[R]) -> None:
+        """Append records whose first offset must equal ``end_offset``."""
 
     @abc.abstractmethod
     def truncate_to(self, offset: int) -> None:
@@ -82,8 +86,8 @@ class RaftLog(abc.ABC):
         """Make everything written so far durable; returns the new flushed offset."""
 
     @abc.abstractmethod
-    def read(self, start: int, max_entries: int) -> list[Entry] | list[Batch]:
-        """What a Fetch at ``start`` returns: entries, or raw batches from the one holding ``start``."""
+    def read(self, start: int, max_entries: int) -> list[R]:
+        """What a Fetch at ``start`` returns: the records from the one holding ``start``."""
 
     @abc.abstractmethod
     def epoch_starts(self) -> list[tuple[int, int]]:
@@ -108,11 +112,11 @@ class RaftLog(abc.ABC):
     def install_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
         """Replace the whole log by a snapshot fetched from the leader (``truncateToLatestSnapshot``)."""
 
-    def entries_for_append(self, base_offset: int, epoch: int, payloads: Any) -> list[Entry] | list[Batch]:
+    @abc.abstractmethod
+    def entries_for_append(self, base_offset: int, epoch: int, payloads: Any, control: bool = False) -> list[R]:
         """What a leader's local append of ``payloads`` (``len(payloads)`` records) at
-        ``base_offset`` becomes in this log: one entry per payload by default; a log that stores
-        batches may take a ready-made batch instead (see ``FileRaftLog``)."""
-        return [Entry(base_offset + i, epoch, p, False) for i, p in enumerate(payloads)]
+        ``base_offset`` becomes in this log; ``control`` marks KRaft control records (the
+        LeaderChangeMessage that opens a leader's epoch)."""
 
     # ------------------------------------------------------------ derived rules (shared by all logs)
 
@@ -166,8 +170,8 @@ class RaftLog(abc.ABC):
         return "valid", None
 
 
-class MemoryLog(RaftLog):
-    """An in-memory :class:`RaftLog` for tests and the simulator."""
+class MemoryLog(RaftLog[Entry]):
+    """An in-memory :class:`RaftLog` of :class:`Entry` items for tests and the simulator."""
 
     def __init__(self) -> None:
         self._entries: list[Entry] = []
@@ -215,6 +219,10 @@ class MemoryLog(RaftLog):
                 if not self._epochs or self._epochs[-1][0] != e.epoch:
                     self._epochs.append((e.epoch, e.offset))
             self._entries.append(e)
+
+    def entries_for_append(self, base_offset: int, epoch: int, payloads: Any, control: bool = False) -> list[Entry]:
+        """One entry per payload."""
+        return [Entry(base_offset + i, epoch, p, control) for i, p in enumerate(payloads)]
 
     def initialize_leader_epoch(self, epoch: int) -> None:
         start = self.end_offset

@@ -16,7 +16,7 @@ from kraftkit._core import decode_batches
 from kraftkit.errors import CorruptRecordError
 from kraftkit.raft.core import RecordsAdapter
 from kraftkit.raft.file_log import split_batches
-from kraftkit.raft.log import Batch, Entry
+from kraftkit.raft.log import Batch
 
 __all__ = ["KafkaRecords"]
 
@@ -29,12 +29,12 @@ class KafkaRecords(RecordsAdapter):
     def __init__(self) -> None:
         self.corrupt_batches = 0
 
-    def encode(self, entries: list[Entry] | list[Batch]) -> bytes:
-        if entries and not isinstance(entries[0], Batch):
+    def encode(self, batches: list[Batch]) -> bytes:  # type: ignore[override]
+        if batches and not isinstance(batches[0], Batch):
             raise TypeError("KafkaRecords encodes the raw batches of a FileRaftLog, not in-memory entries")
-        return b"".join(b.data for b in entries)
+        return b"".join(b.data for b in batches)
 
-    def decode(self, records: Any) -> list[Batch]:
+    def decode(self, records: Any) -> list[Batch]:  # type: ignore[override]
         if not records:
             return []
         batches, used = split_batches(records)

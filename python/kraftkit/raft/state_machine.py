@@ -15,9 +15,8 @@ from pathlib import Path
 
 from kraftkit._core import RecordBatch
 from kraftkit.metadata.image import MetadataImage, load_snapshot
-from kraftkit.metadata.snapshot import SnapshotId as FileSnapshotId
+from kraftkit.metadata.snapshot import SnapshotId
 from kraftkit.raft.file_log import FileRaftLog
-from kraftkit.raft.log import SnapshotId
 
 __all__ = ["MetadataStateMachine"]
 
@@ -67,8 +66,8 @@ class MetadataStateMachine:
         snapshot replaces the image and leaves this one alone). Then ``snapshot_written``."""
         if sid.end_offset != self.applied_offset:
             raise ValueError(f"the image is at {self.applied_offset}, not at the snapshot end {sid.end_offset}")
-        image, directory, fid = self.image, self.log.dir, FileSnapshotId(sid.end_offset, sid.epoch)
-        return lambda: image.write_snapshot(directory, fid)
+        image, directory = self.image, self.log.dir
+        return lambda: image.write_snapshot(directory, sid)
 
     def snapshot_written(self, path: Path) -> None:
         """Records that the image was written as the snapshot at ``path``."""
