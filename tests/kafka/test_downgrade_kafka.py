@@ -190,5 +190,6 @@ def test_real_kafka_refuses_the_unsafe_downgrade_kraftkit_does(kafka_jars, tmp_p
     assert "Unsafe metadata downgrade is not supported in this version" in unsafe.stdout + unsafe.stderr
     assert safe.returncode != 0
     assert "Refusing to perform the requested downgrade because it might delete metadata" in safe.stdout + safe.stderr
-    latest = registry().latest_production.name
+    # the node's own release's latest production level (what it formatted at and still finalizes)
+    latest = registry().by_level(registry().release(jars.KAFKA_4).latest_production).name
     assert re.search(rf"Feature: metadata.version.*FinalizedVersionLevel:\s+{re.escape(latest)}\b", after.stdout)
