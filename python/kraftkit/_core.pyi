@@ -326,11 +326,13 @@ class RewritePlan:
     ((record, field, rule) with rule "all-zero-uuids" or "empty"). ``refuse_unknown``: a
     FeatureLevelRecord or KRaftVersion level ``features`` does not map (0 aside), or a control type
     without a schema, is refused (UnsupportedFormatError) instead of kept; ``newest`` names the
-    newest known level per feature for that message. A record type or version the schemas do not
-    know is always refused. Policy: ``kraftkit.features.rewrite``."""
+    newest known level per feature for that message. ``drop_cidr_acls``: ACLs whose host is a
+    CIDR range are dropped and reported lost (a target below 4.4-IV1). A record type or version
+    the schemas do not know is always refused. Policy: ``kraftkit.features.rewrite``."""
     def __init__(self, versions: dict[int, int | None], features: dict[str, dict[int, int]], *,
                  drop_kraft_control: bool = False, semantic_defaults: list[tuple[str, str, str]] = ...,
-                 refuse_unknown: bool = False, newest: dict[str, str] = ...) -> None: ...
+                 refuse_unknown: bool = False, newest: dict[str, str] = ...,
+                 drop_cidr_acls: bool = False) -> None: ...
 
 def rewrite_snapshot(
     src: str | PathLike[str],

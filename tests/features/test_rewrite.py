@@ -215,3 +215,31 @@ def test_a_rewrite_plan_refuses_what_it_cannot_mean() -> None:
     with pytest.raises(ValueError, match="api keys are non-negative"):
         RewritePlan({-1: 0}, {})
     assert "2 features" in repr(RewritePlan({3: 0}, {"a": {1: 0}, "b": {}}))
+
+
+def test_cidr_acls_are_lost_below_the_level_that_accepts_them(tmp_path):
+    """Kafka accepts an ACL host holding '/' (a CIDR range) from the metadata.version whose
+    ``isCidrAclSupported`` holds (4.4-IV1, read from the jars); an older release compares hosts
+    literally, so a rewrite below that level drops such ACLs and reports them lost, and keeps
+    them at or above it."""
+    reg = registry()
+    cidr_from = min(m.level for m in reg.metadata_versions if m.supported("cidr_acl"))
+
+    def acl(n: int, host: str) -> tuple[int, int, dict]:
+        return (18, 0, {"Id": uuid.UUID(int=n), "ResourceType": 2, "ResourceName": "orders", "PatternType": 3,
+                        "Principal": "User:eve", "Host": host, "Operation": 3, "PermissionType": 1})
+
+    newest = reg.latest_production.level
+    src = write_snapshot(tmp_path, [(12, 0, {"Name": "metadata.version", "FeatureLevel": newest}),
+                                    acl(1, "10.0.0.0/8"), acl(2, "10.1.2.3"), acl(3, "*")])
+    for level in (cidr_from, cidr_from - 1):
+        (tmp_path / f"out-{level}").mkdir()
+        rep = rewrite_snapshot(src, tmp_path / f"out-{level}", reg.by_level(level))
+        hosts = [d["Host"] for k, _, d in read_records(tmp_path / f"out-{level}" / src.name) if k == 18]
+        if level >= cidr_from:
+            assert hosts == ["10.0.0.0/8", "10.1.2.3", "*"] and rep.losses == []
+        else:
+            assert hosts == ["10.1.2.3", "*"]
+            assert rep.losses == [{"record": "AccessControlEntryRecord", "field": "Host (CIDR range)", "count": 1,
+                                   "samples": ["User:eve from 10.0.0.0/8 on orders"]}]
+            assert "LOST AccessControlEntryRecord.Host (CIDR range): 1" in rep.text()

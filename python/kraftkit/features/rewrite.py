@@ -223,8 +223,10 @@ def _plan(target: MetadataVersion, reg: Registry, release: Release | None,
     kraft1 = reg.features[KRAFT_VERSION_FEATURE].level(1).bootstrap_metadata_version
     # unknown is never guessed: a level, feature, record type or version the tables lack is refused
     newest = {name: newest_text(name) for name in features}
+    # a CIDR host (4.4-IV1) is matched literally by older releases: such an ACL is reported lost
     return RewritePlan(record_versions(target), features, drop_kraft_control=target.level < kraft1,
-                       semantic_defaults=SEMANTIC_DEFAULTS, refuse_unknown=True, newest=newest)
+                       semantic_defaults=SEMANTIC_DEFAULTS, refuse_unknown=True, newest=newest,
+                       drop_cidr_acls=not target.supported("cidr_acl"))
 
 
 def rewrite_snapshot(

@@ -23,8 +23,9 @@ use std::path::PathBuf;
 /// written) a FeatureLevelRecord whose feature or level `features` does not map (level 0
 /// aside), a KRaftVersion control record whose level `features["kraft.version"]` does not map,
 /// and a control record type without a schema, instead of keeping them; `newest`: feature name
-/// -> how the refusal names the newest level known (`4.3-IV0 = 31`). A metadata record type or
-/// version the schemas do not know is always refused.
+/// -> how the refusal names the newest level known (`4.3-IV0 = 31`). `drop_cidr_acls`: drop
+/// (and report lost) the ACLs whose host is a CIDR range, for a target below 4.4-IV1. A
+/// metadata record type or version the schemas do not know is always refused.
 #[pyclass(module = "kraftkit._core", frozen)]
 pub struct RewritePlan {
     pub plan: Plan,
@@ -33,7 +34,7 @@ pub struct RewritePlan {
 #[pymethods]
 impl RewritePlan {
     #[new]
-    #[pyo3(signature = (versions, features, *, drop_kraft_control = false, semantic_defaults = Vec::new(), refuse_unknown = false, newest = HashMap::new()))]
+    #[pyo3(signature = (versions, features, *, drop_kraft_control = false, semantic_defaults = Vec::new(), refuse_unknown = false, newest = HashMap::new(), drop_cidr_acls = false))]
     fn new(
         versions: HashMap<i16, Option<i16>>,
         features: HashMap<String, HashMap<i16, i16>>,
@@ -41,6 +42,7 @@ impl RewritePlan {
         semantic_defaults: Vec<(String, String, String)>,
         refuse_unknown: bool,
         newest: HashMap<String, String>,
+        drop_cidr_acls: bool,
     ) -> PyResult<Self> {
         let mut rules = Vec::with_capacity(semantic_defaults.len());
         for (record, field, rule) in semantic_defaults {
@@ -56,7 +58,7 @@ impl RewritePlan {
         }
         let top = versions.keys().copied().max().unwrap_or(-1);
         let versions = (0..=top).map(|k| versions.get(&k).copied().unwrap_or(Some(i16::MAX))).collect();
-        Ok(RewritePlan { plan: Plan { versions, features, drop_kraft_control, semantic_defaults: rules, samples: 0, epoch: None, refuse_unknown, newest } })
+        Ok(RewritePlan { plan: Plan { versions, features, drop_kraft_control, drop_cidr_acls, semantic_defaults: rules, samples: 0, epoch: None, refuse_unknown, newest } })
     }
 
     fn __repr__(&self) -> String {

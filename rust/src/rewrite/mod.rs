@@ -41,6 +41,9 @@ const SNAPSHOT_FOOTER: i16 = 4;
 const KRAFT_VERSION: i16 = 5;
 const KRAFT_VOTERS: i16 = 6;
 const KRAFT_VERSION_FEATURE: &str = "kraft.version";
+const ACL_RECORD: i16 = 18;
+/// The loss entry of an ACL whose host is a CIDR range.
+pub const CIDR_HOST_LOSS: &str = "Host (CIDR range)";
 
 /// What to do with every record (the policy, decided by the caller).
 #[derive(Debug, Clone, Default)]
@@ -53,6 +56,11 @@ pub struct Plan {
     pub features: HashMap<String, HashMap<i16, i16>>,
     /// Drop `KRaftVersion` and `KRaftVoters` control records (a target older than KIP-853).
     pub drop_kraft_control: bool,
+    /// Drop the ACLs whose host is a CIDR range (`10.0.0.0/8`: a host holding `/`, which
+    /// Kafka's `AclControlManager.validateHostPattern` accepts from 4.4-IV1 on) and report them
+    /// lost: an older release compares the host literally, so such an ACL would silently never
+    /// match again (a DENY would stop denying).
+    pub drop_cidr_acls: bool,
     /// Values that carry no information although they differ from the schema default, per
     /// (record type name, top-level field name): e.g. a `Directories` list of only `MIGRATING`
     /// (zero) uuids, which Kafka's image writer drops without a loss.

@@ -2,7 +2,7 @@
 //! feature level, or written at an older version (spliced or re-encoded), with what it loses.
 
 use super::splice::{frame, frame_size, reencode, splice_struct, struct_spliceable, write_frame, CachedPlan, Change, Count, SplicePlan};
-use super::{FeatureChange, Loss, Plan, Report, FEATURE_LEVEL_RECORD, KRAFT_VERSION, KRAFT_VERSION_FEATURE, KRAFT_VOTERS, TOPIC_RECORD};
+use super::{FeatureChange, Loss, Plan, Report, ACL_RECORD, CIDR_HOST_LOSS, FEATURE_LEVEL_RECORD, KRAFT_VERSION, KRAFT_VERSION_FEATURE, KRAFT_VOTERS, TOPIC_RECORD};
 use crate::batch;
 use crate::error::{Error, ErrorKind, Result};
 use crate::schema::codec::{self, is_default};
@@ -122,6 +122,21 @@ impl<'p> Rewriter<'p> {
         }
         if api_key == FEATURE_LEVEL_RECORD {
             return self.feature_level(schema, version, value, body_at, off, fpos);
+        }
+        if api_key == ACL_RECORD && self.plan.drop_cidr_acls {
+            let st = codec::decode_message(schema, version, &value[body_at..]).map_err(|e| codec_err(e, off, fpos, schema.name))?;
+            if let Some(Value::Str(host)) = st.get("Host") {
+                if host.contains('/') {
+                    let text = |f: &str| match st.get(f) {
+                        Some(Value::Str(v)) => v.clone(),
+                        _ => String::from("?"),
+                    };
+                    let sample = format!("{} from {host} on {}", text("Principal"), text("ResourceName"));
+                    let n = self.plan.samples;
+                    self.report.lose(schema.name, CIDR_HOST_LOSS, || sample, n);
+                    return Ok(Action::Drop);
+                }
+            }
         }
         let target = match self.plan.versions.get(api_key as usize) {
             None => return Ok(Action::Keep),

@@ -430,3 +430,26 @@ fn unknown_control_records_are_refused_when_asked() {
     plan.refuse_unknown = false;
     rewrite(&with_control(unknown_type, vec![0, 0]), &plan, None).unwrap();
 }
+
+#[test]
+fn cidr_acls_are_dropped_and_reported_below_their_metadata_version() {
+    let acl = |id: u8, host: &str| rec("AccessControlEntryRecord", 0, vec![
+        ("Id", Value::Uuid([id; 16])), ("ResourceType", Value::Int(2)), ("ResourceName", Value::Str("orders".into())),
+        ("PatternType", Value::Int(3)), ("Principal", Value::Str("User:eve".into())), ("Host", Value::Str(host.into())),
+        ("Operation", Value::Int(3)), ("PermissionType", Value::Int(2)),
+    ]);
+    let input = snapshot(&[acl(1, "*"), acl(2, "10.0.0.0/8"), acl(3, "192.168.1.7"), acl(4, "fd00::/8")]);
+    // a target that holds CIDR hosts keeps everything
+    let keep = rewrite(&input, &plan_to(&[]), None).unwrap();
+    assert!(keep.losses.is_empty() && keep.records_out == keep.records_in);
+    let mut plan = plan_to(&[]);
+    plan.drop_cidr_acls = true;
+    let mut out = Vec::new();
+    let rep = rewrite(&input, &plan, Some(&mut out)).unwrap();
+    assert_eq!(rep.losses.len(), 1);
+    let l = &rep.losses[0];
+    assert_eq!((l.record, l.field.as_str(), l.count), ("AccessControlEntryRecord", CIDR_HOST_LOSS, 2));
+    assert_eq!(l.samples, vec!["User:eve from 10.0.0.0/8 on orders".to_string(), "User:eve from fd00::/8 on orders".to_string()]);
+    let hosts: Vec<Value> = decode_all(&out).into_iter().map(|(_, _, st)| st.get("Host").cloned().unwrap()).collect();
+    assert_eq!(hosts, vec![Value::Str("*".into()), Value::Str("192.168.1.7".into())]);
+}
