@@ -482,6 +482,15 @@ def snapshot_wrong_epoch(base: Base, root: Path) -> Damage:
     return Damage(wrong, (wrong.name,), snapshot=wrong)
 
 
+@case("snapshot-epoch-overflow", "wrong names", "data", (*_SNAPSHOT_READERS, VERIFY, MDUMP))
+def snapshot_epoch_overflow(base: Base, root: Path) -> Damage:
+    """The snapshot renamed with an epoch of ten digits above Kafka's int32 (9999999999)."""
+    snap = _snapshot(base, root)
+    wrong = snap.with_name(f"{base.snapshot[:20]}-9999999999.checkpoint")
+    snap.rename(wrong)
+    return Damage(wrong, (wrong.name,), snapshot=wrong)
+
+
 @case("snapshot-base-offset", "lying lengths", "data", (*_SNAPSHOT_READERS, DUMP_DEEP, VERIFY, MDUMP))
 def snapshot_base_offset(base: Base, root: Path) -> Damage:
     """The snapshot's second batch given the first batch's base offset (outside the CRC, so

@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, fail
+from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
 from kraftkit.cli.main import LONG_MAX, add_max_batch_bytes, int_arg
 from kraftkit.errors import KraftkitError
 from kraftkit.log.control import control_type_name
@@ -106,14 +106,14 @@ def dump_problems(paths: list[str]) -> list:
 
 def run_dump(args: argparse.Namespace) -> int:
     from kraftkit.metadata.records import decode_metadata_batch
-    from kraftkit.metadata.snapshot import SnapshotError
+    from kraftkit.metadata.snapshot import SnapshotError, SnapshotNameError
     from kraftkit.metadata.source import MetadataSourceError, batches, expand
 
     try:
         files = expand(args.paths)
         problems = dump_problems(args.paths)
-    except (MetadataSourceError, SnapshotError) as e:
-        return fail("metadata", str(e))
+    except (MetadataSourceError, SnapshotError) as e:  # a damaged snapshot name is a problem in the data
+        return fail("metadata", str(e), EXIT_PROBLEMS if isinstance(e, SnapshotNameError) else EXIT_USAGE)
     except OSError as e:
         return fail("metadata", str(e))
     if problems and (not args.allow_gaps or any(p.kind == "corrupt" for p in problems)):

@@ -8,7 +8,7 @@ import json
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
 from kraftkit.cli.main import add_max_batch_bytes
 from kraftkit.cli.metadata import offset_arg
-from kraftkit.metadata.snapshot import SnapshotError, SnapshotReader
+from kraftkit.metadata.snapshot import SnapshotError, SnapshotNameError, SnapshotReader
 
 HELP = "KRaft snapshot files: verify, create, rewrite to another metadata.version"
 
@@ -119,8 +119,9 @@ def run_verify(args: argparse.Namespace) -> int:
         try:
             reader = SnapshotReader(name)
             rep = reader.verify()
-        except (SnapshotError, OSError) as e:
-            status = max(status, fail("snapshot verify", str(e)))
+        except (SnapshotError, OSError) as e:  # not a snapshot, unreadable: usage; a damaged name: a problem
+            status = max(status, fail("snapshot verify", str(e),
+                                      EXIT_PROBLEMS if isinstance(e, SnapshotNameError) else EXIT_USAGE))
             continue
         err = rep["error"]
         if err is not None:

@@ -124,11 +124,12 @@ def verify(parts: list[Partition], deep: bool, check_indexes: bool) -> None:
         if part.whole:
             part.problems += [str(x) for x in check_leader_epochs(part.path)]
         if dense and part.whole:
-            from kraftkit.metadata.source import MetadataSourceError, check_log
+            from kraftkit.errors import KraftkitError
+            from kraftkit.metadata.source import check_log
 
             try:
                 found = check_log(part.path)
-            except MetadataSourceError as e:  # a file that cannot be read at all: one problem
+            except KraftkitError as e:  # a file that cannot be read at all, a misnamed snapshot: one problem
                 part.problems.append(str(e))
             else:
                 part.problems += [str(x) for x in found if not (x.kind == "corrupt" and x.file.endswith(".log"))]

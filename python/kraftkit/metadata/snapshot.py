@@ -48,6 +48,10 @@ class SnapshotError(KraftkitError):
     """A snapshot file that is malformed, misnamed or cannot be written."""
 
 
+class SnapshotNameError(SnapshotError):
+    """A snapshot file name Kafka could not load (an epoch above an int32): damage, not usage."""
+
+
 class _OffsetAndEpoch(NamedTuple):
     end_offset: int
     epoch: int
@@ -78,20 +82,24 @@ BOOTSTRAP_SNAPSHOT_ID = SnapshotId(0, 0)
 
 def parse_snapshot_name(name: str) -> tuple[SnapshotId, str] | None:
     """(id, kind) for a snapshot file name, kind being "immutable", "partial" or "deleted";
-    None for any other name."""
+    None for any other name. A snapshot name with an epoch above an int32 is an error
+    (:class:`SnapshotError` naming it), as it is for Kafka."""
     m = _NAME_RE.match(Path(name).name)
     if not m:
         return None
     suffix = m.group(3)
     kind = "partial" if suffix.endswith(".part") else "deleted" if suffix.endswith(".deleted") else "immutable"
-    return SnapshotId(int(m.group(1)), int(m.group(2))), kind
+    epoch = int(m.group(2))
+    if epoch >= 2**31:  # ten digits fit more than Kafka's int32 epoch (Snapshots.parse fails on it too)
+        raise SnapshotNameError(f"{name}: a snapshot name whose epoch {epoch} is above {2**31 - 1} (an int32)")
+    return SnapshotId(int(m.group(1)), epoch), kind
 
 
 def list_snapshots(directory: str | os.PathLike[str]) -> list[SnapshotId]:
     """Ids of the immutable snapshots in a partition directory, oldest first."""
     out = []
     for name in os.listdir(directory):
-        parsed = parse_snapshot_name(name)
+        parsed = parse_snapshot_name(os.path.join(directory, name))
         if parsed and parsed[1] == "immutable":
             out.append(parsed[0])
     return sorted(out)
@@ -104,7 +112,7 @@ class SnapshotReader:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        parsed = parse_snapshot_name(self.path.name)
+        parsed = parse_snapshot_name(str(self.path))
         if self.path.name == BOOTSTRAP_FILE:
             self.snapshot_id: SnapshotId | None = None
             self.epoch: int | None = 0
