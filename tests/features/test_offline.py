@@ -98,3 +98,19 @@ def test_a_downgrade_rewrites_the_bootstrap_checkpoint_beside_the_log(logdir, ca
     assert describe(boot).finalized == {"metadata.version": 17}
     # rewritten in place through a temporary file that is gone
     assert sorted(p.name for p in logdir.parent.iterdir()) == ["__cluster_metadata-0", "bootstrap.checkpoint"]
+
+
+@pytest.mark.parametrize("release", ["4.4", "4.3"])
+def test_a_formatted_node_that_never_ran_is_formatted_again_not_rewritten(tmp_path, capsys, release):
+    """Right after storage format (either layout) there is no metadata log to rewrite: the
+    refusal says to format again."""
+    d = tmp_path / "meta"
+    assert main(["storage", "format", "-t", "MkU3OEVBNTcwNTJENDM2Qg", "--node-id", "1", "-d", str(d),
+                 "--release-version", release]) == 0
+    capsys.readouterr()
+    rc = main(["features", "downgrade", str(d), "--release-version", "3.9", "--unsafe", "--backup", str(tmp_path / "b")])
+    err = capsys.readouterr().err
+    assert rc == 2 and str(d) in err
+    # 4.4's layout holds the bootstrap snapshot (an empty log after it); 4.3's no metadata log at all
+    assert ("format it again" if release == "4.4" else "no metadata log segments or snapshots") in err
+    assert not (tmp_path / "b").exists() or not any((tmp_path / "b").iterdir())

@@ -149,7 +149,9 @@ def change(path: str | os.PathLike[str], updates: list[FeatureUpdate], *, dry_ru
     if not all(r.ok for r in results):
         raise FeatureChangeError(f"{d}: invalid feature change", results)
     if state.end_offset <= 0:
-        raise FeatureChangeError(f"{d}: the metadata log is empty")
+        raise FeatureChangeError(f"{d}: the metadata log is empty: the node was formatted but never ran, so there "
+                                 "is nothing to rewrite; format it again with the release version you want "
+                                 "(kraftkit storage format --release-version ...)")
     new = {u.feature: u.level for u in updates}
     reg = registry()
     target = reg.by_level(new.get(MV_FEATURE, state.finalized[MV_FEATURE]))
