@@ -13,14 +13,15 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     f = sub.add_parser("fetch", help="download Kafka jars into .cache/kafka/<version>/libs")
     f.add_argument("--version", action="append",
-                   help=f"Kafka version (repeatable; default {jars.KAFKA_4}, {jars.KAFKA_3} and {jars.KAFKA_OLD})")
+                   help=f"Kafka version (repeatable; default {jars.KAFKA_NEWEST}, {jars.KAFKA_4}, {jars.KAFKA_3} "
+                        f"and {jars.KAFKA_OLD})")
     sub.add_parser("versions", help="show newest complete 4.x / 3.9.x releases on Maven Central")
     o = sub.add_parser("oracle", help="build (or reuse) the cached oracle data set")
     o.add_argument("--version", default=jars.KAFKA_4)
     args = ap.parse_args(argv)
 
     if args.cmd == "fetch":
-        for v in args.version or [jars.KAFKA_4, jars.KAFKA_3, jars.KAFKA_OLD]:
+        for v in args.version or [jars.KAFKA_NEWEST, jars.KAFKA_4, jars.KAFKA_3, jars.KAFKA_OLD]:
             t0 = time.monotonic()
             libs = jars.ensure_kafka(v)
             n = len(list(libs.glob("*.jar")))
