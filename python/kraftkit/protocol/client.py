@@ -84,7 +84,17 @@ class KafkaConnection:
         try:
             got, resp = decode_response(int(api_key), version, data)
         except KraftkitError as e:
-            raise ProtocolError(f"{self.address}: bad {ApiKey(api_key).name} v{version} response: {e}") from None
+            # a peer that does not know this ApiVersions version answers in v0 (UNSUPPORTED_VERSION
+            # and its own ranges); Kafka's ApiVersionsResponse.parse falls back to v0 the same way
+            fallback = None
+            if api_key == ApiKey.API_VERSIONS and version > 0:
+                try:
+                    fallback = decode_response(int(api_key), 0, data)
+                except KraftkitError:
+                    pass
+            if fallback is None or fallback[1].get("ErrorCode") != UNSUPPORTED_VERSION:
+                raise ProtocolError(f"{self.address}: bad {ApiKey(api_key).name} v{version} response: {e}") from None
+            got, resp = fallback
         if got != cid:
             raise ProtocolError(f"{self.address}: correlation id {got} in the response to request {cid}")
         return resp
