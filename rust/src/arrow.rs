@@ -20,6 +20,10 @@ use crate::batch::{self, BatchHeader, NextBatch};
 use crate::error::Error;
 use crate::schema::{self, json};
 
+mod columns;
+
+pub use columns::{Bitmap, Bools, Columns, Prim, Var};
+
 /// Column names, in the order of the bits of a [`ColumnMask`].
 pub const COLUMNS: [&str; 13] = [
     "base_offset",
@@ -69,122 +73,6 @@ impl ColumnMask {
         }
         Ok(ColumnMask(m))
     }
-}
-
-/// An Arrow validity bitmap (LSB first), or a boolean column's values.
-#[derive(Debug, Default, Clone)]
-pub struct Bitmap {
-    pub bytes: Vec<u8>,
-    pub len: usize,
-    /// Bits that are 0 (nulls, for a validity bitmap).
-    pub unset: usize,
-}
-
-impl Bitmap {
-    #[inline(always)]
-    pub fn push(&mut self, v: bool) {
-        let bit = self.len & 7;
-        if bit == 0 {
-            self.bytes.push(0);
-        }
-        if v {
-            *self.bytes.last_mut().unwrap() |= 1 << bit;
-        } else {
-            self.unset += 1;
-        }
-        self.len += 1;
-    }
-    pub fn get(&self, i: usize) -> bool {
-        self.bytes[i >> 3] & (1 << (i & 7)) != 0
-    }
-}
-
-/// A nullable fixed-width column.
-#[derive(Debug, Default, Clone)]
-pub struct Prim<T> {
-    pub values: Vec<T>,
-    pub validity: Bitmap,
-}
-
-impl<T: Copy + Default> Prim<T> {
-    #[inline(always)]
-    fn push(&mut self, v: Option<T>) {
-        self.validity.push(v.is_some());
-        self.values.push(v.unwrap_or_default());
-    }
-}
-
-/// A nullable boolean column.
-#[derive(Debug, Default, Clone)]
-pub struct Bools {
-    pub values: Bitmap,
-    pub validity: Bitmap,
-}
-
-impl Bools {
-    #[inline(always)]
-    fn push(&mut self, v: Option<bool>) {
-        self.validity.push(v.is_some());
-        self.values.push(v.unwrap_or(false));
-    }
-}
-
-/// A nullable variable-width column (utf8 or binary): i32 offsets and the bytes.
-#[derive(Debug, Clone)]
-pub struct Var {
-    pub offsets: Vec<i32>,
-    pub data: Vec<u8>,
-    pub validity: Bitmap,
-}
-
-impl Default for Var {
-    fn default() -> Self {
-        Var { offsets: vec![0], data: Vec::new(), validity: Bitmap::default() }
-    }
-}
-
-impl Var {
-    #[inline(always)]
-    pub fn push(&mut self, v: Option<&[u8]>) {
-        self.validity.push(v.is_some());
-        if let Some(b) = v {
-            self.data.extend_from_slice(b);
-        }
-        self.offsets.push(self.data.len() as i32);
-    }
-    pub fn get(&self, i: usize) -> Option<&[u8]> {
-        if !self.validity.get(i) {
-            return None;
-        }
-        Some(&self.data[self.offsets[i] as usize..self.offsets[i + 1] as usize])
-    }
-    pub fn len(&self) -> usize {
-        self.validity.len
-    }
-    pub fn is_empty(&self) -> bool {
-        self.validity.len == 0
-    }
-}
-
-/// One chunk of rows; columns not asked for stay empty.
-#[derive(Debug, Default, Clone)]
-pub struct Columns {
-    pub rows: usize,
-    pub base_offset: Prim<i64>,
-    pub offset: Prim<i64>,
-    pub epoch: Prim<i32>,
-    pub timestamp: Prim<i64>,
-    pub crc_valid: Bools,
-    pub is_control: Bools,
-    pub control_type: Var,
-    pub record_type: Var,
-    pub record_version: Prim<i32>,
-    pub record: Var,
-    pub value: Var,
-    pub position: Prim<i64>,
-    pub error: Var,
-    /// Bytes of record data in this chunk (a budget, so a chunk's offsets stay far from i32).
-    bytes: usize,
 }
 
 /// Options of a scan.

@@ -54,7 +54,7 @@ def test_random_uuid_is_kafkas_uuid():
 def test_random_uuid_redraws_reserved_and_dash(monkeypatch):
     dash = base64.urlsafe_b64decode("-" + "A" * 21 + "==")
     draws = iter([uuid.UUID(bytes=bytes(16)), uuid.UUID(int=1), uuid.UUID(bytes=dash), uuid.UUID(int=7 << 64)])
-    monkeypatch.setattr(S._uuid, "uuid4", lambda: next(draws))
+    monkeypatch.setattr(S.uuids._uuid, "uuid4", lambda: next(draws))
     assert S.random_uuid() == S.uuid_to_str((7 << 64).to_bytes(16, "big"))
 
 
@@ -63,7 +63,7 @@ def test_generate_directory_id_redraws(monkeypatch):
     taken = bytes(range(2, 18))
     draws = iter([(5).to_bytes(16, "big"), (99).to_bytes(16, "big"),
                   base64.urlsafe_b64decode("-" + "B" * 21 + "=="), taken, good])
-    monkeypatch.setattr(S.secrets, "token_bytes", lambda n: next(draws))
+    monkeypatch.setattr(S.uuids.secrets, "token_bytes", lambda n: next(draws))
     assert S.generate_directory_id([S.uuid_to_str(taken)]) == S.uuid_to_str(good)
     assert S.directory_id_reserved((99).to_bytes(16, "big"))
     assert not S.directory_id_reserved((100).to_bytes(16, "big"))
@@ -336,7 +336,7 @@ def test_format_writes_kafkas_files(tmp_path):
 
 
 def test_bootstrap_batches_split_at_max_size(monkeypatch):
-    monkeypatch.setattr(S, "MAX_BATCH_BYTES", 61 + 3 * 60)
+    monkeypatch.setattr(S.format, "MAX_BATCH_BYTES", 61 + 3 * 60)
     values = [bytes([0, 0]) + bytes(40) for _ in range(10)]
     batches = decode_batches(S.bootstrap_checkpoint_bytes(values, time_ms=5), verify_crc=True)
     data = [b for b in batches if not b.is_control]
@@ -482,7 +482,7 @@ def test_meta_properties_written_last(tmp_path, monkeypatch, layout, files):
             raise OSError("boom")
         return real(path, data, **kw)
 
-    monkeypatch.setattr(S, "write_file_atomic", flaky)
+    monkeypatch.setattr(S.format, "write_file_atomic", flaky)  # where _write_directory looks it up
     with pytest.raises(OSError):
         format_storage([tmp_path / "a"], cluster_id=CID, node_id=1, layout=layout)
     assert calls == files

@@ -13,9 +13,10 @@
 //!   GC-tracked; `headers` (rare, lazily decoded) keep the record bytes alive through a boxed
 //!   `RecBuf` only when the record has headers.
 //!
-//! All the `unsafe` of the per-record objects is in this module.
+//! All the `unsafe` of the per-record objects is in this module and its two submodules: `bytes`
+//! (the freelist of key and value bytes objects) and `iter` (`RecordIterator`).
 
-use super::source::{Fields, RecBuf, RecordSource};
+use super::source::{Fields, RecBuf};
 use crate::batch::{self, RecordView};
 use pyo3::exceptions::PySystemError;
 use pyo3::ffi;
@@ -26,6 +27,13 @@ use std::mem::offset_of;
 use std::os::raw::{c_int, c_uint, c_void};
 use std::ptr::{null_mut, NonNull};
 use std::sync::atomic::{AtomicPtr, Ordering};
+
+mod bytes;
+mod iter;
+
+use bytes::{refill_bytes, release_bytes};
+use iter::{iter_dealloc, iter_next, IterObject, ITER_TYPE};
+pub use iter::record_iter;
 
 /// Memory layout of a `Record` instance.
 #[repr(C)]
@@ -257,100 +265,6 @@ unsafe fn fill(obj: *mut ffi::PyObject, f: Fields<'_>, ts_obj: Option<NonNull<ff
     true
 }
 
-/// `new` as a bytes object (or None) in place of `old` (an owned reference, or null): `old` itself,
-/// rewritten, when it is a bytes object of the same length that nothing else references (so that
-/// nobody can see it change), a new object otherwise (from `BYTES`, where `old` goes if it can).
-/// Null with an exception set on failure; `old` is released either way.
-///
-/// SAFETY: the caller holds the GIL and owns the reference `old`.
-#[inline]
-unsafe fn refill_bytes(old: *mut ffi::PyObject, new: Option<&[u8]>) -> *mut ffi::PyObject {
-    if let Some(b) = new {
-        if !old.is_null() && ffi::Py_REFCNT(old) == 1 && ffi::PyBytes_CheckExact(old) != 0 && ffi::Py_SIZE(old) == b.len() as ffi::Py_ssize_t && b.len() > 1 {
-            rewrite_bytes(old, b);
-            return old;
-        }
-    }
-    release_bytes(old);
-    match new {
-        Some(b) => take_bytes(b),
-        None => {
-            let none = ffi::Py_None();
-            ffi::Py_INCREF(none);
-            none
-        }
-    }
-}
-
-/// Overwrites the contents of the bytes object `o`, of `b.len()` bytes, and resets its cached hash.
-///
-/// SAFETY: the caller holds the GIL and the only reference to `o` (the rules of CPython's own
-/// `_PyBytes_Resize`, which also resets the hash): nobody can see the change.
-#[inline(always)]
-unsafe fn rewrite_bytes(o: *mut ffi::PyObject, b: &[u8]) {
-    let o = o as *mut ffi::PyBytesObject;
-    #[allow(deprecated)]
-    {
-        (*o).ob_shash = -1;
-    }
-    std::ptr::copy_nonoverlapping(b.as_ptr(), std::ptr::addr_of_mut!((*o).ob_sval) as *mut u8, b.len());
-}
-
-/// Bytes objects of the keys and values of dead records, by length, for the next records of that
-/// length: a record that nothing references any more gives them here when it is freed (or, under
-/// `RecordIterator`, refilled) if it held their only reference, and making a key or value of
-/// that length takes one back and rewrites it instead of allocating one. CPython keeps such
-/// freelists for its tuples (by length), floats and lists; it has none for bytes, and making and
-/// freeing a record's two bytes was about a quarter of decoding it. At most `BYTES_PER_LEN` objects of each length
-/// from 2 to `BYTES_MAX_LEN - 1` are kept (under 1 MB in all).
-struct BytesFreeList(std::cell::UnsafeCell<([[*mut ffi::PyObject; BYTES_PER_LEN]; BYTES_MAX_LEN], [u8; BYTES_MAX_LEN])>);
-// SAFETY: only touched with the GIL held (record creation and tp_dealloc), which serialises access;
-// the two functions below are the only users and hold no borrow across any call out.
-unsafe impl Sync for BytesFreeList {}
-const BYTES_MAX_LEN: usize = 512;
-const BYTES_PER_LEN: usize = 4;
-static BYTES: BytesFreeList = BytesFreeList(std::cell::UnsafeCell::new(([[null_mut(); BYTES_PER_LEN]; BYTES_MAX_LEN], [0; BYTES_MAX_LEN])));
-
-/// A new reference to a bytes object equal to `b`.
-///
-/// SAFETY: the caller holds the GIL.
-#[inline]
-unsafe fn take_bytes(b: &[u8]) -> *mut ffi::PyObject {
-    let n = b.len();
-    if n > 1 && n < BYTES_MAX_LEN {
-        let (objs, counts) = &mut *BYTES.0.get();
-        let c = &mut counts[n];
-        if *c > 0 {
-            *c -= 1;
-            let o = objs[n][*c as usize];
-            rewrite_bytes(o, b);
-            return o;
-        }
-    }
-    ffi::PyBytes_FromStringAndSize(b.as_ptr().cast(), n as ffi::Py_ssize_t)
-}
-
-/// Releases the reference `o` (null allowed), keeping the object in `BYTES` when it is a bytes
-/// object nobody else references and there is room.
-///
-/// SAFETY: the caller holds the GIL and owns the reference `o`.
-#[inline]
-unsafe fn release_bytes(o: *mut ffi::PyObject) {
-    if !o.is_null() && ffi::Py_REFCNT(o) == 1 && ffi::PyBytes_CheckExact(o) != 0 {
-        let n = ffi::Py_SIZE(o) as usize;
-        if n > 1 && n < BYTES_MAX_LEN {
-            let (objs, counts) = &mut *BYTES.0.get();
-            let c = &mut counts[n];
-            if (*c as usize) < BYTES_PER_LEN {
-                objs[n][*c as usize] = o;
-                *c += 1;
-                return;
-            }
-        }
-    }
-    ffi::Py_XDECREF(o);
-}
-
 /// tp_dealloc of both types (and of Python subclasses, through `subtype_dealloc`).
 unsafe extern "C" fn record_dealloc(obj: *mut ffi::PyObject) {
     // SAFETY: called by CPython with the GIL held, once, on an object of one of our types (or a
@@ -384,134 +298,6 @@ unsafe extern "C" fn record_dealloc(obj: *mut ffi::PyObject) {
     // Instances of heap types own a reference to their type.
     ffi::Py_DECREF(tp.cast());
 }
-
-/// Memory layout of a `RecordIterator` instance: `iter(batch)`.
-///
-/// It decodes one record per `next()`, and recycles: the record handed out the step before the
-/// last (the last one is typically still bound to the loop variable) is, when nothing but the
-/// iterator references it any more, rewritten with the next record instead of being freed and a
-/// new one allocated, and so are its key and value when nothing else references them either. A
-/// record (or key, or value) the caller keeps is left alone, so this cannot be seen from Python
-/// (`id()` aside); CPython's own dict, zip and enumerate iterators reuse their result tuples the
-/// same way. `batch.records()` builds fresh records, in a list.
-#[repr(C)]
-struct IterObject {
-    ob_base: ffi::PyObject,
-    st: *mut IterState,
-}
-
-struct IterState {
-    src: RecordSource,
-    cursor: batch::RecordCursor,
-    /// The last two records handed out (owned references, or null), by the parity of their index.
-    ring: [*mut ffi::PyObject; 2],
-    /// Index of the next record.
-    next: usize,
-    /// A corrupt record was met (and raised): the iteration is over.
-    failed: bool,
-}
-
-static ITER_TYPE: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(null_mut());
-
-/// An iterator over the records of `src`.
-pub fn record_iter(py: Python<'_>, src: RecordSource) -> PyResult<Bound<'_, PyAny>> {
-    let cursor = batch::RecordCursor::new(&src.h, src.data(), src.position).map_err(|e| src.error(py, &e))?;
-    let tp = ITER_TYPE.load(Ordering::Acquire);
-    if tp.is_null() {
-        return Err(PySystemError::new_err("kraftkit record types are not initialised"));
-    }
-    let st = Box::new(IterState { src, cursor, ring: [null_mut(); 2], next: 0, failed: false });
-    // SAFETY: GIL held; `tp` is our iterator type (kept alive by its static), whose basicsize is
-    // that of IterObject; `st` is written before the object is handed out.
-    unsafe {
-        let obj = ffi::_PyObject_New(tp);
-        if obj.is_null() {
-            return Err(PyErr::fetch(py));
-        }
-        std::ptr::addr_of_mut!((*(obj as *mut IterObject)).st).write(Box::into_raw(st));
-        Ok(Bound::from_owned_ptr(py, obj))
-    }
-}
-
-impl IterState {
-    /// The next record (a new reference), null at the end, or null with an exception set.
-    ///
-    /// SAFETY: the caller holds the GIL.
-    unsafe fn next_record(&mut self) -> *mut ffi::PyObject {
-        if self.failed {
-            return null_mut();
-        }
-        let src = &self.src;
-        let f = match self.cursor.next(&src.h, src.data(), src.position).map(|v| v.and_then(|v| src.fields(v))) {
-            None => return null_mut(),
-            Some(Ok(f)) => f,
-            Some(Err(e)) => {
-                self.failed = true;
-                Python::with_gil(|py| src.error(py, &e).restore(py));
-                return null_mut();
-            }
-        };
-        let i = self.next & 1;
-        // the previous record's timestamp int, shared when equal (it holds it; the ring holds it)
-        let prev = self.ring[i ^ 1];
-        let ts_obj = if prev.is_null() || (*(prev as *const RecordObject)).ts != f.timestamp {
-            None
-        } else {
-            NonNull::new((*(prev as *const RecordObject)).timestamp)
-        };
-        let old = self.ring[i];
-        let rec = if !old.is_null() && ffi::Py_REFCNT(old) == 1 && ffi::Py_TYPE(old) == type_for(&f) {
-            if fill(old, f, ts_obj) {
-                old
-            } else {
-                self.ring[i] = null_mut();
-                ffi::Py_DECREF(old);
-                return null_mut();
-            }
-        } else {
-            self.ring[i] = null_mut();
-            ffi::Py_XDECREF(old);
-            let rec = alloc_record(f, ts_obj);
-            if rec.is_null() {
-                return null_mut();
-            }
-            rec
-        };
-        self.ring[i] = rec;
-        self.next += 1;
-        ffi::Py_INCREF(rec);
-        rec
-    }
-}
-
-unsafe extern "C" fn iter_next(obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
-    // SAFETY: called by CPython with the GIL held on a live RecordIterator, whose state was set
-    // when it was made. The state is only touched here and in the dealloc, with the GIL held, and
-    // nothing in `next_record` can call back into this iterator.
-    let st = &mut *(*(obj as *mut IterObject)).st;
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| st.next_record())) {
-        Ok(r) => r,
-        Err(_) => {
-            st.failed = true;
-            ffi::PyErr_SetString(ffi::PyExc_SystemError, c"panic in kraftkit record code".as_ptr());
-            null_mut()
-        }
-    }
-}
-
-unsafe extern "C" fn iter_dealloc(obj: *mut ffi::PyObject) {
-    // SAFETY: called by CPython with the GIL held, once, when the refcount reached zero; the state
-    // is a live Box made in `record_iter`, and the ring holds owned references or nulls.
-    let st = Box::from_raw((*(obj as *mut IterObject)).st);
-    for r in st.ring {
-        ffi::Py_XDECREF(r);
-    }
-    drop(st);
-    let tp = ffi::Py_TYPE(obj);
-    ffi::PyObject_Free(obj.cast());
-    ffi::Py_DECREF(tp.cast());
-}
-
 /// Runs `f` with the GIL marked held for PyO3, turning an error or a panic into a raised exception.
 unsafe fn guarded(f: impl FnOnce(Python<'_>) -> PyResult<PyObject>) -> *mut ffi::PyObject {
     Python::with_gil(|py| match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(py))) {
