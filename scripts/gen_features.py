@@ -128,22 +128,23 @@ def mv_ident(name: str) -> str:
     return "MV_" + name.replace(".", "_").replace("-", "_")
 
 
-def render_rust(doc: dict) -> str:
-    """The Rust constants of the metadata.version levels in ``doc`` (kafka_features.json)."""
-    out = [f"// {line}\n" for line in HEADER]
-    out.append("\n//! metadata.version feature levels by name (`MV_3_3_IV0` is 3.3-IV0). i64, as the image keeps\n"
-               "//! feature levels.\n\n")
-    out.extend(f"pub const {mv_ident(name)}: i64 = {level};\n" for level, name in metadata_version_levels(doc))
+def render_constants(doc: dict, comment: str, preamble: str, line: str) -> str:
+    """The header (``comment``-marked), ``preamble``, then ``line`` (with ``{ident}`` and ``{level}``)
+    for every metadata.version level in ``doc`` (kafka_features.json)."""
+    out = [f"{comment} {h}\n" for h in HEADER] + [preamble]
+    out.extend(line.format(ident=mv_ident(name), level=level) for level, name in metadata_version_levels(doc))
     return "".join(out)
+
+
+def render_rust(doc: dict) -> str:
+    return render_constants(doc, "//", "\n//! metadata.version feature levels by name (`MV_3_3_IV0` is 3.3-IV0). i64, "
+                            "as the image keeps\n//! feature levels.\n\n", "pub const {ident}: i64 = {level};\n")
 
 
 def render_python(doc: dict) -> str:
-    """The same constants for Python (``kraftkit.metadata.mv_levels``)."""
-    out = [f"# {line}\n" for line in HEADER]
-    out.append('"""metadata.version feature levels by name (``MV_3_3_IV0`` is 3.3-IV0); names and levels of\n'
-               '``kafka_features.json``, which ``kraftkit.metadata.versions`` describes."""\n\n')
-    out.extend(f"{mv_ident(name)} = {level}\n" for level, name in metadata_version_levels(doc))
-    return "".join(out)
+    return render_constants(doc, "#", '"""metadata.version feature levels by name (``MV_3_3_IV0`` is 3.3-IV0); names '
+                            'and levels of\n``kafka_features.json``, which ``kraftkit.metadata.versions`` describes."""\n\n',
+                            "{ident} = {level}\n")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -499,18 +499,16 @@ def generate(meta: list[Source], control: list[Source], rpc: list[Source], const
     out.append("pub static RPC_MESSAGES: &[&MessageSchema] = &[\n")
     out.extend(f"    &{ident},\n" for ident in rpc_idents)
     out.append("];\n\n")
-    out.append("/// The api keys of the metadata record types: `MetadataRecordType`'s names without `_RECORD`.\n")
-    out.append("pub mod api_keys {\n")
-    out.extend(f"    pub const {name}: i16 = {key};\n" for key, name in meta_keys)
-    out.append("}\n\n")
-    out.append("/// The api keys of the RPCs kraftkit speaks (`ApiKeys`).\n")
-    out.append("pub mod rpc_api_keys {\n")
-    out.extend(f"    pub const {name}: i16 = {key};\n" for key, name in rpc_key_names(rpc))
-    out.append("}\n\n")
-    out.append("/// The control record types (`ControlRecordType`, without its `UNKNOWN` sentinel).\n")
-    out.append("pub mod control_types {\n")
-    out.extend(f"    pub const {name}: i16 = {t};\n" for t, name in consts.control_types)
-    out.append("}\n\n")
+    for module, doc, rows in (
+        ("api_keys", "The api keys of the metadata record types: `MetadataRecordType`'s names without `_RECORD`.",
+         meta_keys),
+        ("rpc_api_keys", "The api keys of the RPCs kraftkit speaks (`ApiKeys`).", rpc_key_names(rpc)),
+        ("control_types", "The control record types (`ControlRecordType`, without its `UNKNOWN` sentinel).",
+         consts.control_types),
+    ):
+        out.append(f"/// {doc}\npub mod {module} {{\n")
+        out.extend(f"    pub const {name}: i16 = {value};\n" for value, name in rows)
+        out.append("}\n\n")
     out.append("/// `ControlRecordType`'s name of a control type id; None for an id it does not define.\n")
     out.append("pub fn control_type_name(control_type: i16) -> Option<&'static str> {\n")
     out.append("    match control_type {\n")
@@ -539,16 +537,14 @@ def generate_python(meta: list[Source], rpc: list[Source], consts: Constants, or
         "# The api keys of the metadata record types: MetadataRecordType's names without _RECORD.\n",
     ]
     out.extend(f"{name} = {key}\n" for key, name in metadata_key_names(meta))
-    out.append("\n\nclass ApiKey(enum.IntEnum):\n")
-    out.append('    """The apiKeys kraftkit speaks (Kafka\'s ``ApiKeys``)."""\n\n')
-    out.extend(f"    {name} = {key}\n" for key, name in rpc_key_names(rpc))
-    out.append("\n\nclass ControlType(enum.IntEnum):\n")
-    out.append('    """Control record types (Kafka\'s ``ControlRecordType``, without its ``UNKNOWN`` sentinel):\n')
-    out.append('    the int16 type in a control record\'s key."""\n\n')
-    out.extend(f"    {name} = {t}\n" for t, name in consts.control_types)
-    out.append("\n\nclass Errors(enum.IntEnum):\n")
-    out.append('    """Kafka\'s protocol error codes (``Errors``)."""\n\n')
-    out.extend(f"    {name} = {code}\n" for code, name, _ in consts.errors)
+    for cls, doc, rows in (
+        ("ApiKey", "The apiKeys kraftkit speaks (Kafka's ``ApiKeys``).", rpc_key_names(rpc)),
+        ("ControlType", "Control record types (Kafka's ``ControlRecordType``, without its ``UNKNOWN`` sentinel):\n"
+                        "    the int16 type in a control record's key.", consts.control_types),
+        ("Errors", "Kafka's protocol error codes (``Errors``).", [(code, name) for code, name, _ in consts.errors]),
+    ):
+        out.append(f'\n\nclass {cls}(enum.IntEnum):\n    """{doc}"""\n\n')
+        out.extend(f"    {name} = {value}\n" for value, name in rows)
     out.append("\n\n#: Kafka's default message of each error (``Errors.message()``)\n")
     out.append("ERROR_MESSAGES: dict[Errors, str] = {\n")
     out.extend(f"    Errors.{name}: {json.dumps(msg, ensure_ascii=False)},\n" for _, name, msg in consts.errors)
