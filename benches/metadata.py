@@ -51,7 +51,11 @@ import benchlib  # noqa: E402
 import datasets  # noqa: E402
 from benchlib import Row, Timing, measure, row  # noqa: E402
 
+from kraftkit import _kafka as api  # noqa: E402
+from kraftkit._core import control_record_key, metadata_record_types  # noqa: E402
 from kraftkit.log import Log, Segment, encode_batch  # noqa: E402
+from kraftkit.log.control import ControlType  # noqa: E402
+from kraftkit.metadata.mv_levels import MV_4_0_IV3  # noqa: E402
 from kraftkit.metadata.records import (  # noqa: E402
     decode_control_record,
     decode_metadata_batch,
@@ -63,23 +67,23 @@ from kraftkit.metadata.records import (  # noqa: E402
 #: Bump when the generator changes, so cached logs are rebuilt.
 GEN_VERSION = 1
 TS0 = 1_700_000_000_000
-MV_LEVEL = 25  # metadata.version 4.0-IV3: PartitionRecord/PartitionChangeRecord v2, RegisterBrokerRecord v3
-LEADER_CHANGE_KEY = b"\x00\x00\x00\x02"  # control key: version 0, type 2 (LeaderChange)
+MV_LEVEL = MV_4_0_IV3  # PartitionRecord/PartitionChangeRecord v2, RegisterBrokerRecord v3
+LEADER_CHANGE_KEY = control_record_key(ControlType.LEADER_CHANGE)
 MAX_BATCH = 1000  # records per batch at most (a big controller event spans several batches)
 
 # apiKey, version
-REGISTER_BROKER = (0, 3)
-TOPIC = (2, 0)
-PARTITION = (3, 2)
-CONFIG = (4, 0)
-PARTITION_CHANGE = (5, 2)
-FENCE = (7, 0)
-UNFENCE = (8, 0)
-FEATURE = (12, 0)
-BROKER_CHANGE = (17, 2)
-NOOP = (20, 0)
-NAMES = {0: "RegisterBroker", 2: "Topic", 3: "Partition", 4: "Config", 5: "PartitionChange", 7: "FenceBroker",
-         8: "UnfenceBroker", 12: "FeatureLevel", 17: "BrokerRegistrationChange", 20: "NoOp", -1: "LeaderChange (control)"}
+REGISTER_BROKER = (api.REGISTER_BROKER, 3)
+TOPIC = (api.TOPIC, 0)
+PARTITION = (api.PARTITION, 2)
+CONFIG = (api.CONFIG, 0)
+PARTITION_CHANGE = (api.PARTITION_CHANGE, 2)
+FENCE = (api.FENCE_BROKER, 0)
+UNFENCE = (api.UNFENCE_BROKER, 0)
+FEATURE = (api.FEATURE_LEVEL, 0)
+BROKER_CHANGE = (api.BROKER_REGISTRATION_CHANGE, 2)
+NOOP = (api.NO_OP, 0)
+#: record type name by apiKey (-1: the LeaderChange control records)
+NAMES = {k: name.removesuffix("Record") for k, name, _, _ in metadata_record_types()} | {-1: "LeaderChange (control)"}
 
 
 # =============================================================================== generation

@@ -44,13 +44,14 @@ sys.path.insert(0, str(HERE))
 
 from benchlib import measure, pin_to_one_core  # noqa: E402
 
+from kraftkit._kafka import FEATURE_LEVEL  # noqa: E402
 from kraftkit.features.rewrite import rewrite_snapshot  # noqa: E402
 from kraftkit.log import Segment, encode_batch  # noqa: E402
 from kraftkit.metadata.records import decode_metadata_record, encode_metadata_record  # noqa: E402
+from kraftkit.metadata.mv_levels import MV_4_3_IV0 as MV43  # noqa: E402
 from kraftkit.metadata.snapshot import SnapshotId, SnapshotWriter  # noqa: E402
 
 PARTITIONS_PER_TOPIC = 50
-MV43 = 30
 
 
 def make_snapshot(path: Path, size_mb: int) -> Path:
@@ -61,7 +62,7 @@ def make_snapshot(path: Path, size_mb: int) -> Path:
     final.parent.mkdir(parents=True, exist_ok=True)
     dirs = [uuid.UUID(int=0xD1 + b) for b in range(6)]
     with SnapshotWriter(final.parent, SnapshotId(1_000_000, 7), last_contained_log_timestamp=1, time_ms=1) as w:
-        head = [encode_metadata_record(12, 0, {"Name": "metadata.version", "FeatureLevel": MV43}),
+        head = [encode_metadata_record(FEATURE_LEVEL, 0, {"Name": "metadata.version", "FeatureLevel": MV43}),
                 encode_metadata_record(12, 0, {"Name": "group.version", "FeatureLevel": 1})]
         for b in range(6):
             head.append(encode_metadata_record(0, 4, {

@@ -1,22 +1,30 @@
 #!/usr/bin/env python3
-"""Generate ``rust/src/schema/generated.rs`` (static schema tables) from Kafka's JSON schemas.
+"""Generate ``rust/src/schema/generated.rs`` (static schema tables and Kafka's constants) and
+``python/kraftkit/_kafka.py`` (the same constants for Python) from Kafka's jars.
 
 The source is the Kafka jars the oracle uses (``.cache/kafka/<KAFKA_4>/libs/``, fetched by
 ``python -m tests.harness fetch``): ``kafka-metadata-<v>.jar`` (``common/metadata/*.json``,
 every metadata record type) and ``kafka-clients-<v>.jar`` (``common/message/``: the control
 record schemas LeaderChangeMessage, SnapshotHeaderRecord, SnapshotFooterRecord,
-KRaftVersionRecord, VotersRecord, and the RPC messages kraftkit speaks). Nothing outside the
-repository and what it fetches itself is read.
+KRaftVersionRecord, VotersRecord, and the RPC messages kraftkit speaks). The constants that are
+not in those schemas (``ControlRecordType``'s type ids, the ``Errors`` codes, names and messages)
+are read from kafka-clients by ``scripts/java/KafkaConstants.java`` (run with ``java``). Nothing
+outside the repository and what it fetches itself is read.
+
+Every Kafka constant kraftkit uses comes from here, once: the metadata record api keys
+(``MetadataRecordType``), the api keys of the RPCs kraftkit speaks (``ApiKeys``), the control
+record types and the error codes. Rust takes them from ``generated.rs``, Python from
+``kraftkit._kafka``; neither spells them out by hand.
 
 Besides the Rust tables it writes ``rust/src/schema/SOURCES.md``: where every schema came
 from, with a SHA-256 of its bytes.
 
 Usage::
 
-    python scripts/gen_schemas.py            # (re)write generated.rs and SOURCES.md
+    python scripts/gen_schemas.py            # (re)write generated.rs, SOURCES.md and _kafka.py
     python scripts/gen_schemas.py --check    # regenerate in memory; exit 1 with a diff if the
                                              # committed files differ (CI), 2 if the jars
-                                             # are not available
+                                             # or java are not available
 
 Output is deterministic: records sorted by apiKey, control records by control type, fields
 in schema order; nothing depends on time, paths or dict ordering of the host.
@@ -28,7 +36,10 @@ import argparse
 import difflib
 import hashlib
 import json
+import os
 import re
+import shutil
+import subprocess
 import sys
 import zipfile
 from dataclasses import dataclass, field
@@ -38,6 +49,8 @@ REPO = Path(__file__).resolve().parents[1]
 OUT_DIR = REPO / "rust" / "src" / "schema"
 OUT_RS = OUT_DIR / "generated.rs"
 OUT_MD = OUT_DIR / "SOURCES.md"
+OUT_PY = REPO / "python" / "kraftkit" / "_kafka.py"
+CONSTANTS_JAVA = REPO / "scripts" / "java" / "KafkaConstants.java"
 
 KAFKA_VERSION = "4.4.0"  # tests/harness/jars.py KAFKA_NEWEST (kept literal: the script must not need the harness)
 
@@ -62,15 +75,16 @@ RPC_MESSAGES = [
     "DescribeClusterRequest", "DescribeClusterResponse",
 ]
 
-# Control record types (Kafka's ControlRecordType enum; the ids are not in the JSON schemas).
-# (control type id, label kafka-dump-log prints, schema file name)
-CONTROL_TYPES = [
-    (2, "LeaderChange", "LeaderChangeMessage"),
-    (3, "SnapshotHeader", "SnapshotHeaderRecord"),
-    (4, "SnapshotFooter", "SnapshotFooterRecord"),
-    (5, "KRaftVersion", "KRaftVersionRecord"),
-    (6, "KRaftVoters", "VotersRecord"),
-]
+# The control record types that carry a schema, by their ControlRecordType name (the type ids
+# come from the enum itself, read by KafkaConstants.java):
+# name -> (label kafka-dump-log prints, schema file name)
+CONTROL_SCHEMAS = {
+    "LEADER_CHANGE": ("LeaderChange", "LeaderChangeMessage"),
+    "SNAPSHOT_HEADER": ("SnapshotHeader", "SnapshotHeaderRecord"),
+    "SNAPSHOT_FOOTER": ("SnapshotFooter", "SnapshotFooterRecord"),
+    "KRAFT_VERSION": ("KRaftVersion", "KRaftVersionRecord"),
+    "KRAFT_VOTERS": ("KRaftVoters", "VotersRecord"),
+}
 
 I16_MAX = 32767
 
@@ -149,13 +163,59 @@ def read_jar_sources() -> Sources | None:
                 metadata.append(Source(Path(n).stem, f"{meta_jar.name}!{n}", z.read(n)))
     control, rpc = [], []
     with zipfile.ZipFile(clients_jar) as z:
-        for _, _, stem in CONTROL_TYPES:
+        for _, stem in CONTROL_SCHEMAS.values():
             n = f"common/message/{stem}.json"
             control.append(Source(stem, f"{clients_jar.name}!{n}", z.read(n)))
         for stem in RPC_MESSAGES:
             n = f"common/message/{stem}.json"
             rpc.append(Source(stem, f"{clients_jar.name}!{n}", z.read(n)))
     return metadata, control, rpc
+
+
+@dataclass
+class Constants:
+    """What KafkaConstants.java read from kafka-clients."""
+
+    control_types: list[tuple[int, str]]  # (type id, ControlRecordType name), by id; no UNKNOWN
+    errors: list[tuple[int, str, str]]  # (code, Errors name, default message), by code
+
+
+def find_java() -> str | None:
+    home = os.environ.get("JAVA_HOME")
+    if home and Path(home, "bin", "java").is_file():
+        return str(Path(home, "bin", "java"))
+    return shutil.which("java")
+
+
+def read_constants() -> Constants:
+    """Runs KafkaConstants.java on the Kafka jars; its JSON checked before it is used."""
+    java = find_java()
+    if java is None:
+        raise SystemExit("gen_schemas: java is needed to read Kafka's ControlRecordType and Errors (set JAVA_HOME)")
+    libs = jar_paths()[1].parent
+    try:
+        proc = subprocess.run([java, "-Xmx256m", "-XX:+UseSerialGC", "-cp", f"{libs}/*", str(CONSTANTS_JAVA)],
+                              capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise SystemExit(f"gen_schemas: cannot run {CONSTANTS_JAVA.name}: {e}")
+    if proc.returncode != 0:
+        raise SystemExit(f"gen_schemas: {CONSTANTS_JAVA.name} failed:\n{proc.stderr[-3000:]}")
+    try:
+        raw = json.loads(proc.stdout)
+        control = sorted((int(c["type"]), str(c["name"])) for c in raw["controlRecordTypes"] if int(c["type"]) >= 0)
+        errors = sorted((int(e["code"]), str(e["name"]), str(e["message"])) for e in raw["errors"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise SystemExit(f"gen_schemas: unexpected output of {CONSTANTS_JAVA.name}: {e}")
+    for what, rows in (("control record type", control), ("error", errors)):
+        names = [r[1] for r in rows]
+        ids = [r[0] for r in rows]
+        bad = [n for n in names if not re.fullmatch(r"[A-Z][A-Z0-9_]*", n)]
+        if bad or len(set(names)) != len(names) or len(set(ids)) != len(ids) or not all(-I16_MAX <= i <= I16_MAX for i in ids):
+            raise SystemExit(f"gen_schemas: {CONSTANTS_JAVA.name}: bad {what} table (names {bad}, ids {ids})")
+    missing = sorted(set(CONTROL_SCHEMAS) - {n for _, n in control})
+    if missing:
+        raise SystemExit(f"gen_schemas: ControlRecordType lacks {missing}")
+    return Constants(control, errors)
 
 
 # --------------------------------------------------------------------------------------------
@@ -374,23 +434,45 @@ class Generator:
         return ident, s
 
 
-def generate(meta: list[Source], control: list[Source], rpc: list[Source], origin_note: str) -> str:
-    g = Generator()
-    by_key = []
-    seen_keys: dict[int, str] = {}
+def metadata_key_names(meta: list[Source]) -> list[tuple[int, str]]:
+    """(apiKey, name) of every metadata record type, by apiKey: ``MetadataRecordType``'s constant
+    name without its ``_RECORD`` suffix (``REGISTER_BROKER`` for RegisterBrokerRecord)."""
+    out: dict[int, str] = {}
     for src in meta:
         s = src.schema
         if s.get("type") != "metadata":
             continue
-        key = int(s["apiKey"])
-        if key in seen_keys:
-            raise SystemExit(f"gen_schemas: apiKey {key} used by {seen_keys[key]} and {s['name']}")
-        seen_keys[key] = s["name"]
-        by_key.append((key, src))
+        key, name = int(s["apiKey"]), s["name"]
+        if key in out:
+            raise SystemExit(f"gen_schemas: apiKey {key} used by {out[key]} and {name}")
+        if not name.endswith("Record"):
+            raise SystemExit(f"gen_schemas: metadata record type {name} does not end in Record")
+        out[key] = snake_upper(name[: -len("Record")])
+    return sorted(out.items())
+
+
+def rpc_key_names(rpc: list[Source]) -> list[tuple[int, str]]:
+    """(apiKey, ``ApiKeys`` name) of the RPCs kraftkit speaks, by apiKey (``VOTE`` for VoteRequest)."""
+    out: dict[int, str] = {}
+    for src in rpc:
+        s = src.schema
+        if s.get("type") == "request":
+            out[int(s["apiKey"])] = snake_upper(s["name"][: -len("Request")])
+    return sorted(out.items())
+
+
+def generate(meta: list[Source], control: list[Source], rpc: list[Source], consts: Constants, origin_note: str) -> str:
+    g = Generator()
+    by_key = []
+    for src in meta:
+        if src.schema.get("type") == "metadata":
+            by_key.append((int(src.schema["apiKey"]), src))
     by_key.sort(key=lambda t: t[0])
+    meta_keys = metadata_key_names(meta)  # refuses duplicate api keys
     meta_idents = [(key, g.message(src)[0]) for key, src in by_key]
     ctrl_by_stem = {c.name: c for c in control}
-    ctrl_idents = [(t, label, g.message(ctrl_by_stem[stem])[0]) for t, label, stem in CONTROL_TYPES]
+    ctrl_idents = [(t, CONTROL_SCHEMAS[name][0], g.message(ctrl_by_stem[CONTROL_SCHEMAS[name][1]])[0])
+                   for t, name in consts.control_types if name in CONTROL_SCHEMAS]
     rpc_idents = [g.message(src)[0] for src in rpc]
 
     out = [
@@ -416,11 +498,61 @@ def generate(meta: list[Source], control: list[Source], rpc: list[Source], origi
     out.append("/// The RPC messages kraftkit speaks: headers, ApiVersions and KRaft's quorum RPCs.\n")
     out.append("pub static RPC_MESSAGES: &[&MessageSchema] = &[\n")
     out.extend(f"    &{ident},\n" for ident in rpc_idents)
-    out.append("];\n")
+    out.append("];\n\n")
+    for module, doc, rows in (
+        ("api_keys", "The api keys of the metadata record types: `MetadataRecordType`'s names without `_RECORD`.",
+         meta_keys),
+        ("rpc_api_keys", "The api keys of the RPCs kraftkit speaks (`ApiKeys`).", rpc_key_names(rpc)),
+        ("control_types", "The control record types (`ControlRecordType`, without its `UNKNOWN` sentinel).",
+         consts.control_types),
+    ):
+        out.append(f"/// {doc}\npub mod {module} {{\n")
+        out.extend(f"    pub const {name}: i16 = {value};\n" for value, name in rows)
+        out.append("}\n\n")
+    out.append("/// `ControlRecordType`'s name of a control type id; None for an id it does not define.\n")
+    out.append("pub fn control_type_name(control_type: i16) -> Option<&'static str> {\n")
+    out.append("    match control_type {\n")
+    out.extend(f"        control_types::{name} => Some({rust_str(name)}),\n" for _, name in consts.control_types)
+    out.append("        _ => None,\n    }\n}\n")
     return "".join(out)
 
 
-def sources_md(used: Sources, origin_note: str) -> str:
+def generate_python(meta: list[Source], rpc: list[Source], consts: Constants, origin_note: str) -> str:
+    """``kraftkit._kafka``: the constants of ``generate``'s Rust tables, for Python."""
+    out = [
+        "# @generated by scripts/gen_schemas.py -- DO NOT EDIT BY HAND.\n",
+        "# Regenerate with `python scripts/gen_schemas.py`; CI runs `--check` and fails on any difference.\n",
+        f"# Sources: {origin_note}.\n",
+        "# ruff: noqa: E501\n",
+        '"""Kafka\'s constants, read from its jars by ``scripts/gen_schemas.py`` in the same run that\n',
+        "writes the Rust core's tables (``rust/src/schema/generated.rs``): the metadata record api keys,\n",
+        "the api keys of the RPCs kraftkit speaks, the control record types and the protocol error codes.\n",
+        "The modules that use them re-export them (``kraftkit.log.control.ControlType``,\n",
+        '``kraftkit.protocol.messages.ApiKey``, ...)."""\n',
+        "\n",
+        "from __future__ import annotations\n",
+        "\n",
+        "import enum\n",
+        "\n",
+        "# The api keys of the metadata record types: MetadataRecordType's names without _RECORD.\n",
+    ]
+    out.extend(f"{name} = {key}\n" for key, name in metadata_key_names(meta))
+    for cls, doc, rows in (
+        ("ApiKey", "The apiKeys kraftkit speaks (Kafka's ``ApiKeys``).", rpc_key_names(rpc)),
+        ("ControlType", "Control record types (Kafka's ``ControlRecordType``, without its ``UNKNOWN`` sentinel):\n"
+                        "    the int16 type in a control record's key.", consts.control_types),
+        ("Errors", "Kafka's protocol error codes (``Errors``).", [(code, name) for code, name, _ in consts.errors]),
+    ):
+        out.append(f'\n\nclass {cls}(enum.IntEnum):\n    """{doc}"""\n\n')
+        out.extend(f"    {name} = {value}\n" for value, name in rows)
+    out.append("\n\n#: Kafka's default message of each error (``Errors.message()``)\n")
+    out.append("ERROR_MESSAGES: dict[Errors, str] = {\n")
+    out.extend(f"    Errors.{name}: {json.dumps(msg, ensure_ascii=False)},\n" for _, name, msg in consts.errors)
+    out.append("}\n")
+    return "".join(out)
+
+
+def sources_md(used: Sources, consts: Constants, origin_note: str) -> str:
     lines = [
         "# Schema sources of `generated.rs`",
         "",
@@ -430,7 +562,7 @@ def sources_md(used: Sources, origin_note: str) -> str:
         "| schema | apiKey / control type | validVersions | source | SHA-256 |",
         "|---|---|---|---|---|",
     ]
-    ctrl_ids = {stem: t for t, _, stem in CONTROL_TYPES}
+    ctrl_ids = {CONTROL_SCHEMAS[name][1]: t for t, name in consts.control_types if name in CONTROL_SCHEMAS}
     rows = []
     for s in used[0]:
         rows.append((0, int(s.schema.get("apiKey", -1)), s))
@@ -446,21 +578,33 @@ def sources_md(used: Sources, origin_note: str) -> str:
             k = f"apiKey {key}" if kind == 0 else f"control {key}"
         lines.append(f"| {s.schema['name']} | {k} | {s.schema.get('validVersions')} | `{s.origin}` | `{s.sha256[:16]}` |")
     lines.append("")
+    lines.append(f"The control record type ids and the error codes come from `{clients_jar_name()}` "
+                 "(`ControlRecordType`, `Errors`), read by `scripts/java/KafkaConstants.java`.")
+    lines.append("")
     return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------------------------
 
 
-def build() -> tuple[str, str]:
-    """-> (generated.rs text, SOURCES.md text), from the Kafka jars."""
+def clients_jar_name() -> str:
+    return jar_paths()[1].name
+
+
+def build() -> dict[Path, str]:
+    """Every output -> its text, from the Kafka jars."""
     jar = read_jar_sources()
     if jar is None:
         raise SystemExit(f"gen_schemas: Kafka {KAFKA_VERSION} jars not found under .cache/kafka/ "
                          "(run `python -m tests.harness fetch`)")
+    consts = read_constants()
     meta_jar, clients_jar = jar_paths()
     note = f"Kafka {KAFKA_VERSION} jars ({meta_jar.name}, {clients_jar.name})"
-    return generate(jar[0], jar[1], jar[2], note), sources_md(jar, note)
+    return {
+        OUT_RS: generate(jar[0], jar[1], jar[2], consts, note),
+        OUT_MD: sources_md(jar, consts, note),
+        OUT_PY: generate_python(jar[0], jar[2], consts, note),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -468,14 +612,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="compare with the committed files instead of writing")
     args = ap.parse_args(argv)
 
-    if args.check and read_jar_sources() is None:
-        print(f"gen_schemas: the Kafka {KAFKA_VERSION} jars {OUT_RS.relative_to(REPO)} is generated from are not "
-              "available here; run `python -m tests.harness fetch` first", file=sys.stderr)
+    if args.check and (read_jar_sources() is None or find_java() is None):
+        print(f"gen_schemas: the Kafka {KAFKA_VERSION} jars {OUT_RS.relative_to(REPO)} is generated from, or java to "
+              "read their constants, are not available here; run `python -m tests.harness fetch` first",
+              file=sys.stderr)
         return 2
-    rs, md = build()
+    outputs = build()
+    names = ", ".join(str(path.relative_to(REPO)) for path in outputs)
     if args.check:
         bad = False
-        for path, text in ((OUT_RS, rs), (OUT_MD, md)):
+        for path, text in outputs.items():
             old = path.read_text(encoding="utf-8") if path.is_file() else ""
             if old != text:
                 bad = True
@@ -485,12 +631,12 @@ def main(argv: list[str] | None = None) -> int:
         if bad:
             print("gen_schemas: generated files are out of date; run `python scripts/gen_schemas.py`", file=sys.stderr)
             return 1
-        print(f"gen_schemas: {OUT_RS.relative_to(REPO)} and {OUT_MD.name} are up to date (Kafka {KAFKA_VERSION} jars)")
+        print(f"gen_schemas: {names} are up to date (Kafka {KAFKA_VERSION} jars)")
         return 0
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    OUT_RS.write_text(rs, encoding="utf-8")
-    OUT_MD.write_text(md, encoding="utf-8")
-    print(f"gen_schemas: wrote {OUT_RS.relative_to(REPO)} and {OUT_MD.relative_to(REPO)} (Kafka {KAFKA_VERSION} jars)")
+    for path, text in outputs.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    print(f"gen_schemas: wrote {names} (Kafka {KAFKA_VERSION} jars)")
     return 0
 
 

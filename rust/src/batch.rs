@@ -229,18 +229,9 @@ pub fn validate(h: &BatchHeader, batch: &[u8], fpos: u64) -> Result<()> {
     Ok(())
 }
 
-/// Control record types (`ControlRecordType` in Kafka).
+/// Kafka's name of a control record type (`ControlRecordType`), `UNKNOWN` for one it does not define.
 pub fn control_type_name(t: i16) -> &'static str {
-    match t {
-        0 => "ABORT",
-        1 => "COMMIT",
-        2 => "LEADER_CHANGE",
-        3 => "SNAPSHOT_HEADER",
-        4 => "SNAPSHOT_FOOTER",
-        5 => "KRAFT_VERSION",
-        6 => "KRAFT_VOTERS",
-        _ => "UNKNOWN",
-    }
+    crate::schema::generated::control_type_name(t).unwrap_or("UNKNOWN")
 }
 
 /// Decodes a control record key: int16 version, int16 type.

@@ -4,6 +4,7 @@
 use crate::batch::{self, BatchHeader, NextBatch};
 use crate::error::Error;
 use crate::java_utf8;
+use crate::schema::control_types;
 use base64::Engine;
 use std::io::{IoSlice, Write};
 
@@ -480,7 +481,7 @@ fn render_control(key: Option<&[u8]>, value: Option<&[u8]>, json: bool, out: &mu
         }
         Ok((_, t)) => {
             let name = batch::control_type_name(t);
-            if t == 0 || t == 1 {
+            if t == control_types::ABORT || t == control_types::COMMIT {
                 match batch::parse_end_txn_marker(value) {
                     Ok((_, epoch)) => {
                         if json {
@@ -506,7 +507,7 @@ fn render_control(key: Option<&[u8]>, value: Option<&[u8]>, json: bool, out: &mu
                 }
             } else if let Some(c) = crate::schema::control_schema(t) {
                 // Kafka 4.x prints "LeaderChange:" with a colon, the other types without one.
-                let label = if t == 2 { "LeaderChange:" } else { c.label };
+                let label = if t == control_types::LEADER_CHANGE { "LeaderChange:" } else { c.label };
                 let rendered = crate::schema::decode_control_record(t, value.unwrap_or(&[]))
                     .map(|(c, v, st)| crate::schema::json::message_json(c.schema, v, &st))
                     .map_err(|e| e.to_string());

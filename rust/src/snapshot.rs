@@ -4,10 +4,7 @@
 use crate::batch::{self, NextBatch, RecordView};
 use crate::error::{Error, Result};
 
-pub const SNAPSHOT_HEADER: i16 = 3;
-pub const SNAPSHOT_FOOTER: i16 = 4;
-pub const KRAFT_VERSION: i16 = 5;
-pub const KRAFT_VOTERS: i16 = 6;
+pub use crate::schema::control_types::{KRAFT_VERSION, KRAFT_VOTERS, SNAPSHOT_FOOTER, SNAPSHOT_HEADER};
 /// `KafkaRaftClient.MAX_BATCH_SIZE_BYTES`.
 pub const MAX_BATCH_SIZE: usize = 8 * 1024 * 1024;
 

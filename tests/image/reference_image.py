@@ -44,6 +44,13 @@ from pathlib import Path
 from typing import Any
 
 from kraftkit._core import decode_metadata_batch, encode_control_record, encode_metadata_record
+from kraftkit._kafka import (  # the metadata record api keys (facts, not the logic under test)
+    ABORT_TRANSACTION, ACCESS_CONTROL_ENTRY, BEGIN_TRANSACTION, BROKER_REGISTRATION_CHANGE, CLEAR_ELR, CLIENT_QUOTA,
+    CONFIG, DELEGATION_TOKEN, END_TRANSACTION, FEATURE_LEVEL, FENCE_BROKER, NO_OP, PARTITION, PARTITION_CHANGE,
+    PRODUCER_IDS, REGISTER_BROKER, REGISTER_CONTROLLER, REMOVE_ACCESS_CONTROL_ENTRY, REMOVE_DELEGATION_TOKEN,
+    REMOVE_TOPIC, REMOVE_USER_SCRAM_CREDENTIAL, TOPIC, UNFENCE_BROKER, UNREGISTER_BROKER, UNREGISTER_CONTROLLER,
+    USER_SCRAM_CREDENTIAL, ZK_MIGRATION_STATE,
+)
 from kraftkit.errors import KraftkitError
 from kraftkit.log.control import ControlType
 
@@ -53,12 +60,6 @@ MIGRATING = ZERO_UUID
 MV_FEATURE = "metadata.version"
 ELR_FEATURE = "eligible.leader.replicas.version"
 
-# apiKeys
-REGISTER_BROKER, UNREGISTER_BROKER, TOPIC, PARTITION, CONFIG, PARTITION_CHANGE = 0, 1, 2, 3, 4, 5
-FENCE_BROKER, UNFENCE_BROKER, REMOVE_TOPIC, DELEGATION_TOKEN, USER_SCRAM = 7, 8, 9, 10, 11
-FEATURE_LEVEL, CLIENT_QUOTA, PRODUCER_IDS, BROKER_REG_CHANGE, ACL, REMOVE_ACL = 12, 14, 15, 17, 18, 19
-NO_OP, ZK_MIGRATION, REMOVE_SCRAM, BEGIN_TXN, END_TXN, ABORT_TXN = 20, 21, 22, 23, 24, 25
-REMOVE_DELEGATION_TOKEN, REGISTER_CONTROLLER, CLEAR_ELR, UNREGISTER_CONTROLLER = 26, 27, 28, 29
 # control record types
 LEADER_CHANGE, SNAPSHOT_HEADER, SNAPSHOT_FOOTER, KRAFT_VERSION, KRAFT_VOTERS = (
     ControlType.LEADER_CHANGE, ControlType.SNAPSHOT_HEADER, ControlType.SNAPSHOT_FOOTER,
@@ -233,17 +234,17 @@ class MetadataImage:
 
     def replay(self, api_key: int, version: int, data: dict[str, Any], offset: int | None = None) -> None:
         """Applies one metadata record (decoded dict, schema field names)."""
-        if api_key == BEGIN_TXN:
+        if api_key == BEGIN_TRANSACTION:
             if self.pending_transaction is not None:
                 raise ReplayError("BeginTransactionRecord inside a metadata transaction", offset)
             self.pending_transaction = []
             return
-        if api_key == END_TXN or api_key == ABORT_TXN:
+        if api_key == END_TRANSACTION or api_key == ABORT_TRANSACTION:
             if self.pending_transaction is None:
-                raise ReplayError(f"{'End' if api_key == END_TXN else 'Abort'}TransactionRecord without a "
+                raise ReplayError(f"{'End' if api_key == END_TRANSACTION else 'Abort'}TransactionRecord without a "
                                   "BeginTransactionRecord", offset)
             pending, self.pending_transaction = self.pending_transaction, None
-            if api_key == END_TXN:
+            if api_key == END_TRANSACTION:
                 for rec in pending:
                     self._apply(*rec)
             return
@@ -490,7 +491,7 @@ class MetadataImage:
         # ZkMigrationStateRecord: 3.x writes one at MV >= 3.4-IV0; 4.x (no ZooKeeper) never
         # does and ignores it on replay, so it is written for MV < 4.0 or a state that is not NONE.
         if mv >= MV_3_4_IV0 and (mv < MV_4_0_IV0 or self.zk_migration_state != 0):
-            out.append((ZK_MIGRATION, 0, {"ZkMigrationState": self.zk_migration_state}))
+            out.append((ZK_MIGRATION_STATE, 0, {"ZkMigrationState": self.zk_migration_state}))
         elif self.zk_migration_state != 0:
             losses.append(f"the ZK Migration state which was {ZK_MIGRATION_STATES.get(self.zk_migration_state)}")
         # 2. cluster
@@ -548,12 +549,12 @@ class MetadataImage:
             out.append((PRODUCER_IDS, 0, {"BrokerId": -1, "BrokerEpoch": -1, "NextProducerId": self.next_producer_id}))
         # 7. ACLs
         for _, acl in sorted(self.acls.items()):
-            out.append((ACL, 0, dict(acl)))
+            out.append((ACCESS_CONTROL_ENTRY, 0, dict(acl)))
         # 8. SCRAM
         if self.scram:
             if mv >= MV_3_5_IV2:
                 for _, cred in sorted(self.scram.items()):
-                    out.append((USER_SCRAM, 0, dict(cred)))
+                    out.append((USER_SCRAM_CREDENTIAL, 0, dict(cred)))
             else:
                 losses.append("SCRAM credentials of " + ", ".join(sorted({u for _, u in self.scram})))
         # 9. delegation tokens
@@ -620,16 +621,16 @@ _HANDLERS = {
     UNFENCE_BROKER: MetadataImage._unfence,
     REMOVE_TOPIC: MetadataImage._remove_topic,
     DELEGATION_TOKEN: MetadataImage._token,
-    USER_SCRAM: MetadataImage._scram,
+    USER_SCRAM_CREDENTIAL: MetadataImage._scram,
     FEATURE_LEVEL: MetadataImage._feature_level,
     CLIENT_QUOTA: MetadataImage._client_quota,
     PRODUCER_IDS: MetadataImage._producer_ids,
-    BROKER_REG_CHANGE: MetadataImage._broker_change,
-    ACL: MetadataImage._acl,
-    REMOVE_ACL: MetadataImage._remove_acl,
+    BROKER_REGISTRATION_CHANGE: MetadataImage._broker_change,
+    ACCESS_CONTROL_ENTRY: MetadataImage._acl,
+    REMOVE_ACCESS_CONTROL_ENTRY: MetadataImage._remove_acl,
     NO_OP: MetadataImage._noop,
-    ZK_MIGRATION: MetadataImage._zk_migration,
-    REMOVE_SCRAM: MetadataImage._remove_scram,
+    ZK_MIGRATION_STATE: MetadataImage._zk_migration,
+    REMOVE_USER_SCRAM_CREDENTIAL: MetadataImage._remove_scram,
     REMOVE_DELEGATION_TOKEN: MetadataImage._remove_token,
     REGISTER_CONTROLLER: MetadataImage._register_controller,
     CLEAR_ELR: MetadataImage._clear_elr,

@@ -21,8 +21,8 @@ import subprocess
 import pytest
 
 from kraftkit.metadata.image import (
-    ACL, CLIENT_QUOTA, CONFIG, DELEGATION_TOKEN, PARTITION, PARTITION_CHANGE, REMOVE_ACL, REMOVE_SCRAM,
-    REMOVE_TOPIC, USER_SCRAM, load_image, load_snapshot, uuid_text,
+    ACCESS_CONTROL_ENTRY, CLIENT_QUOTA, CONFIG, DELEGATION_TOKEN, PARTITION, PARTITION_CHANGE, REMOVE_ACCESS_CONTROL_ENTRY,
+    REMOVE_TOPIC, REMOVE_USER_SCRAM_CREDENTIAL, USER_SCRAM_CREDENTIAL, load_image, load_snapshot, uuid_text,
 )
 from kraftkit.metadata.records import decode_metadata_batch
 from kraftkit.metadata.snapshot import list_snapshots
@@ -222,7 +222,8 @@ def test_every_record_decodes(oracle):
                 assert api_key is not None or data is None or isinstance(data, dict)
     assert n > 500
     # the scenario wrote the record types that remove and replace things
-    for k in (PARTITION, PARTITION_CHANGE, CONFIG, CLIENT_QUOTA, ACL, REMOVE_ACL, USER_SCRAM, REMOVE_SCRAM,
+    for k in (PARTITION, PARTITION_CHANGE, CONFIG, CLIENT_QUOTA, ACCESS_CONTROL_ENTRY, REMOVE_ACCESS_CONTROL_ENTRY,
+              USER_SCRAM_CREDENTIAL, REMOVE_USER_SCRAM_CREDENTIAL,
               REMOVE_TOPIC, DELEGATION_TOKEN):
         assert types[k] > 0, k
     deleted = [d for k, _, d in _records(oracle) if k == CONFIG and d["Value"] is None]

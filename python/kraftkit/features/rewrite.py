@@ -41,13 +41,15 @@ from kraftkit._core import rewrite_snapshot as _rewrite
 from kraftkit._fs import InputFileError, check_input, kind_of
 from kraftkit.errors import KraftkitError
 from kraftkit.features.registry import KRAFT_VERSION_FEATURE, MV_FEATURE, MetadataVersion, Registry, Release, registry
+from kraftkit.metadata.mv_levels import MV_3_3_IV0
 from kraftkit.metadata.versions import newest_text
 
 from kraftkit.metadata.image import (  # metadata record api keys
-    ABORT_TXN, ACL, BEGIN_TXN, BROKER_REG_CHANGE, CLEAR_ELR, CLIENT_QUOTA, CONFIG, DELEGATION_TOKEN, END_TXN,
-    FEATURE_LEVEL, FENCE_BROKER, NO_OP, PARTITION, PARTITION_CHANGE, PRODUCER_IDS, REGISTER_BROKER,
-    REGISTER_CONTROLLER, REMOVE_ACL, REMOVE_DELEGATION_TOKEN, REMOVE_SCRAM, REMOVE_TOPIC, TOPIC, UNREGISTER_CONTROLLER,
-    UNFENCE_BROKER, UNREGISTER_BROKER, USER_SCRAM, ZK_MIGRATION,
+    ABORT_TRANSACTION, ACCESS_CONTROL_ENTRY, BEGIN_TRANSACTION, BROKER_REGISTRATION_CHANGE, CLEAR_ELR, CLIENT_QUOTA,
+    CONFIG, DELEGATION_TOKEN, END_TRANSACTION, FEATURE_LEVEL, FENCE_BROKER, NO_OP, PARTITION, PARTITION_CHANGE,
+    PRODUCER_IDS, REGISTER_BROKER, REGISTER_CONTROLLER, REMOVE_ACCESS_CONTROL_ENTRY, REMOVE_DELEGATION_TOKEN,
+    REMOVE_TOPIC, REMOVE_USER_SCRAM_CREDENTIAL, TOPIC, UNFENCE_BROKER, UNREGISTER_BROKER, UNREGISTER_CONTROLLER,
+    USER_SCRAM_CREDENTIAL, ZK_MIGRATION_STATE,
 )
 
 #: Values that carry nothing although they are not the schema default: replica directories
@@ -58,10 +60,6 @@ SEMANTIC_DEFAULTS = [
     ("RegisterBrokerRecord", "CordonedLogDirs", "empty"),
     ("RegisterBrokerRecord", "LogDirs", "empty"),
 ]
-
-#: The lowest metadata.version that has FeatureLevelRecords (KIP-778).
-MV_3_3_IV0 = 4
-
 
 class LossError(KraftkitError):
     """``fail_on_loss`` was set and the rewrite would lose metadata."""
@@ -88,17 +86,17 @@ def record_versions(mv: MetadataVersion) -> dict[int, int | None]:
     return {
         REGISTER_BROKER: mv.register_broker_record_version,
         UNREGISTER_BROKER: 0, TOPIC: 0, CONFIG: 0, FENCE_BROKER: 0, UNFENCE_BROKER: 0, REMOVE_TOPIC: 0,
-        CLIENT_QUOTA: 0, PRODUCER_IDS: 0, ACL: 0, REMOVE_ACL: 0,
+        CLIENT_QUOTA: 0, PRODUCER_IDS: 0, ACCESS_CONTROL_ENTRY: 0, REMOVE_ACCESS_CONTROL_ENTRY: 0,
         PARTITION: mv.partition_record_version,
         PARTITION_CHANGE: mv.partition_change_record_version,
         DELEGATION_TOKEN: when("delegation_token"), REMOVE_DELEGATION_TOKEN: when("delegation_token"),
-        USER_SCRAM: when("scram"), REMOVE_SCRAM: when("scram"),
+        USER_SCRAM_CREDENTIAL: when("scram"), REMOVE_USER_SCRAM_CREDENTIAL: when("scram"),
         FEATURE_LEVEL: 0 if mv.level >= MV_3_3_IV0 else None,
-        BROKER_REG_CHANGE: brc,
+        BROKER_REGISTRATION_CHANGE: brc,
         NO_OP: when("noop_record"),
-        ZK_MIGRATION: when("migration"),
-        BEGIN_TXN: when("metadata_transaction"), END_TXN: when("metadata_transaction"),
-        ABORT_TXN: when("metadata_transaction"),
+        ZK_MIGRATION_STATE: when("migration"),
+        BEGIN_TRANSACTION: when("metadata_transaction"), END_TRANSACTION: when("metadata_transaction"),
+        ABORT_TRANSACTION: when("metadata_transaction"),
         REGISTER_CONTROLLER: mv.register_controller_record_version,
         CLEAR_ELR: when("elr"),
         UNREGISTER_CONTROLLER: when("controller_unregistration"),

@@ -20,10 +20,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kraftkit.features.registry import MV_FEATURE, Registry, UnknownVersionError, registry
+from kraftkit.metadata.mv_levels import MV_3_3_IV0
 from kraftkit.metadata.versions import level_known, newest_known_levels, unknown_label
 
 #: The lowest metadata.version UpdateFeatures accepts (3.3-IV0, the first with FeatureLevelRecord).
-MINIMUM_SETTABLE_MV = 4
+MINIMUM_SETTABLE_MV = MV_3_3_IV0
 
 
 class UpgradeType(enum.IntEnum):

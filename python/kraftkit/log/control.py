@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-import enum
+from kraftkit._kafka import ControlType
 
-
-class ControlType(enum.IntEnum):
-    ABORT = 0
-    COMMIT = 1
-    LEADER_CHANGE = 2
-    SNAPSHOT_HEADER = 3
-    SNAPSHOT_FOOTER = 4
-    KRAFT_VERSION = 5
-    KRAFT_VOTERS = 6
+__all__ = ["ControlType", "control_type_name"]
 
 
 def control_type_name(control_type: int, unknown: str = "UNKNOWN") -> str:

@@ -16,31 +16,33 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kraftkit._core import control_record_key, encode_control_record, encode_metadata_record
+from kraftkit._kafka import CONFIG, FEATURE_LEVEL, NO_OP, PARTITION, REGISTER_BROKER, TOPIC
 from kraftkit.log import Log, encode_batch
 from kraftkit.log.control import ControlType
+from kraftkit.metadata.mv_levels import MV_3_9_IV0
 
-#: metadata.version 3.9-IV0 (feature level 21) and the record versions it writes.
-METADATA_VERSION = 21
+#: metadata.version 3.9-IV0 and the record versions it writes.
+METADATA_VERSION = MV_3_9_IV0
 LEADER_CHANGE = ControlType.LEADER_CHANGE
 
 
 def feature_level_record(name: str, level: int) -> bytes:
-    return encode_metadata_record(12, 0, {"Name": name, "FeatureLevel": level})
+    return encode_metadata_record(FEATURE_LEVEL, 0, {"Name": name, "FeatureLevel": level})
 
 
 def topic_record(name: str, topic_id: bytes) -> bytes:
-    return encode_metadata_record(2, 0, {"Name": name, "TopicId": topic_id})
+    return encode_metadata_record(TOPIC, 0, {"Name": name, "TopicId": topic_id})
 
 
 def partition_record(partition: int, topic_id: bytes, replicas: list[int], leader: int, directories: list[bytes]) -> bytes:
-    return encode_metadata_record(3, 1, {
+    return encode_metadata_record(PARTITION, 1, {
         "PartitionId": partition, "TopicId": topic_id, "Replicas": replicas, "Isr": replicas,
         "Leader": leader, "LeaderEpoch": 0, "PartitionEpoch": 0, "Directories": directories,
     })
 
 
 def register_broker_record(broker_id: int, epoch: int, log_dir: bytes) -> bytes:
-    return encode_metadata_record(0, 3, {
+    return encode_metadata_record(REGISTER_BROKER, 3, {
         "BrokerId": broker_id, "IncarnationId": uuid.UUID(int=broker_id).bytes, "BrokerEpoch": epoch,
         "EndPoints": [{"Name": "PLAINTEXT", "Host": f"broker-{broker_id}.kafka", "Port": 9092, "SecurityProtocol": 0}],
         "Features": [{"Name": "metadata.version", "MinSupportedVersion": 1, "MaxSupportedVersion": METADATA_VERSION}],
@@ -49,11 +51,11 @@ def register_broker_record(broker_id: int, epoch: int, log_dir: bytes) -> bytes:
 
 
 def config_record(resource_type: int, resource: str, name: str, value: str | None) -> bytes:
-    return encode_metadata_record(4, 0, {"ResourceType": resource_type, "ResourceName": resource, "Name": name, "Value": value})
+    return encode_metadata_record(CONFIG, 0, {"ResourceType": resource_type, "ResourceName": resource, "Name": name, "Value": value})
 
 
 def noop_record() -> bytes:
-    return encode_metadata_record(20, 0, {})
+    return encode_metadata_record(NO_OP, 0, {})
 
 
 def leader_change_value(leader: int, voters: list[int]) -> bytes:

@@ -15,11 +15,12 @@ from importlib import resources
 from typing import Any
 
 from kraftkit.errors import UnsupportedFormatError
+from kraftkit.metadata.mv_levels import MV_3_0_IV1
 
 MV_FEATURE = "metadata.version"
 
 #: An image without a metadata.version record is at 3.0-IV1 (FeaturesImage.EMPTY).
-MINIMUM_KRAFT_MV = 1
+MINIMUM_KRAFT_MV = MV_3_0_IV1
 
 
 @functools.cache

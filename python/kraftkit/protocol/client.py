@@ -8,10 +8,8 @@ import struct
 from typing import Any
 
 from kraftkit.errors import KraftkitError
-from kraftkit.protocol.messages import ApiKey, decode_response, encode_request, supported_versions
+from kraftkit.protocol.messages import ApiKey, Errors, decode_response, encode_request, supported_versions
 
-#: Kafka's UNSUPPORTED_VERSION error code (an ApiVersions request above the broker's range)
-UNSUPPORTED_VERSION = 35
 #: The largest response this client accepts (a corrupt size must not make it allocate much)
 MAX_RESPONSE_BYTES = 256 << 20
 
@@ -104,7 +102,7 @@ class KafkaConnection:
         v = ours[1] if version is None else version
         body = {"ClientSoftwareName": "kraftkit", "ClientSoftwareVersion": "0"} if v >= 3 else {}
         resp = self.request(ApiKey.API_VERSIONS, v, body)
-        if resp["ErrorCode"] == UNSUPPORTED_VERSION and v > 0:
+        if resp["ErrorCode"] == Errors.UNSUPPORTED_VERSION and v > 0:
             # the peer answers in v0 with what it supports (KIP-511); retry at the best common version
             theirs = {a["ApiKey"]: (a["MinVersion"], a["MaxVersion"]) for a in resp["ApiKeys"]}
             retry = negotiate(ours, theirs.get(ApiKey.API_VERSIONS, (0, 0)))

@@ -1,31 +1,15 @@
-"""RPC messages: apiKeys by name, the versions kraftkit speaks, request/response codec."""
+"""RPC messages: apiKeys by name, the versions kraftkit speaks, request/response codec, and
+Kafka's error codes (``Errors``, with their default messages)."""
 
 from __future__ import annotations
 
-import enum
 import functools
 
 from kraftkit._core import decode_request, decode_response, encode_request, encode_response, rpc_schema
+from kraftkit._kafka import ERROR_MESSAGES, ApiKey, Errors
 
-__all__ = ["API_KEYS", "ApiKey", "decode_request", "decode_response", "encode_request", "encode_response",
-           "supported_versions"]
-
-
-class ApiKey(enum.IntEnum):
-    """The apiKeys kraftkit speaks (Kafka's ``ApiKeys``)."""
-
-    PRODUCE = 0
-    FETCH = 1
-    API_VERSIONS = 18
-    VOTE = 52
-    BEGIN_QUORUM_EPOCH = 53
-    END_QUORUM_EPOCH = 54
-    DESCRIBE_QUORUM = 55
-    FETCH_SNAPSHOT = 59
-    DESCRIBE_CLUSTER = 60
-    ADD_RAFT_VOTER = 80
-    REMOVE_RAFT_VOTER = 81
-    UPDATE_RAFT_VOTER = 82
+__all__ = ["API_KEYS", "ERROR_MESSAGES", "ApiKey", "Errors", "decode_request", "decode_response", "encode_request",
+           "encode_response", "supported_versions"]
 
 
 @functools.cache

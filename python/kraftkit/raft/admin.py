@@ -21,7 +21,6 @@ from kraftkit.raft import messages as m
 
 __all__ = ["QuorumAdmin", "QuorumError", "parse_address"]
 
-NOT_LEADER_OR_FOLLOWER = 6
 
 
 class QuorumError(KraftkitError):
@@ -109,7 +108,7 @@ class QuorumAdmin:
                                   resp["ErrorCode"])
             part = resp["Topics"][0]["Partitions"][0]
             err = part["ErrorCode"]
-            if err == NOT_LEADER_OR_FOLLOWER and time.monotonic() < deadline:
+            if err == m.Errors.NOT_LEADER_OR_FOLLOWER and time.monotonic() < deadline:
                 # a Kafka controller that is not the leader answers without the leader (LeaderId 0, no
                 # Nodes): ask it DescribeCluster, whose ControllerId is the leader (as Kafka's Admin does)
                 if self._move_to_active_controller(conn) or (part["LeaderId"] >= 0 and self._move_to(part["LeaderId"])):
@@ -188,7 +187,7 @@ class QuorumAdmin:
             err = part["ErrorCode"]
             if err == 0:
                 return part["BaseOffset"], part["BaseOffset"] + len(values) - 1
-            if err == NOT_LEADER_OR_FOLLOWER and time.monotonic() < deadline:
+            if err == m.Errors.NOT_LEADER_OR_FOLLOWER and time.monotonic() < deadline:
                 leader = (part.get("CurrentLeader") or {}).get("LeaderId", -1)
                 if not (leader >= 0 and self._move_to(leader)):
                     time.sleep(0.05)

@@ -33,6 +33,7 @@ from kraftkit._core import assign_offsets, control_record_key, encode_batch, enc
 from kraftkit._fs import open_input
 from kraftkit.errors import LogError
 from kraftkit.log import Log
+from kraftkit.log.control import ControlType
 from kraftkit.log.log import DEFAULT_INDEX_INTERVAL, list_segments
 from kraftkit.metadata.snapshot import SnapshotId, list_snapshots
 from kraftkit.raft.log import Batch, Entry, RaftLog
@@ -45,7 +46,7 @@ log = logging.getLogger(__name__)
 MAX_FETCH_BYTES = 8 * 1024 * 1024
 #: Kafka's ``KafkaRaftClient.MAX_BATCH_SIZE_BYTES``: the largest batch the leader writes
 MAX_BATCH_BYTES = 8 * 1024 * 1024
-LEADER_CHANGE = 2  # control record type of the LeaderChangeMessage
+LEADER_CHANGE = ControlType.LEADER_CHANGE
 BATCH_HEADER = 61
 
 

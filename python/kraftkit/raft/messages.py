@@ -19,41 +19,26 @@ import dataclasses
 import uuid
 from typing import Any
 
+from kraftkit._core import rpc_schema
+from kraftkit.protocol.messages import ApiKey, Errors
+
 __all__ = [
     "FETCH", "VOTE", "BEGIN_QUORUM_EPOCH", "END_QUORUM_EPOCH", "FETCH_SNAPSHOT", "VERSIONS", "API_NAMES",
     "Errors", "TopicPartition", "METADATA_PARTITION", "METADATA_TOPIC_ID", "ZERO_UUID", "single_partition",
 ]
 
-FETCH = 1
-VOTE = 52
-BEGIN_QUORUM_EPOCH = 53
-END_QUORUM_EPOCH = 54
-FETCH_SNAPSHOT = 59
+FETCH, VOTE, FETCH_SNAPSHOT = ApiKey.FETCH, ApiKey.VOTE, ApiKey.FETCH_SNAPSHOT
+BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH = ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH
 
 #: The versions KRaft peers speak at the reference commit (kafka-formats.md §9.1).
 VERSIONS = {VOTE: 1, BEGIN_QUORUM_EPOCH: 1, END_QUORUM_EPOCH: 1, FETCH: 17, FETCH_SNAPSHOT: 1}
-API_NAMES = {FETCH: "Fetch", VOTE: "Vote", BEGIN_QUORUM_EPOCH: "BeginQuorumEpoch",
-             END_QUORUM_EPOCH: "EndQuorumEpoch", FETCH_SNAPSHOT: "FetchSnapshot"}
+#: apiKey -> the RPC's schema name without "Request" (``Vote``)
+API_NAMES = {m["api_key"]: m["name"].removesuffix("Request") for m in rpc_schema()
+             if m["kind"] == "request" and m["api_key"] in VERSIONS}
 
 ZERO_UUID = uuid.UUID(int=0)
 #: Kafka's fixed topic id of ``__cluster_metadata`` (``AAAAAAAAAAAAAAAAAAAAAQ``)
 METADATA_TOPIC_ID = uuid.UUID(int=1)
-
-
-class Errors:
-    """The Kafka error codes the raft core uses."""
-
-    NONE = 0
-    UNKNOWN_TOPIC_OR_PARTITION = 3
-    NOT_LEADER_OR_FOLLOWER = 6
-    BROKER_NOT_AVAILABLE = 8
-    INVALID_REQUEST = 42
-    FENCED_LEADER_EPOCH = 74
-    UNKNOWN_LEADER_EPOCH = 75
-    SNAPSHOT_NOT_FOUND = 98
-    POSITION_OUT_OF_RANGE = 99
-    INCONSISTENT_CLUSTER_ID = 104
-    INVALID_VOTER_KEY = 125
 
 
 @dataclasses.dataclass(frozen=True, order=True)

@@ -36,11 +36,6 @@ log = logging.getLogger("kraftkit.raft.node")
 
 log = logging.getLogger(__name__)
 
-UNSUPPORTED_VERSION = 35
-REQUEST_TIMED_OUT = 7
-INVALID_RECORD = 87
-MESSAGE_TOO_LARGE = 10
-THROTTLING_QUOTA_EXCEEDED = 89
 #: The APIs the listener answers (at the versions the codec speaks)
 SERVED = (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.API_VERSIONS, ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH,
           ApiKey.END_QUORUM_EPOCH, ApiKey.DESCRIBE_QUORUM, ApiKey.FETCH_SNAPSHOT, ApiKey.DESCRIBE_CLUSTER)
@@ -168,7 +163,7 @@ class RaftNode(RaftDriver):
         if not ours[0] <= version <= ours[1]:
             if api == ApiKey.API_VERSIONS:  # KIP-511: answer in v0 with what we support
                 conn.enqueue(fut, api, 0, corr)
-                fut.set_result(self._api_versions_body(UNSUPPORTED_VERSION))
+                fut.set_result(self._api_versions_body(Errors.UNSUPPORTED_VERSION))
                 return
             log.warning("node %d: %s sent %s v%d, outside %s; closing", self.node_id, conn.peer, ApiKey(api).name, version, ours)
             conn.close()
@@ -299,22 +294,22 @@ class RaftNode(RaftDriver):
                 records = p.get("Records")
                 too_large = _batch_over(records, MAX_BATCH_BYTES) if records else None
                 if too_large is not None:
-                    ans["ErrorCode"], ans["ErrorMessage"] = MESSAGE_TOO_LARGE, (
+                    ans["ErrorCode"], ans["ErrorMessage"] = Errors.MESSAGE_TOO_LARGE, (
                         f"the batch at byte {too_large[0]} is {too_large[1]} bytes, over the {MAX_BATCH_BYTES}-byte "
                         "limit of a metadata log batch")
                     continue
                 try:
                     count = check_metadata_batches(records) if records else 0
                 except KraftkitError as e:
-                    ans["ErrorCode"], ans["ErrorMessage"] = INVALID_RECORD, f"not a metadata record batch: {e}"
+                    ans["ErrorCode"], ans["ErrorMessage"] = Errors.INVALID_RECORD, f"not a metadata record batch: {e}"
                     continue
                 if count == 0:
-                    ans["ErrorCode"], ans["ErrorMessage"] = INVALID_RECORD, "no records"
+                    ans["ErrorCode"], ans["ErrorMessage"] = Errors.INVALID_RECORD, "no records"
                     continue
                 limit = self.config.produce_pending_max_bytes
                 waiting = self._produce_pending + sum(len(b.data) for _a, _r, b in items)
                 if waiting + len(records) > limit:
-                    ans["ErrorCode"], ans["ErrorMessage"] = THROTTLING_QUOTA_EXCEEDED, (
+                    ans["ErrorCode"], ans["ErrorMessage"] = Errors.THROTTLING_QUOTA_EXCEEDED, (
                         f"{waiting} bytes of produced records wait for their commit; {len(records)} more "
                         f"would pass the node's limit of {limit}: retry later")
                     continue
@@ -350,7 +345,7 @@ class RaftNode(RaftDriver):
 
         def on_timeout() -> None:
             for ans, _size in list(pending.values()):
-                ans["ErrorCode"], ans["ErrorMessage"] = REQUEST_TIMED_OUT, f"not committed within {timeout_ms} ms"
+                ans["ErrorCode"], ans["ErrorMessage"] = Errors.REQUEST_TIMED_OUT, f"not committed within {timeout_ms} ms"
                 settle(ans)
             if not fut.done():
                 fut.set_result(None if acks == 0 else reply())

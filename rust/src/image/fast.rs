@@ -8,11 +8,12 @@
 //! accepts decodes to the same record through the generic codec (tested in `tests.rs`).
 
 use super::replay::Seq;
+use crate::schema::api_keys;
 use crate::schema::records::{NewPartition, PartitionChange};
 use super::Uuid;
 use crate::varint::read_uvarint;
 
-const PARTITION_CHANGE: u32 = 5;
+const PARTITION_CHANGE: u32 = api_keys::PARTITION_CHANGE as u32;
 
 /// A compact int32 array's elements, big-endian, as in the record.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -48,7 +49,7 @@ pub(crate) type ChangeView<'a> = PartitionChange<BeInts<'a>, RawUuids<'a>>;
 /// A `PartitionRecord` whose lists point into its bytes.
 pub(crate) type PartitionView<'a> = NewPartition<BeInts<'a>, RawUuids<'a>>;
 
-const PARTITION: u32 = 3;
+const PARTITION: u32 = api_keys::PARTITION as u32;
 
 struct Cursor<'a> {
     b: &'a [u8],

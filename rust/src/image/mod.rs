@@ -253,7 +253,7 @@ impl Image {
 }
 
 /// An image without a metadata.version record is at 3.0-IV1 (`FeaturesImage.EMPTY`).
-pub const MINIMUM_KRAFT_MV: i64 = 1;
+pub const MINIMUM_KRAFT_MV: i64 = crate::schema::metadata_versions::MV_3_0_IV1;
 
 #[cfg(test)]
 mod tests;

@@ -12,14 +12,11 @@ pub(crate) use merge::Seq;
 
 use super::{Broker, Image, Partition, PendingRecord, Quotas, Topic, Uuid, MV_FEATURE};
 use crate::schema::getters::{boolean, bool_or, by_name, field, fields_only, int, int_or, nullable_string, opt_list, string, type_error, uuid, uuid_list, FieldError};
-use crate::schema::records::api_keys::*;
+use crate::schema::api_keys::*;
+use crate::schema::control_types::{KRAFT_VERSION, KRAFT_VOTERS};
 use crate::schema::records::{NewPartition, PartitionChange};
 use crate::schema::{Struct, Value};
 use std::fmt;
-
-// control record types
-pub(crate) const KRAFT_VERSION: i16 = crate::snapshot::KRAFT_VERSION;
-pub(crate) const KRAFT_VOTERS: i16 = crate::snapshot::KRAFT_VOTERS;
 
 /// A record that cannot be applied (Kafka would fail to load it too): the record's offset
 /// (when known) and Kafka's message.
@@ -70,19 +67,19 @@ impl Image {
     pub fn replay(&mut self, api_key: i16, version: i16, data: Struct, offset: Option<i64>) -> Result<(), ReplayError> {
         let err = |reason: String| ReplayError { offset, reason };
         match api_key {
-            BEGIN_TXN => {
+            BEGIN_TRANSACTION => {
                 if self.pending_transaction.is_some() {
                     return Err(err("BeginTransactionRecord inside a metadata transaction".into()));
                 }
                 self.pending_transaction = Some(Vec::new());
                 Ok(())
             }
-            END_TXN | ABORT_TXN => {
+            END_TRANSACTION | ABORT_TRANSACTION => {
                 let Some(pending) = self.pending_transaction.take() else {
-                    let which = if api_key == END_TXN { "End" } else { "Abort" };
+                    let which = if api_key == END_TRANSACTION { "End" } else { "Abort" };
                     return Err(err(format!("{which}TransactionRecord without a BeginTransactionRecord")));
                 };
-                if api_key == END_TXN {
+                if api_key == END_TRANSACTION {
                     for rec in pending {
                         self.apply(rec.api_key, rec.version, &rec.data, rec.offset)?;
                     }
@@ -124,16 +121,16 @@ impl Image {
             UNFENCE_BROKER => Image::unfence,
             REMOVE_TOPIC => Image::remove_topic,
             DELEGATION_TOKEN => Image::token,
-            USER_SCRAM => Image::scram_record,
+            USER_SCRAM_CREDENTIAL => Image::scram_record,
             FEATURE_LEVEL => Image::feature_level,
             CLIENT_QUOTA => Image::client_quota,
             PRODUCER_IDS => Image::producer_ids,
-            BROKER_REG_CHANGE => Image::broker_change,
-            ACL => Image::acl,
-            REMOVE_ACL => Image::remove_acl,
+            BROKER_REGISTRATION_CHANGE => Image::broker_change,
+            ACCESS_CONTROL_ENTRY => Image::acl,
+            REMOVE_ACCESS_CONTROL_ENTRY => Image::remove_acl,
             NO_OP => |_, _| Ok(()),
-            ZK_MIGRATION => Image::zk_migration,
-            REMOVE_SCRAM => Image::remove_scram,
+            ZK_MIGRATION_STATE => Image::zk_migration,
+            REMOVE_USER_SCRAM_CREDENTIAL => Image::remove_scram,
             REMOVE_DELEGATION_TOKEN => Image::remove_token,
             REGISTER_CONTROLLER => Image::register_controller,
             CLEAR_ELR => Image::clear_elr,

@@ -8,7 +8,7 @@
 use super::{zk_migration_state_name, Image, Partition, Uuid, ELR_FEATURE, MIGRATING, MV_FEATURE};
 use crate::builder::{encode_batch, BatchParams, RecordInput};
 use crate::fsutil;
-use crate::schema::records::api_keys::*;
+use crate::schema::api_keys::*;
 use crate::schema::{self, CodecError, Struct, Value};
 use crate::snapshot::{control_key, footer_value, header_value, kraft_version_value, SNAPSHOT_FOOTER, SNAPSHOT_HEADER};
 use crate::varint::write_uvarint;
@@ -17,16 +17,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 // metadata.version levels that gate what a snapshot holds (kafka-formats.md §7.3)
-const MV_3_3_IV0: i64 = 4;
-const MV_3_3_IV3: i64 = 7;
-const MV_3_4_IV0: i64 = 8;
-const MV_3_5_IV2: i64 = 11;
-const MV_3_6_IV2: i64 = 14;
-const MV_3_7_IV0: i64 = 15;
-const MV_3_7_IV2: i64 = 17;
-const MV_4_0_IV0: i64 = 22;
-const MV_4_0_IV1: i64 = 23;
-const MV_4_3_IV0: i64 = 30;
+use crate::schema::metadata_versions::{
+    MV_3_3_IV0, MV_3_3_IV3, MV_3_4_IV0, MV_3_5_IV2, MV_3_6_IV2, MV_3_7_IV0, MV_3_7_IV2, MV_4_0_IV0, MV_4_0_IV1, MV_4_3_IV0,
+};
 
 /// The image holds something a metadata.version cannot represent: the version and what would
 /// be lost, in Kafka's words (each once, in the order found).
@@ -216,7 +209,7 @@ impl Image {
         // does and ignores it on replay, so it is written for MV < 4.0 or a state that is not NONE.
         let zk = self.zk_migration_state;
         if mv >= MV_3_4_IV0 && (mv < MV_4_0_IV0 || zk != 0) {
-            out.push(generic(ZK_MIGRATION, 0, vec![("ZkMigrationState", Value::Int(zk))]));
+            out.push(generic(ZK_MIGRATION_STATE, 0, vec![("ZkMigrationState", Value::Int(zk))]));
         } else if zk != 0 {
             losses.push(format!("the ZK Migration state which was {}", zk_migration_state_name(zk).unwrap_or("None")));
         }
@@ -314,13 +307,13 @@ impl Image {
         }
         // 7. ACLs
         for acl in self.acls.values() {
-            out.push(SnapshotRecord::Generic { api_key: ACL, version: 0, data: acl.clone() });
+            out.push(SnapshotRecord::Generic { api_key: ACCESS_CONTROL_ENTRY, version: 0, data: acl.clone() });
         }
         // 8. SCRAM
         if !self.scram.is_empty() {
             if mv >= MV_3_5_IV2 {
                 for cred in self.scram.values() {
-                    out.push(SnapshotRecord::Generic { api_key: USER_SCRAM, version: 0, data: cred.clone() });
+                    out.push(SnapshotRecord::Generic { api_key: USER_SCRAM_CREDENTIAL, version: 0, data: cred.clone() });
                 }
             } else {
                 let mut users: Vec<&str> = self.scram.keys().map(|(_, u)| u.as_str()).collect();

@@ -429,7 +429,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
                 c"control_type",
                 ffi::Py_T_SHORT,
                 offset_of!(C, control_type),
-                c"Control type id (0 ABORT, 1 COMMIT, 2 LEADER_CHANGE, 3 SNAPSHOT_HEADER, 4 SNAPSHOT_FOOTER, 5 KRAFT_VERSION, 6 KRAFT_VOTERS).",
+                c"Control type id (Kafka's ControlRecordType: kraftkit.log.control.ControlType).",
             ),
             member(c"key_version", ffi::Py_T_SHORT, offset_of!(C, key_version), c"Version of the control key."),
             MEMBER_END,

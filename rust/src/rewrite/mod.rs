@@ -34,12 +34,8 @@ use record::Rewriter;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 
-const FEATURE_LEVEL_RECORD: i16 = 12;
-const TOPIC_RECORD: i16 = 2;
-const SNAPSHOT_HEADER: i16 = 3;
-const SNAPSHOT_FOOTER: i16 = 4;
-const KRAFT_VERSION: i16 = 5;
-const KRAFT_VOTERS: i16 = 6;
+use crate::schema::api_keys::{FEATURE_LEVEL as FEATURE_LEVEL_RECORD, TOPIC as TOPIC_RECORD};
+use crate::schema::control_types::{KRAFT_VERSION, KRAFT_VOTERS, SNAPSHOT_FOOTER, SNAPSHOT_HEADER};
 const KRAFT_VERSION_FEATURE: &str = "kraft.version";
 const ACL_RECORD: i16 = 18;
 /// The loss entry of an ACL whose host is a CIDR range.

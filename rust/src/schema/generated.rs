@@ -7341,3 +7341,75 @@ pub static RPC_MESSAGES: &[&MessageSchema] = &[
     &M_DESCRIBE_CLUSTER_REQUEST,
     &M_DESCRIBE_CLUSTER_RESPONSE,
 ];
+
+/// The api keys of the metadata record types: `MetadataRecordType`'s names without `_RECORD`.
+pub mod api_keys {
+    pub const REGISTER_BROKER: i16 = 0;
+    pub const UNREGISTER_BROKER: i16 = 1;
+    pub const TOPIC: i16 = 2;
+    pub const PARTITION: i16 = 3;
+    pub const CONFIG: i16 = 4;
+    pub const PARTITION_CHANGE: i16 = 5;
+    pub const FENCE_BROKER: i16 = 7;
+    pub const UNFENCE_BROKER: i16 = 8;
+    pub const REMOVE_TOPIC: i16 = 9;
+    pub const DELEGATION_TOKEN: i16 = 10;
+    pub const USER_SCRAM_CREDENTIAL: i16 = 11;
+    pub const FEATURE_LEVEL: i16 = 12;
+    pub const CLIENT_QUOTA: i16 = 14;
+    pub const PRODUCER_IDS: i16 = 15;
+    pub const BROKER_REGISTRATION_CHANGE: i16 = 17;
+    pub const ACCESS_CONTROL_ENTRY: i16 = 18;
+    pub const REMOVE_ACCESS_CONTROL_ENTRY: i16 = 19;
+    pub const NO_OP: i16 = 20;
+    pub const ZK_MIGRATION_STATE: i16 = 21;
+    pub const REMOVE_USER_SCRAM_CREDENTIAL: i16 = 22;
+    pub const BEGIN_TRANSACTION: i16 = 23;
+    pub const END_TRANSACTION: i16 = 24;
+    pub const ABORT_TRANSACTION: i16 = 25;
+    pub const REMOVE_DELEGATION_TOKEN: i16 = 26;
+    pub const REGISTER_CONTROLLER: i16 = 27;
+    pub const CLEAR_ELR: i16 = 28;
+    pub const UNREGISTER_CONTROLLER: i16 = 29;
+}
+
+/// The api keys of the RPCs kraftkit speaks (`ApiKeys`).
+pub mod rpc_api_keys {
+    pub const PRODUCE: i16 = 0;
+    pub const FETCH: i16 = 1;
+    pub const API_VERSIONS: i16 = 18;
+    pub const VOTE: i16 = 52;
+    pub const BEGIN_QUORUM_EPOCH: i16 = 53;
+    pub const END_QUORUM_EPOCH: i16 = 54;
+    pub const DESCRIBE_QUORUM: i16 = 55;
+    pub const FETCH_SNAPSHOT: i16 = 59;
+    pub const DESCRIBE_CLUSTER: i16 = 60;
+    pub const ADD_RAFT_VOTER: i16 = 80;
+    pub const REMOVE_RAFT_VOTER: i16 = 81;
+    pub const UPDATE_RAFT_VOTER: i16 = 82;
+}
+
+/// The control record types (`ControlRecordType`, without its `UNKNOWN` sentinel).
+pub mod control_types {
+    pub const ABORT: i16 = 0;
+    pub const COMMIT: i16 = 1;
+    pub const LEADER_CHANGE: i16 = 2;
+    pub const SNAPSHOT_HEADER: i16 = 3;
+    pub const SNAPSHOT_FOOTER: i16 = 4;
+    pub const KRAFT_VERSION: i16 = 5;
+    pub const KRAFT_VOTERS: i16 = 6;
+}
+
+/// `ControlRecordType`'s name of a control type id; None for an id it does not define.
+pub fn control_type_name(control_type: i16) -> Option<&'static str> {
+    match control_type {
+        control_types::ABORT => Some("ABORT"),
+        control_types::COMMIT => Some("COMMIT"),
+        control_types::LEADER_CHANGE => Some("LEADER_CHANGE"),
+        control_types::SNAPSHOT_HEADER => Some("SNAPSHOT_HEADER"),
+        control_types::SNAPSHOT_FOOTER => Some("SNAPSHOT_FOOTER"),
+        control_types::KRAFT_VERSION => Some("KRAFT_VERSION"),
+        control_types::KRAFT_VOTERS => Some("KRAFT_VOTERS"),
+        _ => None,
+    }
+}

@@ -16,11 +16,12 @@ pub mod codec;
 pub mod generated;
 pub mod getters;
 pub mod json;
+pub mod metadata_versions;
 pub mod records;
 pub mod types;
 
 pub use codec::{CodecError, CodecErrorKind};
-pub use generated::{CONTROL_RECORDS, METADATA_RECORDS, RPC_MESSAGES};
+pub use generated::{api_keys, control_types, rpc_api_keys, CONTROL_RECORDS, METADATA_RECORDS, RPC_MESSAGES};
 pub use types::*;
 
 use codec::{CResult, Reader};
@@ -143,9 +144,6 @@ pub fn encode_control_record(control_type: i16, data: &Struct) -> CResult<Vec<u8
 // ---------------------------------------------------------------------------------------------
 // RPC messages: request and response framing (without the 4-byte size prefix)
 
-/// The ApiVersions apiKey: its responses always use response header v0 (KIP-511).
-pub const API_VERSIONS_KEY: i16 = 18;
-
 /// An RPC message schema by name (`VoteRequest`, `RequestHeader`, ...).
 pub fn rpc_schema(name: &str) -> Option<&'static MessageSchema> {
     RPC_MESSAGES.iter().copied().find(|m| m.name == name)
@@ -171,7 +169,7 @@ pub fn request_header_version(api_key: i16, version: i16) -> CResult<i16> {
 /// The response header version: 1 when the response version is flexible, else 0; always 0
 /// for ApiVersions (a client must read it before knowing what the broker supports).
 pub fn response_header_version(api_key: i16, version: i16) -> CResult<i16> {
-    if api_key == API_VERSIONS_KEY {
+    if api_key == rpc_api_keys::API_VERSIONS {
         return Ok(0);
     }
     Ok(if rpc_or_err(api_key, true)?.flexible_versions.contains(version) { 1 } else { 0 })

@@ -1,4 +1,4 @@
-//! The metadata record types' api keys, and typed forms of the records whose replay is hot
+//! Typed forms of the metadata records whose replay is hot
 //! (`PartitionRecord`, `PartitionChangeRecord`), read from a decoded [`Struct`] by field name.
 //! Their lists are generic so that a typed decoder can point them into the record's bytes
 //! instead (`image::fast`).
@@ -7,37 +7,6 @@ use super::getters::{field, int, int_list, int_or, opt_list, uuid, uuid_list, Fi
 use super::Struct;
 
 type Uuid = [u8; 16];
-
-/// The api keys of the metadata record types (`MetadataRecordType`).
-pub(crate) mod api_keys {
-    pub const REGISTER_BROKER: i16 = 0;
-    pub const UNREGISTER_BROKER: i16 = 1;
-    pub const TOPIC: i16 = 2;
-    pub const PARTITION: i16 = 3;
-    pub const CONFIG: i16 = 4;
-    pub const PARTITION_CHANGE: i16 = 5;
-    pub const FENCE_BROKER: i16 = 7;
-    pub const UNFENCE_BROKER: i16 = 8;
-    pub const REMOVE_TOPIC: i16 = 9;
-    pub const DELEGATION_TOKEN: i16 = 10;
-    pub const USER_SCRAM: i16 = 11;
-    pub const FEATURE_LEVEL: i16 = 12;
-    pub const CLIENT_QUOTA: i16 = 14;
-    pub const PRODUCER_IDS: i16 = 15;
-    pub const BROKER_REG_CHANGE: i16 = 17;
-    pub const ACL: i16 = 18;
-    pub const REMOVE_ACL: i16 = 19;
-    pub const NO_OP: i16 = 20;
-    pub const ZK_MIGRATION: i16 = 21;
-    pub const REMOVE_SCRAM: i16 = 22;
-    pub const BEGIN_TXN: i16 = 23;
-    pub const END_TXN: i16 = 24;
-    pub const ABORT_TXN: i16 = 25;
-    pub const REMOVE_DELEGATION_TOKEN: i16 = 26;
-    pub const REGISTER_CONTROLLER: i16 = 27;
-    pub const CLEAR_ELR: i16 = 28;
-    pub const UNREGISTER_CONTROLLER: i16 = 29;
-}
 
 /// A `PartitionChangeRecord`: None for a list or value that stays unchanged.
 #[derive(Clone, Debug, Default, PartialEq)]
