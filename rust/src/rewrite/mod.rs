@@ -34,10 +34,9 @@ use record::Rewriter;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 
-use crate::schema::api_keys::{FEATURE_LEVEL as FEATURE_LEVEL_RECORD, TOPIC as TOPIC_RECORD};
+use crate::schema::api_keys::{ACCESS_CONTROL_ENTRY as ACL_RECORD, FEATURE_LEVEL as FEATURE_LEVEL_RECORD, TOPIC as TOPIC_RECORD};
 use crate::schema::control_types::{KRAFT_VERSION, KRAFT_VOTERS, SNAPSHOT_FOOTER, SNAPSHOT_HEADER};
 const KRAFT_VERSION_FEATURE: &str = "kraft.version";
-const ACL_RECORD: i16 = 18;
 /// The loss entry of an ACL whose host is a CIDR range.
 pub const CIDR_HOST_LOSS: &str = "Host (CIDR range)";
 
