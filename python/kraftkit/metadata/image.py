@@ -360,7 +360,7 @@ class MetadataImage:
         last_contained_log_timestamp: int | None = None,
         metadata_version: int | None = None,
         kraft_version: int | None = None,
-        voters: dict[str, Any] | None | bool = True,
+        voters: dict[str, Any] | bool | None = True,
         time_ms: int | None = None,
         batch_records: int = 1024,
     ) -> Path:
@@ -546,8 +546,8 @@ def load_image(path: str | os.PathLike[str], at: int | None = None, *, use_snaps
     # reached so far, so that offsets held twice (allowed with allow_gaps) are applied once
     files = [d / f"{base:020d}.log" for i, base in enumerate(segs) if not (i + 1 < len(segs) and segs[i + 1] <= start)]
     end = start
-    for f in files:
-        end = max(end, img._replay_log([f], end, at, skip_below_start=True))
+    for seg in files:
+        end = max(end, img._replay_log([seg], end, at, skip_below_start=True))
         if at is not None and end >= at:
             break
     if at is not None and end < at:

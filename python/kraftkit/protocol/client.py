@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import socket
 import struct
-from typing import Any
+from typing import Any, Self
 
 from kraftkit.errors import KraftkitError
 from kraftkit.protocol.messages import ApiKey, decode_response, encode_request, supported_versions
@@ -50,7 +50,7 @@ class KafkaConnection:
     def close(self) -> None:
         self.sock.close()
 
-    def __enter__(self) -> KafkaConnection:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -61,7 +61,7 @@ class KafkaConnection:
         while len(buf) < n:
             try:
                 chunk = self.sock.recv(min(n - len(buf), 1 << 20))
-            except socket.timeout:
+            except TimeoutError:
                 raise ProtocolError(f"{self.address}: no response within {self.timeout}s") from None
             except OSError as e:
                 raise ProtocolError(f"{self.address}: {e}") from None
