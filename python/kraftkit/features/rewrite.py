@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,14 +42,36 @@ from kraftkit._core import rewrite_snapshot as _rewrite
 from kraftkit._fs import InputFileError, check_input, kind_of
 from kraftkit.errors import KraftkitError
 from kraftkit.features.registry import KRAFT_VERSION_FEATURE, MV_FEATURE, MetadataVersion, Registry, Release, registry
-from kraftkit.metadata.versions import newest_text
-
 from kraftkit.metadata.image import (  # metadata record api keys
-    ABORT_TXN, ACL, BEGIN_TXN, BROKER_REG_CHANGE, CLEAR_ELR, CLIENT_QUOTA, CONFIG, DELEGATION_TOKEN, END_TXN,
-    FEATURE_LEVEL, FENCE_BROKER, NO_OP, PARTITION, PARTITION_CHANGE, PRODUCER_IDS, REGISTER_BROKER,
-    REGISTER_CONTROLLER, REMOVE_ACL, REMOVE_DELEGATION_TOKEN, REMOVE_SCRAM, REMOVE_TOPIC, TOPIC, UNREGISTER_CONTROLLER,
-    UNFENCE_BROKER, UNREGISTER_BROKER, USER_SCRAM, ZK_MIGRATION,
+    ABORT_TXN,
+    ACL,
+    BEGIN_TXN,
+    BROKER_REG_CHANGE,
+    CLEAR_ELR,
+    CLIENT_QUOTA,
+    CONFIG,
+    DELEGATION_TOKEN,
+    END_TXN,
+    FEATURE_LEVEL,
+    FENCE_BROKER,
+    NO_OP,
+    PARTITION,
+    PARTITION_CHANGE,
+    PRODUCER_IDS,
+    REGISTER_BROKER,
+    REGISTER_CONTROLLER,
+    REMOVE_ACL,
+    REMOVE_DELEGATION_TOKEN,
+    REMOVE_SCRAM,
+    REMOVE_TOPIC,
+    TOPIC,
+    UNFENCE_BROKER,
+    UNREGISTER_BROKER,
+    UNREGISTER_CONTROLLER,
+    USER_SCRAM,
+    ZK_MIGRATION,
 )
+from kraftkit.metadata.versions import newest_text
 
 #: Values that carry nothing although they are not the schema default: replica directories
 #: that are all ``MIGRATING`` (Kafka's image writer drops them without a loss) and an empty
@@ -235,7 +258,7 @@ def rewrite_snapshot(
     metadata_version: str | int | MetadataVersion,
     *,
     fail_on_loss: bool = False,
-    release: Release | None | bool = True,
+    release: Release | bool | None = True,
     feature_levels: dict[str, int] | None = None,
     samples: int = 5,
 ) -> RewriteReport:
@@ -314,7 +337,7 @@ def _report(raw: dict[str, Any], src: Path, dst: str | None, target: MetadataVer
 
 
 def rewrite_snapshots(
-    jobs: list[tuple[str | os.PathLike[str], str | os.PathLike[str] | None]],
+    jobs: Sequence[tuple[str | os.PathLike[str], str | os.PathLike[str] | None]],
     metadata_version: str | int | MetadataVersion,
     *,
     workers: int | None = None,
