@@ -2,15 +2,17 @@
 
 from collections.abc import Iterable, Iterator, Sequence
 from os import PathLike
-from typing import Any, Literal, final
+from typing import Any, Literal, TypeAlias, final, overload
 from uuid import UUID
+
+from typing_extensions import Buffer
 
 __version__: str
 
-Compression = Literal["none", "gzip", "snappy", "lz4", "zstd"]
-Header = tuple[str, bytes | None]
-RecordInput = tuple[int, bytes | None, bytes | None, Sequence[Header]]
-ScanReport = dict[str, Any]
+Compression: TypeAlias = Literal["none", "gzip", "snappy", "lz4", "zstd"]
+Header: TypeAlias = tuple[str, bytes | None]
+RecordInput: TypeAlias = tuple[int, bytes | None, bytes | None, Sequence[Header]]
+ScanReport: TypeAlias = dict[str, Any]
 """Keys: file, batches, records, valid_bytes, total_bytes, first_offset, last_offset,
 max_timestamp, epochs (list of (epoch, base offset)), error (exception instance or None)."""
 
@@ -127,7 +129,7 @@ class RecordBatch:
     def to_bytes(self) -> bytes: ...
     def __buffer__(self, flags: int, /) -> memoryview: ...
 
-def decode_batches(data: bytes, *, verify_crc: bool = False) -> list[RecordBatch]: ...
+def decode_batches(data: Buffer, *, verify_crc: bool = False) -> list[RecordBatch]: ...
 def encode_batch(
     records: Iterable[RecordInput],
     *,
@@ -143,11 +145,11 @@ def encode_batch(
     log_append_time: int | None = None,
     delete_horizon_ms: int | None = None,
 ) -> bytes: ...
-def assign_offsets(data: bytes, base_offset: int, partition_leader_epoch: int) -> tuple[bytes, int]:
+def assign_offsets(data: Buffer, base_offset: int, partition_leader_epoch: int) -> tuple[bytes, int]:
     """A leader's intake of a client's batches (Kafka's LogValidator, offsets assigned in place):
     each whole batch checked (sizes, magic, CRC, count), given consecutive offsets from
     ``base_offset``, the partition leader epoch and a new CRC. Returns (bytes, record count)."""
-def crc32c(data: bytes, crc: int = 0) -> int: ...
+def crc32c(data: Buffer, crc: int = 0) -> int: ...
 
 @final
 class BatchIter:
@@ -223,7 +225,7 @@ def commit_part(part: str | PathLike[str], dst: str | PathLike[str], *, mode: in
 def fsync_dir(path: str | PathLike[str]) -> None: ...
 
 # --- metadata and control records (schema codec; see kraftkit.metadata.records) ---------------
-RecordDict = dict[str, Any]
+RecordDict: TypeAlias = dict[str, Any]
 """A record body keyed by the schema's field names ("BrokerId"); "_unknown_tags": [(tag, bytes)]."""
 
 def decode_metadata_record(value: bytes) -> tuple[int, int, RecordDict]: ...
@@ -233,10 +235,17 @@ def decode_control_record(control_type: int, value: bytes) -> RecordDict: ...
 def encode_control_record(control_type: int, data: RecordDict) -> bytes: ...
 def control_record_json(control_type: int, value: bytes) -> tuple[str, str]: ...
 def metadata_record_types() -> list[tuple[int, str, int, int]]: ...
-def check_metadata_batches(data: bytes) -> int:
+def check_metadata_batches(data: Buffer) -> int:
     """Record count of batches fit for the metadata log (whole, valid CRCs, not control or
     transactional, consecutive offset deltas, every value a decodable metadata record); raises
     CorruptRecordError naming the batch and record otherwise."""
+@overload
+def decode_metadata_batch(
+    batch: RecordBatch, json: Literal[False] = False
+) -> list[tuple[int, int | None, int, RecordDict | None]]: ...
+@overload
+def decode_metadata_batch(batch: RecordBatch, json: Literal[True]) -> list[tuple[int, int | None, int, str | None]]: ...
+@overload
 def decode_metadata_batch(
     batch: RecordBatch, json: bool = False
 ) -> list[tuple[int, int | None, int, RecordDict | str | None]]: ...
@@ -263,6 +272,7 @@ class ImageError(KraftkitError):
     metadata_version: int
     losses: list[str]
 
+@final
 class ImageState:
     """The state of a metadata image, replayed in Rust (wrapped by ``MetadataImage``)."""
 
@@ -362,8 +372,10 @@ def rpc_schema() -> list[dict[str, Any]]:
 
 # ---------------------------------------------------------------------------- Arrow export (kraftkit.spark)
 
-ColumnParts = tuple[ArrowBuffer | None, ArrowBuffer | None, ArrowBuffer, int]
+ColumnParts: TypeAlias = tuple[ArrowBuffer | None, ArrowBuffer | None, ArrowBuffer, int]
 """(validity bitmap or None, offsets or None, values, null count): ``pyarrow.Array.from_buffers``'s layout."""
+StringParts: TypeAlias = tuple[ArrowBuffer | None, ArrowBuffer, ArrowBuffer, int]
+"""The ColumnParts of a string column, whose offsets are always there."""
 
 @final
 class ArrowBuffer:
@@ -387,4 +399,4 @@ def batch_splits(source: str | PathLike[str] | bytes, target: int) -> list[int]:
 def decode_values(validity: Any, offsets: Any, data: Any, offset: int, length: int) -> tuple[ColumnParts, ColumnParts, ColumnParts, ColumnParts]: ...
 def batch_crc_values(validity: Any, offsets: Any, data: Any, offset: int, length: int) -> ColumnParts: ...
 def record_losses(validity: Any, offsets: Any, data: Any, offset: int, length: int,
-                  plan: RewritePlan) -> tuple[ArrowBuffer | None, ArrowBuffer, ColumnParts, int]: ...
+                  plan: RewritePlan) -> tuple[ArrowBuffer | None, ArrowBuffer, StringParts, int]: ...

@@ -138,7 +138,7 @@ def _quorum_step(root: Path, part: Path, max_records: int = 50_000) -> bool:
     with Log(part) as log:
         for batch in log.batches():
             if not batch.is_control:
-                values.extend(r.value for r in batch)
+                values.extend(r.value for r in batch if r.value is not None)  # a metadata record always has one
             if len(values) >= max_records:
                 break
     values = values[:max_records]

@@ -58,7 +58,8 @@ def _dump_index(path: str, out, as_json: bool) -> int:
         if os.path.getsize(path) == 0 and not as_json:
             out.write(f"{path} is empty.\n")  # kafka-dump-log's line for an offset index without entries
         for offset, position in seg.offset_index():
-            out.write(_json_line({"type": "index", "offset": offset, "position": position}) if as_json else f"offset: {offset} position: {position}\n")
+            out.write(_json_line({"type": "index", "offset": offset, "position": position}) if as_json
+                      else f"offset: {offset} position: {position}\n")
     else:
         for ts, offset in seg.time_index():
             out.write(_json_line({"type": "timeindex", "timestamp": ts, "offset": offset}) if as_json else f"timestamp: {ts} offset: {offset}\n")
@@ -121,7 +122,7 @@ def _batch_problems(seg, path: str, summary: dict, max_bytes: int | None, dense:
             pass  # where the batches stop is reported with the dump's error
     if invalid > len(crc):
         crc.append(f"{path}: {invalid} batch(es) fail their CRC check" + (f" (the first {len(crc)} above)" if crc else ""))
-    steps = list(zip(summary["non_consecutive"], summary["non_consecutive_at"]))
+    steps = list(zip(summary["non_consecutive"], summary["non_consecutive_at"], strict=True))
     # in a KRaft file every offset follows the one before: say which one was due
     gaps = [f"{path}: non-consecutive offsets: {prev} is followed by {nxt}"
             + (f", where {prev + 1} was due" if dense else "") + f" (batch base offset {base}, byte position {pos})"

@@ -126,9 +126,9 @@ def run_describe(args: argparse.Namespace) -> int:
 def run_change(args: argparse.Namespace) -> int:
     from kraftkit.errors import KraftkitError
     from kraftkit.features.offline import FeatureChangeError, change, requested_updates, state_of
+    from kraftkit.features.validation import UpgradeType
     from kraftkit.metadata.image import load_image
     from kraftkit.metadata.source import metadata_dir
-    from kraftkit.features.validation import UpgradeType
 
     prog = f"kraftkit features {args.mode}"
     try:

@@ -4,15 +4,15 @@ found in the data, 2 usage error or unreadable input."""
 from __future__ import annotations
 
 import argparse
-import sys
-
 import importlib
+import sys
 
 from kraftkit.cli.exits import EXIT_INTERRUPTED, EXIT_OK
 
 #: command name -> module under kraftkit.cli. Only the module of the command being run is
 #: imported (all of them for --help, none for --version), so each command starts fast.
-COMMANDS = {"dump-log": "dump_log", "verify-log": "verify_log", "snapshot": "snapshot", "metadata": "metadata", "features": "features", "storage": "storage", "quorum": "quorum", "demo": "demo", "spark": "spark"}
+COMMANDS = {"dump-log": "dump_log", "verify-log": "verify_log", "snapshot": "snapshot", "metadata": "metadata",
+            "features": "features", "storage": "storage", "quorum": "quorum", "demo": "demo", "spark": "spark"}
 
 
 def _shown(text: str) -> str:
@@ -90,10 +90,8 @@ def main(argv: list[str] | None = None, namespace: argparse.Namespace | None = N
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (e.g. `| head`): not an error of ours.
-        try:
-            sys.stdout = None  # type: ignore[assignment]
-        finally:
-            return EXIT_OK
+        sys.stdout = None
+        return EXIT_OK
 
 
 if __name__ == "__main__":

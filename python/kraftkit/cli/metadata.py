@@ -86,7 +86,14 @@ def dump_problems(paths: list[str]) -> list:
     from pathlib import Path
 
     from kraftkit.log.continuity import check_segments
-    from kraftkit.metadata.source import check_log, classify, metadata_dir, order_errors, scan_segments, snapshot_problem
+    from kraftkit.metadata.source import (
+        check_log,
+        classify,
+        metadata_dir,
+        order_errors,
+        scan_segments,
+        snapshot_problem,
+    )
 
     out = []
     for name in paths:
@@ -146,8 +153,10 @@ def run_dump(args: argparse.Namespace) -> int:
                         else:
                             lines.append(f"{offset}  {name} v{cver}  {body}")
                     elif args.json:
+                        assert text is not None  # a data record always decodes to text
                         lines.append(f'{{"offset":{offset},{text[1:]}')
                     else:
+                        assert text is not None
                         # text is {"type":"X","version":N,"data":{...}}
                         cut = text.index(',"data":')
                         name = text[9:text.index('"', 9)]

@@ -196,6 +196,7 @@ def run_node(args: argparse.Namespace) -> int:
         try:
             await node.start()
         except OSError as e:
+            assert cfg.listen is not None  # NodeConfig sets it (the node's voter address by default)
             return fail("quorum run", f"cannot listen on {cfg.listen[0]}:{cfg.listen[1]}: {e}")
         loop = asyncio.get_running_loop()
         stopping = asyncio.Event()
@@ -236,7 +237,7 @@ def run_describe(args: argparse.Namespace) -> int:
                              str(r["last_caught_up_ms"]), status))
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         for row in rows:
-            print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+            print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
         return EXIT_OK
     print(f"ClusterId:              {info['cluster_id']}")
     print(f"LeaderId:               {info['leader_id']}")

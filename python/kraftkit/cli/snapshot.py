@@ -73,10 +73,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run_create(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from kraftkit.cli.metadata import report_gaps, report_refusal
     from kraftkit.errors import KraftkitError
     from kraftkit.metadata.image import batch_ending_at, load_image
     from kraftkit.metadata.snapshot import SnapshotId
-    from kraftkit.cli.metadata import report_gaps, report_refusal
     from kraftkit.metadata.source import ContinuityError, MetadataSourceError, metadata_dir
     from kraftkit.metadata.versions import NewerThanKnownError
 
@@ -147,6 +147,7 @@ def run_rewrite(args: argparse.Namespace) -> int:
     from kraftkit.features.rewrite import LossError, rewrite_snapshots
 
     paths = [Path(p) for p in args.paths]
+    jobs: list[tuple[Path, Path | None]]
     if args.dry_run:
         jobs = [(p, None) for p in paths]
     elif len(paths) < 2:
@@ -164,7 +165,7 @@ def run_rewrite(args: argparse.Namespace) -> int:
         return fail("snapshot rewrite", str(e))
     status = EXIT_OK
     results = rewrite_snapshots(jobs, args.metadata_version, fail_on_loss=args.fail_on_loss)
-    for (src, _), res in zip(jobs, results):
+    for res in results:
         if isinstance(res, LossError):
             status = max(status, EXIT_PROBLEMS)
             res = res.report

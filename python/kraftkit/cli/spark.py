@@ -157,7 +157,7 @@ def run_scan(args: argparse.Namespace) -> int:
         print(json.dumps({"type": "total", "rows": total, "damaged_rows": bad, "seconds": round(secs, 3)}))
     else:
         for r in rows:
-            print(f"{r['cluster']:<20} {str(r['record_type']):<36} {r['count']:>10}")
+            print(f"{r['cluster']:<20} {r['record_type']!s:<36} {r['count']:>10}")
         print(f"{total} records ({bad} in damaged batches) in {secs:.1f}s")
     return EXIT_PROBLEMS if bad else EXIT_OK
 

@@ -170,6 +170,7 @@ def change(path: str | os.PathLike[str], updates: list[FeatureUpdate], *, dry_ru
             out.report.source = f"{d} (image at offset {sid.end_offset})"
             return out
         if downgrade:
+            assert backup is not None  # refused above
             bdir = Path(backup) / d.name
             if bdir.exists() and any(bdir.iterdir()):
                 raise FeatureChangeError(f"{bdir}: the backup directory is not empty")

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,16 +42,37 @@ from kraftkit._core import rewrite_snapshot as _rewrite
 from kraftkit._fs import InputFileError, check_input, kind_of
 from kraftkit.errors import KraftkitError
 from kraftkit.features.registry import KRAFT_VERSION_FEATURE, MV_FEATURE, MetadataVersion, Registry, Release, registry
+from kraftkit.metadata.image import (  # metadata record api keys
+    ABORT_TRANSACTION,
+    ACCESS_CONTROL_ENTRY,
+    BEGIN_TRANSACTION,
+    BROKER_REGISTRATION_CHANGE,
+    CLEAR_ELR,
+    CLIENT_QUOTA,
+    CONFIG,
+    DELEGATION_TOKEN,
+    END_TRANSACTION,
+    FEATURE_LEVEL,
+    FENCE_BROKER,
+    NO_OP,
+    PARTITION,
+    PARTITION_CHANGE,
+    PRODUCER_IDS,
+    REGISTER_BROKER,
+    REGISTER_CONTROLLER,
+    REMOVE_ACCESS_CONTROL_ENTRY,
+    REMOVE_DELEGATION_TOKEN,
+    REMOVE_TOPIC,
+    REMOVE_USER_SCRAM_CREDENTIAL,
+    TOPIC,
+    UNFENCE_BROKER,
+    UNREGISTER_BROKER,
+    UNREGISTER_CONTROLLER,
+    USER_SCRAM_CREDENTIAL,
+    ZK_MIGRATION_STATE,
+)
 from kraftkit.metadata.mv_levels import MV_3_3_IV0
 from kraftkit.metadata.versions import newest_text
-
-from kraftkit.metadata.image import (  # metadata record api keys
-    ABORT_TRANSACTION, ACCESS_CONTROL_ENTRY, BEGIN_TRANSACTION, BROKER_REGISTRATION_CHANGE, CLEAR_ELR, CLIENT_QUOTA,
-    CONFIG, DELEGATION_TOKEN, END_TRANSACTION, FEATURE_LEVEL, FENCE_BROKER, NO_OP, PARTITION, PARTITION_CHANGE,
-    PRODUCER_IDS, REGISTER_BROKER, REGISTER_CONTROLLER, REMOVE_ACCESS_CONTROL_ENTRY, REMOVE_DELEGATION_TOKEN,
-    REMOVE_TOPIC, REMOVE_USER_SCRAM_CREDENTIAL, TOPIC, UNFENCE_BROKER, UNREGISTER_BROKER, UNREGISTER_CONTROLLER,
-    USER_SCRAM_CREDENTIAL, ZK_MIGRATION_STATE,
-)
 
 #: Values that carry nothing although they are not the schema default: replica directories
 #: that are all ``MIGRATING`` (Kafka's image writer drops them without a loss) and an empty
@@ -233,7 +255,7 @@ def rewrite_snapshot(
     metadata_version: str | int | MetadataVersion,
     *,
     fail_on_loss: bool = False,
-    release: Release | None | bool = True,
+    release: Release | bool | None = True,
     feature_levels: dict[str, int] | None = None,
     samples: int = 5,
 ) -> RewriteReport:
@@ -312,7 +334,7 @@ def _report(raw: dict[str, Any], src: Path, dst: str | None, target: MetadataVer
 
 
 def rewrite_snapshots(
-    jobs: list[tuple[str | os.PathLike[str], str | os.PathLike[str] | None]],
+    jobs: Sequence[tuple[str | os.PathLike[str], str | os.PathLike[str] | None]],
     metadata_version: str | int | MetadataVersion,
     *,
     workers: int | None = None,

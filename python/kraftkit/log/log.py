@@ -10,6 +10,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Self
 
 from kraftkit._core import RecordBatch, Segment, SegmentWriter, truncate_segment
 from kraftkit.errors import LogError
@@ -226,7 +227,7 @@ class Log:
         if not self._active.closed:
             self._active.close()
 
-    def __enter__(self) -> Log:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -48,11 +48,33 @@ from typing import Any, NoReturn, TypeVar
 
 from kraftkit._core import ImageError, ImageState, encode_control_record, zk_migration_states
 from kraftkit._kafka import (  # noqa: F401  (metadata record api keys, importable from here)
-    ABORT_TRANSACTION, ACCESS_CONTROL_ENTRY, BEGIN_TRANSACTION, BROKER_REGISTRATION_CHANGE, CLEAR_ELR, CLIENT_QUOTA,
-    CONFIG, DELEGATION_TOKEN, END_TRANSACTION, FEATURE_LEVEL, FENCE_BROKER, NO_OP, PARTITION, PARTITION_CHANGE,
-    PRODUCER_IDS, REGISTER_BROKER, REGISTER_CONTROLLER, REMOVE_ACCESS_CONTROL_ENTRY, REMOVE_DELEGATION_TOKEN,
-    REMOVE_TOPIC, REMOVE_USER_SCRAM_CREDENTIAL, TOPIC, UNFENCE_BROKER, UNREGISTER_BROKER, UNREGISTER_CONTROLLER,
-    USER_SCRAM_CREDENTIAL, ZK_MIGRATION_STATE,
+    ABORT_TRANSACTION,
+    ACCESS_CONTROL_ENTRY,
+    BEGIN_TRANSACTION,
+    BROKER_REGISTRATION_CHANGE,
+    CLEAR_ELR,
+    CLIENT_QUOTA,
+    CONFIG,
+    DELEGATION_TOKEN,
+    END_TRANSACTION,
+    FEATURE_LEVEL,
+    FENCE_BROKER,
+    NO_OP,
+    PARTITION,
+    PARTITION_CHANGE,
+    PRODUCER_IDS,
+    REGISTER_BROKER,
+    REGISTER_CONTROLLER,
+    REMOVE_ACCESS_CONTROL_ENTRY,
+    REMOVE_DELEGATION_TOKEN,
+    REMOVE_TOPIC,
+    REMOVE_USER_SCRAM_CREDENTIAL,
+    TOPIC,
+    UNFENCE_BROKER,
+    UNREGISTER_BROKER,
+    UNREGISTER_CONTROLLER,
+    USER_SCRAM_CREDENTIAL,
+    ZK_MIGRATION_STATE,
 )
 from kraftkit.errors import KraftkitError
 from kraftkit.log.control import ControlType
@@ -361,7 +383,7 @@ class MetadataImage:
         last_contained_log_timestamp: int | None = None,
         metadata_version: int | None = None,
         kraft_version: int | None = None,
-        voters: dict[str, Any] | None | bool = True,
+        voters: dict[str, Any] | bool | None = True,
         time_ms: int | None = None,
         batch_records: int = 1024,
     ) -> Path:
@@ -547,8 +569,8 @@ def load_image(path: str | os.PathLike[str], at: int | None = None, *, use_snaps
     # reached so far, so that offsets held twice (allowed with allow_gaps) are applied once
     files = [d / f"{base:020d}.log" for i, base in enumerate(segs) if not (i + 1 < len(segs) and segs[i + 1] <= start)]
     end = start
-    for f in files:
-        end = max(end, img._replay_log([f], end, at, skip_below_start=True))
+    for seg in files:
+        end = max(end, img._replay_log([seg], end, at, skip_below_start=True))
         if at is not None and end >= at:
             break
     if at is not None and end < at:

@@ -72,7 +72,7 @@ def record_type(key: int | str) -> tuple[int, str, int, int]:
     schema name (``"FeatureLevelRecord"``) or dump-log type name (``"FEATURE_LEVEL_RECORD"``)."""
     for t in metadata_record_types():
         api_key, name = t[0], t[1]
-        if key == api_key or key == name or (isinstance(key, str) and _snake(name) == key):
+        if key in (api_key, name) or (isinstance(key, str) and _snake(name) == key):
             return t
     raise KeyError(f"no metadata record type {key!r}")
 

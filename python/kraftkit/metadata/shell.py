@@ -27,6 +27,7 @@ from kraftkit.errors import KraftkitError
 from kraftkit.metadata.image import (
     CONFIG_TYPES,
     SCRAM_MECHANISMS,
+    ZK_MIGRATION_STATES,
     MetadataImage,
     _config_node,
     _entity_node,
@@ -34,7 +35,6 @@ from kraftkit.metadata.image import (
     _quota_sort,
     mv_name,
     uuid_text,
-    ZK_MIGRATION_STATES,
 )
 
 
@@ -50,7 +50,7 @@ def _leaf(v: Any) -> Leaf:
     return Leaf(_jsonable(v))
 
 
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 def time_text(ms: int) -> str | None:
@@ -115,10 +115,10 @@ def lookup(image: MetadataImage, path: str) -> tuple[str, Any]:
     if len(parts) >= 2 and parts[0] == "topics" and parts[1] not in ("byName", "byId"):
         parts.insert(1, "byName")
     node: Any = tree(image)
-    walked = []
+    walked: list[str] = []
     for part in parts:
         if not isinstance(node, dict) or isinstance(node, Leaf) or part not in node:
-            raise ShellPathError(f"/{'/'.join(walked + [part])}: no such node")
+            raise ShellPathError(f"/{'/'.join([*walked, part])}: no such node")
         node = node[part]
         walked.append(part)
     return "/" + "/".join(walked), node

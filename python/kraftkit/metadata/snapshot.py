@@ -15,7 +15,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Self
 
 from kraftkit._core import (
     RecordBatch,
@@ -63,7 +63,7 @@ class SnapshotId(_OffsetAndEpoch):
 
     __slots__ = ()
 
-    def __new__(cls, end_offset: int, epoch: int) -> SnapshotId:
+    def __new__(cls, end_offset: int, epoch: int) -> Self:
         if not 0 <= end_offset < 10**20 or not 0 <= epoch < 2**31:
             raise ValueError(f"invalid snapshot id {end_offset}-{epoch}")
         return super().__new__(cls, end_offset, epoch)
@@ -152,6 +152,8 @@ class SnapshotReader:
             if batch.is_control:
                 continue
             for r in batch.records():
+                if r.value is None:  # verify() refuses this; records() may be read without it
+                    raise SnapshotError(f"{self.path}: record at offset {r.offset} has no value")
                 yield r.offset, r.value
 
 
@@ -260,7 +262,7 @@ class SnapshotWriter:
             self._file.close()
             self.part_path.unlink(missing_ok=True)
 
-    def __enter__(self) -> SnapshotWriter:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

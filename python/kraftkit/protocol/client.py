@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import socket
 import struct
-from typing import Any
+from typing import Any, Self
 
 from kraftkit.errors import KraftkitError
 from kraftkit.protocol.messages import ApiKey, Errors, decode_response, encode_request, supported_versions
@@ -48,7 +48,7 @@ class KafkaConnection:
     def close(self) -> None:
         self.sock.close()
 
-    def __enter__(self) -> KafkaConnection:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -59,7 +59,7 @@ class KafkaConnection:
         while len(buf) < n:
             try:
                 chunk = self.sock.recv(min(n - len(buf), 1 << 20))
-            except socket.timeout:
+            except TimeoutError:
                 raise ProtocolError(f"{self.address}: no response within {self.timeout}s") from None
             except OSError as e:
                 raise ProtocolError(f"{self.address}: {e}") from None
@@ -90,7 +90,7 @@ class KafkaConnection:
                     fallback = decode_response(int(api_key), 0, data)
                 except KraftkitError:
                     pass
-            if fallback is None or fallback[1].get("ErrorCode") != UNSUPPORTED_VERSION:
+            if fallback is None or fallback[1].get("ErrorCode") != Errors.UNSUPPORTED_VERSION:
                 raise ProtocolError(f"{self.address}: bad {ApiKey(api_key).name} v{version} response: {e}") from None
             got, resp = fallback
         if got != cid:

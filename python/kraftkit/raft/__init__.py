@@ -9,13 +9,31 @@ on asyncio (:mod:`kraftkit.raft.driver`) and its listener (:mod:`kraftkit.raft.s
 
 from kraftkit.raft.core import RaftConfig, RaftCore, RaftStateError, RecordsAdapter
 from kraftkit.raft.events import (
-    Append, AppendRejected, Appended, Committed, CreateSnapshot, Fsync, FsyncComplete, PersistElection, Receive,
-    Resign, Send, SnapshotLoaded, Start, StateChanged, Tick,
+    Append,
+    Appended,
+    AppendRejected,
+    Committed,
+    CreateSnapshot,
+    Fsync,
+    FsyncComplete,
+    PersistElection,
+    Receive,
+    Resign,
+    Send,
+    SnapshotLoaded,
+    Start,
+    StateChanged,
+    Tick,
 )
 from kraftkit.raft.log import Entry, LogError, MemoryLog, RaftLog, SnapshotId
 from kraftkit.raft.messages import METADATA_PARTITION, Errors, TopicPartition
 from kraftkit.raft.quorum_state import (
-    ElectionState, FileQuorumStateStore, MemoryQuorumStateStore, Role, parse_quorum_state, render_quorum_state,
+    ElectionState,
+    FileQuorumStateStore,
+    MemoryQuorumStateStore,
+    Role,
+    parse_quorum_state,
+    render_quorum_state,
 )
 
 __all__ = [

@@ -11,7 +11,7 @@ Produce requests).
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Self
 
 from kraftkit._core import encode_batch
 from kraftkit.errors import KraftkitError
@@ -56,7 +56,7 @@ class QuorumAdmin:
             self._conn.close()
             self._conn = None
 
-    def __enter__(self) -> QuorumAdmin:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

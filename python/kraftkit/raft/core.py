@@ -29,16 +29,39 @@ from typing import Any
 from kraftkit.metadata.snapshot import SnapshotId
 from kraftkit.raft import messages as m
 from kraftkit.raft.events import (
-    Append, Appended, AppendRejected, CreateSnapshot, Event, Fsync, FsyncComplete, Output, PeerUnreachable,
-    PersistElection, Receive, RequestFailed, Resign, Send, Start, StateChanged, Tick,
+    Append,
+    Appended,
+    AppendRejected,
+    CreateSnapshot,
+    Event,
+    Fsync,
+    FsyncComplete,
+    Output,
+    PeerUnreachable,
+    PersistElection,
+    Receive,
+    RequestFailed,
+    Resign,
+    Send,
+    Start,
+    StateChanged,
+    Tick,
 )
 from kraftkit.raft.handlers import Handlers, end_epoch_backoff_ms
 from kraftkit.raft.log import Entry, RaftLog
 from kraftkit.raft.messages import Errors, TopicPartition
 from kraftkit.raft.quorum_state import ElectionState, Role
 from kraftkit.raft.state import (
-    STATE_OF_ROLE, CandidateState, EpochState, FetchingState, FollowerState, LeaderState, RaftStateError,
-    ResignedState, UnattachedState, VotedState,
+    STATE_OF_ROLE,
+    CandidateState,
+    EpochState,
+    FetchingState,
+    FollowerState,
+    LeaderState,
+    RaftStateError,
+    ResignedState,
+    UnattachedState,
+    VotedState,
 )
 
 __all__ = ["RaftConfig", "RaftCore", "RaftStateError", "RecordsAdapter", "Role", "end_epoch_backoff_ms"]
@@ -121,7 +144,7 @@ class RaftCore(Handlers):
         self.started = False
         # quorum state
         self.state: EpochState = UnattachedState(0)
-        self.high_watermark = 0
+        self.high_watermark: int = 0
         # requests
         self._next_corr = 1
         self._inflight: dict[int, tuple[int, int, int]] = {}  # corr -> (dest, api, deadline)
@@ -487,7 +510,7 @@ class RaftCore(Handlers):
         if follower is not None and follower.snapshot_fetch is not None:
             sid, buf = follower.snapshot_fetch
             st.fetch_corr = self._send(target, m.FETCH_SNAPSHOT, m.fetch_snapshot_request(
-                self.tp, self.cfg.cluster_id, self.node_id, self.epoch, tuple(sid), len(buf),
+                self.tp, self.cfg.cluster_id, self.node_id, self.epoch, (sid.end_offset, sid.epoch), len(buf),
                 self.cfg.snapshot_chunk_bytes))
         else:
             st.fetch_corr = self._send(target, m.FETCH, m.fetch_request(

@@ -39,8 +39,23 @@ from kraftkit.metadata.snapshot import SnapshotId
 from kraftkit.raft import messages as m
 from kraftkit.raft.core import RaftConfig, RaftCore
 from kraftkit.raft.events import (
-    Append, Appended, AppendRejected, Committed, CreateSnapshot, Fsync, FsyncComplete, PeerUnreachable,
-    PersistElection, Receive, RequestFailed, Resign, Send, SnapshotLoaded, Start, StateChanged, Tick,
+    Append,
+    Appended,
+    AppendRejected,
+    Committed,
+    CreateSnapshot,
+    Fsync,
+    FsyncComplete,
+    PeerUnreachable,
+    PersistElection,
+    Receive,
+    RequestFailed,
+    Resign,
+    Send,
+    SnapshotLoaded,
+    Start,
+    StateChanged,
+    Tick,
 )
 from kraftkit.raft.file_log import ClientBatches, FileRaftLog
 from kraftkit.raft.messages import TopicPartition

@@ -13,6 +13,7 @@ depends on them), :class:`Send`, :class:`Fsync`, :class:`Committed`, :class:`Sta
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sized
 
 from kraftkit.metadata.snapshot import SnapshotId
 from kraftkit.raft.quorum_state import ElectionState, Role
@@ -51,7 +52,7 @@ class Append:
     """A local append request (the leader's state machine writing ``payloads``)."""
 
     now: int
-    payloads: tuple
+    payloads: Sized  # a tuple of values, or batches the log takes as they are (ClientBatches)
 
 
 @dataclasses.dataclass(frozen=True)

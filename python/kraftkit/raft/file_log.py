@@ -21,13 +21,14 @@ log, unfinished ``.checkpoint.part`` files are removed.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import mmap
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kraftkit._core import assign_offsets, control_record_key, encode_batch, encode_control_record, write_atomic
 from kraftkit._fs import open_input
@@ -37,6 +38,9 @@ from kraftkit.log.control import ControlType
 from kraftkit.log.log import DEFAULT_INDEX_INTERVAL, list_segments
 from kraftkit.metadata.snapshot import SnapshotId, list_snapshots
 from kraftkit.raft.log import Batch, Entry, RaftLog
+
+if TYPE_CHECKING:
+    from kraftkit._core import RecordInput
 
 __all__ = ["FileRaftLog", "ClientBatches", "split_batches"]
 
@@ -162,13 +166,14 @@ class FileRaftLog(RaftLog[Batch]):
         return after
 
     # -- writes
-    def append(self, batches: list[Batch]) -> None:
+    def append(self, batches: list[Batch] | list[Entry]) -> None:
         """Appends record batches as they are: the bytes a follower fetched, or what
         :meth:`entries_for_append` built. (A list of :class:`Entry`, the memory log's records, is
         turned into batches at this edge by :meth:`_entry_batches`: the log only writes batches.)"""
-        if batches and isinstance(batches[0], Entry):
-            batches = self._entry_batches(batches)  # type: ignore[arg-type, assignment]
-        for b in batches:
+        if not batches:
+            return
+        todo: Iterable[Batch] = self._entry_batches(batches) if isinstance(batches[0], Entry) else batches
+        for b in todo:
             self._append_bytes(b.data, b.epoch)
 
     def entries_for_append(self, base_offset: int, epoch: int, payloads: Any, control: bool = False) -> list[Batch]:
@@ -198,6 +203,7 @@ class FileRaftLog(RaftLog[Batch]):
         if first.offset != self.end_offset:
             raise LogError(f"{self.dir}: append at {first.offset} but the log ends at {self.end_offset}")
         now = self._clock()
+        records: list[RecordInput]
         if first.control:
             if not isinstance(first.payload, dict):
                 raise LogError(f"{self.dir}: a control entry needs a LeaderChangeMessage dict, got {type(first.payload).__name__}")
@@ -319,7 +325,7 @@ class FileRaftLog(RaftLog[Batch]):
     def _delete_segments_below(self, offset: int) -> None:
         """Deletes the segments that hold only offsets below ``offset`` (never the active one)."""
         bases = self._log.segments
-        doomed = [b for b, nxt in zip(bases, bases[1:]) if nxt <= offset]
+        doomed = [b for b, nxt in itertools.pairwise(bases) if nxt <= offset]
         if doomed:
             self._log.delete_segments(doomed)
 

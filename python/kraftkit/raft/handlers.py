@@ -8,7 +8,8 @@ moves between roles through the core's ``_become_*`` transitions.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from kraftkit.metadata.snapshot import SnapshotId
 from kraftkit.raft import messages as m
@@ -16,7 +17,12 @@ from kraftkit.raft.events import Committed, Fsync, Receive, SnapshotLoaded
 from kraftkit.raft.messages import Errors
 from kraftkit.raft.quorum_state import Role
 from kraftkit.raft.state import (
-    CandidateState, FetchingState, FollowerState, LeaderState, RaftStateError, ResignedState,
+    CandidateState,
+    FetchingState,
+    FollowerState,
+    LeaderState,
+    RaftStateError,
+    ResignedState,
 )
 
 if TYPE_CHECKING:
@@ -40,12 +46,16 @@ def end_epoch_backoff_ms(preferred: list[int], node_id: int, max_ms: int) -> int
 class Handlers:
     """The request and response handlers of :class:`~kraftkit.raft.core.RaftCore`."""
 
+    # Each method takes ``self: RaftCore`` so that its body is checked against the core it is a
+    # part of; mypy takes only a supertype (or a protocol) there, hence the ignore[misc] on each.
+
     # ------------------------------------------------------------------------------ requests
 
-    def _on_request(self: RaftCore, ev: Receive) -> None:
+    def _on_request(self: RaftCore, ev: Receive) -> None:  # type: ignore[misc]  # RaftCore's mixin
         api, body = ev.api, ev.body
-        handler: Callable | None = {m.VOTE: self._on_vote_request, m.BEGIN_QUORUM_EPOCH: self._on_begin_request,
-                                    m.END_QUORUM_EPOCH: self._on_end_request}.get(api)
+        handlers: dict[int, Callable] = {m.VOTE: self._on_vote_request, m.BEGIN_QUORUM_EPOCH: self._on_begin_request,
+                                         m.END_QUORUM_EPOCH: self._on_end_request}
+        handler = handlers.get(api)
         cid = body.get("ClusterId")
         if api == m.FETCH:
             if cid is not None and cid != self.cfg.cluster_id:
@@ -59,11 +69,13 @@ class Handlers:
             return self._on_fetch_snapshot_request(ev.src, ev.correlation_id, body)
         if handler is None:
             return
-        build = {m.VOTE: lambda e, top=0: m.vote_response(self.tp, e, self.leader_id, self.epoch, False, top),
-                 m.BEGIN_QUORUM_EPOCH: lambda e, top=0: m.begin_quorum_epoch_response(
-                     self.tp, e, self.leader_id, self.epoch, top),
-                 m.END_QUORUM_EPOCH: lambda e, top=0: m.end_quorum_epoch_response(
-                     self.tp, e, self.leader_id, self.epoch, top)}[api]
+        builders: dict[int, Callable[..., dict]] = {
+            m.VOTE: lambda e, top=0: m.vote_response(self.tp, e, self.leader_id, self.epoch, False, top),
+            m.BEGIN_QUORUM_EPOCH: lambda e, top=0: m.begin_quorum_epoch_response(
+                self.tp, e, self.leader_id, self.epoch, top),
+            m.END_QUORUM_EPOCH: lambda e, top=0: m.end_quorum_epoch_response(
+                self.tp, e, self.leader_id, self.epoch, top)}
+        build = builders[api]
         if cid is not None and cid != self.cfg.cluster_id:
             return self._respond(ev.src, api, ev.correlation_id, build(0, Errors.INCONSISTENT_CLUSTER_ID))
         one = m.single_partition(body, api)
@@ -71,7 +83,7 @@ class Handlers:
             return self._respond(ev.src, api, ev.correlation_id, build(0, Errors.INVALID_REQUEST))
         handler(ev.src, ev.correlation_id, body, one[1])
 
-    def _can_grant(self: RaftCore, candidate: int, last_epoch: int, last_offset: int) -> bool:
+    def _can_grant(self: RaftCore, candidate: int, last_epoch: int, last_offset: int) -> bool:  # type: ignore[misc]  # RaftCore's mixin
         if self.is_observer:
             return False
         up_to_date = (last_epoch, last_offset) >= (self.log.last_epoch(), self.log.end_offset)
@@ -81,7 +93,7 @@ class Handlers:
             return self.leader_id < 0 and up_to_date
         return False
 
-    def _on_vote_request(self: RaftCore, src: int, corr: int, body: dict, part: dict) -> None:
+    def _on_vote_request(self: RaftCore, src: int, corr: int, body: dict, part: dict) -> None:  # type: ignore[misc]  # RaftCore's mixin
         cand_epoch, cand = part["ReplicaEpoch"], part["ReplicaId"]
         last_epoch, last_offset = part["LastOffsetEpoch"], part["LastOffset"]
 
@@ -104,7 +116,7 @@ class Handlers:
             self._become_voted(cand)
         reply(Errors.NONE, granted)
 
-    def _on_begin_request(self: RaftCore, src: int, corr: int, body: dict, part: dict) -> None:
+    def _on_begin_request(self: RaftCore, src: int, corr: int, body: dict, part: dict) -> None:  # type: ignore[misc]  # RaftCore's mixin
         leader, epoch = part["LeaderId"], part["LeaderEpoch"]
         if epoch < self.epoch:
             err = Errors.FENCED_LEADER_EPOCH
@@ -117,7 +129,7 @@ class Handlers:
         self._respond(src, m.BEGIN_QUORUM_EPOCH, corr,
                       m.begin_quorum_epoch_response(self.tp, err, self.leader_id, self.epoch))
 
-    def _on_end_request(self: RaftCore, src: int, corr: int, body: dict, part: dict) -> None:
+    def _on_end_request(self: RaftCore, src: int, corr: int, body: dict, part: dict) -> None:  # type: ignore[misc]  # RaftCore's mixin
         leader, epoch = part["LeaderId"], part["LeaderEpoch"]
         if epoch < self.epoch:
             err = Errors.FENCED_LEADER_EPOCH
@@ -134,7 +146,7 @@ class Handlers:
         self._respond(src, m.END_QUORUM_EPOCH, corr,
                       m.end_quorum_epoch_response(self.tp, err, self.leader_id, self.epoch))
 
-    def _maybe_follow(self: RaftCore, leader: int, epoch: int) -> None:
+    def _maybe_follow(self: RaftCore, leader: int, epoch: int) -> None:  # type: ignore[misc]  # RaftCore's mixin
         """A message names ``leader`` for ``epoch`` (>= ours): follow it if that is news."""
         if leader == self.node_id:
             if epoch > self.epoch:
@@ -153,7 +165,7 @@ class Handlers:
 
     # -- Fetch (leader side)
 
-    def _leader_check(self: RaftCore, cur_epoch: int) -> int:
+    def _leader_check(self: RaftCore, cur_epoch: int) -> int:  # type: ignore[misc]  # RaftCore's mixin
         if cur_epoch < self.epoch:
             return Errors.FENCED_LEADER_EPOCH
         if cur_epoch > self.epoch:
@@ -162,14 +174,14 @@ class Handlers:
             return Errors.NOT_LEADER_OR_FOLLOWER
         return Errors.NONE
 
-    def _fetch_reply(self: RaftCore, src: int, corr: int, error: int, **kw: Any) -> None:
+    def _fetch_reply(self: RaftCore, src: int, corr: int, error: int, **kw: Any) -> None:  # type: ignore[misc]  # RaftCore's mixin
         if error == Errors.NONE:
             hw = self.state.high_watermark if isinstance(self.state, LeaderState) else None
             kw.setdefault("high_watermark", hw if hw is not None else -1)
             kw.setdefault("log_start_offset", self.log.start_offset)
         self._respond(src, m.FETCH, corr, m.fetch_response(self.tp, error, self.leader_id, self.epoch, **kw))
 
-    def _on_fetch_request(self: RaftCore, src: int, corr: int, body: dict, may_wait: bool) -> None:
+    def _on_fetch_request(self: RaftCore, src: int, corr: int, body: dict, may_wait: bool) -> None:  # type: ignore[misc]  # RaftCore's mixin
         one = m.single_partition(body, m.FETCH)
         if one is None or not m.topic_matches(self.tp, m.FETCH, one[0], one[1]):
             return self._respond(src, m.FETCH, corr, m.fetch_response(
@@ -211,7 +223,7 @@ class Handlers:
             return
         self._fetch_reply(src, corr, Errors.NONE, records=self.records.encode(entries) if entries else None)
 
-    def _note_fetcher(self: RaftCore, replica: int) -> None:
+    def _note_fetcher(self: RaftCore, replica: int) -> None:  # type: ignore[misc]  # RaftCore's mixin
         st = self.state
         assert isinstance(st, LeaderState)
         if st.check_quorum_deadline is None:
@@ -221,14 +233,14 @@ class Handlers:
             st.window = set()
             st.check_quorum_deadline = self.now + self.cfg.fetch_timeout_ms * 3 // 2
 
-    def _complete_purgatory(self: RaftCore) -> None:
+    def _complete_purgatory(self: RaftCore) -> None:  # type: ignore[misc]  # RaftCore's mixin
         st = self.state
         if isinstance(st, LeaderState) and st.purgatory:
             held, st.purgatory = st.purgatory, []
             for _d, src, corr, body in held:
                 self._on_fetch_request(src, corr, body, may_wait=False)
 
-    def _update_leader_hw(self: RaftCore) -> None:
+    def _update_leader_hw(self: RaftCore) -> None:  # type: ignore[misc]  # RaftCore's mixin
         st = self.state
         if not isinstance(st, LeaderState):
             return
@@ -243,7 +255,7 @@ class Handlers:
         self._set_hw(cand)
         self._complete_purgatory()
 
-    def _set_hw(self: RaftCore, hw: int) -> None:
+    def _set_hw(self: RaftCore, hw: int) -> None:  # type: ignore[misc]  # RaftCore's mixin
         if hw < self.high_watermark:
             raise RaftStateError(f"node {self.node_id}: high watermark would go back {self.high_watermark} -> {hw}")
         if hw > self.high_watermark:
@@ -252,7 +264,7 @@ class Handlers:
 
     # -- FetchSnapshot (leader side)
 
-    def _on_fetch_snapshot_request(self: RaftCore, src: int, corr: int, body: dict) -> None:
+    def _on_fetch_snapshot_request(self: RaftCore, src: int, corr: int, body: dict) -> None:  # type: ignore[misc]  # RaftCore's mixin
         one = m.single_partition(body, m.FETCH_SNAPSHOT)
         if one is None or not m.topic_matches(self.tp, m.FETCH_SNAPSHOT, one[0], one[1]):
             return self._respond(src, m.FETCH_SNAPSHOT, corr, m.fetch_snapshot_response(
@@ -284,16 +296,16 @@ class Handlers:
 
     # ------------------------------------------------------------------------------ responses
 
-    def _on_response(self: RaftCore, ev: Receive) -> None:
+    def _on_response(self: RaftCore, ev: Receive) -> None:  # type: ignore[misc]  # RaftCore's mixin
         req = self._inflight.pop(ev.correlation_id, None)
         if req is None or req[0] != ev.src or req[1] != ev.api:
             if req is not None:
                 self._inflight[ev.correlation_id] = req
             return  # unknown, duplicated or timed-out response
         st = self.state
-        is_fetch = isinstance(st, FetchingState) and ev.correlation_id == st.fetch_corr
-        if is_fetch:
-            st.fetch_corr = None
+        is_fetch = False
+        if isinstance(st, FetchingState) and ev.correlation_id == st.fetch_corr:
+            is_fetch, st.fetch_corr = True, None
         body = ev.body
         if body.get("ErrorCode", 0) != 0:
             self._retry_at[(ev.src, ev.api)] = self.now + self.cfg.retry_backoff_ms
@@ -329,7 +341,7 @@ class Handlers:
         elif ev.api == m.FETCH_SNAPSHOT and is_fetch:
             self._on_fetch_snapshot_response(ev.src, part, error)
 
-    def _handle_response_epoch(self: RaftCore, leader: int, epoch: int) -> bool:
+    def _handle_response_epoch(self: RaftCore, leader: int, epoch: int) -> bool:  # type: ignore[misc]  # RaftCore's mixin
         """Kafka's ``maybeHandleCommonResponse``: returns True if the response is for the current
         epoch and should be handled further."""
         if epoch < self.epoch:
@@ -344,7 +356,7 @@ class Handlers:
             self._maybe_follow(leader, epoch)
         return True
 
-    def _on_vote_response(self: RaftCore, src: int, part: dict) -> None:
+    def _on_vote_response(self: RaftCore, src: int, part: dict) -> None:  # type: ignore[misc]  # RaftCore's mixin
         st = self.state
         if not isinstance(st, CandidateState) or src not in self.voters:
             return
@@ -356,12 +368,12 @@ class Handlers:
             if len(self.voters) - len(st.rejected) < self.majority and st.backoff_deadline is None:
                 self._start_backoff()
 
-    def _follower_accepts(self: RaftCore, src: int) -> bool:
+    def _follower_accepts(self: RaftCore, src: int) -> bool:  # type: ignore[misc]  # RaftCore's mixin
         if self.role is Role.FOLLOWER:
             return src == self.leader_id
         return False
 
-    def _on_fetch_response(self: RaftCore, src: int, part: dict) -> None:
+    def _on_fetch_response(self: RaftCore, src: int, part: dict) -> None:  # type: ignore[misc]  # RaftCore's mixin
         if not self._follower_accepts(src):
             return
         st = self.state
@@ -400,7 +412,7 @@ class Handlers:
             if new > self.high_watermark:
                 self._set_hw(new)
 
-    def _on_fetch_snapshot_response(self: RaftCore, src: int, part: dict, error: int) -> None:
+    def _on_fetch_snapshot_response(self: RaftCore, src: int, part: dict, error: int) -> None:  # type: ignore[misc]  # RaftCore's mixin
         st = self.state
         if not self._follower_accepts(src) or not isinstance(st, FollowerState) or st.snapshot_fetch is None:
             return

@@ -163,7 +163,7 @@ class RaftLog(abc.ABC, Generic[R]):
             return "valid", None
         if snap and (offset < self.start_offset or (offset == self.start_offset and epoch != snap.epoch)
                      or epoch < snap.epoch):
-            return "snapshot", tuple(snap)
+            return "snapshot", (snap.end_offset, snap.epoch)
         e, o = self.end_offset_for_epoch(epoch)
         if e != epoch or o < offset:
             return "diverging", (e, o)
@@ -216,8 +216,7 @@ class MemoryLog(RaftLog[Entry]):
             if e.epoch < self.last_epoch():
                 raise LogError(f"append of epoch {e.epoch} after epoch {self.last_epoch()}")
             if e.epoch > self.last_epoch() or not self._epochs:
-                if not self._epochs or self._epochs[-1][0] != e.epoch:
-                    self._epochs.append((e.epoch, e.offset))
+                self._epochs.append((e.epoch, e.offset))
             self._entries.append(e)
 
     def entries_for_append(self, base_offset: int, epoch: int, payloads: Any, control: bool = False) -> list[Entry]:

@@ -31,7 +31,7 @@ FETCH, VOTE, FETCH_SNAPSHOT = ApiKey.FETCH, ApiKey.VOTE, ApiKey.FETCH_SNAPSHOT
 BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH = ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH
 
 #: The versions KRaft peers speak at the reference commit (kafka-formats.md §9.1).
-VERSIONS = {VOTE: 1, BEGIN_QUORUM_EPOCH: 1, END_QUORUM_EPOCH: 1, FETCH: 17, FETCH_SNAPSHOT: 1}
+VERSIONS: dict[int, int] = {VOTE: 1, BEGIN_QUORUM_EPOCH: 1, END_QUORUM_EPOCH: 1, FETCH: 17, FETCH_SNAPSHOT: 1}
 #: apiKey -> the RPC's schema name without "Request" (``Vote``)
 API_NAMES = {m["api_key"]: m["name"].removesuffix("Request") for m in rpc_schema()
              if m["kind"] == "request" and m["api_key"] in VERSIONS}

@@ -26,7 +26,12 @@ from kraftkit.raft.file_log import MAX_BATCH_BYTES, ClientBatches
 from kraftkit.raft.messages import Errors, TopicPartition
 from kraftkit.raft.quorum_state import Role
 from kraftkit.raft.transport import (
-    FrameError, RequestBudget, RequestLimitError, ServerConnection, read_request, request_header,
+    FrameError,
+    RequestBudget,
+    RequestLimitError,
+    ServerConnection,
+    read_request,
+    request_header,
 )
 
 __all__ = ["RaftNode"]
@@ -98,7 +103,7 @@ class RaftNode(RaftDriver):
         if self._server is not None:
             try:
                 await asyncio.wait_for(self._server.wait_closed(), 1.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         self._loop = None
         if self._stopped is not None:
@@ -218,7 +223,7 @@ class RaftNode(RaftDriver):
         rid = self._next_inbound
         self._next_inbound += 1
         self._inbound[rid] = fut
-        fut.add_done_callback(lambda _f, rid=rid: self._inbound.pop(rid, None))
+        fut.add_done_callback(lambda _f: self._inbound.pop(rid, None))
         self._step(rep, Receive(self.now(), -conn.id, api, body, rid, False))
 
     # -- DescribeQuorum / DescribeCluster (what kafka-metadata-quorum.sh asks)

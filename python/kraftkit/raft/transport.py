@@ -237,7 +237,7 @@ class PeerConnection:
                 continue
             try:
                 reader, writer = await asyncio.wait_for(asyncio.open_connection(*self.address), CONNECT_TIMEOUT_S)
-            except (OSError, asyncio.TimeoutError) as e:
+            except (TimeoutError, OSError) as e:
                 log.debug("peer %d at %s:%d: cannot connect: %s", self.node_id, *self.address, e)
                 if isinstance(e, ConnectionRefusedError) and self._on_refused is not None:
                     self._on_refused(self.node_id)
@@ -265,7 +265,12 @@ class PeerConnection:
             # ApiVersions first, as Kafka's clients do; the versions used are capped by the peer's
             cid = next(self._ids)
             got: asyncio.Future = asyncio.get_running_loop().create_future()
-            inflight[cid] = (ApiKey.API_VERSIONS, 3, lambda b: got.done() or got.set_result(b))
+
+            def answered(b: dict[str, Any] | None) -> None:
+                if not got.done():
+                    got.set_result(b)
+
+            inflight[cid] = (ApiKey.API_VERSIONS, 3, answered)
             write_frame(writer, encode_request(ApiKey.API_VERSIONS, 3, cid, self.client_id,
                                                {"ClientSoftwareName": "kraftkit", "ClientSoftwareVersion": "0"}))
             done, _ = await asyncio.wait({got, reading}, return_when=asyncio.FIRST_COMPLETED)

@@ -33,10 +33,11 @@ outside the range are not built. Spark still applies every filter, so results ne
 
 from __future__ import annotations
 
+import itertools
+import json
 import math
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-import json
 from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -178,7 +179,7 @@ def plan_ranges(files: Sequence[layout.FleetFile], opts: ReadOptions) -> list[Fi
             from kraftkit._core import batch_splits
 
             cuts = batch_splits(local, target)
-            for a, b in zip(cuts, cuts[1:]):
+            for a, b in itertools.pairwise(cuts):
                 ranges.append(FileRange(f.path, f.cluster, f.node, f.kind, a, b, b - a))
         else:
             ranges.append(FileRange(f.path, f.cluster, f.node, f.kind, 0, None, f.size))
@@ -263,6 +264,6 @@ class KraftPushdownReader(KraftReader):
                 if hi is not None:
                     self.pushed_hi = hi if self.pushed_hi is None else min(self.pushed_hi, hi)
             elif col in ("cluster", "node", "kind") and isinstance(f, (EqualTo, In)):
-                vals = set(v) if isinstance(f, In) else {v}
+                vals = set(f.value) if isinstance(f, In) else {v}
                 self.pushed_in[col] = self.pushed_in.get(col, vals) & vals
             yield f

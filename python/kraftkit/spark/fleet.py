@@ -25,8 +25,14 @@ from pathlib import Path
 from kraftkit._core import commit_part, control_record_key, encode_batch, encode_metadata_record
 from kraftkit.log import Log, Segment
 from kraftkit.metadata.generate import (
-    LEADER_CHANGE, config_record, feature_level_record, leader_change_value, noop_record, partition_record,
-    register_broker_record, topic_record,
+    LEADER_CHANGE,
+    config_record,
+    feature_level_record,
+    leader_change_value,
+    noop_record,
+    partition_record,
+    register_broker_record,
+    topic_record,
 )
 
 PARTITION = "__cluster_metadata-0"
@@ -237,7 +243,7 @@ def generate_fleet(root: str | os.PathLike[str], *, clusters: int = 4, nodes: in
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     damaged = set(rng.sample(range(clusters), min(corrupt, clusters)))
-    infos = []
+    infos: list[ClusterInfo] = []
     for c in range(clusters):
         name = f"cluster-{c:03d}"
         mv = reg.metadata_version(versions[c % len(versions)])

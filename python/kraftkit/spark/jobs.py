@@ -29,7 +29,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from kraftkit.spark import layout
 
@@ -94,7 +94,7 @@ class Progress:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def __enter__(self) -> Progress:
+    def __enter__(self) -> Self:
         if self.enabled:
             self._thread = threading.Thread(target=self._run, daemon=True)
             self._thread.start()
@@ -236,7 +236,7 @@ class AuditResult:
                     break
                 floor = d["to_version"]
             mv = r["metadata_version"] or "?"
-            lines.append(f"{r['cluster']:<{cw}} {str(r['node']):<{nw}} {mv:<17} {_n(r['topics']):>7} {_n(r['partitions']):>7} "
+            lines.append(f"{r['cluster']:<{cw}} {r['node']!s:<{nw}} {mv:<17} {_n(r['topics']):>7} {_n(r['partitions']):>7} "
                          f"{_n(r['brokers']):>7} {_n(r['corrupt_batches']):>7}  {floor or '-'}"
                          + (f"  (skipped {r['error'][:80]})" if r["error"] and r["metadata_version"] else
                             f"  ERROR {r['error'][:80]}" if r["error"] else ""))
@@ -295,7 +295,7 @@ def verify_directory(cluster: str, node: str, pdir: str, files: list[tuple[str, 
         paths = [os.path.join(local, os.path.basename(p)) for p, _ in files]
         reports = verify_segments(paths, deep=True, check_indexes=True, dense=dense)
     by_file = {r["file"]: r for r in reports}
-    shown_of = {p: orig for (orig, _), p in zip(files, paths)}  # locations name the fleet's path, not a local copy
+    shown_of = {p: orig for (orig, _), p in zip(files, paths, strict=True)}  # locations name the fleet's path, not a local copy
     file_rows, problems = [], []
     counts: dict[str, int] = {}
 
@@ -305,7 +305,7 @@ def verify_directory(cluster: str, node: str, pdir: str, files: list[tuple[str, 
         problems.append({"cluster": cluster, "node": node, "file": f, "kind": kind, "offset": offset,
                          "position": position, "entry": entry, "reason": reason or message, "message": message})
 
-    for (orig, _kind), p in zip(files, paths):
+    for (orig, _kind), p in zip(files, paths, strict=True):
         rep = by_file[p]
         err = rep["error"]
         if err is not None:
@@ -315,10 +315,10 @@ def verify_directory(cluster: str, node: str, pdir: str, files: list[tuple[str, 
             idx = str(Path(orig).with_suffix("." + suffix))
             problem(idx, "index", f"{idx}: entry {entry}: {reason}", entry=entry, reason=reason, of=orig)
     # offsets across segments (and, in a KRaft log, between batches): verify-log's continuity rules
-    for d in check_segments([by_file[p] for (_o, kind), p in zip(files, paths) if kind == "segment"], dense=dense):
+    for d in check_segments([by_file[p] for (_o, kind), p in zip(files, paths, strict=True) if kind == "segment"], dense=dense):
         f = shown_of.get(d.file, d.file)
         problem(f, "offsets", str(d).replace(d.file, f), d.offset, d.position, None, d.reason)
-    for (orig, kind), p in zip(files, paths):
+    for (orig, kind), p in zip(files, paths, strict=True):
         rep = by_file[p]
         file_rows.append({"cluster": cluster, "node": node, "file": orig, "kind": kind, "batches": rep["batches"],
                           "records": rep["records"], "bytes": rep["total_bytes"], "first_offset": rep["first_offset"],
@@ -414,14 +414,17 @@ def rewrite_cluster(cluster: str, node: str, source: str, dest_dir: str | None, 
                 local_src = os.path.join(tmp, name)
                 with open(local_src, "wb") as f:
                     f.write(layout.read_bytes(source))
-            dest_local = None
-            remote_dest = dest_dir is not None and layout.local_path(dest_dir) is None
+            dest = None  # where the rewritten snapshot is written
+            upload_to = None  # and where it goes when dest_dir is not a local path
             if dest_dir is not None:
-                dest_local = os.path.join(tmp, "out") if remote_dest else layout.local_path(dest_dir)
+                dest_local = layout.local_path(dest_dir)
+                if dest_local is None:
+                    dest_local, upload_to = os.path.join(tmp, "out"), dest_dir.rstrip("/") + "/" + name
                 os.makedirs(dest_local, exist_ok=True)
-            rep = rewrite_snapshot(local_src, None if dest_local is None else os.path.join(dest_local, name), target)
-            if remote_dest:
-                _upload(os.path.join(dest_local, name), dest_dir.rstrip("/") + "/" + name)
+                dest = os.path.join(dest_local, name)
+            rep = rewrite_snapshot(local_src, dest, target)
+            if dest is not None and upload_to is not None:
+                _upload(dest, upload_to)
             c = rep.counts
             row.update(destination=None if dest_dir is None else dest_dir.rstrip("/") + "/" + name,
                        from_version=None if rep.source_metadata_version is None else rep.source_metadata_version.name,
@@ -481,7 +484,7 @@ def rewrite(spark: Any, paths: str | list[str], metadata_version: str, out: str 
     if out is None and not dry_run:
         raise ValueError("rewrite needs an output directory (or dry_run=True)")
     snaps = latest_snapshots(layout.discover(paths, "snapshots"))
-    items = [(c, f.node, f.path, None if dry_run else f"{out.rstrip('/')}/snapshots/{c}", target) for c, f in snaps.items()]
+    items = [(c, f.node, f.path, None if dry_run or out is None else f"{out.rstrip('/')}/snapshots/{c}", target) for c, f in snaps.items()]
     with Progress(spark, "rewrite", progress):
         rdd = _rdd(spark, items, _rewrite_task)
         report = spark.createDataFrame(rdd, REWRITE_SCHEMA).cache()

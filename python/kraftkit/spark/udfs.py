@@ -24,6 +24,7 @@ The ``*_array`` functions are the same on plain ``pyarrow`` arrays, without Spar
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -48,7 +49,7 @@ def _binary(values: Any) -> pa.Array:
     return values
 
 
-def _inputs(a: pa.Array) -> tuple:
+def _inputs(a: pa.Array) -> tuple[Any, Any, Any, int, int]:
     validity, offsets, data = a.buffers()
     if offsets is None:
         offsets = pa.py_buffer(bytes(4 * (len(a) + 1)))
@@ -80,7 +81,8 @@ def batch_crc_array(values: Any) -> pa.BooleanArray:
 @functools.lru_cache(maxsize=64)
 def _plan(metadata_version: str) -> _core.RewritePlan:
     from kraftkit.features.registry import registry
-    from kraftkit.features.rewrite import _plan as plan, target_release
+    from kraftkit.features.rewrite import _plan as plan
+    from kraftkit.features.rewrite import target_release
 
     reg = registry()
     target = reg.metadata_version(metadata_version)
@@ -99,10 +101,12 @@ def losses_array(values: Any, metadata_version: str | int) -> pa.ListArray:
 
 # ------------------------------------------------------------------------------------ Spark UDFs
 
-def _arrow_udf(fn, return_type: str):
+def _arrow_udf(fn: Callable[..., Any], return_type: str) -> Any:
     from pyspark.sql.functions import arrow_udf
 
-    return arrow_udf(fn, return_type)
+    # pyspark's stubs want a functionType in every form; the run time takes it from fn's type hints
+    make: Callable[..., Any] = arrow_udf
+    return make(fn, return_type)
 
 
 @functools.cache

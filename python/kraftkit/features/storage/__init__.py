@@ -26,7 +26,7 @@ Feature levels are chosen as Kafka's ``Formatter`` chooses them
 at its default for the release version (``Feature.defaultLevel``), kraft.version 0 unless the
 quorum is dynamic, and every level checked against its dependencies. The rules, messages and
 files were checked against the real ``kafka-storage`` of Kafka 4.4.0 and 4.3.1
-(``tests/kafka/test_storage_kafka.py``, ``tests/kafka/test_storage_layout_kafka.py``).
+(``tests/kafka/test_storage_kafka.py``).
 
 Every file is written atomically: a temporary file in the same directory, fsync, rename,
 fsync of the directory. ``meta.properties`` is written last in each directory, so a

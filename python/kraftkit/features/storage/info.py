@@ -76,7 +76,7 @@ def storage_info(directories: Sequence[str | os.PathLike[str]]) -> dict[str, Any
                                  "meta_properties": None, "bootstrap": None, "problems": []}
         dirs_out.append(entry)
 
-        def problem(msg: str) -> None:
+        def problem(msg: str, entry: dict[str, Any] = entry) -> None:
             problems.append(msg)
             entry["problems"].append(msg)
 
