@@ -68,6 +68,7 @@ class ControlRecord(Record):
 @final
 class RecordBatch:
     """A v2 record batch. ``memoryview(batch)`` exposes its bytes without a copy."""
+
     position: int
     @property
     def base_offset(self) -> int: ...
@@ -149,6 +150,7 @@ def assign_offsets(data: Buffer, base_offset: int, partition_leader_epoch: int) 
     """A leader's intake of a client's batches (Kafka's LogValidator, offsets assigned in place):
     each whole batch checked (sizes, magic, CRC, count), given consecutive offsets from
     ``base_offset``, the partition leader epoch and a new CRC. Returns (bytes, record count)."""
+
 def crc32c(data: Buffer, crc: int = 0) -> int: ...
 
 @final
@@ -183,8 +185,13 @@ class Segment:
     def position_of(self, offset: int) -> int | None: ...
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None: ...
     def dump(
-        self, deep: bool = False, print_data: bool = False, json: bool = False, max_bytes: int | None = None,
-        chunk_bytes: int | None = None, dense: bool = False
+        self,
+        deep: bool = False,
+        print_data: bool = False,
+        json: bool = False,
+        max_bytes: int | None = None,
+        chunk_bytes: int | None = None,
+        dense: bool = False,
     ) -> DumpIter:
         """``dense``: a KRaft file (snapshot or metadata log segment), whose batches hold one offset
         per record: a lastOffsetDelta other than count - 1 is the dump's error, and the
@@ -215,13 +222,17 @@ class SegmentWriter:
 def verify_segments(
     paths: Sequence[str | PathLike[str]], deep: bool = False, check_indexes: bool = True, dense: bool = False
 ) -> list[ScanReport]: ...
-def truncate_segment(dir: str | PathLike[str], base_offset: int, offset: int, index_interval_bytes: int = 4096) -> int: ...
+def truncate_segment(
+    dir: str | PathLike[str], base_offset: int, offset: int, index_interval_bytes: int = 4096
+) -> int: ...
 def write_atomic(path: str | PathLike[str], data: bytes, *, mode: int = 0o666) -> None:
     """``<path>.tmp`` (a new file gets ``mode`` less the umask), write, fsync, rename over ``path``,
     fsync of the directory; on failure ``path`` is as it was and no temporary file is left."""
+
 def commit_part(part: str | PathLike[str], dst: str | PathLike[str], *, mode: int | None = None) -> None:
     """Finishes a temporary output written in full and closed: fsync, ``mode`` (0o444: read-only),
     rename over ``dst``, fsync of the directory; until the rename a failure removes ``part``."""
+
 def fsync_dir(path: str | PathLike[str]) -> None: ...
 
 # --- metadata and control records (schema codec; see kraftkit.metadata.records) ---------------
@@ -239,6 +250,7 @@ def check_metadata_batches(data: Buffer) -> int:
     """Record count of batches fit for the metadata log (whole, valid CRCs, not control or
     transactional, consecutive offset deltas, every value a decodable metadata record); raises
     CorruptRecordError naming the batch and record otherwise."""
+
 @overload
 def decode_metadata_batch(
     batch: RecordBatch, json: Literal[False] = False
@@ -281,8 +293,9 @@ class ImageState:
     def replay(self, api_key: int, version: int, data: RecordDict, offset: int | None = None) -> None: ...
     def replay_control(self, control_type: int, data: RecordDict | None = None) -> None: ...
     def replay_batch(self, batch: RecordBatch) -> None: ...
-    def replay_log(self, files: Sequence[str], start: int = 0, at: int | None = None,
-                   skip_below_start: bool = True) -> tuple[int, bool]:
+    def replay_log(
+        self, files: Sequence[str], start: int = 0, at: int | None = None, skip_below_start: bool = True
+    ) -> tuple[int, bool]:
         """(end offset reached, whether a batch at or past ``at`` was reached)."""
     def replay_snapshot(self, path: str) -> int:
         """The SnapshotHeader's LastContainedLogTimestamp (-1 without one)."""
@@ -318,10 +331,21 @@ class ImageState:
     def voters(self) -> RecordDict | None: ...
     def pending_transaction(self) -> list[tuple[int, int, RecordDict, int | None]] | None: ...
     def snapshot_records(self, metadata_version: int | None = None) -> list[tuple[int, int, RecordDict]]: ...
-    def write_snapshot(self, directory: str | PathLike[str], file_name: str, part_prefix: str, *, epoch: int,
-                       last_contained_log_timestamp: int, kraft_version: int, voters: bytes | bool | None,
-                       time_ms: int, metadata_version: int | None = None, batch_records: int = 1024,
-                       max_batch_bytes: int = 8388608) -> str: ...
+    def write_snapshot(
+        self,
+        directory: str | PathLike[str],
+        file_name: str,
+        part_prefix: str,
+        *,
+        epoch: int,
+        last_contained_log_timestamp: int,
+        kraft_version: int,
+        voters: bytes | bool | None,
+        time_ms: int,
+        metadata_version: int | None = None,
+        batch_records: int = 1024,
+        max_batch_bytes: int = 8388608,
+    ) -> str: ...
 
 def zk_migration_states() -> list[tuple[int, str]]: ...
 
@@ -339,10 +363,17 @@ class RewritePlan:
     newest known level per feature for that message. ``drop_cidr_acls``: ACLs whose host is a
     CIDR range are dropped and reported lost (a target below 4.4-IV1). A record type or version
     the schemas do not know is always refused. Policy: ``kraftkit.features.rewrite``."""
-    def __init__(self, versions: dict[int, int | None], features: dict[str, dict[int, int]], *,
-                 drop_kraft_control: bool = False, semantic_defaults: list[tuple[str, str, str]] = ...,
-                 refuse_unknown: bool = False, newest: dict[str, str] = ...,
-                 drop_cidr_acls: bool = False) -> None: ...
+    def __init__(
+        self,
+        versions: dict[int, int | None],
+        features: dict[str, dict[int, int]],
+        *,
+        drop_kraft_control: bool = False,
+        semantic_defaults: list[tuple[str, str, str]] = ...,
+        refuse_unknown: bool = False,
+        newest: dict[str, str] = ...,
+        drop_cidr_acls: bool = False,
+    ) -> None: ...
 
 def rewrite_snapshot(
     src: str | PathLike[str],
@@ -358,15 +389,18 @@ def rewrite_snapshot(
 
 # ---------------------------------------------------------------------------- RPC messages
 
-def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None,
-                   body: RecordDict) -> bytes:
+def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None, body: RecordDict) -> bytes:
     """Request header (v2 when the version is flexible, else v1) + body, without the size prefix."""
+
 def decode_request(data: bytes) -> tuple[int, int, int, str | None, RecordDict]:
     """(api_key, version, correlation_id, client_id, body) of a request."""
+
 def encode_response(api_key: int, version: int, correlation_id: int, body: RecordDict) -> bytes:
     """Response header (v1 when flexible, v0 otherwise and always for ApiVersions) + body."""
+
 def decode_response(api_key: int, version: int, data: bytes) -> tuple[int, RecordDict]:
     """(correlation_id, body) of a response to a request of ``api_key`` at ``version``."""
+
 def rpc_schema() -> list[dict[str, Any]]:
     """The generated RPC schema tables (name, api_key, kind, versions, fields)."""
 
@@ -386,17 +420,29 @@ class ArrowBuffer:
 @final
 class RecordScan:
     """The records of one file as chunks of Arrow column buffers (see ``kraftkit.spark.scan``)."""
+
     file: str
-    def __init__(self, source: str | PathLike[str] | bytes, *, start: int = 0, end: int | None = None,
-                 columns: Sequence[str] | None = None, min_offset: int | None = None, max_offset: int | None = None,
-                 chunk_rows: int = 65536) -> None: ...
+    def __init__(
+        self,
+        source: str | PathLike[str] | bytes,
+        *,
+        start: int = 0,
+        end: int | None = None,
+        columns: Sequence[str] | None = None,
+        min_offset: int | None = None,
+        max_offset: int | None = None,
+        chunk_rows: int = 65536,
+    ) -> None: ...
     def __iter__(self) -> RecordScan: ...
     def __next__(self) -> tuple[int, list[tuple[str, ColumnParts]]]: ...
     def stats(self) -> dict[str, int]: ...
 
 def record_columns() -> list[str]: ...
 def batch_splits(source: str | PathLike[str] | bytes, target: int) -> list[int]: ...
-def decode_values(validity: Any, offsets: Any, data: Any, offset: int, length: int) -> tuple[ColumnParts, ColumnParts, ColumnParts, ColumnParts]: ...
+def decode_values(
+    validity: Any, offsets: Any, data: Any, offset: int, length: int
+) -> tuple[ColumnParts, ColumnParts, ColumnParts, ColumnParts]: ...
 def batch_crc_values(validity: Any, offsets: Any, data: Any, offset: int, length: int) -> ColumnParts: ...
-def record_losses(validity: Any, offsets: Any, data: Any, offset: int, length: int,
-                  plan: RewritePlan) -> tuple[ArrowBuffer | None, ArrowBuffer, StringParts, int]: ...
+def record_losses(
+    validity: Any, offsets: Any, data: Any, offset: int, length: int, plan: RewritePlan
+) -> tuple[ArrowBuffer | None, ArrowBuffer, StringParts, int]: ...

@@ -36,8 +36,14 @@ class InputFileError(OSError):
 
 def kind_of(mode: int) -> str:
     """What a file that is not a regular one is: ``a FIFO``, ``a directory``, ..."""
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link")):
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISLNK, "a symbolic link"),
+    ):
         if test(mode):
             return name
     return "not a file"
@@ -68,8 +74,9 @@ def open_input(path: str | os.PathLike[str]) -> tuple[int, os.stat_result]:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         if os.path.islink(path):  # say so: "no such file" for a name that is listed misleads
-            raise FileNotFoundError(errno.ENOENT, f"dangling symbolic link (to {os.readlink(path)})",
-                                    os.fspath(path)) from None
+            raise FileNotFoundError(
+                errno.ENOENT, f"dangling symbolic link (to {os.readlink(path)})", os.fspath(path)
+            ) from None
         raise
     try:
         st = os.fstat(fd)

@@ -15,17 +15,26 @@ from kraftkit.metadata.generate import write_metadata_log
 from kraftkit.metadata.image import load_image, mv_name
 from kraftkit.metadata.snapshot import SnapshotReader
 
-HELP = ("write a metadata-shaped KRaft log with kraftkit, dump and verify it, replay it into the metadata image, "
-        "snapshot it, rewrite the snapshot for an older metadata.version, replicate it with a three-node raft quorum, "
-        "and audit it with Spark")
+HELP = (
+    "write a metadata-shaped KRaft log with kraftkit, dump and verify it, replay it into the metadata image, "
+    "snapshot it, rewrite the snapshot for an older metadata.version, replicate it with a three-node raft quorum, "
+    "and audit it with Spark"
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help=HELP, description=HELP + ".")
-    p.add_argument("--dir", type=Path, default=None, help="where to write __cluster_metadata-0 (default: a temporary directory, removed after)")
+    p.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="where to write __cluster_metadata-0 (default: a temporary directory, removed after)",
+    )
     p.add_argument("--topics", type=int, default=5000, help="topics to create (default 5000)")
     p.add_argument("--partitions", type=int, default=24, help="partitions per topic (default 24)")
-    p.add_argument("--segment-bytes", type=int, default=4 * 1024 * 1024, help="roll segments at this size (default 4 MiB)")
+    p.add_argument(
+        "--segment-bytes", type=int, default=4 * 1024 * 1024, help="roll segments at this size (default 4 MiB)"
+    )
     p.set_defaults(func=run)
 
 
@@ -47,15 +56,21 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         t0 = time.perf_counter()
-        stats = write_metadata_log(part, topics=args.topics, partitions=args.partitions, segment_bytes=args.segment_bytes)
+        stats = write_metadata_log(
+            part, topics=args.topics, partitions=args.partitions, segment_bytes=args.segment_bytes
+        )
         t_write = time.perf_counter() - t0
         log = Log(part)
         size = sum((part / f"{b:020d}.log").stat().st_size for b in log.segments)
         print(f"1. wrote {part}")
-        print(f"   {stats.records} records in {stats.batches} batches ({stats.control_batches} LeaderChange control batches, "
-              f"{stats.epochs} leader epochs), {stats.topics} topics, {stats.partitions} partitions")
-        print(f"   {len(log.segments)} segments, {_mb(size)}, offsets {log.log_start_offset}..{log.log_end_offset - 1}, "
-              f"leader epochs {log.leader_epochs}  [{t_write:.2f}s]")
+        print(
+            f"   {stats.records} records in {stats.batches} batches ({stats.control_batches} LeaderChange control batches, "
+            f"{stats.epochs} leader epochs), {stats.topics} topics, {stats.partitions} partitions"
+        )
+        print(
+            f"   {len(log.segments)} segments, {_mb(size)}, offsets {log.log_start_offset}..{log.log_end_offset - 1}, "
+            f"leader epochs {log.leader_epochs}  [{t_write:.2f}s]"
+        )
         log.close()
 
         first = part / f"{log.segments[0]:020d}.log"
@@ -80,24 +95,34 @@ def run(args: argparse.Namespace) -> int:
         t_verify = time.perf_counter() - t0
         p = parts[0]
         verdict = "all valid" if not p.problems else f"{len(p.problems)} problem(s): {p.problems[:3]}"
-        print(f"3. verify-log --deep: {len(p.files)} files, {p.batches} batches, {p.records} records: {verdict} [{t_verify:.2f}s]")
+        print(
+            f"3. verify-log --deep: {len(p.files)} files, {p.batches} batches, {p.records} records: {verdict} [{t_verify:.2f}s]"
+        )
 
         t0 = time.perf_counter()
         image = load_image(part)
         t_image = time.perf_counter() - t0
         n_parts = sum(len(t.partitions) for t in image.topics.values())
-        print(f"4. metadata image: metadata.version {mv_name(image.metadata_version)}, {len(image.brokers)} brokers, "
-              f"{len(image.topics)} topics, {n_parts} partitions, {sum(len(c) for c in image.configs.values())} configs "
-              f"[{t_image:.2f}s, {stats.records / t_image / 1e3:.0f} k records/s]")
+        print(
+            f"4. metadata image: metadata.version {mv_name(image.metadata_version)}, {len(image.brokers)} brokers, "
+            f"{len(image.topics)} topics, {n_parts} partitions, {sum(len(c) for c in image.configs.values())} configs "
+            f"[{t_image:.2f}s, {stats.records / t_image / 1e3:.0f} k records/s]"
+        )
 
         t0 = time.perf_counter()
         snap = image.write_snapshot(part)
         rep = SnapshotReader(snap).check()
         t_snap = time.perf_counter() - t0
         again = load_image(snap)
-        same = "equals the log's image" if again.topics == image.topics and again.brokers == image.brokers else "DIFFERS from the log's image"
-        print(f"5. snapshot {snap.name}: {rep['batches']} batches, {rep['data_records']} records, verified; "
-              f"its image {same} [{t_snap:.2f}s]")
+        same = (
+            "equals the log's image"
+            if again.topics == image.topics and again.brokers == image.brokers
+            else "DIFFERS from the log's image"
+        )
+        print(
+            f"5. snapshot {snap.name}: {rep['batches']} batches, {rep['data_records']} records, verified; "
+            f"its image {same} [{t_snap:.2f}s]"
+        )
 
         # 6. a metadata.version downgrade Kafka refuses: the snapshot rewritten for Kafka 3.5
         from kraftkit.features.rewrite import loss_line, rewrite_snapshot
@@ -109,13 +134,17 @@ def run(args: argparse.Namespace) -> int:
         t_down = time.perf_counter() - t0
         SnapshotReader(older / snap.name).check()
         lost = "; ".join(loss_line(x) for x in down.losses) or "nothing"
-        print(f"6. snapshot rewritten {down.source_metadata_version} -> {down.target} (Kafka refuses this downgrade): "
-              f"{down.counts['records_rewritten']} records re-encoded, verified [{t_down:.2f}s]")
+        print(
+            f"6. snapshot rewritten {down.source_metadata_version} -> {down.target} (Kafka refuses this downgrade): "
+            f"{down.counts['records_rewritten']} records re-encoded, verified [{t_down:.2f}s]"
+        )
         print(f"   lost: {lost if len(lost) < 300 else lost[:297] + '...'}")
         # 7. the log replicated by a three-node raft quorum over Kafka's wire protocol
         quorum_ok = _quorum_step(root / "quorum", part)
-        print(f"summary: wrote {_mb(size)} at {size / 1e6 / t_write:.0f} MB/s, dumped at {size / 1e6 / t_dump:.0f} MB/s, "
-              f"verified at {size / 1e6 / t_verify:.0f} MB/s")
+        print(
+            f"summary: wrote {_mb(size)} at {size / 1e6 / t_write:.0f} MB/s, dumped at {size / 1e6 / t_dump:.0f} MB/s, "
+            f"verified at {size / 1e6 / t_verify:.0f} MB/s"
+        )
         _spark_audit(part)
         return EXIT_OK if not p.problems and "equals" in same and quorum_ok else EXIT_PROBLEMS
     finally:
@@ -151,8 +180,13 @@ def _quorum_step(root: Path, part: Path, max_records: int = 50_000) -> bool:
     cid = random_uuid()
 
     def leader(nodes: list[RaftNode]) -> RaftNode | None:
-        ls = [n for n in nodes if n._loop is not None and n.replica().core.leader_high_watermark() is not None
-              and n.replica().core.role is Role.LEADER]
+        ls = [
+            n
+            for n in nodes
+            if n._loop is not None
+            and n.replica().core.leader_high_watermark() is not None
+            and n.replica().core.role is Role.LEADER
+        ]
         return ls[0] if len(ls) == 1 else None
 
     async def wait(cond, timeout: float = 30.0):
@@ -173,7 +207,7 @@ def _quorum_step(root: Path, part: Path, max_records: int = 50_000) -> bool:
             first = await wait(lambda: leader(nodes))
             t_elect = time.perf_counter() - t0
             t0 = time.perf_counter()
-            pending = [first.append_nowait(values[i:i + 1000])[1] for i in range(0, len(values), 1000)]
+            pending = [first.append_nowait(values[i : i + 1000])[1] for i in range(0, len(values), 1000)]
             last = max(await asyncio.gather(*pending))
             t_commit = time.perf_counter() - t0
             await wait(lambda: all(n.replica().log.flushed_offset == first.replica().log.end_offset for n in nodes))
@@ -185,12 +219,16 @@ def _quorum_step(root: Path, part: Path, max_records: int = 50_000) -> bool:
             second = await wait(lambda: leader(rest))
             t_fail = time.perf_counter() - t0
             topics = len(second.replica().machine.image.topics)
-            print(f"7. raft quorum of 3 nodes on loopback (Kafka wire protocol): node {first.node_id} elected in "
-                  f"{t_elect * 1000:.0f} ms; {len(values)} records committed (offsets up to {last}) at "
-                  f"{len(values) / t_commit / 1e3:.0f} k records/s, fsynced on each node; the followers' segments are "
-                  f"{'byte-identical to the leader' + chr(39) + 's' if same else 'DIFFERENT from the leader'}")
-            print(f"   node {first.node_id} resigned: node {second.node_id} leads epoch {second.replica().core.epoch} after "
-                  f"{t_fail * 1000:.0f} ms, its image holds {topics} topics  [kraftkit quorum run does this across processes]")
+            print(
+                f"7. raft quorum of 3 nodes on loopback (Kafka wire protocol): node {first.node_id} elected in "
+                f"{t_elect * 1000:.0f} ms; {len(values)} records committed (offsets up to {last}) at "
+                f"{len(values) / t_commit / 1e3:.0f} k records/s, fsynced on each node; the followers' segments are "
+                f"{'byte-identical to the leader' + chr(39) + 's' if same else 'DIFFERENT from the leader'}"
+            )
+            print(
+                f"   node {first.node_id} resigned: node {second.node_id} leads epoch {second.replica().core.epoch} after "
+                f"{t_fail * 1000:.0f} ms, its image holds {topics} topics  [kraftkit quorum run does this across processes]"
+            )
             return same
         finally:
             for n in nodes:
@@ -221,8 +259,10 @@ def _spark_audit(part: Path) -> None:
         t0 = time.perf_counter()
         res = jobs.audit(spark, str(part), progress=False)
         t_audit = time.perf_counter() - t0
-        print(f"8. Spark (local[2], session up in {t_start:.0f}s): spark.read.format(\"kraft\") read {n} records "
-              f"(log and snapshot) [{t_scan:.2f}s]; kraftkit spark audit [{t_audit:.2f}s]:")
+        print(
+            f'8. Spark (local[2], session up in {t_start:.0f}s): spark.read.format("kraft") read {n} records '
+            f"(log and snapshot) [{t_scan:.2f}s]; kraftkit spark audit [{t_audit:.2f}s]:"
+        )
         for line in res.summary().splitlines()[:-1]:
             print("   " + line)
     finally:

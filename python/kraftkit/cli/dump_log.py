@@ -19,10 +19,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("dump-log", help=HELP, description=HELP + ". Output matches kafka-dump-log's text format.")
     p.add_argument("files", nargs="+", metavar="FILE", help=".log, .checkpoint, .index or .timeindex files")
     p.add_argument("--deep", "--deep-iteration", action="store_true", help="print every record, not only batches")
-    p.add_argument("--print-data", "--print-data-log", action="store_true", help="print record keys and values (implies --deep)")
+    p.add_argument(
+        "--print-data", "--print-data-log", action="store_true", help="print record keys and values (implies --deep)"
+    )
     p.add_argument("--json", action="store_true", help="JSON lines: one object per batch (records nested)")
-    p.add_argument("--max-bytes", type=int_arg(0, LONG_MAX, " bytes"), default=None, metavar="N",
-                   help="read at most N bytes of each file")
+    p.add_argument(
+        "--max-bytes",
+        type=int_arg(0, LONG_MAX, " bytes"),
+        default=None,
+        metavar="N",
+        help="read at most N bytes of each file",
+    )
     add_max_batch_bytes(p)
     p.set_defaults(func=run)
 
@@ -58,16 +65,25 @@ def _dump_index(path: str, out, as_json: bool) -> int:
         if os.path.getsize(path) == 0 and not as_json:
             out.write(f"{path} is empty.\n")  # kafka-dump-log's line for an offset index without entries
         for offset, position in seg.offset_index():
-            out.write(_json_line({"type": "index", "offset": offset, "position": position}) if as_json
-                      else f"offset: {offset} position: {position}\n")
+            out.write(
+                _json_line({"type": "index", "offset": offset, "position": position})
+                if as_json
+                else f"offset: {offset} position: {position}\n"
+            )
     else:
         for ts, offset in seg.time_index():
-            out.write(_json_line({"type": "timeindex", "timestamp": ts, "offset": offset}) if as_json else f"timestamp: {ts} offset: {offset}\n")
+            out.write(
+                _json_line({"type": "timeindex", "timestamp": ts, "offset": offset})
+                if as_json
+                else f"timestamp: {ts} offset: {offset}\n"
+            )
     problems = [(entry, reason) for suffix, entry, reason in seg.verify_indexes() if suffix == ext.lstrip(".")]
     out.flush()
     for entry, reason in problems:
-        print(f"kraftkit dump-log: {path}: entry {entry} (byte position {entry * _ENTRY_BYTES[ext]}): {reason}",
-              file=sys.stderr)
+        print(
+            f"kraftkit dump-log: {path}: entry {entry} (byte position {entry * _ENTRY_BYTES[ext]}): {reason}",
+            file=sys.stderr,
+        )
     return EXIT_PROBLEMS if problems else EXIT_OK
 
 
@@ -94,7 +110,7 @@ def _is_kraft_file(path: str) -> bool:
         return True
     parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
     prefix = "__cluster_metadata-"
-    return parent.startswith(prefix) and parent[len(prefix):].isdigit()
+    return parent.startswith(prefix) and parent[len(prefix) :].isdigit()
 
 
 #: At most this many problems of one kind are listed per file.
@@ -121,12 +137,17 @@ def _batch_problems(seg, path: str, summary: dict, max_bytes: int | None, dense:
         except KraftkitError:
             pass  # where the batches stop is reported with the dump's error
     if invalid > len(crc):
-        crc.append(f"{path}: {invalid} batch(es) fail their CRC check" + (f" (the first {len(crc)} above)" if crc else ""))
+        crc.append(
+            f"{path}: {invalid} batch(es) fail their CRC check" + (f" (the first {len(crc)} above)" if crc else "")
+        )
     steps = list(zip(summary["non_consecutive"], summary["non_consecutive_at"], strict=True))
     # in a KRaft file every offset follows the one before: say which one was due
-    gaps = [f"{path}: non-consecutive offsets: {prev} is followed by {nxt}"
-            + (f", where {prev + 1} was due" if dense else "") + f" (batch base offset {base}, byte position {pos})"
-            for (prev, nxt), (base, pos) in steps[:_MAX_LISTED]]
+    gaps = [
+        f"{path}: non-consecutive offsets: {prev} is followed by {nxt}"
+        + (f", where {prev + 1} was due" if dense else "")
+        + f" (batch base offset {base}, byte position {pos})"
+        for (prev, nxt), (base, pos) in steps[:_MAX_LISTED]
+    ]
     if len(steps) > _MAX_LISTED:
         gaps.append(f"{path}: {len(steps)} non-consecutive offsets in all (the first {_MAX_LISTED} above)")
     return crc, gaps
@@ -178,8 +199,9 @@ def run(args: argparse.Namespace) -> int:
                 if desc:
                     out_bin.write(desc.encode() + b"\n")
             dense = _is_kraft_file(path)
-            it = seg.dump(deep=args.deep, print_data=args.print_data, json=args.json, max_bytes=args.max_bytes,
-                          dense=dense)
+            it = seg.dump(
+                deep=args.deep, print_data=args.print_data, json=args.json, max_bytes=args.max_bytes, dense=dense
+            )
             fd = _fileno(out_bin)
             if fd is None:
                 for chunk in it:
@@ -206,7 +228,9 @@ def run(args: argparse.Namespace) -> int:
             s["error"] = str(err) if err else None
             out_bin.write(_json_line({"type": "summary", "file": path, **s}).encode())
         elif summary["trailing_bytes"] and args.max_bytes is None:
-            out_bin.write(f"Found {summary['trailing_bytes']} invalid bytes at the end of {os.path.basename(path)}\n".encode())
+            out_bin.write(
+                f"Found {summary['trailing_bytes']} invalid bytes at the end of {os.path.basename(path)}\n".encode()
+            )
         out_bin.flush()
         # stdout keeps kafka-dump-log's format; every problem is on stderr too, naming the file,
         # the batch's base offset, its byte position and the reason

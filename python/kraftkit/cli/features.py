@@ -17,39 +17,60 @@ HELP = "finalized features and metadata.version: describe, upgrade, downgrade, d
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("features", help=HELP, description=HELP + ".")
     fsub = p.add_subparsers(dest="features_command", metavar="SUBCOMMAND", required=True)
-    d = fsub.add_parser("describe", help="finalized levels, what every registered node supports, what kraftkit supports",
-                        description="Read the finalized feature levels at the end of a metadata log directory, a "
-                                    "snapshot or a bootstrap.checkpoint, with level names, the ranges every registered "
-                                    "broker and controller advertises, and the ranges this software supports. A level newer "
-                                    "than kraftkit's tables (a newer Kafka's) is shown as unknown, never named (--json: "
-                                    "metadataVersion null, the level in metadataVersionLevel and unknownLevels). Exit "
-                                    "codes: 0 done, 1 damaged metadata or a record type or version kraftkit does not "
-                                    "know (refused with Kafka's message), 2 unreadable input or no metadata there.")
+    d = fsub.add_parser(
+        "describe",
+        help="finalized levels, what every registered node supports, what kraftkit supports",
+        description="Read the finalized feature levels at the end of a metadata log directory, a "
+        "snapshot or a bootstrap.checkpoint, with level names, the ranges every registered "
+        "broker and controller advertises, and the ranges this software supports. A level newer "
+        "than kraftkit's tables (a newer Kafka's) is shown as unknown, never named (--json: "
+        "metadataVersion null, the level in metadataVersionLevel and unknownLevels). Exit "
+        "codes: 0 done, 1 damaged metadata or a record type or version kraftkit does not "
+        "know (refused with Kafka's message), 2 unreadable input or no metadata there.",
+    )
     d.add_argument("path", metavar="PATH")
     d.add_argument("--json", action="store_true")
     add_max_batch_bytes(d)
     d.set_defaults(func=run_describe)
-    for name, text in (("upgrade", "raise feature levels"), ("downgrade", "lower feature levels"),
-                       ("disable", "set features to level 0")):
-        c = fsub.add_parser(name, help=f"{text} in a stopped node's metadata log",
-                            description=f"{text.capitalize()} offline: validate the change as a controller would "
-                                        "(every registered node must support the new levels, dependencies must hold, "
-                                        "a metadata.version downgrade across a metadata change needs --unsafe), then "
-                                        "write its effect as a new snapshot at the end of the metadata log, rewritten at "
-                                        "the new levels, so the node reloads from it when it starts. Metadata at a level "
-                                        "newer than kraftkit's tables is refused, nothing written. Exit codes: 0 done, "
-                                        "1 the change is invalid, 2 bad input (or a level, record type or version newer "
-                                        "than kraftkit knows).")
+    for name, text in (
+        ("upgrade", "raise feature levels"),
+        ("downgrade", "lower feature levels"),
+        ("disable", "set features to level 0"),
+    ):
+        c = fsub.add_parser(
+            name,
+            help=f"{text} in a stopped node's metadata log",
+            description=f"{text.capitalize()} offline: validate the change as a controller would "
+            "(every registered node must support the new levels, dependencies must hold, "
+            "a metadata.version downgrade across a metadata change needs --unsafe), then "
+            "write its effect as a new snapshot at the end of the metadata log, rewritten at "
+            "the new levels, so the node reloads from it when it starts. Metadata at a level "
+            "newer than kraftkit's tables is refused, nothing written. Exit codes: 0 done, "
+            "1 the change is invalid, 2 bad input (or a level, record type or version newer "
+            "than kraftkit knows).",
+        )
         c.add_argument("path", metavar="PATH", help="a log directory holding __cluster_metadata-0, or that directory")
         if name != "disable":
-            c.add_argument("--release-version", "--metadata", dest="release_version", metavar="V",
-                           help="metadata.version V (3.9, 3.9-IV0 or 21) and every other feature at V's default")
-        c.add_argument("--feature", action="append", default=[], metavar="NAME=LEVEL" if name != "disable" else "NAME",
-                       help="one feature (repeatable)")
+            c.add_argument(
+                "--release-version",
+                "--metadata",
+                dest="release_version",
+                metavar="V",
+                help="metadata.version V (3.9, 3.9-IV0 or 21) and every other feature at V's default",
+            )
+        c.add_argument(
+            "--feature",
+            action="append",
+            default=[],
+            metavar="NAME=LEVEL" if name != "disable" else "NAME",
+            help="one feature (repeatable)",
+        )
         if name == "downgrade":
             c.add_argument("--unsafe", action="store_true", help="allow a lossy metadata.version downgrade")
         c.add_argument("--dry-run", action="store_true", help="validate and print what would be lost; write nothing")
-        c.add_argument("--backup", metavar="DIR", help="where to keep a snapshot this replaces (one Kafka wrote at the log end)")
+        c.add_argument(
+            "--backup", metavar="DIR", help="where to keep a snapshot this replaces (one Kafka wrote at the log end)"
+        )
         c.add_argument("--json", action="store_true")
         add_max_batch_bytes(c)
         c.set_defaults(func=run_change, mode=name)
@@ -67,8 +88,7 @@ def _state_text(st) -> str:
         else:
             label = f"{level} ({mv_name(level)})" if name == "metadata.version" and level >= 1 else str(level)
         sup = reg.supported_ranges().get(name)
-        lines.append(f"  {name:<36} finalized {label:<20} kraftkit supports "
-                     + (f"{sup[0]}..{sup[1]}" if sup else "-"))
+        lines.append(f"  {name:<36} finalized {label:<20} kraftkit supports " + (f"{sup[0]}..{sup[1]}" if sup else "-"))
     for n in st.nodes:
         ranges = ", ".join(f"{k} {lo}..{hi}" for k, (lo, hi) in sorted(n.supported.items()))
         lines.append(f"  {n}: {ranges}")
@@ -148,13 +168,16 @@ def run_change(args: argparse.Namespace) -> int:
         if release is None and not feats:
             raise FeatureChangeError("give --release-version or --feature")
         utype = {"upgrade": UpgradeType.UPGRADE, "disable": UpgradeType.SAFE_DOWNGRADE}.get(
-            args.mode, UpgradeType.UNSAFE_DOWNGRADE if getattr(args, "unsafe", False) else UpgradeType.SAFE_DOWNGRADE)
+            args.mode, UpgradeType.UNSAFE_DOWNGRADE if getattr(args, "unsafe", False) else UpgradeType.SAFE_DOWNGRADE
+        )
         d = metadata_dir(args.path)
         if not d.is_dir():
             why = _unreadable(args.path)
             raise FeatureChangeError(f"{args.path}: not a metadata log directory" + (f": {why}" if why else ""))
         image = load_image(d)
-        updates = requested_updates(state_of(image, str(d)), release_version=release, features=feats, upgrade_type=utype)
+        updates = requested_updates(
+            state_of(image, str(d)), release_version=release, features=feats, upgrade_type=utype
+        )
         res = change(d, updates, dry_run=args.dry_run, backup=args.backup, image=image)
     except FeatureChangeError as e:
         if args.json:
@@ -172,10 +195,20 @@ def run_change(args: argparse.Namespace) -> int:
         print(f"{prog}: {_error_text(e)}", file=sys.stderr)
         return EXIT_USAGE
     if args.json:
-        print(json.dumps({"ok": True, "dryRun": args.dry_run, "results": [str(r) for r in res.results],
-                          "snapshot": res.snapshot, "backup": res.backup, "moved": res.moved,
-                          "bootstrapRewritten": res.bootstrap_rewritten,
-                          "report": res.report.to_json() if res.report else None}))
+        print(
+            json.dumps(
+                {
+                    "ok": True,
+                    "dryRun": args.dry_run,
+                    "results": [str(r) for r in res.results],
+                    "snapshot": res.snapshot,
+                    "backup": res.backup,
+                    "moved": res.moved,
+                    "bootstrapRewritten": res.bootstrap_rewritten,
+                    "report": res.report.to_json() if res.report else None,
+                }
+            )
+        )
         return EXIT_OK
     for r in res.results:
         print(str(r))

@@ -11,8 +11,17 @@ from kraftkit.cli.exits import EXIT_INTERRUPTED, EXIT_OK
 
 #: command name -> module under kraftkit.cli. Only the module of the command being run is
 #: imported (all of them for --help, none for --version), so each command starts fast.
-COMMANDS = {"dump-log": "dump_log", "verify-log": "verify_log", "snapshot": "snapshot", "metadata": "metadata",
-            "features": "features", "storage": "storage", "quorum": "quorum", "demo": "demo", "spark": "spark"}
+COMMANDS = {
+    "dump-log": "dump_log",
+    "verify-log": "verify_log",
+    "snapshot": "snapshot",
+    "metadata": "metadata",
+    "features": "features",
+    "storage": "storage",
+    "quorum": "quorum",
+    "demo": "demo",
+    "spark": "spark",
+}
 
 
 def _shown(text: str) -> str:
@@ -23,6 +32,7 @@ def _shown(text: str) -> str:
 def int_arg(lo: int, hi: int, unit: str = ""):
     """An argparse ``type`` for a whole number in ``[lo, hi]`` (ASCII digits only): anything
     else is a usage error naming the argument and the range (exit 2), never an overflow later."""
+
     def parse(text: str) -> int:
         t = text.strip()
         digits = t[1:] if t[:1] in "+-" else t
@@ -47,10 +57,15 @@ DEFAULT_MAX_BATCH_BYTES = 100 * 1024 * 1024
 
 def add_max_batch_bytes(p: argparse.ArgumentParser) -> None:
     """``--max-batch-bytes N`` for a command that reads record batches (applied by :func:`main`)."""
-    p.add_argument("--max-batch-bytes", type=int_arg(1, LONG_MAX, " bytes"), default=None, metavar="N",
-                   help="the most a compressed batch's records may inflate to; a larger batch is an error, "
-                        f"as a decompression bomb is (default {DEFAULT_MAX_BATCH_BYTES}, 100 MiB, Kafka's "
-                        "socket.request.max.bytes)")
+    p.add_argument(
+        "--max-batch-bytes",
+        type=int_arg(1, LONG_MAX, " bytes"),
+        default=None,
+        metavar="N",
+        help="the most a compressed batch's records may inflate to; a larger batch is an error, "
+        f"as a decompression bomb is (default {DEFAULT_MAX_BATCH_BYTES}, 100 MiB, Kafka's "
+        "socket.request.max.bytes)",
+    )
 
 
 def _version() -> str:

@@ -18,12 +18,16 @@ from kraftkit.log.control import control_type_name
 
 HELP = "KRaft metadata records and the metadata image"
 
-GAPS_HELP = ("go on when offsets are missing or held twice, or a snapshot's name does not match the log: each is "
-             "reported on stderr as a warning, offsets held twice are used once, and the exit code stays 0 if nothing "
-             "else is wrong (corrupt bytes still exit 1)")
-CONTINUITY = (" The log is checked first: a hole, an overlap, or a snapshot that does not match the log (its name's "
-              "end offset and epoch against the log's batches, its own offsets and lastOffsetDelta) is refused with "
-              "exit 1, naming file, batch offset and byte position, unless --allow-gaps.")
+GAPS_HELP = (
+    "go on when offsets are missing or held twice, or a snapshot's name does not match the log: each is "
+    "reported on stderr as a warning, offsets held twice are used once, and the exit code stays 0 if nothing "
+    "else is wrong (corrupt bytes still exit 1)"
+)
+CONTINUITY = (
+    " The log is checked first: a hole, an overlap, or a snapshot that does not match the log (its name's "
+    "end offset and epoch against the log's batches, its own offsets and lastOffsetDelta) is refused with "
+    "exit 1, naming file, batch offset and byte position, unless --allow-gaps."
+)
 
 
 _OFFSET = int_arg(0, LONG_MAX)
@@ -40,25 +44,40 @@ def offset_arg(text: str) -> int:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("metadata", help=HELP, description=HELP + ".")
     msub = p.add_subparsers(dest="metadata_command", metavar="SUBCOMMAND", required=True)
-    d = msub.add_parser("dump", help="print every metadata record of log segments and snapshots",
-                        description="Print every record of __cluster_metadata log segments and snapshots (files, "
-                                    "partition directories or log directories): offset, record type, version and "
-                                    "fields. Exits 1 on corrupt data, 2 on unreadable input." + CONTINUITY +
-                                    " Directories are checked whole; files given one by one only on their own.")
+    d = msub.add_parser(
+        "dump",
+        help="print every metadata record of log segments and snapshots",
+        description="Print every record of __cluster_metadata log segments and snapshots (files, "
+        "partition directories or log directories): offset, record type, version and "
+        "fields. Exits 1 on corrupt data, 2 on unreadable input."
+        + CONTINUITY
+        + " Directories are checked whole; files given one by one only on their own.",
+    )
     d.add_argument("paths", nargs="+", metavar="PATH", help=".log segments, .checkpoint snapshots or directories")
-    d.add_argument("--json", action="store_true",
-                   help='JSON lines: {"offset":N,"type":"TOPIC_RECORD","version":0,"data":{...}} per record')
+    d.add_argument(
+        "--json",
+        action="store_true",
+        help='JSON lines: {"offset":N,"type":"TOPIC_RECORD","version":0,"data":{...}} per record',
+    )
     d.add_argument("--allow-gaps", action="store_true", help=GAPS_HELP)
     add_max_batch_bytes(d)
     d.set_defaults(func=run_dump)
 
-    i = msub.add_parser("image", help="the metadata image: ls/cat of the kafka-metadata-shell tree",
-                        description="Replay the newest snapshot at or below --at and the log after it into a metadata "
-                                    "image, then list a directory of its tree (/features, /cluster/brokers, "
-                                    "/topics/byName/<topic>/<partition>, /configs, ...) or print a leaf." + CONTINUITY)
+    i = msub.add_parser(
+        "image",
+        help="the metadata image: ls/cat of the kafka-metadata-shell tree",
+        description="Replay the newest snapshot at or below --at and the log after it into a metadata "
+        "image, then list a directory of its tree (/features, /cluster/brokers, "
+        "/topics/byName/<topic>/<partition>, /configs, ...) or print a leaf." + CONTINUITY,
+    )
     i.add_argument("path", metavar="PATH", help="a log directory, __cluster_metadata-0, a snapshot or a segment")
-    i.add_argument("--at", type=offset_arg, default=None, metavar="OFFSET",
-                   help="replay only records below this offset (exclusive end offset, as a snapshot id's)")
+    i.add_argument(
+        "--at",
+        type=offset_arg,
+        default=None,
+        metavar="OFFSET",
+        help="replay only records below this offset (exclusive end offset, as a snapshot id's)",
+    )
     i.add_argument("--path", dest="node", default="/", metavar="NODE", help="node of the tree to show (default /)")
     i.add_argument("--json", action="store_true", help="print the node (a whole subtree for directories) as JSON")
     i.add_argument("--allow-gaps", action="store_true", help=GAPS_HELP)
@@ -139,8 +158,10 @@ def run_dump(args: argparse.Namespace) -> int:
         try:
             for batch in batches(f.path):
                 if expected is not None and batch.base_offset < expected:
-                    raise KraftkitError(f"{f.path}: batch base offset {batch.base_offset} is below the next expected "
-                                        f"offset {expected}: offsets are held twice (byte position {batch.position})")
+                    raise KraftkitError(
+                        f"{f.path}: batch base offset {batch.base_offset} is below the next expected "
+                        f"offset {expected}: offsets are held twice (byte position {batch.position})"
+                    )
                 expected = batch.last_offset + 1
                 lines = []
                 for offset, api_key, ver, text in decode_metadata_batch(batch, json=True):
@@ -149,7 +170,9 @@ def run_dump(args: argparse.Namespace) -> int:
                         body = text if text is not None else "null"
                         cver = json.loads(body).get("version", 0) if text is not None else 0
                         if args.json:
-                            lines.append(f'{{"offset":{offset},"control":true,"type":"{name}","version":{cver},"data":{body}}}')
+                            lines.append(
+                                f'{{"offset":{offset},"control":true,"type":"{name}","version":{cver},"data":{body}}}'
+                            )
                         else:
                             lines.append(f"{offset}  {name} v{cver}  {body}")
                     elif args.json:
@@ -159,8 +182,8 @@ def run_dump(args: argparse.Namespace) -> int:
                         assert text is not None
                         # text is {"type":"X","version":N,"data":{...}}
                         cut = text.index(',"data":')
-                        name = text[9:text.index('"', 9)]
-                        lines.append(f"{offset}  {name} v{ver}  {text[cut + 8:-1]}")
+                        name = text[9 : text.index('"', 9)]
+                        lines.append(f"{offset}  {name} v{ver}  {text[cut + 8 : -1]}")
                 n += len(lines)
                 out.write("\n".join(lines) + "\n" if lines else "")
         except KraftkitError as e:

@@ -63,52 +63,113 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     qsub = p.add_subparsers(dest="quorum_command", metavar="SUBCOMMAND", required=True)
 
     r = qsub.add_parser(
-        "run", help="run a raft node until SIGTERM/SIGINT",
+        "run",
+        help="run a raft node until SIGTERM/SIGINT",
         description="Run one node of a KRaft quorum over the Kafka protocol: Vote, BeginQuorumEpoch, "
-                    "EndQuorumEpoch, Fetch and FetchSnapshot with its peers; ApiVersions, DescribeQuorum, "
-                    "DescribeCluster and Produce (appends to __cluster_metadata) for clients. The log lives in "
-                    "LOG_DIR/__cluster_metadata-0 as Kafka lays it out; committed records are replayed into the "
-                    "metadata image and snapshotted every --snapshot-every records. SIGTERM or SIGINT stop it "
-                    "gracefully (a leader resigns first). Exit 2 on bad arguments, 1 if the node fails.")
+        "EndQuorumEpoch, Fetch and FetchSnapshot with its peers; ApiVersions, DescribeQuorum, "
+        "DescribeCluster and Produce (appends to __cluster_metadata) for clients. The log lives in "
+        "LOG_DIR/__cluster_metadata-0 as Kafka lays it out; committed records are replayed into the "
+        "metadata image and snapshotted every --snapshot-every records. SIGTERM or SIGINT stop it "
+        "gracefully (a leader resigns first). Exit 2 on bad arguments, 1 if the node fails.",
+    )
     r.add_argument("--node-id", type=_int_in(0), required=True, metavar="N")
-    r.add_argument("--voters", required=True, metavar="ID@HOST:PORT,...",
-                   help="the voter set (controller.quorum.voters), the same on every node")
+    r.add_argument(
+        "--voters",
+        required=True,
+        metavar="ID@HOST:PORT,...",
+        help="the voter set (controller.quorum.voters), the same on every node",
+    )
     r.add_argument("--log-dir", required=True, metavar="DIR", help="metadata log directory")
     r.add_argument("--observer", action="store_true", help="run as an observer (the node id must not be a voter)")
-    r.add_argument("--listen", metavar="HOST:PORT", default=None,
-                   help="listener address (default: the node's voter address; an observer: 127.0.0.1:0)")
-    r.add_argument("--cluster-id", metavar="ID", default=None,
-                   help="22-character cluster id (default: the cluster.id of LOG_DIR/meta.properties)")
-    r.add_argument("--snapshot-every", type=_int_in(0), default=20000, metavar="RECORDS",
-                   help="snapshot after this many committed records (0: never; default 20000)")
-    r.add_argument("--election-timeout-ms", type=_int_in(1), default=1000, metavar="MS",
-                   help="controller.quorum.election.timeout.ms (default 1000)")
-    r.add_argument("--fetch-timeout-ms", type=_int_in(1), default=2000, metavar="MS",
-                   help="controller.quorum.fetch.timeout.ms (default 2000)")
-    r.add_argument("--socket-request-max-bytes", type=_int_in(1), default=100 * MIB, metavar="BYTES",
-                   help="the largest request a client may send; a larger one closes its connection "
-                        "(socket.request.max.bytes, default 100 MiB)")
-    r.add_argument("--buffered-request-max-bytes", type=_int_in(1, 2**62), default=None, metavar="BYTES",
-                   help="node-wide, the bytes of requests (over 64 KiB each) being read at once; a request that "
-                        "would pass it closes its connection (default: 100 MiB, at least --socket-request-max-bytes)")
-    r.add_argument("--max-connections-per-ip", type=_int_in(1), default=64, metavar="N",
-                   help="connections from one address; more are closed at once (max.connections.per.ip, default 64)")
-    r.add_argument("--max-connections", type=_int_in(1), default=1000, metavar="N",
-                   help="connections in all; more are closed at once (default 1000)")
-    r.add_argument("--request-read-timeout-ms", type=_int_in(1), default=30000, metavar="MS",
-                   help="time to complete a request once its first byte arrived, else the connection is closed "
-                        "(default 30000)")
-    r.add_argument("--produce-pending-max-bytes", type=_int_in(1, 2**62), default=128 * MIB, metavar="BYTES",
-                   help="bytes of produced records waiting for their commit; a Produce past it is refused with "
-                        "THROTTLING_QUOTA_EXCEEDED (default 128 MiB)")
+    r.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        default=None,
+        help="listener address (default: the node's voter address; an observer: 127.0.0.1:0)",
+    )
+    r.add_argument(
+        "--cluster-id",
+        metavar="ID",
+        default=None,
+        help="22-character cluster id (default: the cluster.id of LOG_DIR/meta.properties)",
+    )
+    r.add_argument(
+        "--snapshot-every",
+        type=_int_in(0),
+        default=20000,
+        metavar="RECORDS",
+        help="snapshot after this many committed records (0: never; default 20000)",
+    )
+    r.add_argument(
+        "--election-timeout-ms",
+        type=_int_in(1),
+        default=1000,
+        metavar="MS",
+        help="controller.quorum.election.timeout.ms (default 1000)",
+    )
+    r.add_argument(
+        "--fetch-timeout-ms",
+        type=_int_in(1),
+        default=2000,
+        metavar="MS",
+        help="controller.quorum.fetch.timeout.ms (default 2000)",
+    )
+    r.add_argument(
+        "--socket-request-max-bytes",
+        type=_int_in(1),
+        default=100 * MIB,
+        metavar="BYTES",
+        help="the largest request a client may send; a larger one closes its connection "
+        "(socket.request.max.bytes, default 100 MiB)",
+    )
+    r.add_argument(
+        "--buffered-request-max-bytes",
+        type=_int_in(1, 2**62),
+        default=None,
+        metavar="BYTES",
+        help="node-wide, the bytes of requests (over 64 KiB each) being read at once; a request that "
+        "would pass it closes its connection (default: 100 MiB, at least --socket-request-max-bytes)",
+    )
+    r.add_argument(
+        "--max-connections-per-ip",
+        type=_int_in(1),
+        default=64,
+        metavar="N",
+        help="connections from one address; more are closed at once (max.connections.per.ip, default 64)",
+    )
+    r.add_argument(
+        "--max-connections",
+        type=_int_in(1),
+        default=1000,
+        metavar="N",
+        help="connections in all; more are closed at once (default 1000)",
+    )
+    r.add_argument(
+        "--request-read-timeout-ms",
+        type=_int_in(1),
+        default=30000,
+        metavar="MS",
+        help="time to complete a request once its first byte arrived, else the connection is closed (default 30000)",
+    )
+    r.add_argument(
+        "--produce-pending-max-bytes",
+        type=_int_in(1, 2**62),
+        default=128 * MIB,
+        metavar="BYTES",
+        help="bytes of produced records waiting for their commit; a Produce past it is refused with "
+        "THROTTLING_QUOTA_EXCEEDED (default 128 MiB)",
+    )
     r.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     r.set_defaults(func=run_node)
 
-    d = qsub.add_parser("describe", help="describe a quorum (DescribeQuorum), as kafka-metadata-quorum.sh does",
-                        description="Ask a node (kraftkit's or a Kafka controller) for the quorum's state: leader, "
-                                    "epoch, high watermark, follower lag, voters and observers (--status, the "
-                                    "default), or one row per replica (--replication). Follows the leader. Exit 2 "
-                                    "if the quorum cannot be reached.")
+    d = qsub.add_parser(
+        "describe",
+        help="describe a quorum (DescribeQuorum), as kafka-metadata-quorum.sh does",
+        description="Ask a node (kraftkit's or a Kafka controller) for the quorum's state: leader, "
+        "epoch, high watermark, follower lag, voters and observers (--status, the "
+        "default), or one row per replica (--replication). Follows the leader. Exit 2 "
+        "if the quorum cannot be reached.",
+    )
     d.add_argument("--bootstrap", required=True, type=_bootstrap, metavar="HOST:PORT", help="any node of the quorum")
     g = d.add_mutually_exclusive_group()
     g.add_argument("--status", action="store_true", help="the quorum summary (default)")
@@ -117,10 +178,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=run_describe)
 
-    a = qsub.add_parser("append", help="append metadata records to a kraftkit quorum and wait for the commit",
-                        description="Produce metadata records to __cluster_metadata on the leader (acks=-1) and print "
-                                    "the committed offsets: --topic NAME appends a TopicRecord (repeatable), else "
-                                    "--count NoOpRecords, --batch records per request. Exit 1 if an append fails.")
+    a = qsub.add_parser(
+        "append",
+        help="append metadata records to a kraftkit quorum and wait for the commit",
+        description="Produce metadata records to __cluster_metadata on the leader (acks=-1) and print "
+        "the committed offsets: --topic NAME appends a TopicRecord (repeatable), else "
+        "--count NoOpRecords, --batch records per request. Exit 1 if an append fails.",
+    )
     a.add_argument("--bootstrap", required=True, type=_bootstrap, metavar="HOST:PORT")
     a.add_argument("--topic", action="append", default=[], metavar="NAME")
     a.add_argument("--count", type=_int_in(1, 1_000_000), default=1, metavar="N")
@@ -147,8 +211,10 @@ def _cluster_id(args: argparse.Namespace) -> str | None:
         return None
     cid = args.cluster_id or found
     if cid is None:
-        print(f"kraftkit quorum run: no cluster id: pass --cluster-id or format {args.log_dir} "
-              "(kraftkit storage format)", file=sys.stderr)
+        print(
+            f"kraftkit quorum run: no cluster id: pass --cluster-id or format {args.log_dir} (kraftkit storage format)",
+            file=sys.stderr,
+        )
         return None
     try:
         return validate_cluster_id(cid)
@@ -164,32 +230,47 @@ def run_node(args: argparse.Namespace) -> int:
     from kraftkit.raft.server import RaftNode
     from kraftkit.raft.transport import ListenerLimits
 
-    logging.basicConfig(level=args.log_level, stream=sys.stderr,
-                        format=f"%(asctime)s node {args.node_id} %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level,
+        stream=sys.stderr,
+        format=f"%(asctime)s node {args.node_id} %(levelname)s %(name)s: %(message)s",
+    )
     try:
         voters = parse_voters(args.voters)
         listen = parse_address(args.listen) if args.listen else None
-        limits = ListenerLimits(socket_request_max_bytes=args.socket_request_max_bytes,
-                                buffered_request_max_bytes=args.buffered_request_max_bytes,
-                                max_connections_per_ip=args.max_connections_per_ip,
-                                max_connections=args.max_connections,
-                                request_read_timeout_ms=args.request_read_timeout_ms)
+        limits = ListenerLimits(
+            socket_request_max_bytes=args.socket_request_max_bytes,
+            buffered_request_max_bytes=args.buffered_request_max_bytes,
+            max_connections_per_ip=args.max_connections_per_ip,
+            max_connections=args.max_connections,
+            request_read_timeout_ms=args.request_read_timeout_ms,
+        )
     except ValueError as e:
         return fail("quorum run", str(e))
     if Path(args.log_dir).exists() and not Path(args.log_dir).is_dir():
         return fail("quorum run", f"{args.log_dir}: not a directory")
     if args.observer == (args.node_id in voters):
-        return fail("quorum run", f"node {args.node_id} " + ("is a voter: drop --observer" if args.observer
-                    else "is not in --voters: add it, or pass --observer"))
+        return fail(
+            "quorum run",
+            f"node {args.node_id} "
+            + ("is a voter: drop --observer" if args.observer else "is not in --voters: add it, or pass --observer"),
+        )
     if args.observer and listen is None:
         listen = ("127.0.0.1", 0)
     cid = _cluster_id(args)
     if cid is None:
         return EXIT_USAGE
-    cfg = NodeConfig(args.node_id, voters, Path(args.log_dir), cid, listen=listen,
-                     raft=RaftConfig(election_timeout_ms=args.election_timeout_ms, fetch_timeout_ms=args.fetch_timeout_ms),
-                     snapshot_every_records=args.snapshot_every, limits=limits,
-                     produce_pending_max_bytes=args.produce_pending_max_bytes)
+    cfg = NodeConfig(
+        args.node_id,
+        voters,
+        Path(args.log_dir),
+        cid,
+        listen=listen,
+        raft=RaftConfig(election_timeout_ms=args.election_timeout_ms, fetch_timeout_ms=args.fetch_timeout_ms),
+        snapshot_every_records=args.snapshot_every,
+        limits=limits,
+        produce_pending_max_bytes=args.produce_pending_max_bytes,
+    )
 
     async def main() -> int:
         node = RaftNode(cfg)
@@ -203,8 +284,12 @@ def run_node(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stopping.set)
         assert node.address is not None
-        print(json.dumps({"event": "listening", "node_id": args.node_id, "host": node.address[0],
-                          "port": node.address[1]}), flush=True)
+        print(
+            json.dumps(
+                {"event": "listening", "node_id": args.node_id, "host": node.address[0], "port": node.address[1]}
+            ),
+            flush=True,
+        )
         done = asyncio.ensure_future(node.wait_stopped())
         stop = asyncio.ensure_future(stopping.wait())
         await asyncio.wait({done, stop}, return_when=asyncio.FIRST_COMPLETED)
@@ -233,8 +318,16 @@ def run_describe(args: argparse.Namespace) -> int:
         for kind, reps in (("Voter", info["voters"]), ("Observer", info["observers"])):
             for r in reps:
                 status = "Leader" if r["id"] == info["leader_id"] else ("Follower" if kind == "Voter" else "Observer")
-                rows.append((str(r["id"]), str(r["log_end_offset"]), str(r["lag"]), str(r["last_fetch_ms"]),
-                             str(r["last_caught_up_ms"]), status))
+                rows.append(
+                    (
+                        str(r["id"]),
+                        str(r["log_end_offset"]),
+                        str(r["lag"]),
+                        str(r["last_fetch_ms"]),
+                        str(r["last_caught_up_ms"]),
+                        status,
+                    )
+                )
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         for row in rows:
             print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
@@ -257,8 +350,10 @@ def run_append(args: argparse.Namespace) -> int:
     from kraftkit.raft.admin import QuorumAdmin
 
     if args.topic:
-        values = [encode_metadata_record(record_type("TopicRecord")[0], 0, {"Name": t, "TopicId": uuid.uuid4()})
-                  for t in args.topic]
+        values = [
+            encode_metadata_record(record_type("TopicRecord")[0], 0, {"Name": t, "TopicId": uuid.uuid4()})
+            for t in args.topic
+        ]
     else:
         values = [encode_metadata_record(record_type("NoOpRecord")[0], 0, {}) for _ in range(args.count)]
     batch = args.batch
@@ -266,7 +361,7 @@ def run_append(args: argparse.Namespace) -> int:
     try:
         with QuorumAdmin(args.bootstrap, timeout=args.timeout) as admin:
             for i in range(0, len(values), batch):
-                out.append(admin.append(values[i:i + batch]))
+                out.append(admin.append(values[i : i + batch]))
     except (KraftkitError, ValueError) as e:
         print(f"kraftkit quorum append: {e}", file=sys.stderr)
         if args.json:

@@ -16,53 +16,80 @@ HELP = "KRaft snapshot files: verify, create, rewrite to another metadata.versio
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("snapshot", help=HELP, description=HELP + ".")
     ssub = p.add_subparsers(dest="snapshot_command", metavar="SUBCOMMAND", required=True)
-    v = ssub.add_parser("verify", help="check CRCs, offsets, epochs, header and footer of snapshot files",
-                        description="Check every batch (CRC, sizes), that offsets start at 0 and are contiguous, that every "
-                                    "batch carries the epoch in the file name, that a SnapshotHeader comes first and a "
-                                    "SnapshotFooter last, KRaft's record rules (lastOffsetDelta = records - 1 in every batch), and that "
-                                    "a snapshot ending above offset 0 holds metadata records. Exits 1 on any problem.")
-    v.add_argument("files", nargs="+", metavar="FILE", help="<end offset>-<epoch>.checkpoint or bootstrap.checkpoint files")
+    v = ssub.add_parser(
+        "verify",
+        help="check CRCs, offsets, epochs, header and footer of snapshot files",
+        description="Check every batch (CRC, sizes), that offsets start at 0 and are contiguous, that every "
+        "batch carries the epoch in the file name, that a SnapshotHeader comes first and a "
+        "SnapshotFooter last, KRaft's record rules (lastOffsetDelta = records - 1 in every batch), and that "
+        "a snapshot ending above offset 0 holds metadata records. Exits 1 on any problem.",
+    )
+    v.add_argument(
+        "files", nargs="+", metavar="FILE", help="<end offset>-<epoch>.checkpoint or bootstrap.checkpoint files"
+    )
     v.add_argument("--json", action="store_true", help="one JSON object per file")
     add_max_batch_bytes(v)
     v.set_defaults(func=run_verify)
 
-    c = ssub.add_parser("create", help="write a snapshot of the metadata image at a log offset",
-                        description="Replay the metadata log (from the newest snapshot at or below OFFSET) up to OFFSET "
-                                    "and write the image as <OFFSET>-<epoch>.checkpoint, records in Kafka's order at the "
-                                    "versions of the image's metadata.version, sorted within each section (the same "
-                                    "image always gives the same bytes). OFFSET must be the end of a batch; the epoch "
-                                    "and LastContainedLogTimestamp are those of the batch ending there; kraft.version "
-                                    "and the voter set are carried over from the log's control records. A log with "
-                                    "a hole or an overlap below OFFSET, or a snapshot that does not match the log, is "
-                                    "refused with exit 1 (naming file, batch offset and byte position) unless "
-                                    "--allow-gaps. An image at a metadata.version newer than kraftkit's tables is "
-                                    "refused with exit 2 (the record versions it writes are unknown).")
+    c = ssub.add_parser(
+        "create",
+        help="write a snapshot of the metadata image at a log offset",
+        description="Replay the metadata log (from the newest snapshot at or below OFFSET) up to OFFSET "
+        "and write the image as <OFFSET>-<epoch>.checkpoint, records in Kafka's order at the "
+        "versions of the image's metadata.version, sorted within each section (the same "
+        "image always gives the same bytes). OFFSET must be the end of a batch; the epoch "
+        "and LastContainedLogTimestamp are those of the batch ending there; kraft.version "
+        "and the voter set are carried over from the log's control records. A log with "
+        "a hole or an overlap below OFFSET, or a snapshot that does not match the log, is "
+        "refused with exit 1 (naming file, batch offset and byte position) unless "
+        "--allow-gaps. An image at a metadata.version newer than kraftkit's tables is "
+        "refused with exit 2 (the record versions it writes are unknown).",
+    )
     c.add_argument("logdir", metavar="LOGDIR", help="a log directory or its __cluster_metadata-0 directory")
     c.add_argument("--at", type=offset_arg, required=True, metavar="OFFSET", help="snapshot end offset (exclusive)")
-    c.add_argument("--out", default=None, metavar="DIR", help="directory to write to (default: the metadata partition directory)")
-    c.add_argument("--time-ms", type=offset_arg, default=None, metavar="MS",
-                   help="batch timestamps (default: the last contained log timestamp, for reproducible bytes)")
+    c.add_argument(
+        "--out", default=None, metavar="DIR", help="directory to write to (default: the metadata partition directory)"
+    )
+    c.add_argument(
+        "--time-ms",
+        type=offset_arg,
+        default=None,
+        metavar="MS",
+        help="batch timestamps (default: the last contained log timestamp, for reproducible bytes)",
+    )
     c.add_argument("--json", action="store_true", help="print the result as JSON")
     add_max_batch_bytes(c)
-    c.add_argument("--allow-gaps", action="store_true",
-                   help="write the snapshot even when offsets below OFFSET are missing or held twice, or the snapshot "
-                        "replayed from does not match the log: each is reported on stderr as a warning (offsets held "
-                        "twice are used once) and the exit code stays 0")
+    c.add_argument(
+        "--allow-gaps",
+        action="store_true",
+        help="write the snapshot even when offsets below OFFSET are missing or held twice, or the snapshot "
+        "replayed from does not match the log: each is reported on stderr as a warning (offsets held "
+        "twice are used once) and the exit code stays 0",
+    )
     c.set_defaults(func=run_create)
 
-    r = ssub.add_parser("rewrite", help="rewrite snapshots to another metadata.version (downgrade or upgrade)",
-                        description="Rewrite each snapshot at metadata.version V: records re-encoded at the versions V "
-                                    "writes, record types V cannot hold dropped, other features lowered to what V (and "
-                                    "its Kafka release) supports. Anything non-default that V cannot carry is reported "
-                                    "as lost, by record type and field with sample keys. The input is never modified; "
-                                    "the output is written atomically. Unknown is never guessed: a snapshot at a "
-                                    "metadata.version or feature level newer than kraftkit's tables, or holding a record "
-                                    "type or version its schemas lack, is refused (exit 2, nothing written). Exit codes: "
-                                    "0 done, 1 refused (--fail-on-loss and something would be lost), 2 bad input or input "
-                                    "newer than kraftkit knows.")
+    r = ssub.add_parser(
+        "rewrite",
+        help="rewrite snapshots to another metadata.version (downgrade or upgrade)",
+        description="Rewrite each snapshot at metadata.version V: records re-encoded at the versions V "
+        "writes, record types V cannot hold dropped, other features lowered to what V (and "
+        "its Kafka release) supports. Anything non-default that V cannot carry is reported "
+        "as lost, by record type and field with sample keys. The input is never modified; "
+        "the output is written atomically. Unknown is never guessed: a snapshot at a "
+        "metadata.version or feature level newer than kraftkit's tables, or holding a record "
+        "type or version its schemas lack, is refused (exit 2, nothing written). Exit codes: "
+        "0 done, 1 refused (--fail-on-loss and something would be lost), 2 bad input or input "
+        "newer than kraftkit knows.",
+    )
     r.add_argument("paths", nargs="+", metavar="PATH", help="IN OUT (a file or directory), or IN... OUTDIR")
-    r.add_argument("--metadata-version", "--release-version", required=True, dest="metadata_version", metavar="V",
-                   help="target: a level (21), a name (3.9-IV0) or a release (3.9: its highest production level)")
+    r.add_argument(
+        "--metadata-version",
+        "--release-version",
+        required=True,
+        dest="metadata_version",
+        metavar="V",
+        help="target: a level (21), a name (3.9-IV0) or a release (3.9: its highest production level)",
+    )
     r.add_argument("--dry-run", action="store_true", help="only print the loss report; write nothing")
     r.add_argument("--fail-on-loss", action="store_true", help="refuse (and write nothing) when anything would be lost")
     r.add_argument("--json", action="store_true", help="one JSON report per file")
@@ -104,12 +131,22 @@ def run_create(args: argparse.Namespace) -> int:
         return fail("snapshot create", str(e), EXIT_PROBLEMS)
     rep = SnapshotReader(path).check()
     if args.json:
-        print(json.dumps({"path": str(path), "snapshot_id": str(sid), "data_records": rep["data_records"],
-                          "last_contained_log_timestamp": batch.max_timestamp,
-                          "kraft_version": rep["kraft_version"]}))
+        print(
+            json.dumps(
+                {
+                    "path": str(path),
+                    "snapshot_id": str(sid),
+                    "data_records": rep["data_records"],
+                    "last_contained_log_timestamp": batch.max_timestamp,
+                    "kraft_version": rep["kraft_version"],
+                }
+            )
+        )
     else:
-        print(f"{path}: {rep['data_records']} metadata records, epoch {sid.epoch}, "
-              f"last contained log timestamp {batch.max_timestamp}")
+        print(
+            f"{path}: {rep['data_records']} metadata records, epoch {sid.epoch}, "
+            f"last contained log timestamp {batch.max_timestamp}"
+        )
     return EXIT_OK
 
 
@@ -120,8 +157,10 @@ def run_verify(args: argparse.Namespace) -> int:
             reader = SnapshotReader(name)
             rep = reader.verify()
         except (SnapshotError, OSError) as e:  # not a snapshot, unreadable: usage; a damaged name: a problem
-            status = max(status, fail("snapshot verify", str(e),
-                                      EXIT_PROBLEMS if isinstance(e, SnapshotNameError) else EXIT_USAGE))
+            status = max(
+                status,
+                fail("snapshot verify", str(e), EXIT_PROBLEMS if isinstance(e, SnapshotNameError) else EXIT_USAGE),
+            )
             continue
         err = rep["error"]
         if err is not None:
@@ -133,8 +172,10 @@ def run_verify(args: argparse.Namespace) -> int:
             print(json.dumps(out))
         elif err is None:
             kv = f", kraft.version {rep['kraft_version']}" if rep["kraft_version"] is not None else ""
-            print(f"{name}: OK: {rep['batches']} batches, {rep['data_records']} metadata records, "
-                  f"last contained log timestamp {rep['last_contained_log_timestamp']}{kv}")
+            print(
+                f"{name}: OK: {rep['batches']} batches, {rep['data_records']} metadata records, "
+                f"last contained log timestamp {rep['last_contained_log_timestamp']}{kv}"
+            )
         else:
             print(f"{name}: INVALID: {err}")
     return status

@@ -25,14 +25,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     jobs = p.add_subparsers(dest="job", metavar="JOB", required=True)
 
     def common(q: argparse.ArgumentParser, out: bool = True) -> None:
-        q.add_argument("path", metavar="PATH", help="fleet root, cluster or node directory, glob, or URI (hdfs://, s3://, file://)")
+        q.add_argument(
+            "path", metavar="PATH", help="fleet root, cluster or node directory, glob, or URI (hdfs://, s3://, file://)"
+        )
         if out:
             q.add_argument("--out", default=None, help="write the results as Parquet under this directory or URI")
         q.add_argument("--master", default=None, help="Spark master when not under spark-submit (default local[2])")
         q.add_argument("--json", action="store_true", help="JSON lines instead of the text summary")
         q.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
 
-    q = jobs.add_parser("audit", help="per cluster: features, metadata.version, counts, corrupt batches, downgrade losses")
+    q = jobs.add_parser(
+        "audit", help="per cluster: features, metadata.version, counts, corrupt batches, downgrade losses"
+    )
     common(q)
     q.set_defaults(func=run_audit)
     q = jobs.add_parser("verify", help="CRC, record and index integrity of every file, with exact locations")
@@ -40,11 +44,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     q.set_defaults(func=run_verify)
     q = jobs.add_parser("rewrite", help="rewrite every cluster's latest snapshot at a metadata.version")
     common(q)
-    q.add_argument("--metadata-version", "--release-version", dest="metadata_version", required=True,
-                   help="target metadata.version (3.9-IV0, a level, or a release like 3.5)")
+    q.add_argument(
+        "--metadata-version",
+        "--release-version",
+        dest="metadata_version",
+        required=True,
+        help="target metadata.version (3.9-IV0, a level, or a release like 3.5)",
+    )
     q.add_argument("--dry-run", action="store_true", help="report only; write no snapshot")
     q.set_defaults(func=run_rewrite)
-    q = jobs.add_parser("scan", help="read every record with format(\"kraft\") and count them by cluster and type")
+    q = jobs.add_parser("scan", help='read every record with format("kraft") and count them by cluster and type')
     common(q, out=False)
     q.add_argument("--kind", choices=["all", "snapshots", "logs"], default="all")
     q.set_defaults(func=run_scan)
@@ -83,6 +92,7 @@ def _emit_rows(df: Any, kind: str) -> None:
 
 def _guard(fn):
     """Runs a job; a bad fleet layout or argument (any kraftkit error) is exit code 2."""
+
     def run(args: argparse.Namespace) -> int:
         from kraftkit.errors import KraftkitError
 
@@ -90,6 +100,7 @@ def _guard(fn):
             return fn(args)
         except KraftkitError as e:
             return fail(f"spark {args.job}", str(e))
+
     return run
 
 
@@ -132,8 +143,9 @@ def run_rewrite(args: argparse.Namespace) -> int:
 
     if args.out is None and not args.dry_run:
         return fail("spark rewrite", "--out is required (or --dry-run)")
-    res = jobs.rewrite(session(args), args.path, args.metadata_version, args.out, dry_run=args.dry_run,
-                       progress=_progress(args))
+    res = jobs.rewrite(
+        session(args), args.path, args.metadata_version, args.out, dry_run=args.dry_run, progress=_progress(args)
+    )
     rows = res.report.collect()
     _report(args, res, (res.report, "rewrite"))
     return EXIT_PROBLEMS if any(r["error"] for r in rows) else EXIT_OK
@@ -145,8 +157,12 @@ def run_scan(args: argparse.Namespace) -> int:
 
     spark = session(args)
     t0 = time.perf_counter()
-    df = (spark.read.format("kraft").option("columns", "cluster,record_type,crc_valid,error").option("kind", args.kind)
-          .load(args.path))
+    df = (
+        spark.read.format("kraft")
+        .option("columns", "cluster,record_type,crc_valid,error")
+        .option("kind", args.kind)
+        .load(args.path)
+    )
     rows = df.groupBy("cluster", "record_type").count().orderBy("cluster", "record_type").collect()
     bad = df.where("crc_valid = false or error is not null").count()
     secs = time.perf_counter() - t0
@@ -176,16 +192,35 @@ def run_generate(args: argparse.Namespace) -> int:
             sys.stderr.write("\n" if done == total else "")
             sys.stderr.flush()
 
-    fleet = generate_fleet(args.root, clusters=args.clusters, nodes=args.nodes, topics=(lo, hi), partitions=args.partitions,
-                           segment_bytes=args.segment_bytes, corrupt=args.corrupt, seed=args.seed, progress=progress)
+    fleet = generate_fleet(
+        args.root,
+        clusters=args.clusters,
+        nodes=args.nodes,
+        topics=(lo, hi),
+        partitions=args.partitions,
+        segment_bytes=args.segment_bytes,
+        corrupt=args.corrupt,
+        seed=args.seed,
+        progress=progress,
+    )
     size = fleet.bytes
     if args.json:
-        print(json.dumps({"root": fleet.root, "clusters": len(fleet.clusters), "bytes": size,
-                          "records": sum(c.records for c in fleet.clusters),
-                          "damage": [d for c in fleet.clusters for d in c.damage]}))
+        print(
+            json.dumps(
+                {
+                    "root": fleet.root,
+                    "clusters": len(fleet.clusters),
+                    "bytes": size,
+                    "records": sum(c.records for c in fleet.clusters),
+                    "damage": [d for c in fleet.clusters for d in c.damage],
+                }
+            )
+        )
     else:
-        print(f"{fleet.root}: {len(fleet.clusters)} clusters x {args.nodes} nodes, "
-              f"{sum(c.records for c in fleet.clusters)} records per node set, {size / 1e6:.1f} MB; manifest fleet.json")
+        print(
+            f"{fleet.root}: {len(fleet.clusters)} clusters x {args.nodes} nodes, "
+            f"{sum(c.records for c in fleet.clusters)} records per node set, {size / 1e6:.1f} MB; manifest fleet.json"
+        )
         for c in fleet.clusters:
             for d in c.damage:
                 print(f"  damaged {c.name}/{d['node']}: {d['kind']} in {d['file']}")

@@ -18,62 +18,111 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ssub = p.add_subparsers(dest="storage_command", metavar="SUBCOMMAND", required=True)
 
     f = ssub.add_parser(
-        "format", help="write meta.properties and the bootstrap metadata as kafka-storage format does",
+        "format",
+        help="write meta.properties and the bootstrap metadata as kafka-storage format does",
         description="Write meta.properties (v1: cluster.id, node.id, a fresh directory.id) into every directory and "
-                    "the bootstrap records (a FeatureLevelRecord for metadata.version, then one per other feature at "
-                    "a level above 0, sorted by name), exactly as that release's kafka-storage format does. Kafka 4.4 "
-                    "and newer (--layout checkpoint): in the bootstrap snapshot "
-                    "<metadata dir>/__cluster_metadata-0/00000000000000000000-0000000000.checkpoint, with the "
-                    "KRaftVersion and Voters records of a dynamic quorum. Kafka 4.3 and older (--layout "
-                    "bootstrap-file): a bootstrap.checkpoint in every directory, and with --standalone or "
-                    "--initial-controllers the KRaftVersion/Voters bootstrap snapshot. Features not given take their "
-                    "default level for the release version (kraft.version: 0, or 1 with a dynamic quorum). Exit 2 on "
-                    "bad input, 1 if the directories refuse (already formatted, another cluster or node).")
+        "the bootstrap records (a FeatureLevelRecord for metadata.version, then one per other feature at "
+        "a level above 0, sorted by name), exactly as that release's kafka-storage format does. Kafka 4.4 "
+        "and newer (--layout checkpoint): in the bootstrap snapshot "
+        "<metadata dir>/__cluster_metadata-0/00000000000000000000-0000000000.checkpoint, with the "
+        "KRaftVersion and Voters records of a dynamic quorum. Kafka 4.3 and older (--layout "
+        "bootstrap-file): a bootstrap.checkpoint in every directory, and with --standalone or "
+        "--initial-controllers the KRaftVersion/Voters bootstrap snapshot. Features not given take their "
+        "default level for the release version (kraft.version: 0, or 1 with a dynamic quorum). Exit 2 on "
+        "bad input, 1 if the directories refuse (already formatted, another cluster or node).",
+    )
     f.add_argument("--cluster-id", "-t", required=True, metavar="ID", help="22-character cluster id (see random-uuid)")
     f.add_argument("--node-id", type=int_arg(0, 2**31 - 1), required=True, metavar="N", help="the node.id of this node")
-    f.add_argument("--directories", "-d", nargs="+", required=True, metavar="DIR",
-                   help="the node's log directories (log.dirs)")
-    f.add_argument("--metadata-log-dir", metavar="DIR", default=None,
-                   help="metadata.log.dir (default: the first of --directories); formatted too")
-    f.add_argument("--release-version", "-r", metavar="VERSION", default=None,
-                   help="release (3.9) or metadata.version (3.9-IV0) to start with (default: the latest production "
-                        "of the newest release kraftkit knows)")
-    f.add_argument("--layout", choices=("checkpoint", "bootstrap-file"), default=None,
-                   help="where the bootstrap records go (default: what the release's own kafka-storage format writes: "
-                        "checkpoint from 4.4 on, bootstrap-file before; Kafka 4.4's tool writes checkpoint for every "
-                        "release version)")
-    f.add_argument("--feature", "-f", action="append", default=[], metavar="NAME=LEVEL",
-                   help="a feature level, e.g. transaction.version=2 (repeatable)")
+    f.add_argument(
+        "--directories", "-d", nargs="+", required=True, metavar="DIR", help="the node's log directories (log.dirs)"
+    )
+    f.add_argument(
+        "--metadata-log-dir",
+        metavar="DIR",
+        default=None,
+        help="metadata.log.dir (default: the first of --directories); formatted too",
+    )
+    f.add_argument(
+        "--release-version",
+        "-r",
+        metavar="VERSION",
+        default=None,
+        help="release (3.9) or metadata.version (3.9-IV0) to start with (default: the latest production "
+        "of the newest release kraftkit knows)",
+    )
+    f.add_argument(
+        "--layout",
+        choices=("checkpoint", "bootstrap-file"),
+        default=None,
+        help="where the bootstrap records go (default: what the release's own kafka-storage format writes: "
+        "checkpoint from 4.4 on, bootstrap-file before; Kafka 4.4's tool writes checkpoint for every "
+        "release version)",
+    )
+    f.add_argument(
+        "--feature",
+        "-f",
+        action="append",
+        default=[],
+        metavar="NAME=LEVEL",
+        help="a feature level, e.g. transaction.version=2 (repeatable)",
+    )
     q = f.add_mutually_exclusive_group()
-    q.add_argument("--standalone", "-s", action="store_true",
-                   help="a single-node KIP-853 dynamic quorum of this node (needs --controller-listener NAME://HOST:PORT)")
-    q.add_argument("--initial-controllers", "-I", metavar="VOTERS", default=None,
-                   help="KIP-853 initial voters: id@host:port:directoryId,... (same value on every node)")
-    q.add_argument("--no-initial-controllers", "-N", action="store_true",
-                   help="a node of a dynamic quorum that does not bootstrap it (kraft.version 1, no voter snapshot)")
-    f.add_argument("--controller-listener", metavar="NAME[://HOST:PORT]", default="CONTROLLER",
-                   help="the first controller.listener.names entry, with this node's advertised host and port for "
-                        "--standalone (default: CONTROLLER)")
-    f.add_argument("--ignore-formatted", "-g", action="store_true",
-                   help="skip directories that are already formatted instead of failing")
+    q.add_argument(
+        "--standalone",
+        "-s",
+        action="store_true",
+        help="a single-node KIP-853 dynamic quorum of this node (needs --controller-listener NAME://HOST:PORT)",
+    )
+    q.add_argument(
+        "--initial-controllers",
+        "-I",
+        metavar="VOTERS",
+        default=None,
+        help="KIP-853 initial voters: id@host:port:directoryId,... (same value on every node)",
+    )
+    q.add_argument(
+        "--no-initial-controllers",
+        "-N",
+        action="store_true",
+        help="a node of a dynamic quorum that does not bootstrap it (kraft.version 1, no voter snapshot)",
+    )
+    f.add_argument(
+        "--controller-listener",
+        metavar="NAME[://HOST:PORT]",
+        default="CONTROLLER",
+        help="the first controller.listener.names entry, with this node's advertised host and port for "
+        "--standalone (default: CONTROLLER)",
+    )
+    f.add_argument(
+        "--ignore-formatted",
+        "-g",
+        action="store_true",
+        help="skip directories that are already formatted instead of failing",
+    )
     f.add_argument("--json", action="store_true", help="print the result as JSON")
     f.set_defaults(func=run_format)
 
-    i = ssub.add_parser("info", help="show meta.properties and bootstrap metadata of log directories",
-                        description="What kafka-storage info shows (the directories found, the first meta.properties, "
-                                    "problems: missing or unformatted directories, mismatched cluster or node ids), "
-                                    "plus the metadata.version and features of each directory's bootstrap metadata "
-                                    "(bootstrap.checkpoint, or Kafka 4.4's bootstrap snapshot). Exit 1 if "
-                                    "there is any problem, 2 if a file cannot be read (a FIFO or device in place of "
-                                    "meta.properties, one over 1 MiB, no permission).")
+    i = ssub.add_parser(
+        "info",
+        help="show meta.properties and bootstrap metadata of log directories",
+        description="What kafka-storage info shows (the directories found, the first meta.properties, "
+        "problems: missing or unformatted directories, mismatched cluster or node ids), "
+        "plus the metadata.version and features of each directory's bootstrap metadata "
+        "(bootstrap.checkpoint, or Kafka 4.4's bootstrap snapshot). Exit 1 if "
+        "there is any problem, 2 if a file cannot be read (a FIFO or device in place of "
+        "meta.properties, one over 1 MiB, no permission).",
+    )
     i.add_argument("directories", nargs="+", metavar="DIR", help="log directories")
     i.add_argument("--json", action="store_true", help="print the result as JSON")
     add_max_batch_bytes(i)
     i.set_defaults(func=run_info)
 
-    r = ssub.add_parser("random-uuid", help="print a random cluster id",
-                        description="Print a random Kafka Uuid (URL-safe base64, 22 characters), as "
-                                    "kafka-storage random-uuid does: never a reserved id, never one starting with '-'.")
+    r = ssub.add_parser(
+        "random-uuid",
+        help="print a random cluster id",
+        description="Print a random Kafka Uuid (URL-safe base64, 22 characters), as "
+        "kafka-storage random-uuid does: never a reserved id, never one starting with '-'.",
+    )
     r.set_defaults(func=run_random_uuid)
 
 
@@ -83,11 +132,19 @@ def run_format(args: argparse.Namespace) -> int:
     try:
         features = [parse_feature_arg(x) for x in args.feature]
         result = format_storage(
-            args.directories, cluster_id=args.cluster_id, node_id=args.node_id,
-            release_version=args.release_version, features=features, metadata_log_dir=args.metadata_log_dir,
-            standalone=args.standalone, initial_controllers=args.initial_controllers,
-            no_initial_controllers=args.no_initial_controllers, controller_listener=args.controller_listener,
-            ignore_formatted=args.ignore_formatted, layout=args.layout)
+            args.directories,
+            cluster_id=args.cluster_id,
+            node_id=args.node_id,
+            release_version=args.release_version,
+            features=features,
+            metadata_log_dir=args.metadata_log_dir,
+            standalone=args.standalone,
+            initial_controllers=args.initial_controllers,
+            no_initial_controllers=args.no_initial_controllers,
+            controller_listener=args.controller_listener,
+            ignore_formatted=args.ignore_formatted,
+            layout=args.layout,
+        )
     except StorageError as e:
         print(f"kraftkit storage format: {e}", file=sys.stderr)
         return e.exit_code

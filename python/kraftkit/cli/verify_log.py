@@ -23,12 +23,15 @@ DESCRIPTION = HELP + (
     "does not match its records, a log that starts after the newest snapshot ends, and a snapshot whose contents "
     "or name (end offset, epoch) do not match the log. In other partitions compaction leaves gaps legitimately: "
     "only overlaps and batches below their segment's base offset are problems. Index entries past the point "
-    "where a log cannot be read are noted, not counted. Exits 1 if anything is wrong.")
+    "where a log cannot be read are noted, not counted. Exits 1 if anything is wrong."
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify-log", help=HELP, description=DESCRIPTION)
-    p.add_argument("paths", nargs="+", metavar="DIR", help="partition directories, log directories holding them, or segment files")
+    p.add_argument(
+        "paths", nargs="+", metavar="DIR", help="partition directories, log directories holding them, or segment files"
+    )
     p.add_argument("--deep", action="store_true", help="also decompress and check every record")
     p.add_argument("--no-index", action="store_true", help="skip the .index/.timeindex checks")
     p.add_argument("--json", action="store_true", help="one JSON object per partition, then a total")
@@ -153,21 +156,44 @@ def run(args: argparse.Namespace) -> int:
         verify(parts, args.deep, not args.no_index)
     except OSError as e:
         return fail("verify-log", str(e))
-    total = {"partitions": len(parts), "files": sum(len(p.files) for p in parts), "batches": 0, "records": 0, "bytes": 0, "problems": 0}
+    total = {
+        "partitions": len(parts),
+        "files": sum(len(p.files) for p in parts),
+        "batches": 0,
+        "records": 0,
+        "bytes": 0,
+        "problems": 0,
+    }
     for p in parts:
         total["batches"] += p.batches
         total["records"] += p.records
         total["bytes"] += p.bytes
         total["problems"] += len(p.problems)
         if args.json:
-            print(json.dumps({"type": "partition", "path": str(p.path), "segments": p.segments, "files": len(p.files),
-                              "batches": p.batches, "records": p.records, "bytes": p.bytes, "first_offset": p.first_offset,
-                              "last_offset": p.last_offset, "problems": p.problems, "notes": p.notes}))
+            print(
+                json.dumps(
+                    {
+                        "type": "partition",
+                        "path": str(p.path),
+                        "segments": p.segments,
+                        "files": len(p.files),
+                        "batches": p.batches,
+                        "records": p.records,
+                        "bytes": p.bytes,
+                        "first_offset": p.first_offset,
+                        "last_offset": p.last_offset,
+                        "problems": p.problems,
+                        "notes": p.notes,
+                    }
+                )
+            )
             continue
         status = "OK" if not p.problems else f"{len(p.problems)} PROBLEM(S)"
         if not args.quiet or p.problems:
             rng = f"offsets {p.first_offset}..{p.last_offset}" if p.first_offset is not None else "empty"
-            print(f"{p.path}: {p.segments} segment(s), {p.batches} batches, {p.records} records, {p.bytes} bytes, {rng}: {status}")
+            print(
+                f"{p.path}: {p.segments} segment(s), {p.batches} batches, {p.records} records, {p.bytes} bytes, {rng}: {status}"
+            )
         for prob in p.problems:
             print(f"  - {prob}")
         for note in p.notes:
@@ -176,6 +202,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"type": "total", **total}))
     else:
         verdict = "all valid" if not total["problems"] else f"{total['problems']} problem(s)"
-        print(f"verified {total['files']} file(s) in {total['partitions']} directory(ies): {total['batches']} batches, "
-              f"{total['records']} records, {total['bytes']} bytes: {verdict}")
+        print(
+            f"verified {total['files']} file(s) in {total['partitions']} directory(ies): {total['batches']} batches, "
+            f"{total['records']} records, {total['bytes']} bytes: {verdict}"
+        )
     return EXIT_PROBLEMS if total["problems"] or missing else EXIT_OK

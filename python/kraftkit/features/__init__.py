@@ -15,6 +15,13 @@ from kraftkit.features.registry import (
 )
 
 __all__ = [
-    "KRAFT_VERSION_FEATURE", "MV_FEATURE", "Feature", "FeatureLevel", "MetadataVersion", "Registry", "Release",
-    "UnknownVersionError", "registry",
+    "KRAFT_VERSION_FEATURE",
+    "MV_FEATURE",
+    "Feature",
+    "FeatureLevel",
+    "MetadataVersion",
+    "Registry",
+    "Release",
+    "UnknownVersionError",
+    "registry",
 ]

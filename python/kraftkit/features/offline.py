@@ -56,8 +56,10 @@ class FeatureState:
             "finalized": dict(sorted(self.finalized.items())),
             "unknownLevels": unknown_levels(self.finalized),
             "endOffset": self.end_offset,
-            "nodes": [{"id": n.node_id, "role": n.role, "supported": {k: list(v) for k, v in sorted(n.supported.items())}}
-                      for n in self.nodes],
+            "nodes": [
+                {"id": n.node_id, "role": n.role, "supported": {k: list(v) for k, v in sorted(n.supported.items())}}
+                for n in self.nodes
+            ],
             "kraftkitSupports": {k: list(v) for k, v in reg.supported_ranges().items()},
         }
 
@@ -75,12 +77,20 @@ def state_of(img, source: str) -> FeatureState:
     if img.kraft_version is not None:
         fin[KRAFT_VERSION_FEATURE] = img.kraft_version
     nodes = [NodeFeatures.from_registration("broker", i, b["Features"]) for i, b in sorted(img.brokers.items())]
-    nodes += [NodeFeatures.from_registration("controller", i, c["Features"]) for i, c in sorted(img.controllers.items())]
+    nodes += [
+        NodeFeatures.from_registration("controller", i, c["Features"]) for i, c in sorted(img.controllers.items())
+    ]
     return FeatureState(source, fin, nodes, img.provenance.end_offset, img.provenance.epoch)
 
 
-def requested_updates(state: FeatureState, *, release_version: str | None, features: dict[str, int],
-                      upgrade_type: UpgradeType, reg: Registry | None = None) -> list[FeatureUpdate]:
+def requested_updates(
+    state: FeatureState,
+    *,
+    release_version: str | None,
+    features: dict[str, int],
+    upgrade_type: UpgradeType,
+    reg: Registry | None = None,
+) -> list[FeatureUpdate]:
     """The updates a request means: ``--release-version`` sets metadata.version and every
     production feature to the release's default level (as ``kafka-features --release-version``);
     ``--feature NAME=LEVEL`` sets one. kraft.version is the raft layer's and is never set here.
@@ -97,9 +107,12 @@ def requested_updates(state: FeatureState, *, release_version: str | None, featu
         if name == KRAFT_VERSION_FEATURE:
             raise FeatureChangeError("kraft.version is changed through the KRaft quorum (KIP-853), not offline here")
         want[name] = level
-    return [FeatureUpdate(name, level, upgrade_type) for name, level in sorted(want.items())
-            if state.finalized.get(name, 0) != level
-            and not (upgrade_type == UpgradeType.UPGRADE and level < state.finalized.get(name, 0))]
+    return [
+        FeatureUpdate(name, level, upgrade_type)
+        for name, level in sorted(want.items())
+        if state.finalized.get(name, 0) != level
+        and not (upgrade_type == UpgradeType.UPGRADE and level < state.finalized.get(name, 0))
+    ]
 
 
 @dataclass
@@ -114,8 +127,14 @@ class ChangeResult:
     moved: list[str] = field(default_factory=list)
 
 
-def change(path: str | os.PathLike[str], updates: list[FeatureUpdate], *, dry_run: bool = False,
-           backup: str | os.PathLike[str] | None = None, image=None) -> ChangeResult:
+def change(
+    path: str | os.PathLike[str],
+    updates: list[FeatureUpdate],
+    *,
+    dry_run: bool = False,
+    backup: str | os.PathLike[str] | None = None,
+    image=None,
+) -> ChangeResult:
     """Validates ``updates`` against the node's metadata and, unless ``dry_run``, writes a
     snapshot at the end of its log with the new levels. An existing snapshot with the same id
     is replaced only when ``backup`` names a directory to keep it in. ``image`` is the image at the
@@ -149,9 +168,11 @@ def change(path: str | os.PathLike[str], updates: list[FeatureUpdate], *, dry_ru
     if not all(r.ok for r in results):
         raise FeatureChangeError(f"{d}: invalid feature change", results)
     if state.end_offset <= 0:
-        raise FeatureChangeError(f"{d}: the metadata log is empty: the node was formatted but never ran, so there "
-                                 "is nothing to rewrite; format it again with the release version you want "
-                                 "(kraftkit storage format --release-version ...)")
+        raise FeatureChangeError(
+            f"{d}: the metadata log is empty: the node was formatted but never ran, so there "
+            "is nothing to rewrite; format it again with the release version you want "
+            "(kraftkit storage format --release-version ...)"
+        )
     new = {u.feature: u.level for u in updates}
     reg = registry()
     target = reg.by_level(new.get(MV_FEATURE, state.finalized[MV_FEATURE]))
@@ -163,8 +184,10 @@ def change(path: str | os.PathLike[str], updates: list[FeatureUpdate], *, dry_ru
         final = d / sid.file_name
         downgrade = target.level < state.finalized.get(MV_FEATURE, 0)
         if downgrade and not dry_run and backup is None:
-            raise FeatureChangeError(f"{d}: a metadata.version downgrade moves the log below the new snapshot out of "
-                                     "the way; pass a backup directory to keep it in")
+            raise FeatureChangeError(
+                f"{d}: a metadata.version downgrade moves the log below the new snapshot out of "
+                "the way; pass a backup directory to keep it in"
+            )
         if dry_run:
             out.report = rewrite_snapshot(current, None, target, feature_levels=others)
             out.report.source = f"{d} (image at offset {sid.end_offset})"
@@ -183,8 +206,10 @@ def change(path: str | os.PathLike[str], updates: list[FeatureUpdate], *, dry_ru
             out.backup = str(bdir)
         elif final.exists():
             if backup is None:
-                raise FeatureChangeError(f"{final} exists (the log ends where Kafka last took a snapshot); pass a "
-                                         "backup directory to keep it and replace it")
+                raise FeatureChangeError(
+                    f"{final} exists (the log ends where Kafka last took a snapshot); pass a "
+                    "backup directory to keep it and replace it"
+                )
             Path(backup).mkdir(parents=True, exist_ok=True)
             kept = Path(backup) / final.name
             shutil.copy2(final, kept)
@@ -216,4 +241,3 @@ def _log_file(p: Path) -> bool:
 def _bootstrap_files(partition_dir: Path) -> list[Path]:
     p = partition_dir.parent / "bootstrap.checkpoint"
     return [p] if p.is_file() else []
-

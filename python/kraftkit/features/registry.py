@@ -83,8 +83,9 @@ class Feature:
         for lv in self.levels:
             if lv.level == n:
                 return lv
-        raise UnknownVersionError(f"{self.name} has no level {n} (known: "
-                                  f"{', '.join(str(lv.level) for lv in self.levels)})")
+        raise UnknownVersionError(
+            f"{self.name} has no level {n} (known: {', '.join(str(lv.level) for lv in self.levels)})"
+        )
 
     def default_level(self, mv: int) -> int:
         """The highest level whose bootstrap metadata.version is at most ``mv`` (``defaultLevel``)."""
@@ -174,10 +175,13 @@ class Registry:
         mv = self._by_level.get(level)
         if mv is None:
             if level > self.latest.level:
-                raise UnknownVersionError(f"metadata.version level {level} is newer than kraftkit knows "
-                                          f"(newest: {self.latest.name} = {self.latest.level})")
+                raise UnknownVersionError(
+                    f"metadata.version level {level} is newer than kraftkit knows "
+                    f"(newest: {self.latest.name} = {self.latest.level})"
+                )
             raise UnknownVersionError(
-                f"unknown metadata.version level {level} (known: {self.minimum.level}..{self.latest.level})")
+                f"unknown metadata.version level {level} (known: {self.minimum.level}..{self.latest.level})"
+            )
         return mv
 
     def metadata_version(self, spec: str | int | MetadataVersion) -> MetadataVersion:
@@ -201,7 +205,8 @@ class Registry:
         lines = sorted({m.release for m in self.metadata_versions}, key=lambda r: tuple(map(int, r.split("."))))
         raise UnknownVersionError(
             f"unknown metadata.version or release {spec!r} (levels {self.minimum.level}..{self.latest.level}, "
-            f"names like 3.9-IV0, releases {lines[0]}..{lines[-1]})")
+            f"names like 3.9-IV0, releases {lines[0]}..{lines[-1]})"
+        )
 
     def metadata_changed(self, a: int, b: int) -> bool:
         """Kafka's ``checkIfMetadataChanged``: True if some level in (min, max] changed the
@@ -220,8 +225,9 @@ class Registry:
         for r in self.releases:
             if r.version == version or r.line == version:
                 return r
-        raise UnknownVersionError(f"no feature table for Kafka {version} "
-                                  f"(known: {', '.join(r.version for r in self.releases)})")
+        raise UnknownVersionError(
+            f"no feature table for Kafka {version} (known: {', '.join(r.version for r in self.releases)})"
+        )
 
     def feature(self, name: str) -> Feature:
         f = self.features.get(name)
@@ -263,8 +269,10 @@ def _feature(row: dict[str, Any]) -> Feature:
         minimum_production=row["minimumProduction"],
         latest_production=row["latestProduction"],
         latest_testing=row["latestTesting"],
-        levels=tuple(FeatureLevel(lv["level"], lv["bootstrapMetadataVersion"], dict(lv["dependencies"]))
-                     for lv in sorted(row["levels"], key=lambda x: x["level"])),
+        levels=tuple(
+            FeatureLevel(lv["level"], lv["bootstrapMetadataVersion"], dict(lv["dependencies"]))
+            for lv in sorted(row["levels"], key=lambda x: x["level"])
+        ),
     )
 
 
@@ -284,8 +292,16 @@ def registry() -> Registry:
     releases = []
     for r in rel_rows:
         feats = {f["name"]: _feature(f) for f in r["features"]}
-        releases.append(Release(r["release"], r["minimumVersion"], r["minimumBootstrapVersion"],
-                                r["latestProduction"], r["latestTesting"], feats))
+        releases.append(
+            Release(
+                r["release"],
+                r["minimumVersion"],
+                r["minimumBootstrapVersion"],
+                r["latestProduction"],
+                r["latestTesting"],
+                feats,
+            )
+        )
     levels: dict[int, MetadataVersion] = {lv: _mv(row) for lv, row in metadata_version_rows().items()}
     # fill in the 3.x-only capability helpers on the levels the newest release describes
     older: dict[int, MetadataVersion] = {}

@@ -83,17 +83,21 @@ SEMANTIC_DEFAULTS = [
     ("RegisterBrokerRecord", "LogDirs", "empty"),
 ]
 
+
 class LossError(KraftkitError):
     """``fail_on_loss`` was set and the rewrite would lose metadata."""
 
     def __init__(self, report: RewriteReport) -> None:
-        super().__init__(f"{report.source}: rewriting to metadata.version {report.target} would lose: "
-                         + "; ".join(loss_line(x) for x in report.losses))
+        super().__init__(
+            f"{report.source}: rewriting to metadata.version {report.target} would lose: "
+            + "; ".join(loss_line(x) for x in report.losses)
+        )
         self.report = report
 
 
 def record_versions(mv: MetadataVersion) -> dict[int, int | None]:
     """The version each metadata record type is written at in ``mv`` (None: not at all)."""
+
     def when(cap: str, v: int = 0) -> int | None:
         return v if mv.supported(cap) else None
 
@@ -107,17 +111,28 @@ def record_versions(mv: MetadataVersion) -> dict[int, int | None]:
         brc = when("broker_registration_change_record")
     return {
         REGISTER_BROKER: mv.register_broker_record_version,
-        UNREGISTER_BROKER: 0, TOPIC: 0, CONFIG: 0, FENCE_BROKER: 0, UNFENCE_BROKER: 0, REMOVE_TOPIC: 0,
-        CLIENT_QUOTA: 0, PRODUCER_IDS: 0, ACCESS_CONTROL_ENTRY: 0, REMOVE_ACCESS_CONTROL_ENTRY: 0,
+        UNREGISTER_BROKER: 0,
+        TOPIC: 0,
+        CONFIG: 0,
+        FENCE_BROKER: 0,
+        UNFENCE_BROKER: 0,
+        REMOVE_TOPIC: 0,
+        CLIENT_QUOTA: 0,
+        PRODUCER_IDS: 0,
+        ACCESS_CONTROL_ENTRY: 0,
+        REMOVE_ACCESS_CONTROL_ENTRY: 0,
         PARTITION: mv.partition_record_version,
         PARTITION_CHANGE: mv.partition_change_record_version,
-        DELEGATION_TOKEN: when("delegation_token"), REMOVE_DELEGATION_TOKEN: when("delegation_token"),
-        USER_SCRAM_CREDENTIAL: when("scram"), REMOVE_USER_SCRAM_CREDENTIAL: when("scram"),
+        DELEGATION_TOKEN: when("delegation_token"),
+        REMOVE_DELEGATION_TOKEN: when("delegation_token"),
+        USER_SCRAM_CREDENTIAL: when("scram"),
+        REMOVE_USER_SCRAM_CREDENTIAL: when("scram"),
         FEATURE_LEVEL: 0 if mv.level >= MV_3_3_IV0 else None,
         BROKER_REGISTRATION_CHANGE: brc,
         NO_OP: when("noop_record"),
         ZK_MIGRATION_STATE: when("migration"),
-        BEGIN_TRANSACTION: when("metadata_transaction"), END_TRANSACTION: when("metadata_transaction"),
+        BEGIN_TRANSACTION: when("metadata_transaction"),
+        END_TRANSACTION: when("metadata_transaction"),
         ABORT_TRANSACTION: when("metadata_transaction"),
         REGISTER_CONTROLLER: mv.register_controller_record_version,
         CLEAR_ELR: when("elr"),
@@ -134,8 +149,9 @@ def target_release(mv: MetadataVersion, reg: Registry | None = None) -> Release 
         return None
 
 
-def feature_level_at(name: str, level: int, target: MetadataVersion, reg: Registry | None = None,
-                     release: Release | None = None) -> int:
+def feature_level_at(
+    name: str, level: int, target: MetadataVersion, reg: Registry | None = None, release: Release | None = None
+) -> int:
     """What finalized ``level`` of feature ``name`` becomes at ``target``: the highest level at
     most ``level`` whose dependencies hold and whose bootstrap metadata.version is not above
     the target, within what the target release supports (0: the feature is removed)."""
@@ -198,17 +214,27 @@ class RewriteReport:
 
     def text(self) -> str:
         src = self.source_metadata_version
-        head = (f"{self.source}: metadata.version {src.name if src else '?'} -> {self.target.name} "
-                f"({self.direction}){' -> ' + self.destination if self.destination else ' (dry run)'}")
+        head = (
+            f"{self.source}: metadata.version {src.name if src else '?'} -> {self.target.name} "
+            f"({self.direction}){' -> ' + self.destination if self.destination else ' (dry run)'}"
+        )
         lines = [head]
         c = self.counts
-        lines.append(f"  records: {c.get('records_in', 0)} in, {c.get('records_out', 0)} out, "
-                     f"{c.get('records_rewritten', 0)} re-encoded, "
-                     f"{c.get('records_dropped_silently', 0)} dropped without loss")
+        lines.append(
+            f"  records: {c.get('records_in', 0)} in, {c.get('records_out', 0)} out, "
+            f"{c.get('records_rewritten', 0)} re-encoded, "
+            f"{c.get('records_dropped_silently', 0)} dropped without loss"
+        )
         for ch in self.feature_changes:
             if ch["name"] == MV_FEATURE:
                 continue
-            what = "removed" if ch["to"] == 0 else f"lowered to {ch['to']}" if ch["to"] < ch["from"] else f"raised to {ch['to']}"
+            what = (
+                "removed"
+                if ch["to"] == 0
+                else f"lowered to {ch['to']}"
+                if ch["to"] < ch["from"]
+                else f"raised to {ch['to']}"
+            )
             lines.append(f"  feature {ch['name']}: {ch['from']} {what}")
         if not self.losses:
             lines.append("  nothing lost")
@@ -223,17 +249,22 @@ def loss_line(loss: dict[str, Any]) -> str:
     return f"{what}: {loss['count']} record(s){', e.g. ' + samples if samples else ''}"
 
 
-def _plan(target: MetadataVersion, reg: Registry, release: Release | None,
-          feature_levels: dict[str, int] | None = None) -> RewritePlan:
+def _plan(
+    target: MetadataVersion, reg: Registry, release: Release | None, feature_levels: dict[str, int] | None = None
+) -> RewritePlan:
     features: dict[str, dict[int, int]] = {MV_FEATURE: {m.level: target.level for m in reg.metadata_versions}}
     for name, f in reg.features.items():
         if name == KRAFT_VERSION_FEATURE:
             continue
-        features[name] = {lv.level: feature_level_at(name, lv.level, target, reg, release) for lv in f.levels if lv.level > 0}
+        features[name] = {
+            lv.level: feature_level_at(name, lv.level, target, reg, release) for lv in f.levels if lv.level > 0
+        }
     for name, new in (feature_levels or {}).items():
         if name in (MV_FEATURE, KRAFT_VERSION_FEATURE):
-            raise KraftkitError(f"{name} cannot be set as a feature level here (metadata.version is the rewrite "
-                                "target; kraft.version lives in KRaft control records)")
+            raise KraftkitError(
+                f"{name} cannot be set as a feature level here (metadata.version is the rewrite "
+                "target; kraft.version lives in KRaft control records)"
+            )
         known = reg.features.get(name)
         levels = [lv.level for lv in known.levels] if known is not None else list(range(1, 64))
         features[name] = {lv: new for lv in levels if lv > 0}
@@ -244,9 +275,15 @@ def _plan(target: MetadataVersion, reg: Registry, release: Release | None,
     # unknown is never guessed: a level, feature, record type or version the tables lack is refused
     newest = {name: newest_text(name) for name in features}
     # a CIDR host (4.4-IV1) is matched literally by older releases: such an ACL is reported lost
-    return RewritePlan(record_versions(target), features, drop_kraft_control=target.level < kraft1,
-                       semantic_defaults=SEMANTIC_DEFAULTS, refuse_unknown=True, newest=newest,
-                       drop_cidr_acls=not target.supported("cidr_acl"))
+    return RewritePlan(
+        record_versions(target),
+        features,
+        drop_kraft_control=target.level < kraft1,
+        semantic_defaults=SEMANTIC_DEFAULTS,
+        refuse_unknown=True,
+        newest=newest,
+        drop_cidr_acls=not target.supported("cidr_acl"),
+    )
 
 
 def rewrite_snapshot(
@@ -328,8 +365,19 @@ def _report(raw: dict[str, Any], src: Path, dst: str | None, target: MetadataVer
         changes.append(dict(ch))
     if source_mv is None and not any(ch["name"] == MV_FEATURE for ch in changes):
         source_mv = target  # the metadata.version record already had the target level
-    counts = {k: raw[k] for k in ("batches_in", "batches_out", "records_in", "records_out", "bytes_in", "bytes_out",
-                                  "records_rewritten", "records_dropped_silently")}
+    counts = {
+        k: raw[k]
+        for k in (
+            "batches_in",
+            "batches_out",
+            "records_in",
+            "records_out",
+            "bytes_in",
+            "bytes_out",
+            "records_rewritten",
+            "records_dropped_silently",
+        )
+    }
     return RewriteReport(str(src), target, dst, source_mv, [dict(x) for x in raw["losses"]], changes, counts)
 
 
@@ -342,6 +390,7 @@ def rewrite_snapshots(
 ) -> list[RewriteReport | KraftkitError | OSError]:
     """Rewrites many snapshots in parallel (the Rust core releases the GIL); one report, or
     the error, per job, in order."""
+
     def one(job):
         try:
             return rewrite_snapshot(job[0], job[1], metadata_version, **kw)

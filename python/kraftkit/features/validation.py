@@ -123,15 +123,15 @@ def validate_updates(
         first = failed[0]
         for r in results:
             if r.ok:
-                r.error = (f"The update failed for all features since {first.update.feature} had an error: "
-                           f"{first.error}")
+                r.error = f"The update failed for all features since {first.update.feature} had an error: {first.error}"
                 r.fix = first.fix
                 r.cascaded = True
     return results
 
 
-def _check(reg: Registry, finalized: Mapping[str, int], after: Mapping[str, int], u: FeatureUpdate,
-           nodes: list[NodeFeatures]) -> UpdateResult:
+def _check(
+    reg: Registry, finalized: Mapping[str, int], after: Mapping[str, int], u: FeatureUpdate, nodes: list[NodeFeatures]
+) -> UpdateResult:
     cur = finalized.get(u.feature, 0)
     res = UpdateResult(u, cur)
     name, level = u.feature, u.level
@@ -140,8 +140,10 @@ def _check(reg: Registry, finalized: Mapping[str, int], after: Mapping[str, int]
         res.error, res.fix = "A feature version cannot be less than 0.", "Use a level of 0 or more."
         return res
     if level < cur and u.upgrade_type == UpgradeType.UPGRADE:
-        res.error = ("Can't downgrade the version of this feature without setting the upgrade type to either "
-                     "safe or unsafe downgrade.")
+        res.error = (
+            "Can't downgrade the version of this feature without setting the upgrade type to either "
+            "safe or unsafe downgrade."
+        )
         res.fix = "Ask for a downgrade (--unsafe if it crosses a metadata change)."
         return res
     if level > cur and u.upgrade_type != UpgradeType.UPGRADE:
@@ -149,18 +151,29 @@ def _check(reg: Registry, finalized: Mapping[str, int], after: Mapping[str, int]
         return res
     if not level_known(name, cur) and name in newest_known_levels():
         # what lies between a level the tables lack and the requested one is unknown
-        res.error = (f"{name} is finalized at {_level_name(reg, name, cur)}: kraftkit cannot tell what changing it "
-                     "allows, needs or loses.")
-        res.fix = ("Use the tools of the Kafka release that wrote the metadata, or a kraftkit whose tables "
-                   "know the level.")
+        res.error = (
+            f"{name} is finalized at {_level_name(reg, name, cur)}: kraftkit cannot tell what changing it "
+            "allows, needs or loses."
+        )
+        res.fix = (
+            "Use the tools of the Kafka release that wrote the metadata, or a kraftkit whose tables know the level."
+        )
         return res
     lacking = [n for n in nodes if not n.supports(name, level)]
     if lacking:
+
         def rng(n: NodeFeatures) -> str:
             r = n.supported.get(name)
-            return "does not support it" if r is None else f"supports {_level_name(reg, name, r[0])}..{_level_name(reg, name, r[1])}"
+            return (
+                "does not support it"
+                if r is None
+                else f"supports {_level_name(reg, name, r[0])}..{_level_name(reg, name, r[1])}"
+            )
+
         res.error = f"{name}={lv} is not supported by " + "; ".join(f"{n} ({rng(n)})" for n in lacking) + "."
-        res.fix = f"Upgrade the software of {', '.join(str(n) for n in lacking)} to a release that supports {name}={lv}."
+        res.fix = (
+            f"Upgrade the software of {', '.join(str(n) for n in lacking)} to a release that supports {name}={lv}."
+        )
         return res
     if name == MV_FEATURE:
         _check_metadata_version(reg, after, res)
@@ -186,13 +199,19 @@ def _check_metadata_version(reg: Registry, after: Mapping[str, int], res: Update
         if changes:
             names = ", ".join(m.name for m in changes)
             if u.upgrade_type == UpgradeType.SAFE_DOWNGRADE:
-                res.error = (f"Invalid metadata.version {u.level}. Refusing to perform the requested downgrade because "
-                             f"it might delete metadata information (the metadata format changed at {names}).")
-                res.fix = ("Downgrade only to a level with no metadata change in between, or ask for an unsafe "
-                           "downgrade (kraftkit rewrites the snapshot and reports what is lost).")
+                res.error = (
+                    f"Invalid metadata.version {u.level}. Refusing to perform the requested downgrade because "
+                    f"it might delete metadata information (the metadata format changed at {names})."
+                )
+                res.fix = (
+                    "Downgrade only to a level with no metadata change in between, or ask for an unsafe "
+                    "downgrade (kraftkit rewrites the snapshot and reports what is lost)."
+                )
                 return
-            res.notes.append(f"unsafe: the metadata format changed at {names}; kraftkit rewrites the metadata at "
-                             f"{target.name} and reports what it cannot carry (Kafka refuses this downgrade)")
+            res.notes.append(
+                f"unsafe: the metadata format changed at {names}; kraftkit rewrites the metadata at "
+                f"{target.name} and reports what it cannot carry (Kafka refuses this downgrade)"
+            )
     # every other finalized feature's dependencies on metadata.version must still hold
     for other, level in after.items():
         if other == MV_FEATURE or level == 0:
@@ -205,8 +224,10 @@ def _check_metadata_version(reg: Registry, after: Mapping[str, int], res: Update
         except UnknownVersionError:
             continue
         if need > u.level:
-            res.error = (f"Invalid metadata.version {u.level}. {other}={level} depends on metadata.version="
-                         f"{_level_name(reg, MV_FEATURE, need)}.")
+            res.error = (
+                f"Invalid metadata.version {u.level}. {other}={level} depends on metadata.version="
+                f"{_level_name(reg, MV_FEATURE, need)}."
+            )
             res.fix = f"Lower {other} in the same request (e.g. --feature {other}=0)."
             return
 
@@ -224,15 +245,19 @@ def _check_feature(reg: Registry, after: Mapping[str, int], res: UpdateResult) -
         return
     mv = after.get(MV_FEATURE, 0)
     if u.level >= 1 and mv < MINIMUM_SETTABLE_MV:
-        res.error = (f"{u.feature} could not be set to {u.level} because it depends on metadata.version="
-                     f"{_level_name(reg, MV_FEATURE, MINIMUM_SETTABLE_MV)}")
+        res.error = (
+            f"{u.feature} could not be set to {u.level} because it depends on metadata.version="
+            f"{_level_name(reg, MV_FEATURE, MINIMUM_SETTABLE_MV)}"
+        )
         res.fix = "Upgrade metadata.version to 3.3-IV0 or later first."
         return
     for dep, need in sorted(spec.dependencies.items()):
         have = after.get(dep, 0)
         if have < need:
-            res.error = (f"{u.feature} could not be set to {u.level} because it depends on {dep} level "
-                         f"{_level_name(reg, dep, need)} (finalized: {_level_name(reg, dep, have)})")
+            res.error = (
+                f"{u.feature} could not be set to {u.level} because it depends on {dep} level "
+                f"{_level_name(reg, dep, need)} (finalized: {_level_name(reg, dep, have)})"
+            )
             res.fix = f"Raise {dep} to {need} in the same request or first."
             return
 
@@ -247,8 +272,11 @@ def incompatibilities(node: NodeFeatures, finalized: Mapping[str, int], *, reg: 
         if level == 0 or node.supports(name, level):
             continue
         rng = node.supported.get(name)
-        have = "does not know it" if rng is None else (f"supports {_level_name(reg, name, rng[0])}.."
-                                                       f"{_level_name(reg, name, rng[1])}")
+        have = (
+            "does not know it"
+            if rng is None
+            else (f"supports {_level_name(reg, name, rng[0])}..{_level_name(reg, name, rng[1])}")
+        )
         out.append(f"{node} cannot join: {name} is finalized at {_level_name(reg, name, level)} but it {have}")
     return out
 
@@ -261,6 +289,8 @@ def effective_metadata_version(*, software_max: int | None, ibp: int | None, fin
     if software_max is None or ibp is None or finalized is None or ibp < 1 or finalized < 1:
         return 0
     if finalized > software_max:
-        raise UnknownVersionError(f"finalized metadata.version {finalized} is above what this software supports "
-                                  f"({software_max}): the node must not run")
+        raise UnknownVersionError(
+            f"finalized metadata.version {finalized} is above what this software supports "
+            f"({software_max}): the node must not run"
+        )
     return finalized

@@ -50,6 +50,7 @@ def __getattr__(name: str) -> object:
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
+
 __all__ = [
     "BatchIter",
     "ControlRecord",

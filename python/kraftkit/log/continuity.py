@@ -89,29 +89,55 @@ def check_segments(reports: Iterable[dict], *, dense: bool) -> list[Discontinuit
         first, last = rep["first_offset"], rep["last_offset"]
         if base is not None and first is not None:
             if first < base:
-                out.append(Discontinuity(f, first, 0, f"first batch starts at offset {first}, below the segment's base "
-                                                      f"offset {base} (its file name)", "base"))
+                out.append(
+                    Discontinuity(
+                        f,
+                        first,
+                        0,
+                        f"first batch starts at offset {first}, below the segment's base offset {base} (its file name)",
+                        "base",
+                    )
+                )
             elif dense and first > max(base, prev[1] if prev else base):
                 # (offsets between the base offset and the first batch that the segment before
                 # holds are not missing: that is an overlap, reported below)
                 lo = max(base, prev[1] if prev else base)
-                reason = (f"{_span(lo, first - 1)} missing: the first batch starts at offset {first}, not at the "
-                          f"segment's base offset {base}")
+                reason = (
+                    f"{_span(lo, first - 1)} missing: the first batch starts at offset {first}, not at the "
+                    f"segment's base offset {base}"
+                )
                 out.append(Discontinuity(f, first, 0, reason, "gap", (lo, first - 1)))
         if prev is not None and base is not None:
             pf, pend = prev
             if base < pend:
-                out.append(Discontinuity(f, first, 0 if first is not None else None,
-                                         f"segment base offset {base} overlaps the previous segment {pf}, which holds "
-                                         f"offsets up to {pend - 1}", "overlap"))
+                out.append(
+                    Discontinuity(
+                        f,
+                        first,
+                        0 if first is not None else None,
+                        f"segment base offset {base} overlaps the previous segment {pf}, which holds "
+                        f"offsets up to {pend - 1}",
+                        "overlap",
+                    )
+                )
             elif dense and base > pend:
-                reason = (f"{_span(pend, base - 1)} missing: the previous segment {pf} ends at offset {pend - 1} "
-                          f"and this one starts at {base}")
+                reason = (
+                    f"{_span(pend, base - 1)} missing: the previous segment {pf} ends at offset {pend - 1} "
+                    f"and this one starts at {base}"
+                )
                 out.append(Discontinuity(f, first, 0 if first is not None else None, reason, "gap", (pend, base - 1)))
         if dense:
             for pos, boff, expected in rep.get("gaps", ()):
-                out.append(Discontinuity(f, boff, pos, f"{_span(expected, boff - 1)} missing: the batch before ends at "
-                                                       f"offset {expected - 1}", "gap", (expected, boff - 1)))
+                out.append(
+                    Discontinuity(
+                        f,
+                        boff,
+                        pos,
+                        f"{_span(expected, boff - 1)} missing: the batch before ends at offset {expected - 1}",
+                        "gap",
+                        (expected, boff - 1),
+                    )
+                )
             more = rep.get("gap_count", 0) - len(rep.get("gaps", ()))
             if more > 0:
                 out.append(Discontinuity(f, None, None, f"{more} more gaps between batches (not listed)", "gap"))
@@ -134,12 +160,24 @@ def check_leader_epochs(directory: str | os.PathLike[str]) -> list[Discontinuity
     if not os.path.isfile(path):
         return [Discontinuity(path, None, None, not_regular_reason(os.stat(path).st_mode), "corrupt")]
     if os.path.getsize(path) > MAX_EPOCH_FILE_BYTES:
-        return [Discontinuity(path, None, None, f"{os.path.getsize(path)} bytes: far more than a leader epoch "
-                                                f"checkpoint holds (not read)", "corrupt")]
+        return [
+            Discontinuity(
+                path,
+                None,
+                None,
+                f"{os.path.getsize(path)} bytes: far more than a leader epoch checkpoint holds (not read)",
+                "corrupt",
+            )
+        ]
     try:
         entries = read_leader_epochs(Path(path))
     except (LogError, ValueError, UnicodeDecodeError) as e:
         reason = str(e).removeprefix(f"{path}: ")
         return [Discontinuity(path, None, None, reason, "corrupt")]
-    return [Discontinuity(path, None, None, f"line {n}: epoch {e} at offset {o}: epochs and offsets are never negative",
-                          "corrupt") for n, (e, o) in enumerate(entries, start=3) if e < 0 or o < 0]
+    return [
+        Discontinuity(
+            path, None, None, f"line {n}: epoch {e} at offset {o}: epochs and offsets are never negative", "corrupt"
+        )
+        for n, (e, o) in enumerate(entries, start=3)
+        if e < 0 or o < 0
+    ]

@@ -116,7 +116,9 @@ class Log:
         size = len(data)
         first = _first_offset(data)
         if first != self.log_end_offset:
-            raise LogError(f"{self.dir}: append starts at offset {first}, expected the log end offset {self.log_end_offset}")
+            raise LogError(
+                f"{self.dir}: append starts at offset {first}, expected the log end offset {self.log_end_offset}"
+            )
         active = self._active
         if active.size > 0 and (
             active.size > self.segment_bytes - size or first - active.base_offset > MAX_RELATIVE_OFFSET
@@ -148,14 +150,16 @@ class Log:
         the segments and leader epochs past it. Used by Raft followers on divergence."""
         self._check_open()
         if offset < self.log_start_offset:
-            raise LogError(f"{self.dir}: cannot truncate to {offset}, below the log start offset {self.log_start_offset}")
+            raise LogError(
+                f"{self.dir}: cannot truncate to {offset}, below the log start offset {self.log_start_offset}"
+            )
         if offset >= self.log_end_offset:
             return
         self._active.close()
         # As Kafka's UnifiedLog.truncateTo: segments with a base offset above `offset` go,
         # the last one left is truncated (emptied when its base offset equals `offset`).
         keep = [b for b in self._bases if b <= offset]
-        for base in self._bases[len(keep):]:
+        for base in self._bases[len(keep) :]:
             for suffix in (".log", ".index", ".timeindex"):
                 (self.dir / segment_name(base, suffix)).unlink(missing_ok=True)
         last = keep[-1]
@@ -187,7 +191,9 @@ class Log:
         if n == 0:
             return
         if sorted(base_offsets) != self._bases[:n] or n >= len(self._bases):
-            raise LogError(f"{self.dir}: can delete only the oldest segments and never the active one, not {base_offsets}")
+            raise LogError(
+                f"{self.dir}: can delete only the oldest segments and never the active one, not {base_offsets}"
+            )
         for base in self._bases[:n]:
             for suffix in (".log", ".index", ".timeindex"):
                 (self.dir / segment_name(base, suffix)).unlink(missing_ok=True)
@@ -205,7 +211,9 @@ class Log:
         epoch or later, or starting at or after that offset, are replaced."""
         self._check_open()
         if start_offset > self.log_end_offset:
-            raise LogError(f"{self.dir}: epoch {epoch} cannot start at {start_offset}, past the log end offset {self.log_end_offset}")
+            raise LogError(
+                f"{self.dir}: epoch {epoch} cannot start at {start_offset}, past the log end offset {self.log_end_offset}"
+            )
         kept = [(e, o) for e, o in self._epochs if e < epoch and o < start_offset]
         kept.append((epoch, start_offset))
         if kept != self._epochs:
@@ -252,7 +260,9 @@ class Log:
         """Bytes of whole batches starting with the batch that holds ``offset``, up to
         ``max_bytes`` (at least one batch is returned, as Kafka's fetch does)."""
         if offset < self.log_start_offset or offset > self.log_end_offset:
-            raise LogError(f"{self.dir}: offset {offset} is out of range [{self.log_start_offset}, {self.log_end_offset}]")
+            raise LogError(
+                f"{self.dir}: offset {offset} is out of range [{self.log_start_offset}, {self.log_end_offset}]"
+            )
         if offset == self.log_end_offset:
             return b""
         # Appended bytes are visible to readers at once; the on-disk index of the active

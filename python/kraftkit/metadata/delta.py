@@ -36,8 +36,11 @@ def image_delta(old: MetadataImage, new: MetadataImage) -> dict[str, Any]:
             continue
         if section == "topics":
             d = _diff_maps({k: v["id"] for k, v in a[section].items()}, {k: v["id"] for k, v in b[section].items()})
-            d = {kind: {k: (a if kind == "removed" else b)[section][k] for k in v} for kind, v in d.items()
-                 if kind != "changed"}
+            d = {
+                kind: {k: (a if kind == "removed" else b)[section][k] for k in v}
+                for kind, v in d.items()
+                if kind != "changed"
+            }
             # a topic deleted and created again under the same name has a new id: removed + added
             recreated = [k for k in a[section] if k in b[section] and a[section][k]["id"] != b[section][k]["id"]]
             for k in recreated:

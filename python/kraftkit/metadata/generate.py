@@ -34,24 +34,50 @@ def topic_record(name: str, topic_id: bytes) -> bytes:
     return encode_metadata_record(TOPIC, 0, {"Name": name, "TopicId": topic_id})
 
 
-def partition_record(partition: int, topic_id: bytes, replicas: list[int], leader: int, directories: list[bytes]) -> bytes:
-    return encode_metadata_record(PARTITION, 1, {
-        "PartitionId": partition, "TopicId": topic_id, "Replicas": replicas, "Isr": replicas,
-        "Leader": leader, "LeaderEpoch": 0, "PartitionEpoch": 0, "Directories": directories,
-    })
+def partition_record(
+    partition: int, topic_id: bytes, replicas: list[int], leader: int, directories: list[bytes]
+) -> bytes:
+    return encode_metadata_record(
+        PARTITION,
+        1,
+        {
+            "PartitionId": partition,
+            "TopicId": topic_id,
+            "Replicas": replicas,
+            "Isr": replicas,
+            "Leader": leader,
+            "LeaderEpoch": 0,
+            "PartitionEpoch": 0,
+            "Directories": directories,
+        },
+    )
 
 
 def register_broker_record(broker_id: int, epoch: int, log_dir: bytes) -> bytes:
-    return encode_metadata_record(REGISTER_BROKER, 3, {
-        "BrokerId": broker_id, "IncarnationId": uuid.UUID(int=broker_id).bytes, "BrokerEpoch": epoch,
-        "EndPoints": [{"Name": "PLAINTEXT", "Host": f"broker-{broker_id}.kafka", "Port": 9092, "SecurityProtocol": 0}],
-        "Features": [{"Name": "metadata.version", "MinSupportedVersion": 1, "MaxSupportedVersion": METADATA_VERSION}],
-        "Rack": f"rack-{broker_id % 3}", "Fenced": False, "LogDirs": [log_dir],
-    })
+    return encode_metadata_record(
+        REGISTER_BROKER,
+        3,
+        {
+            "BrokerId": broker_id,
+            "IncarnationId": uuid.UUID(int=broker_id).bytes,
+            "BrokerEpoch": epoch,
+            "EndPoints": [
+                {"Name": "PLAINTEXT", "Host": f"broker-{broker_id}.kafka", "Port": 9092, "SecurityProtocol": 0}
+            ],
+            "Features": [
+                {"Name": "metadata.version", "MinSupportedVersion": 1, "MaxSupportedVersion": METADATA_VERSION}
+            ],
+            "Rack": f"rack-{broker_id % 3}",
+            "Fenced": False,
+            "LogDirs": [log_dir],
+        },
+    )
 
 
 def config_record(resource_type: int, resource: str, name: str, value: str | None) -> bytes:
-    return encode_metadata_record(CONFIG, 0, {"ResourceType": resource_type, "ResourceName": resource, "Name": name, "Value": value})
+    return encode_metadata_record(
+        CONFIG, 0, {"ResourceType": resource_type, "ResourceName": resource, "Name": name, "Value": value}
+    )
 
 
 def noop_record() -> bytes:
@@ -61,7 +87,9 @@ def noop_record() -> bytes:
 def leader_change_value(leader: int, voters: list[int]) -> bytes:
     """LeaderChangeMessage v0 (a control record value, not framed)."""
     ids = [{"VoterId": v} for v in voters]
-    return encode_control_record(LEADER_CHANGE, {"Version": 0, "LeaderId": leader, "Voters": ids, "GrantingVoters": ids})
+    return encode_control_record(
+        LEADER_CHANGE, {"Version": 0, "LeaderId": leader, "Voters": ids, "GrantingVoters": ids}
+    )
 
 
 @dataclass
@@ -116,8 +144,12 @@ def write_metadata_log(
     with Log(directory, create=True, segment_bytes=segment_bytes) as log:
         for epoch in range(1, epochs + 1):
             leader = voters[(epoch - 1) % len(voters)]
-            data = encode_batch([(now, control_record_key(LEADER_CHANGE), leader_change_value(leader, voters), [])],
-                                base_offset=log.log_end_offset, partition_leader_epoch=epoch, control=True)
+            data = encode_batch(
+                [(now, control_record_key(LEADER_CHANGE), leader_change_value(leader, voters), [])],
+                base_offset=log.log_end_offset,
+                partition_leader_epoch=epoch,
+                control=True,
+            )
             log.append(data)
             stats.control_batches += 1
             stats.batches += 1
@@ -136,7 +168,9 @@ def write_metadata_log(
 
 
 def _flush(log: Log, values: list[bytes], ts: int, epoch: int, stats: DemoStats) -> None:
-    data = encode_batch([(ts, None, v, []) for v in values], base_offset=log.log_end_offset, partition_leader_epoch=epoch)
+    data = encode_batch(
+        [(ts, None, v, []) for v in values], base_offset=log.log_end_offset, partition_leader_epoch=epoch
+    )
     log.append(data)
     stats.batches += 1
     stats.records += len(values)

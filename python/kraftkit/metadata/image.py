@@ -88,8 +88,11 @@ ELR_FEATURE = "eligible.leader.replicas.version"
 
 # control record types
 LEADER_CHANGE, SNAPSHOT_HEADER, SNAPSHOT_FOOTER, KRAFT_VERSION, KRAFT_VOTERS = (
-    ControlType.LEADER_CHANGE, ControlType.SNAPSHOT_HEADER, ControlType.SNAPSHOT_FOOTER,
-    ControlType.KRAFT_VERSION, ControlType.KRAFT_VOTERS,
+    ControlType.LEADER_CHANGE,
+    ControlType.SNAPSHOT_HEADER,
+    ControlType.SNAPSHOT_FOOTER,
+    ControlType.KRAFT_VERSION,
+    ControlType.KRAFT_VOTERS,
 )
 
 #: ZkMigrationState names by id (from the engine's table).
@@ -122,8 +125,10 @@ def _raise(e: ImageError) -> NoReturn:
     if e.kind == "replay":
         raise ReplayError(e.reason, e.offset) from None
     if e.kind == "unwritable":
-        raise UnwritableMetadataError("Metadata has been lost because the following could not be represented "
-                                      f"in metadata.version {mv_name(e.metadata_version)}: " + "; ".join(e.losses)) from None
+        raise UnwritableMetadataError(
+            "Metadata has been lost because the following could not be represented "
+            f"in metadata.version {mv_name(e.metadata_version)}: " + "; ".join(e.losses)
+        ) from None
     if e.kind == "snapshot":
         from kraftkit.metadata.snapshot import SnapshotError
 
@@ -295,8 +300,10 @@ class MetadataImage:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return (f"MetadataImage(mv={mv_name(self.metadata_version)}, brokers={sorted(self.brokers)}, "
-                f"topics={self.topic_count}, offset={self._state.provenance[0]})")
+        return (
+            f"MetadataImage(mv={mv_name(self.metadata_version)}, brokers={sorted(self.brokers)}, "
+            f"topics={self.topic_count}, offset={self._state.provenance[0]})"
+        )
 
     # ------------------------------------------------------------------ replay
     def replay_batch(self, batch) -> None:
@@ -350,11 +357,17 @@ class MetadataImage:
             },
             "brokers": {str(k): _jsonable(v) for k, v in sorted(self.brokers.items())},
             "controllers": {str(k): _jsonable(v) for k, v in sorted(self.controllers.items())},
-            "topics": {t.name: {"id": uuid_text(t.id),
-                                "partitions": {str(p): _jsonable(v) for p, v in sorted(t.partitions.items())}}
-                       for t in sorted(self.topics.values(), key=lambda t: t.name)},
+            "topics": {
+                t.name: {
+                    "id": uuid_text(t.id),
+                    "partitions": {str(p): _jsonable(v) for p, v in sorted(t.partitions.items())},
+                }
+                for t in sorted(self.topics.values(), key=lambda t: t.name)
+            },
             "configs": {_config_node(k): dict(sorted(v.items())) for k, v in sorted(self.configs.items())},
-            "clientQuotas": {_entity_node(k): dict(sorted(v.items())) for k, v in sorted(self.client_quotas.items(), key=_quota_sort)},
+            "clientQuotas": {
+                _entity_node(k): dict(sorted(v.items())) for k, v in sorted(self.client_quotas.items(), key=_quota_sort)
+            },
             "producerIds": {"nextProducerId": self.next_producer_id},
             "acls": {uuid_text(k): _jsonable(v) for k, v in sorted(self.acls.items(), key=lambda kv: uuid_text(kv[0]))},
             "scram": {f"{SCRAM_MECHANISMS.get(m, m)}:{u}": _jsonable(v) for (m, u), v in sorted(self.scram.items())},
@@ -420,10 +433,18 @@ class MetadataImage:
         prefix = f"{snapshot_id.end_offset:020d}-{snapshot_id.epoch:010d}-"
         try:
             path = self._state.write_snapshot(
-                os.fspath(directory), snapshot_id.file_name, prefix, epoch=snapshot_id.epoch,
-                last_contained_log_timestamp=ts, kraft_version=kv, voters=voters_arg,
-                time_ms=ts if time_ms is None else time_ms, metadata_version=metadata_version,
-                batch_records=batch_records, max_batch_bytes=MAX_BATCH_BYTES)
+                os.fspath(directory),
+                snapshot_id.file_name,
+                prefix,
+                epoch=snapshot_id.epoch,
+                last_contained_log_timestamp=ts,
+                kraft_version=kv,
+                voters=voters_arg,
+                time_ms=ts if time_ms is None else time_ms,
+                metadata_version=metadata_version,
+                batch_records=batch_records,
+                max_batch_bytes=MAX_BATCH_BYTES,
+            )
         except ImageError as e:
             _raise(e)
         return Path(path)
@@ -472,7 +493,9 @@ def _quota_sort(kv):
 # ---------------------------------------------------------------------- loading
 
 
-def replay_records(records: Iterable[tuple[int, int, dict[str, Any]]], image: MetadataImage | None = None) -> MetadataImage:
+def replay_records(
+    records: Iterable[tuple[int, int, dict[str, Any]]], image: MetadataImage | None = None
+) -> MetadataImage:
     """Replays (api_key, version, dict) records into ``image`` (a new one by default)."""
     img = MetadataImage() if image is None else image
     for i, (k, v, d) in enumerate(records):
@@ -503,8 +526,14 @@ def load_snapshot(path: str | os.PathLike[str]) -> MetadataImage:
     return img
 
 
-def load_image(path: str | os.PathLike[str], at: int | None = None, *, use_snapshots: bool = True,
-               allow_gaps: bool = False, gaps: list | None = None) -> MetadataImage:
+def load_image(
+    path: str | os.PathLike[str],
+    at: int | None = None,
+    *,
+    use_snapshots: bool = True,
+    allow_gaps: bool = False,
+    gaps: list | None = None,
+) -> MetadataImage:
     """The image at ``at`` (an exclusive end offset; default: the end of the log) of a
     log directory or ``__cluster_metadata-0`` directory: the newest snapshot whose end offset
     is at most ``at``, then the log's batches from the snapshot's end up to ``at``.
@@ -592,6 +621,8 @@ def batch_ending_at(path: str | os.PathLike[str], offset: int):
         if batch.last_offset + 1 == offset:
             return batch
         if batch.last_offset + 1 > offset:
-            raise MetadataSourceError(f"{d}: offset {offset} is inside the batch {batch.base_offset}..{batch.last_offset}; "
-                                      "a snapshot must end at a batch boundary")
+            raise MetadataSourceError(
+                f"{d}: offset {offset} is inside the batch {batch.base_offset}..{batch.last_offset}; "
+                "a snapshot must end at a batch boundary"
+            )
     raise MetadataSourceError(f"{d}: offset {offset} is past the end of the log")

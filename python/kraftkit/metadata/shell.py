@@ -98,10 +98,13 @@ def tree(image: MetadataImage) -> dict[str, Any]:
             "byId": {uuid_text(t.id): topic_node(t) for t in sorted(topics, key=lambda t: uuid_text(t.id))},
         },
         "configs": {_config_node(k): dict(sorted(v.items())) for k, v in sorted(image.configs.items())},
-        "clientQuotas": {_entity_node(k): dict(sorted(v.items()))
-                         for k, v in sorted(image.client_quotas.items(), key=_quota_sort)},
+        "clientQuotas": {
+            _entity_node(k): dict(sorted(v.items())) for k, v in sorted(image.client_quotas.items(), key=_quota_sort)
+        },
         "producerIds": {"nextProducerId": image.next_producer_id},
-        "acls": {"byId": {uuid_text(k): _leaf(v) for k, v in sorted(image.acls.items(), key=lambda kv: uuid_text(kv[0]))}},
+        "acls": {
+            "byId": {uuid_text(k): _leaf(v) for k, v in sorted(image.acls.items(), key=lambda kv: uuid_text(kv[0]))}
+        },
         "scram": scram,
         "delegationToken": {k: _leaf(v) for k, v in sorted(image.delegation_tokens.items())},
     }

@@ -38,7 +38,10 @@ BOOTSTRAP_FILE = "bootstrap.checkpoint"
 #: KafkaRaftClient.MAX_BATCH_SIZE_BYTES
 MAX_BATCH_BYTES = 8 * 1024 * 1024
 SNAPSHOT_HEADER, SNAPSHOT_FOOTER, KRAFT_VERSION, KRAFT_VOTERS = (
-    ControlType.SNAPSHOT_HEADER, ControlType.SNAPSHOT_FOOTER, ControlType.KRAFT_VERSION, ControlType.KRAFT_VOTERS,
+    ControlType.SNAPSHOT_HEADER,
+    ControlType.SNAPSHOT_FOOTER,
+    ControlType.KRAFT_VERSION,
+    ControlType.KRAFT_VOTERS,
 )
 
 _NAME_RE = re.compile(r"^(\d{20})-(\d{10})(\.checkpoint|\.checkpoint\.deleted|-\d+\.checkpoint\.part)$")
@@ -129,12 +132,16 @@ class SnapshotReader:
             # except that a snapshot of an empty log holds no metadata and any other holds
             # some (source.check_snapshot_name checks the name against the log itself).
             if self.snapshot_id.end_offset == 0 and rep["data_records"]:
-                rep["error"] = SnapshotError(f"{self.path}: a snapshot ending at offset 0 holds {rep['data_records']} records")
+                rep["error"] = SnapshotError(
+                    f"{self.path}: a snapshot ending at offset 0 holds {rep['data_records']} records"
+                )
             elif self.snapshot_id.end_offset > 0 and not rep["data_records"]:
                 # Kafka writes a snapshot from a metadata image, which always holds at least
                 # the metadata.version FeatureLevelRecord.
-                rep["error"] = SnapshotError(f"{self.path}: empty snapshot: it claims offsets up to "
-                                             f"{self.snapshot_id.end_offset - 1} but holds no metadata records")
+                rep["error"] = SnapshotError(
+                    f"{self.path}: empty snapshot: it claims offsets up to "
+                    f"{self.snapshot_id.end_offset - 1} but holds no metadata records"
+                )
         return rep
 
     def check(self) -> dict:
@@ -215,16 +222,23 @@ class SnapshotWriter:
 
     def _write_control(self, records: list[tuple[bytes, bytes]]) -> None:
         ts = self._now()
-        data = encode_batch([(ts, k, v, ()) for k, v in records], base_offset=self._next_offset,
-                            partition_leader_epoch=self.snapshot_id.epoch, control=True)
+        data = encode_batch(
+            [(ts, k, v, ()) for k, v in records],
+            base_offset=self._next_offset,
+            partition_leader_epoch=self.snapshot_id.epoch,
+            control=True,
+        )
         self._write(data, len(records))
 
     def _flush_pending(self) -> None:
         if not self._pending:
             return
         ts = self._pending_ts
-        data = encode_batch([(ts, None, v, ()) for v in self._pending], base_offset=self._next_offset,
-                            partition_leader_epoch=self.snapshot_id.epoch)
+        data = encode_batch(
+            [(ts, None, v, ()) for v in self._pending],
+            base_offset=self._next_offset,
+            partition_leader_epoch=self.snapshot_id.epoch,
+        )
         self._write(data, len(self._pending))
         self._pending = []
         self._pending_bytes = 0

@@ -98,7 +98,9 @@ def expand(paths: list[str | os.PathLike[str]]) -> list[MetadataFile]:
             elif f is None and p.suffix == ".checkpoint":
                 f = MetadataFile(p, "snapshot")
             if f is None:
-                raise MetadataSourceError(f"{p}: not a log segment (<offset>.log) or snapshot (<offset>-<epoch>.checkpoint)")
+                raise MetadataSourceError(
+                    f"{p}: not a log segment (<offset>.log) or snapshot (<offset>-<epoch>.checkpoint)"
+                )
             out.append(f)
         else:
             raise MetadataSourceError(f"{p}: no such file or directory")
@@ -169,18 +171,33 @@ def check_snapshot_name(directory: Path, sid: SnapshotId, epochs: set[int]) -> D
         return None  # a hole holds it: reported as a gap
     snap = str(directory / sid.file_name)
     if batch.last_offset != target:
-        return Discontinuity(snap, batch.base_offset, pos,
-                             f"end offset {end} is inside the log batch {batch.base_offset}..{batch.last_offset} of "
-                             f"{seg_path}: a snapshot ends where a batch ends", "snapshot")
+        return Discontinuity(
+            snap,
+            batch.base_offset,
+            pos,
+            f"end offset {end} is inside the log batch {batch.base_offset}..{batch.last_offset} of "
+            f"{seg_path}: a snapshot ends where a batch ends",
+            "snapshot",
+        )
     e = batch.partition_leader_epoch
     if epoch < e:
-        return Discontinuity(snap, batch.base_offset, pos,
-                             f"epoch {epoch} in the name is below leader epoch {e} of the log batch ending at offset "
-                             f"{target} in {seg_path}", "snapshot")
+        return Discontinuity(
+            snap,
+            batch.base_offset,
+            pos,
+            f"epoch {epoch} in the name is below leader epoch {e} of the log batch ending at offset "
+            f"{target} in {seg_path}",
+            "snapshot",
+        )
     if epoch > e and epoch not in epochs:
-        return Discontinuity(snap, batch.base_offset, pos,
-                             f"epoch {epoch} in the name is not a leader epoch of the log (the log batch ending at "
-                             f"offset {target} in {seg_path} has epoch {e})", "snapshot")
+        return Discontinuity(
+            snap,
+            batch.base_offset,
+            pos,
+            f"epoch {epoch} in the name is not a leader epoch of the log (the log batch ending at "
+            f"offset {target} in {seg_path} has epoch {e})",
+            "snapshot",
+        )
     return None
 
 
@@ -197,12 +214,18 @@ def snapshot_problem(path: Path) -> Discontinuity | None:
         return None
     reason = str(err)
     prefix = f"{path}: "
-    return Discontinuity(str(path), getattr(err, "offset", None), getattr(err, "position", None),
-                         reason[len(prefix):] if reason.startswith(prefix) else reason, "corrupt")
+    return Discontinuity(
+        str(path),
+        getattr(err, "offset", None),
+        getattr(err, "position", None),
+        reason[len(prefix) :] if reason.startswith(prefix) else reason,
+        "corrupt",
+    )
 
 
-def check_log(directory: Path, *, at: int | None = None, snapshots: list[SnapshotId] | None = None,
-              start: int | None = None) -> list[Discontinuity]:
+def check_log(
+    directory: Path, *, at: int | None = None, snapshots: list[SnapshotId] | None = None, start: int | None = None
+) -> list[Discontinuity]:
     """Every discontinuity of a metadata partition directory that matters for the offsets below
     ``at`` (all of them by default): holes and overlaps between and inside segments, a log that
     starts after ``start`` (default: the end of the newest snapshot checked), ``snapshots``
@@ -229,9 +252,17 @@ def check_log(directory: Path, *, at: int | None = None, snapshots: list[Snapsho
     if bases and bases[0] > start and (at is None or start < at):
         first = next((r["first_offset"] for r in reports if r["first_offset"] is not None), None)
         what = f"the snapshot it follows ends at offset {start}" if start else "no snapshot covers them"
-        out.insert(0, Discontinuity(str(directory / segment_name(bases[0])), first, 0 if first is not None else None,
-                                    f"offsets {start}..{bases[0] - 1} are missing: the log starts at offset {bases[0]} "
-                                    f"and {what}", "gap", (start, bases[0] - 1)))
+        out.insert(
+            0,
+            Discontinuity(
+                str(directory / segment_name(bases[0])),
+                first,
+                0 if first is not None else None,
+                f"offsets {start}..{bases[0] - 1} are missing: the log starts at offset {bases[0]} and {what}",
+                "gap",
+                (start, bases[0] - 1),
+            ),
+        )
     return out
 
 
@@ -244,8 +275,11 @@ def order_errors(reports: list[dict]) -> list[Discontinuity]:
         err = rep["error"]
         reason = getattr(err, "reason", None) or ""
         if err is not None and any(m in reason for m in ORDER_ERRORS):
-            out.append(Discontinuity(str(rep["file"]), getattr(err, "offset", None), getattr(err, "position", None),
-                                     reason, "corrupt"))
+            out.append(
+                Discontinuity(
+                    str(rep["file"]), getattr(err, "offset", None), getattr(err, "position", None), reason, "corrupt"
+                )
+            )
     return out
 
 

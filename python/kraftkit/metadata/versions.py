@@ -66,8 +66,9 @@ class NewerThanKnownError(UnsupportedFormatError):
     describe: refused rather than guessed at. ``feature``, ``level`` and ``newest`` (the newest
     level known, None for a feature the tables lack) say which."""
 
-    def __init__(self, message: str, feature: str | None = None, level: int | None = None,
-                 newest: int | None = None) -> None:
+    def __init__(
+        self, message: str, feature: str | None = None, level: int | None = None, newest: int | None = None
+    ) -> None:
         super().__init__(message)
         self.feature = feature
         self.level = level
@@ -116,9 +117,16 @@ def level_known(feature: str, level: int) -> bool:
 def unknown_levels(finalized: Mapping[str, int]) -> list[dict[str, Any]]:
     """The finalized levels the tables do not describe, one entry each: ``feature``, ``level``,
     ``newestKnown`` (None: the feature is unknown) and ``reason``."""
-    return [{"feature": name, "level": level, "newestKnown": newest_known_levels().get(name),
-             "reason": f"{name} level {level} is " + _level_problem(name, level)}
-            for name, level in sorted(finalized.items()) if not level_known(name, level)]
+    return [
+        {
+            "feature": name,
+            "level": level,
+            "newestKnown": newest_known_levels().get(name),
+            "reason": f"{name} level {level} is " + _level_problem(name, level),
+        }
+        for name, level in sorted(finalized.items())
+        if not level_known(name, level)
+    ]
 
 
 def _level_problem(feature: str, level: int) -> str:
@@ -139,5 +147,6 @@ def check_known(finalized: Mapping[str, int], action: str) -> None:
         b = bad[0]
         rest = ", ".join(f"{x['feature']}={x['level']}" for x in bad[1:])
         more = f" (and {rest})" if rest else ""
-        raise NewerThanKnownError(f"{b['reason']}{more}; refusing to {action}", b["feature"], b["level"],
-                                  b["newestKnown"])
+        raise NewerThanKnownError(
+            f"{b['reason']}{more}; refusing to {action}", b["feature"], b["level"], b["newestKnown"]
+        )

@@ -20,6 +20,14 @@ from kraftkit.protocol.messages import (
 )
 
 __all__ = [
-    "API_KEYS", "ApiKey", "KafkaConnection", "ProtocolError", "decode_request", "decode_response",
-    "encode_request", "encode_response", "negotiate", "supported_versions",
+    "API_KEYS",
+    "ApiKey",
+    "KafkaConnection",
+    "ProtocolError",
+    "decode_request",
+    "decode_response",
+    "encode_request",
+    "encode_response",
+    "negotiate",
+    "supported_versions",
 ]

@@ -122,6 +122,7 @@ class KafkaConnection:
         ours = supported_versions().get(int(api_key))
         v = None if theirs is None or ours is None else negotiate(ours, theirs)
         if v is None:
-            raise ProtocolError(f"{self.address}: no common version of {ApiKey(api_key).name} "
-                                f"(ours {ours}, theirs {theirs})")
+            raise ProtocolError(
+                f"{self.address}: no common version of {ApiKey(api_key).name} (ours {ours}, theirs {theirs})"
+            )
         return v

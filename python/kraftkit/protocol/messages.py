@@ -8,8 +8,17 @@ import functools
 from kraftkit._core import decode_request, decode_response, encode_request, encode_response, rpc_schema
 from kraftkit._kafka import ERROR_MESSAGES, ApiKey, Errors
 
-__all__ = ["API_KEYS", "ERROR_MESSAGES", "ApiKey", "Errors", "decode_request", "decode_response", "encode_request",
-           "encode_response", "supported_versions"]
+__all__ = [
+    "API_KEYS",
+    "ERROR_MESSAGES",
+    "ApiKey",
+    "Errors",
+    "decode_request",
+    "decode_response",
+    "encode_request",
+    "encode_response",
+    "supported_versions",
+]
 
 
 @functools.cache

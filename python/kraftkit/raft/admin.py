@@ -22,7 +22,6 @@ from kraftkit.raft import messages as m
 __all__ = ["QuorumAdmin", "QuorumError", "parse_address"]
 
 
-
 class QuorumError(KraftkitError):
     """The quorum answered with an error (or has no leader right now)."""
 
@@ -43,7 +42,9 @@ def parse_address(text: str) -> tuple[str, int]:
 class QuorumAdmin:
     """Connects to ``bootstrap`` (HOST:PORT); ``timeout`` bounds every request and the leader search."""
 
-    def __init__(self, bootstrap: str, *, timeout: float = 10.0, topic: m.TopicPartition = m.METADATA_PARTITION) -> None:
+    def __init__(
+        self, bootstrap: str, *, timeout: float = 10.0, topic: m.TopicPartition = m.METADATA_PARTITION
+    ) -> None:
         self.bootstrap = parse_address(bootstrap)
         self.timeout = timeout
         self.tp = topic
@@ -95,8 +96,11 @@ class QuorumAdmin:
             try:
                 conn = self._connection()
                 v = conn.version_for(ApiKey.DESCRIBE_QUORUM)
-                resp = conn.request(ApiKey.DESCRIBE_QUORUM, v, {"Topics": [{"TopicName": self.tp.topic, "Partitions": [
-                    {"PartitionIndex": self.tp.partition}]}]})
+                resp = conn.request(
+                    ApiKey.DESCRIBE_QUORUM,
+                    v,
+                    {"Topics": [{"TopicName": self.tp.topic, "Partitions": [{"PartitionIndex": self.tp.partition}]}]},
+                )
             except ProtocolError as e:
                 self._rotate(deadline, e)
                 continue
@@ -104,8 +108,10 @@ class QuorumAdmin:
                 if n["Listeners"]:
                     self.endpoints[n["NodeId"]] = (n["Listeners"][0]["Host"], n["Listeners"][0]["Port"])
             if resp.get("ErrorCode"):
-                raise QuorumError(f"DescribeQuorum failed: error {resp['ErrorCode']} {resp.get('ErrorMessage') or ''}",
-                                  resp["ErrorCode"])
+                raise QuorumError(
+                    f"DescribeQuorum failed: error {resp['ErrorCode']} {resp.get('ErrorMessage') or ''}",
+                    resp["ErrorCode"],
+                )
             part = resp["Topics"][0]["Partitions"][0]
             err = part["ErrorCode"]
             if err == m.Errors.NOT_LEADER_OR_FOLLOWER and time.monotonic() < deadline:
@@ -124,8 +130,11 @@ class QuorumAdmin:
         (EndpointType 2) and moves there; False if that tells nothing new."""
         try:
             v = conn.version_for(ApiKey.DESCRIBE_CLUSTER)
-            resp = conn.request(ApiKey.DESCRIBE_CLUSTER, v, {"IncludeClusterAuthorizedOperations": False,
-                                                              "EndpointType": 2, "IncludeFencedBrokers": False})
+            resp = conn.request(
+                ApiKey.DESCRIBE_CLUSTER,
+                v,
+                {"IncludeClusterAuthorizedOperations": False, "EndpointType": 2, "IncludeFencedBrokers": False},
+            )
         except ProtocolError:
             return False
         if resp.get("ErrorCode") or resp.get("EndpointType", 2) != 2:
@@ -141,8 +150,11 @@ class QuorumAdmin:
             v = conn.version_for(ApiKey.DESCRIBE_CLUSTER)
         except ProtocolError:
             return None
-        resp = conn.request(ApiKey.DESCRIBE_CLUSTER, v, {"IncludeClusterAuthorizedOperations": False,
-                                                          "EndpointType": 2, "IncludeFencedBrokers": False})
+        resp = conn.request(
+            ApiKey.DESCRIBE_CLUSTER,
+            v,
+            {"IncludeClusterAuthorizedOperations": False, "EndpointType": 2, "IncludeFencedBrokers": False},
+        )
         return resp.get("ClusterId")
 
     @staticmethod
@@ -151,16 +163,28 @@ class QuorumAdmin:
         now = int(time.time() * 1000)
 
         def rs(r: dict) -> dict[str, Any]:
-            return {"id": r["ReplicaId"], "log_end_offset": r["LogEndOffset"], "lag": max(0, hw - r["LogEndOffset"]),
-                    "last_fetch_ms": r.get("LastFetchTimestamp", -1), "last_caught_up_ms": r.get("LastCaughtUpTimestamp", -1),
-                    "last_caught_up_age_ms": (now - r["LastCaughtUpTimestamp"]) if r.get("LastCaughtUpTimestamp", -1) >= 0 else -1}
+            return {
+                "id": r["ReplicaId"],
+                "log_end_offset": r["LogEndOffset"],
+                "lag": max(0, hw - r["LogEndOffset"]),
+                "last_fetch_ms": r.get("LastFetchTimestamp", -1),
+                "last_caught_up_ms": r.get("LastCaughtUpTimestamp", -1),
+                "last_caught_up_age_ms": (now - r["LastCaughtUpTimestamp"])
+                if r.get("LastCaughtUpTimestamp", -1) >= 0
+                else -1,
+            }
 
         voters = [rs(r) for r in part["CurrentVoters"]]
         followers = [v for v in voters if v["id"] != part["LeaderId"]]
-        return {"leader_id": part["LeaderId"], "leader_epoch": part["LeaderEpoch"], "high_watermark": hw,
-                "max_follower_lag": max((v["lag"] for v in followers), default=0),
-                "max_follower_lag_time_ms": max((max(0, v["last_caught_up_age_ms"]) for v in followers), default=0),
-                "voters": voters, "observers": [rs(r) for r in part["Observers"]]}
+        return {
+            "leader_id": part["LeaderId"],
+            "leader_epoch": part["LeaderEpoch"],
+            "high_watermark": hw,
+            "max_follower_lag": max((v["lag"] for v in followers), default=0),
+            "max_follower_lag_time_ms": max((max(0, v["last_caught_up_age_ms"]) for v in followers), default=0),
+            "voters": voters,
+            "observers": [rs(r) for r in part["Observers"]],
+        }
 
     # -- appends (Produce to __cluster_metadata)
     def append(self, values: list[bytes], *, timeout_ms: int = 10000) -> tuple[int, int]:
@@ -170,14 +194,20 @@ class QuorumAdmin:
         once, as an idempotence-less Kafka producer)."""
         data = encode_batch([(int(time.time() * 1000), None, v, []) for v in values])
         deadline = time.monotonic() + self.timeout
-        topic: dict[str, Any] = {"Name": self.tp.topic, "TopicId": self.tp.topic_id,
-                                 "PartitionData": [{"Index": self.tp.partition, "Records": data}]}
+        topic: dict[str, Any] = {
+            "Name": self.tp.topic,
+            "TopicId": self.tp.topic_id,
+            "PartitionData": [{"Index": self.tp.partition, "Records": data}],
+        }
         while True:
             try:
                 conn = self._connection()
                 v = conn.version_for(ApiKey.PRODUCE)
-                resp = conn.request(ApiKey.PRODUCE, v, {"TransactionalId": None, "Acks": -1, "TimeoutMs": timeout_ms,
-                                                         "TopicData": [topic]})
+                resp = conn.request(
+                    ApiKey.PRODUCE,
+                    v,
+                    {"TransactionalId": None, "Acks": -1, "TimeoutMs": timeout_ms, "TopicData": [topic]},
+                )
             except ProtocolError as e:
                 self._rotate(deadline, e)
                 continue

@@ -127,10 +127,17 @@ class RaftCore(Handlers):
     transitions below replace it. The request and response handlers are in
     :class:`~kraftkit.raft.handlers.Handlers`."""
 
-    def __init__(self, node_id: int, voters: list[int] | tuple[int, ...], log: RaftLog,
-                 persisted: ElectionState | None = None, config: RaftConfig | None = None,
-                 rng: random.Random | None = None, tp: TopicPartition = m.METADATA_PARTITION,
-                 records: RecordsAdapter | None = None) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        voters: list[int] | tuple[int, ...],
+        log: RaftLog,
+        persisted: ElectionState | None = None,
+        config: RaftConfig | None = None,
+        rng: random.Random | None = None,
+        tp: TopicPartition = m.METADATA_PARTITION,
+        records: RecordsAdapter | None = None,
+    ) -> None:
         self.node_id = node_id
         self.voters = tuple(sorted(set(voters)))
         self.log = log
@@ -203,10 +210,13 @@ class RaftCore(Handlers):
             fetched, caught = st.fetch_times.get(r, (-1, -1))
             return {"id": r, "end_offset": end, "last_fetch": fetched, "last_caught_up": caught}
 
-        return {"leader_id": self.node_id, "epoch": self.epoch,
-                "high_watermark": st.high_watermark if st.high_watermark is not None else -1,
-                "voters": [state(v, st.replica_end.get(v, -1)) for v in self.voters],
-                "observers": [state(o, end) for o, (end, _t) in sorted(st.observers.items())]}
+        return {
+            "leader_id": self.node_id,
+            "epoch": self.epoch,
+            "high_watermark": st.high_watermark if st.high_watermark is not None else -1,
+            "voters": [state(v, st.replica_end.get(v, -1)) for v in self.voters],
+            "observers": [state(o, end) for o, (end, _t) in sorted(st.observers.items())],
+        }
 
     def next_deadline(self) -> int | None:
         """The earliest time at which a :class:`Tick` could change something (None: only events will)."""
@@ -293,8 +303,9 @@ class RaftCore(Handlers):
         self.state = new
         self._out.append(StateChanged(role, epoch, leader_id))
         for _d, src, corr, _body in held:  # fetches parked by the old leader learn the news now
-            self._respond(src, m.FETCH, corr, m.fetch_response(
-                self.tp, Errors.NOT_LEADER_OR_FOLLOWER, self.leader_id, self.epoch))
+            self._respond(
+                src, m.FETCH, corr, m.fetch_response(self.tp, Errors.NOT_LEADER_OR_FOLLOWER, self.leader_id, self.epoch)
+            )
         return new
 
     def _random_election_timeout(self) -> int:
@@ -321,8 +332,13 @@ class RaftCore(Handlers):
             raise RaftStateError(f"node {self.node_id} asked to follow itself in epoch {epoch}")
         if epoch == self.epoch and self.role is Role.LEADER:
             raise RaftStateError(f"two leaders in epoch {epoch}: {self.node_id} and {leader_id}")
-        if epoch == self.epoch and self.leader_id >= 0 and self.leader_id != leader_id and self.started \
-                and self.role in (Role.FOLLOWER, Role.RESIGNED):
+        if (
+            epoch == self.epoch
+            and self.leader_id >= 0
+            and self.leader_id != leader_id
+            and self.started
+            and self.role in (Role.FOLLOWER, Role.RESIGNED)
+        ):
             raise RaftStateError(f"two leaders in epoch {epoch}: {self.leader_id} and {leader_id}")
         new: FollowerState = self._set_role(Role.FOLLOWER, epoch, leader_id, -1)
         new.fetch_deadline = self.now + self.cfg.fetch_timeout_ms
@@ -355,8 +371,12 @@ class RaftCore(Handlers):
         if self.cfg.check_quorum and len(self.voters) > 1:
             new.check_quorum_deadline = self.now + self.cfg.fetch_timeout_ms * 3 // 2
         # the LeaderChangeMessage: the first entry of the epoch; nothing commits before it does
-        payload = {"Version": 0, "LeaderId": self.node_id, "Voters": [{"VoterId": v} for v in self.voters],
-                   "GrantingVoters": [{"VoterId": v} for v in granting]}
+        payload = {
+            "Version": 0,
+            "LeaderId": self.node_id,
+            "Voters": [{"VoterId": v} for v in self.voters],
+            "GrantingVoters": [{"VoterId": v} for v in granting],
+        }
         self.log.append(self.log.entries_for_append(new.epoch_start_offset, self.epoch, [payload], control=True))
         self._out.append(Fsync(self.log.end_offset))
 
@@ -398,9 +418,19 @@ class RaftCore(Handlers):
             if st.backoff_deadline is None:  # (still a candidate: nothing above changed the role)
                 for v in self.voters:
                     if v != self.node_id and v not in st.granted and v not in st.rejected:
-                        self._send_once(v, m.VOTE, m.vote_request(
-                            self.tp, self.cfg.cluster_id, v, self.epoch, self.node_id,
-                            self.log.last_epoch(), self.log.end_offset))
+                        self._send_once(
+                            v,
+                            m.VOTE,
+                            m.vote_request(
+                                self.tp,
+                                self.cfg.cluster_id,
+                                v,
+                                self.epoch,
+                                self.node_id,
+                                self.log.last_epoch(),
+                                self.log.end_offset,
+                            ),
+                        )
         elif isinstance(st, ResignedState):
             if st.election_deadline is not None and st.election_deadline <= now:
                 if self.is_observer:
@@ -409,8 +439,11 @@ class RaftCore(Handlers):
                     self._become_candidate()
                 return self._poll()
             for v in sorted(st.unacked_end):
-                self._send_once(v, m.END_QUORUM_EPOCH, m.end_quorum_epoch_request(
-                    self.tp, self.cfg.cluster_id, self.node_id, self.epoch, st.preferred))
+                self._send_once(
+                    v,
+                    m.END_QUORUM_EPOCH,
+                    m.end_quorum_epoch_request(self.tp, self.cfg.cluster_id, self.node_id, self.epoch, st.preferred),
+                )
         elif isinstance(st, FollowerState):
             if st.fetch_deadline is not None and st.fetch_deadline <= now:
                 if not self.is_observer:
@@ -442,8 +475,11 @@ class RaftCore(Handlers):
             elif t <= now:
                 blocked = self._blocked_until(v, m.BEGIN_QUORUM_EPOCH)
                 if blocked is None:
-                    self._send(v, m.BEGIN_QUORUM_EPOCH, m.begin_quorum_epoch_request(
-                        self.tp, self.cfg.cluster_id, v, self.node_id, self.epoch))
+                    self._send(
+                        v,
+                        m.BEGIN_QUORUM_EPOCH,
+                        m.begin_quorum_epoch_request(self.tp, self.cfg.cluster_id, v, self.node_id, self.epoch),
+                    )
                     st.begin_resend_at[v] = now + self.cfg.fetch_timeout_ms // 2
                 else:
                     st.begin_resend_at[v] = blocked
@@ -509,13 +545,33 @@ class RaftCore(Handlers):
             return
         if follower is not None and follower.snapshot_fetch is not None:
             sid, buf = follower.snapshot_fetch
-            st.fetch_corr = self._send(target, m.FETCH_SNAPSHOT, m.fetch_snapshot_request(
-                self.tp, self.cfg.cluster_id, self.node_id, self.epoch, (sid.end_offset, sid.epoch), len(buf),
-                self.cfg.snapshot_chunk_bytes))
+            st.fetch_corr = self._send(
+                target,
+                m.FETCH_SNAPSHOT,
+                m.fetch_snapshot_request(
+                    self.tp,
+                    self.cfg.cluster_id,
+                    self.node_id,
+                    self.epoch,
+                    (sid.end_offset, sid.epoch),
+                    len(buf),
+                    self.cfg.snapshot_chunk_bytes,
+                ),
+            )
         else:
-            st.fetch_corr = self._send(target, m.FETCH, m.fetch_request(
-                self.tp, self.cfg.cluster_id, self.node_id, self.epoch, self.log.end_offset,
-                self.log.last_epoch(), self.cfg.fetch_max_wait_ms))
+            st.fetch_corr = self._send(
+                target,
+                m.FETCH,
+                m.fetch_request(
+                    self.tp,
+                    self.cfg.cluster_id,
+                    self.node_id,
+                    self.epoch,
+                    self.log.end_offset,
+                    self.log.last_epoch(),
+                    self.cfg.fetch_max_wait_ms,
+                ),
+            )
 
     # ------------------------------------------------------------------------------ local events
 
@@ -536,8 +592,10 @@ class RaftCore(Handlers):
     def _on_create_snapshot(self, ev: CreateSnapshot) -> None:
         end = ev.end_offset
         if end > self.high_watermark or end > self.log.flushed_offset or end <= self.log.start_offset:
-            raise ValueError(f"node {self.node_id}: snapshot at {end} outside ({self.log.start_offset}, "
-                                 f"min(HW {self.high_watermark}, flushed {self.log.flushed_offset})]")
+            raise ValueError(
+                f"node {self.node_id}: snapshot at {end} outside ({self.log.start_offset}, "
+                f"min(HW {self.high_watermark}, flushed {self.log.flushed_offset})]"
+            )
         self.log.create_snapshot(SnapshotId(end, self.log.epoch_of(end - 1)), ev.data)
 
     def _on_request_failed(self, dest: int, corr: int) -> None:

@@ -80,7 +80,6 @@ class NotLeaderError(KraftkitError):
         self.epoch = epoch
 
 
-
 def parse_voters(text: str) -> dict[int, tuple[str, int]]:
     """``1@127.0.0.1:19091,2@host:19092`` (Kafka's ``controller.quorum.voters``) -> {id: (host, port)}."""
     out: dict[int, tuple[str, int]] = {}
@@ -161,9 +160,16 @@ class Replica:
         self.dir = cfg.log_dir / f"{tp.topic}-{tp.partition}"
         self.log = FileRaftLog(self.dir, segment_bytes=cfg.segment_bytes, index_interval_bytes=cfg.index_interval_bytes)
         self.store = FileQuorumStateStore(self.dir / "quorum-state")
-        self.core = RaftCore(cfg.node_id, sorted(cfg.voters), self.log, persisted=self.store.read(), config=cfg.raft,
-                             rng=random.Random(cfg.seed if cfg.seed is not None else None), tp=tp,
-                             records=KafkaRecords())
+        self.core = RaftCore(
+            cfg.node_id,
+            sorted(cfg.voters),
+            self.log,
+            persisted=self.store.read(),
+            config=cfg.raft,
+            rng=random.Random(cfg.seed if cfg.seed is not None else None),
+            tp=tp,
+            records=KafkaRecords(),
+        )
         self.machine = MetadataStateMachine(self.log)
         self.listeners: list[Any] = []
         self.waiters: list[tuple[int, asyncio.Future]] = []  # (last offset, future), ascending
@@ -176,7 +182,6 @@ class Replica:
         self.timer: asyncio.TimerHandle | None = None
         self.timer_at: int | None = None
         self.role = self.core.role
-
 
 
 class RaftDriver:
@@ -295,8 +300,14 @@ class RaftDriver:
                 self._on_state_change(rep, o)
             elif isinstance(o, SnapshotLoaded):
                 path = rep.log.snapshot_path(o.snapshot_id)
-                log.info("node %d %s: loaded snapshot %s (%d bytes) fetched from leader %d", self.node_id, rep.tp,
-                         tuple(o.snapshot_id), path.stat().st_size, rep.core.leader_id)
+                log.info(
+                    "node %d %s: loaded snapshot %s (%d bytes) fetched from leader %d",
+                    self.node_id,
+                    rep.tp,
+                    tuple(o.snapshot_id),
+                    path.stat().st_size,
+                    rep.core.leader_id,
+                )
                 rep.machine.load_snapshot(path, o.snapshot_id)
                 self._notify(rep, "handle_load_snapshot", path, o.snapshot_id)
             elif isinstance(o, (Appended, AppendRejected)):
@@ -348,7 +359,12 @@ class RaftDriver:
         if batches:
             self._notify(rep, "handle_commit", batches)
         every = self.config.snapshot_every_records
-        if every and rep.machine.records_since_snapshot >= every and not rep.snapshot_scheduled and rep.snapshot_task is None:
+        if (
+            every
+            and rep.machine.records_since_snapshot >= every
+            and not rep.snapshot_scheduled
+            and rep.snapshot_task is None
+        ):
             rep.snapshot_scheduled = True
             self._loop.call_soon(self._snapshot, rep)  # type: ignore[union-attr]
 
@@ -384,8 +400,9 @@ class RaftDriver:
             if rep.machine.image is image and sid.end_offset > rep.log.start_offset:
                 rep.machine.snapshot_written(path)
                 self._step(rep, CreateSnapshot(self.now(), sid.end_offset, path))
-                log.info("node %d %s: snapshot %s; log start now %d", self.node_id, rep.tp, tuple(sid),
-                         rep.log.start_offset)
+                log.info(
+                    "node %d %s: snapshot %s; log start now %d", self.node_id, rep.tp, tuple(sid), rep.log.start_offset
+                )
             else:
                 # a snapshot fetched from the leader replaced the image meanwhile: this one is stale
                 log.info("node %d %s: snapshot %s superseded while written", self.node_id, rep.tp, tuple(sid))
@@ -399,8 +416,11 @@ class RaftDriver:
         rep.role = o.role
         log.info("node %d %s: %s in epoch %d (leader %d)", self.node_id, rep.tp, o.role.value, o.epoch, o.leader_id)
         if was is Role.LEADER and o.role is not Role.LEADER:
-            self._fail_waiters(rep, f"leadership of epoch {rep.core.epoch} ended before the append committed; "
-                                    "it may or may not be committed")
+            self._fail_waiters(
+                rep,
+                f"leadership of epoch {rep.core.epoch} ended before the append committed; "
+                "it may or may not be committed",
+            )
         self._notify(rep, "handle_leader_change", o.leader_id, o.epoch, o.role)
 
     def _fail_waiters(self, rep: Replica, why: str) -> None:
@@ -426,7 +446,9 @@ class RaftDriver:
         """Adds a listener (``handle_commit``, ``handle_load_snapshot``, ``handle_leader_change``)."""
         self.replica(tp).listeners.append(listener)
 
-    def append_nowait(self, values: list[bytes] | ClientBatches, tp: TopicPartition | None = None) -> tuple[int, asyncio.Future]:
+    def append_nowait(
+        self, values: list[bytes] | ClientBatches, tp: TopicPartition | None = None
+    ) -> tuple[int, asyncio.Future]:
         """Appends ``values`` (record values, one batch; or :class:`ClientBatches` taken as they
         are) if this node leads; returns the base offset and a future of the last offset that
         resolves once it is committed. Raises :class:`NotLeaderError` otherwise."""
@@ -471,8 +493,14 @@ class RaftDriver:
             addr = self.config.voters.get(dest)
             if addr is None:
                 return None
-            conn = PeerConnection(dest, addr[0], addr[1], client_id=f"raft-client-{self.node_id}", versions=m.VERSIONS,
-                                  on_refused=self._refused)
+            conn = PeerConnection(
+                dest,
+                addr[0],
+                addr[1],
+                client_id=f"raft-client-{self.node_id}",
+                versions=m.VERSIONS,
+                on_refused=self._refused,
+            )
             self._peers[dest] = conn
         return conn
 
@@ -496,4 +524,3 @@ class RaftDriver:
                 self._step(rep, Receive(self.now(), o.dest, o.api, body, o.correlation_id, True))
 
         conn.send(o.api, o.body, on_answer)
-

@@ -19,13 +19,29 @@ from kraftkit.metadata.snapshot import SnapshotId
 from kraftkit.raft.quorum_state import ElectionState, Role
 
 __all__ = [
-    "Event", "Start", "Tick", "Receive", "Append", "FsyncComplete", "Resign", "CreateSnapshot", "PeerUnreachable",
+    "Event",
+    "Start",
+    "Tick",
+    "Receive",
+    "Append",
+    "FsyncComplete",
+    "Resign",
+    "CreateSnapshot",
+    "PeerUnreachable",
     "RequestFailed",
-    "Output", "PersistElection", "Send", "Fsync", "Committed", "StateChanged", "SnapshotLoaded", "Appended",
+    "Output",
+    "PersistElection",
+    "Send",
+    "Fsync",
+    "Committed",
+    "StateChanged",
+    "SnapshotLoaded",
+    "Appended",
     "AppendRejected",
 ]
 
 # ------------------------------------------------------------------------------------ events
+
 
 @dataclasses.dataclass(frozen=True)
 class Start:
@@ -98,6 +114,7 @@ class CreateSnapshot:
 
 
 # ----------------------------------------------------------------------------------- outputs
+
 
 @dataclasses.dataclass(frozen=True)
 class PersistElection:

@@ -62,14 +62,14 @@ def split_batches(data: bytes | memoryview) -> tuple[list[Batch], int]:
     out: list[Batch] = []
     pos, n = 0, len(view)
     while n - pos >= BATCH_HEADER:
-        length = int.from_bytes(view[pos + 8:pos + 12], "big", signed=True)
+        length = int.from_bytes(view[pos + 8 : pos + 12], "big", signed=True)
         size = 12 + length
         if length < BATCH_HEADER - 12 or pos + size > n:
             break
-        base = int.from_bytes(view[pos:pos + 8], "big", signed=True)
-        epoch = int.from_bytes(view[pos + 12:pos + 16], "big", signed=True)
-        delta = int.from_bytes(view[pos + 23:pos + 27], "big", signed=True)
-        out.append(Batch(base, epoch, bytes(view[pos:pos + size]), base + delta))
+        base = int.from_bytes(view[pos : pos + 8], "big", signed=True)
+        epoch = int.from_bytes(view[pos + 12 : pos + 16], "big", signed=True)
+        delta = int.from_bytes(view[pos + 23 : pos + 27], "big", signed=True)
+        out.append(Batch(base, epoch, bytes(view[pos : pos + size]), base + delta))
         pos += size
     return out, pos
 
@@ -94,9 +94,15 @@ class FileRaftLog(RaftLog[Batch]):
     timestamps of local appends in ms (default: wall time); ``index_interval_bytes`` is Kafka's
     ``index.interval.bytes`` of its segments."""
 
-    def __init__(self, directory: str | os.PathLike[str], *, segment_bytes: int = 1024 * 1024 * 1024,
-                 max_fetch_bytes: int = MAX_FETCH_BYTES, clock=None,
-                 index_interval_bytes: int = DEFAULT_INDEX_INTERVAL) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        segment_bytes: int = 1024 * 1024 * 1024,
+        max_fetch_bytes: int = MAX_FETCH_BYTES,
+        clock=None,
+        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL,
+    ) -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.max_fetch_bytes = max_fetch_bytes
@@ -115,15 +121,24 @@ class FileRaftLog(RaftLog[Batch]):
             self._snapshot = snaps[-1]
         self._snap_map: mmap.mmap | None = None
         has_segments = bool(list_segments(self.dir))
-        self._log = Log(self.dir, create=True, segment_bytes=segment_bytes, truncate_corrupt_tail=True,
-                        index_interval_bytes=index_interval_bytes,
-                        initial_offset=self._snapshot.end_offset if self._snapshot and not has_segments else 0)
+        self._log = Log(
+            self.dir,
+            create=True,
+            segment_bytes=segment_bytes,
+            truncate_corrupt_tail=True,
+            index_interval_bytes=index_interval_bytes,
+            initial_offset=self._snapshot.end_offset if self._snapshot and not has_segments else 0,
+        )
         self.recovery: dict[str, Any] | None = None
         rec = self._log.recovery
         if rec and rec.get("error") is not None:
             self.recovery = rec
-            log.warning("%s: recovered the log: cut a torn or corrupt tail at offset %s: %s",
-                        self.dir, self._log.log_end_offset, rec["error"])
+            log.warning(
+                "%s: recovered the log: cut a torn or corrupt tail at offset %s: %s",
+                self.dir,
+                self._log.log_end_offset,
+                rec["error"],
+            )
         if self._snapshot and self._log.log_end_offset < self._snapshot.end_offset:
             # the snapshot is ahead of the log (fetched from the leader before a crash): start over from it
             self._restart_at(self._snapshot.end_offset)
@@ -206,16 +221,21 @@ class FileRaftLog(RaftLog[Batch]):
         records: list[RecordInput]
         if first.control:
             if not isinstance(first.payload, dict):
-                raise LogError(f"{self.dir}: a control entry needs a LeaderChangeMessage dict, got {type(first.payload).__name__}")
-            records = [(now, control_record_key(LEADER_CHANGE), encode_control_record(LEADER_CHANGE, first.payload), [])]
+                raise LogError(
+                    f"{self.dir}: a control entry needs a LeaderChangeMessage dict, got {type(first.payload).__name__}"
+                )
+            records = [
+                (now, control_record_key(LEADER_CHANGE), encode_control_record(LEADER_CHANGE, first.payload), [])
+            ]
         else:
             records = []
             for e in run:
                 if not isinstance(e.payload, (bytes, bytearray, memoryview)):
                     raise LogError(f"{self.dir}: entry {e.offset} holds {type(e.payload).__name__}, not bytes")
                 records.append((now, None, bytes(e.payload), []))
-        data = encode_batch(records, base_offset=first.offset, partition_leader_epoch=first.epoch,
-                            control=first.control)
+        data = encode_batch(
+            records, base_offset=first.offset, partition_leader_epoch=first.epoch, control=first.control
+        )
         if len(data) > MAX_BATCH_BYTES:
             raise LogError(f"{self.dir}: a batch of {len(data)} bytes is over the {MAX_BATCH_BYTES}-byte limit")
         return Batch(first.offset, first.epoch, data, run[-1].offset)
@@ -284,11 +304,15 @@ class FileRaftLog(RaftLog[Batch]):
         if self._snapshot and end <= self._snapshot.end_offset:
             return
         if not (self.start_offset < end <= self._flushed):
-            raise LogError(f"{self.dir}: snapshot at {end} outside the flushed log ({self.start_offset}, {self._flushed}]")
+            raise LogError(
+                f"{self.dir}: snapshot at {end} outside the flushed log ({self.start_offset}, {self._flushed}]"
+            )
         if end < self.end_offset:
             nxt, _ = split_batches(self._log.read(end, 1))
             if not nxt or nxt[0].offset != end:
-                raise LogError(f"{self.dir}: snapshot end offset {end} is inside a batch; snapshots sit on batch boundaries")
+                raise LogError(
+                    f"{self.dir}: snapshot end offset {end} is inside a batch; snapshots sit on batch boundaries"
+                )
         if self.epoch_of(end - 1) != sid.epoch:
             raise LogError(f"{self.dir}: snapshot {tuple(sid)} does not match the epoch at offset {end - 1}")
         target = self.snapshot_path(sid)
@@ -336,5 +360,7 @@ class FileRaftLog(RaftLog[Batch]):
         self._log.close()
 
     def __repr__(self) -> str:
-        return (f"FileRaftLog({str(self.dir)!r}, start={self.start_offset}, end={self.end_offset}, "
-                f"flushed={self._flushed}, snapshot={tuple(self._snapshot) if self._snapshot else None})")
+        return (
+            f"FileRaftLog({str(self.dir)!r}, start={self.start_offset}, end={self.end_offset}, "
+            f"flushed={self._flushed}, snapshot={tuple(self._snapshot) if self._snapshot else None})"
+        )

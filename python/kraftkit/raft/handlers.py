@@ -53,28 +53,42 @@ class Handlers:
 
     def _on_request(self: RaftCore, ev: Receive) -> None:  # type: ignore[misc]  # RaftCore's mixin
         api, body = ev.api, ev.body
-        handlers: dict[int, Callable] = {m.VOTE: self._on_vote_request, m.BEGIN_QUORUM_EPOCH: self._on_begin_request,
-                                         m.END_QUORUM_EPOCH: self._on_end_request}
+        handlers: dict[int, Callable] = {
+            m.VOTE: self._on_vote_request,
+            m.BEGIN_QUORUM_EPOCH: self._on_begin_request,
+            m.END_QUORUM_EPOCH: self._on_end_request,
+        }
         handler = handlers.get(api)
         cid = body.get("ClusterId")
         if api == m.FETCH:
             if cid is not None and cid != self.cfg.cluster_id:
-                return self._respond(ev.src, api, ev.correlation_id, m.fetch_response(
-                    self.tp, 0, -1, -1, top_error=Errors.INCONSISTENT_CLUSTER_ID))
+                return self._respond(
+                    ev.src,
+                    api,
+                    ev.correlation_id,
+                    m.fetch_response(self.tp, 0, -1, -1, top_error=Errors.INCONSISTENT_CLUSTER_ID),
+                )
             return self._on_fetch_request(ev.src, ev.correlation_id, body, may_wait=True)
         if api == m.FETCH_SNAPSHOT:
             if cid is not None and cid != self.cfg.cluster_id:
-                return self._respond(ev.src, api, ev.correlation_id, m.fetch_snapshot_response(
-                    self.tp, 0, -1, -1, top_error=Errors.INCONSISTENT_CLUSTER_ID))
+                return self._respond(
+                    ev.src,
+                    api,
+                    ev.correlation_id,
+                    m.fetch_snapshot_response(self.tp, 0, -1, -1, top_error=Errors.INCONSISTENT_CLUSTER_ID),
+                )
             return self._on_fetch_snapshot_request(ev.src, ev.correlation_id, body)
         if handler is None:
             return
         builders: dict[int, Callable[..., dict]] = {
             m.VOTE: lambda e, top=0: m.vote_response(self.tp, e, self.leader_id, self.epoch, False, top),
             m.BEGIN_QUORUM_EPOCH: lambda e, top=0: m.begin_quorum_epoch_response(
-                self.tp, e, self.leader_id, self.epoch, top),
+                self.tp, e, self.leader_id, self.epoch, top
+            ),
             m.END_QUORUM_EPOCH: lambda e, top=0: m.end_quorum_epoch_response(
-                self.tp, e, self.leader_id, self.epoch, top)}
+                self.tp, e, self.leader_id, self.epoch, top
+            ),
+        }
         build = builders[api]
         if cid is not None and cid != self.cfg.cluster_id:
             return self._respond(ev.src, api, ev.correlation_id, build(0, Errors.INCONSISTENT_CLUSTER_ID))
@@ -126,8 +140,9 @@ class Handlers:
             self._maybe_follow(leader, epoch)
             voter_id = body.get("VoterId", -1)
             err = Errors.INVALID_VOTER_KEY if voter_id >= 0 and voter_id != self.node_id else Errors.NONE
-        self._respond(src, m.BEGIN_QUORUM_EPOCH, corr,
-                      m.begin_quorum_epoch_response(self.tp, err, self.leader_id, self.epoch))
+        self._respond(
+            src, m.BEGIN_QUORUM_EPOCH, corr, m.begin_quorum_epoch_response(self.tp, err, self.leader_id, self.epoch)
+        )
 
     def _on_end_request(self: RaftCore, src: int, corr: int, body: dict, part: dict) -> None:  # type: ignore[misc]  # RaftCore's mixin
         leader, epoch = part["LeaderId"], part["LeaderEpoch"]
@@ -139,12 +154,15 @@ class Handlers:
                 self._maybe_follow(leader, epoch)
             st = self.state
             if isinstance(st, FollowerState) and st.leader_id == leader and not self.is_observer:
-                preferred = [c["CandidateId"] for c in part.get("PreferredCandidates") or []] \
-                    or list(part.get("PreferredSuccessors") or [])
+                preferred = [c["CandidateId"] for c in part.get("PreferredCandidates") or []] or list(
+                    part.get("PreferredSuccessors") or []
+                )
                 st.fetch_deadline = self.now + end_epoch_backoff_ms(
-                    preferred, self.node_id, self.cfg.election_backoff_max_ms)
-        self._respond(src, m.END_QUORUM_EPOCH, corr,
-                      m.end_quorum_epoch_response(self.tp, err, self.leader_id, self.epoch))
+                    preferred, self.node_id, self.cfg.election_backoff_max_ms
+                )
+        self._respond(
+            src, m.END_QUORUM_EPOCH, corr, m.end_quorum_epoch_response(self.tp, err, self.leader_id, self.epoch)
+        )
 
     def _maybe_follow(self: RaftCore, leader: int, epoch: int) -> None:  # type: ignore[misc]  # RaftCore's mixin
         """A message names ``leader`` for ``epoch`` (>= ours): follow it if that is news."""
@@ -184,8 +202,9 @@ class Handlers:
     def _on_fetch_request(self: RaftCore, src: int, corr: int, body: dict, may_wait: bool) -> None:  # type: ignore[misc]  # RaftCore's mixin
         one = m.single_partition(body, m.FETCH)
         if one is None or not m.topic_matches(self.tp, m.FETCH, one[0], one[1]):
-            return self._respond(src, m.FETCH, corr, m.fetch_response(
-                self.tp, 0, -1, -1, top_error=Errors.INVALID_REQUEST))
+            return self._respond(
+                src, m.FETCH, corr, m.fetch_response(self.tp, 0, -1, -1, top_error=Errors.INVALID_REQUEST)
+            )
         part = one[1]
         offset, last_epoch, cur_epoch = part["FetchOffset"], part["LastFetchedEpoch"], part["CurrentLeaderEpoch"]
         replica = (body.get("ReplicaState") or {}).get("ReplicaId", body.get("ReplicaId", -1))
@@ -244,8 +263,10 @@ class Handlers:
         st = self.state
         if not isinstance(st, LeaderState):
             return
-        offsets = sorted((self.log.flushed_offset if v == self.node_id else st.replica_end.get(v, -1)
-                          for v in self.voters), reverse=True)
+        offsets = sorted(
+            (self.log.flushed_offset if v == self.node_id else st.replica_end.get(v, -1) for v in self.voters),
+            reverse=True,
+        )
         cand = offsets[len(self.voters) // 2]
         if cand <= st.epoch_start_offset:
             return
@@ -267,13 +288,18 @@ class Handlers:
     def _on_fetch_snapshot_request(self: RaftCore, src: int, corr: int, body: dict) -> None:  # type: ignore[misc]  # RaftCore's mixin
         one = m.single_partition(body, m.FETCH_SNAPSHOT)
         if one is None or not m.topic_matches(self.tp, m.FETCH_SNAPSHOT, one[0], one[1]):
-            return self._respond(src, m.FETCH_SNAPSHOT, corr, m.fetch_snapshot_response(
-                self.tp, Errors.UNKNOWN_TOPIC_OR_PARTITION, self.leader_id, self.epoch))
+            return self._respond(
+                src,
+                m.FETCH_SNAPSHOT,
+                corr,
+                m.fetch_snapshot_response(self.tp, Errors.UNKNOWN_TOPIC_OR_PARTITION, self.leader_id, self.epoch),
+            )
         part = one[1]
 
         def reply(err: int, **kw: Any) -> None:
-            self._respond(src, m.FETCH_SNAPSHOT, corr,
-                          m.fetch_snapshot_response(self.tp, err, self.leader_id, self.epoch, **kw))
+            self._respond(
+                src, m.FETCH_SNAPSHOT, corr, m.fetch_snapshot_response(self.tp, err, self.leader_id, self.epoch, **kw)
+            )
 
         err = self._leader_check(part["CurrentLeaderEpoch"])
         if err:
@@ -292,7 +318,7 @@ class Handlers:
         if replica in st.replica_end:
             self._note_fetcher(replica)
         n = min(body.get("MaxBytes", self.cfg.snapshot_chunk_bytes), self.cfg.snapshot_chunk_bytes)
-        reply(Errors.NONE, snapshot_id=want, size=len(data), position=pos, data=data[pos:pos + n])
+        reply(Errors.NONE, snapshot_id=want, size=len(data), position=pos, data=data[pos : pos + n])
 
     # ------------------------------------------------------------------------------ responses
 
@@ -386,12 +412,16 @@ class Handlers:
         if div.get("Epoch", -1) >= 0:
             end = div["EndOffset"]
             if end < self.high_watermark:
-                raise RaftStateError(f"node {self.node_id}: leader {src} asked for truncation to {end}, "
-                                     f"below the high watermark {self.high_watermark}")
+                raise RaftStateError(
+                    f"node {self.node_id}: leader {src} asked for truncation to {end}, "
+                    f"below the high watermark {self.high_watermark}"
+                )
             log.truncate_to_end_offset(div["Epoch"], end)
             if log.end_offset < self.high_watermark:
-                raise RaftStateError(f"node {self.node_id}: truncated to {log.end_offset}, below the high "
-                                     f"watermark {self.high_watermark}")
+                raise RaftStateError(
+                    f"node {self.node_id}: truncated to {log.end_offset}, below the high "
+                    f"watermark {self.high_watermark}"
+                )
             return
         if sid.get("EndOffset", -1) >= 0 or sid.get("Epoch", -1) >= 0:
             if sid.get("EndOffset", -1) < 0 or sid.get("Epoch", -1) < 0:
@@ -422,8 +452,10 @@ class Handlers:
             st.snapshot_fetch = None
             return
         if (got["EndOffset"], got["Epoch"]) != tuple(sid) or part.get("Position") != len(buf):
-            raise RaftStateError(f"node {self.node_id}: FetchSnapshot answer for {got} at {part.get('Position')}"
-                                 f" but the partial snapshot is {tuple(sid)} at {len(buf)}")
+            raise RaftStateError(
+                f"node {self.node_id}: FetchSnapshot answer for {got} at {part.get('Position')}"
+                f" but the partial snapshot is {tuple(sid)} at {len(buf)}"
+            )
         st.fetch_deadline = self.now + self.cfg.fetch_timeout_ms
         buf.extend(part.get("UnalignedRecords") or b"")
         if len(buf) >= part.get("Size", 0):

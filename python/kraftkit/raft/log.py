@@ -161,8 +161,9 @@ class RaftLog(abc.ABC, Generic[R]):
         snap = self.snapshot()
         if self.start_offset == 0 and offset == 0:
             return "valid", None
-        if snap and (offset < self.start_offset or (offset == self.start_offset and epoch != snap.epoch)
-                     or epoch < snap.epoch):
+        if snap and (
+            offset < self.start_offset or (offset == self.start_offset and epoch != snap.epoch) or epoch < snap.epoch
+        ):
             return "snapshot", (snap.end_offset, snap.epoch)
         e, o = self.end_offset_for_epoch(epoch)
         if e != epoch or o < offset:
@@ -233,7 +234,7 @@ class MemoryLog(RaftLog[Entry]):
             raise LogError(f"truncation to {offset} below the log start {self._start}")
         if offset >= self.end_offset:
             return
-        del self._entries[offset - self._start:]
+        del self._entries[offset - self._start :]
         self._epochs = [(e, s) for e, s in self._epochs if s < offset]
         self._flushed = min(self._flushed, offset)
 
@@ -251,7 +252,7 @@ class MemoryLog(RaftLog[Entry]):
         if start < self._start:
             raise LogError(f"read at {start} below the log start {self._start}")
         i = start - self._start
-        return self._entries[i:i + max_entries]
+        return self._entries[i : i + max_entries]
 
     # -- snapshots
     def snapshot(self) -> SnapshotId | None:
@@ -268,7 +269,7 @@ class MemoryLog(RaftLog[Entry]):
             raise LogError(f"snapshot at {end} outside the flushed log [{self._start}, {self._flushed}]")
         if self.epoch_of(end - 1) != snapshot_id.epoch:
             raise LogError(f"snapshot {snapshot_id} does not match the epoch at offset {end - 1}")
-        del self._entries[:end - self._start]
+        del self._entries[: end - self._start]
         last_before = [(e, s) for e, s in self._epochs if s <= end]
         self._epochs = [(e, s) for e, s in self._epochs if s > end]
         if last_before and self._entries and (not self._epochs or self._epochs[0][1] > end):

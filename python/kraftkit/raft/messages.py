@@ -23,8 +23,19 @@ from kraftkit._core import rpc_schema
 from kraftkit.protocol.messages import ApiKey, Errors
 
 __all__ = [
-    "FETCH", "VOTE", "BEGIN_QUORUM_EPOCH", "END_QUORUM_EPOCH", "FETCH_SNAPSHOT", "VERSIONS", "API_NAMES",
-    "Errors", "TopicPartition", "METADATA_PARTITION", "METADATA_TOPIC_ID", "ZERO_UUID", "single_partition",
+    "FETCH",
+    "VOTE",
+    "BEGIN_QUORUM_EPOCH",
+    "END_QUORUM_EPOCH",
+    "FETCH_SNAPSHOT",
+    "VERSIONS",
+    "API_NAMES",
+    "Errors",
+    "TopicPartition",
+    "METADATA_PARTITION",
+    "METADATA_TOPIC_ID",
+    "ZERO_UUID",
+    "single_partition",
 ]
 
 FETCH, VOTE, FETCH_SNAPSHOT = ApiKey.FETCH, ApiKey.VOTE, ApiKey.FETCH_SNAPSHOT
@@ -33,8 +44,11 @@ BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH = ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUO
 #: The versions KRaft peers speak at the reference commit (kafka-formats.md §9.1).
 VERSIONS: dict[int, int] = {VOTE: 1, BEGIN_QUORUM_EPOCH: 1, END_QUORUM_EPOCH: 1, FETCH: 17, FETCH_SNAPSHOT: 1}
 #: apiKey -> the RPC's schema name without "Request" (``Vote``)
-API_NAMES = {m["api_key"]: m["name"].removesuffix("Request") for m in rpc_schema()
-             if m["kind"] == "request" and m["api_key"] in VERSIONS}
+API_NAMES = {
+    m["api_key"]: m["name"].removesuffix("Request")
+    for m in rpc_schema()
+    if m["kind"] == "request" and m["api_key"] in VERSIONS
+}
 
 ZERO_UUID = uuid.UUID(int=0)
 #: Kafka's fixed topic id of ``__cluster_metadata`` (``AAAAAAAAAAAAAAAAAAAAAQ``)
@@ -90,96 +104,248 @@ def topic_matches(tp: TopicPartition, api: int, name: Any, part: dict, response:
 
 # ---------------------------------------------------------------- builders (requests)
 
-def vote_request(tp: TopicPartition, cluster_id: str | None, voter_id: int, candidate_epoch: int,
-                 candidate_id: int, last_epoch: int, last_offset: int) -> dict:
-    return {"ClusterId": cluster_id, "VoterId": voter_id, "Topics": [{"TopicName": tp.topic, "Partitions": [{
-        "PartitionIndex": tp.partition, "ReplicaEpoch": candidate_epoch, "ReplicaId": candidate_id,
-        "ReplicaDirectoryId": ZERO_UUID, "VoterDirectoryId": ZERO_UUID,
-        "LastOffsetEpoch": last_epoch, "LastOffset": last_offset}]}]}
+
+def vote_request(
+    tp: TopicPartition,
+    cluster_id: str | None,
+    voter_id: int,
+    candidate_epoch: int,
+    candidate_id: int,
+    last_epoch: int,
+    last_offset: int,
+) -> dict:
+    return {
+        "ClusterId": cluster_id,
+        "VoterId": voter_id,
+        "Topics": [
+            {
+                "TopicName": tp.topic,
+                "Partitions": [
+                    {
+                        "PartitionIndex": tp.partition,
+                        "ReplicaEpoch": candidate_epoch,
+                        "ReplicaId": candidate_id,
+                        "ReplicaDirectoryId": ZERO_UUID,
+                        "VoterDirectoryId": ZERO_UUID,
+                        "LastOffsetEpoch": last_epoch,
+                        "LastOffset": last_offset,
+                    }
+                ],
+            }
+        ],
+    }
 
 
-def begin_quorum_epoch_request(tp: TopicPartition, cluster_id: str | None, voter_id: int, leader_id: int,
-                               epoch: int) -> dict:
-    return {"ClusterId": cluster_id, "VoterId": voter_id, "Topics": [{"TopicName": tp.topic, "Partitions": [{
-        "PartitionIndex": tp.partition, "VoterDirectoryId": ZERO_UUID, "LeaderId": leader_id,
-        "LeaderEpoch": epoch}]}], "LeaderEndpoints": []}
+def begin_quorum_epoch_request(
+    tp: TopicPartition, cluster_id: str | None, voter_id: int, leader_id: int, epoch: int
+) -> dict:
+    return {
+        "ClusterId": cluster_id,
+        "VoterId": voter_id,
+        "Topics": [
+            {
+                "TopicName": tp.topic,
+                "Partitions": [
+                    {
+                        "PartitionIndex": tp.partition,
+                        "VoterDirectoryId": ZERO_UUID,
+                        "LeaderId": leader_id,
+                        "LeaderEpoch": epoch,
+                    }
+                ],
+            }
+        ],
+        "LeaderEndpoints": [],
+    }
 
 
-def end_quorum_epoch_request(tp: TopicPartition, cluster_id: str | None, leader_id: int, epoch: int,
-                             preferred: list[int]) -> dict:
-    return {"ClusterId": cluster_id, "Topics": [{"TopicName": tp.topic, "Partitions": [{
-        "PartitionIndex": tp.partition, "LeaderId": leader_id, "LeaderEpoch": epoch,
-        "PreferredSuccessors": list(preferred),
-        "PreferredCandidates": [{"CandidateId": c, "CandidateDirectoryId": ZERO_UUID} for c in preferred]}]}],
-        "LeaderEndpoints": []}
+def end_quorum_epoch_request(
+    tp: TopicPartition, cluster_id: str | None, leader_id: int, epoch: int, preferred: list[int]
+) -> dict:
+    return {
+        "ClusterId": cluster_id,
+        "Topics": [
+            {
+                "TopicName": tp.topic,
+                "Partitions": [
+                    {
+                        "PartitionIndex": tp.partition,
+                        "LeaderId": leader_id,
+                        "LeaderEpoch": epoch,
+                        "PreferredSuccessors": list(preferred),
+                        "PreferredCandidates": [
+                            {"CandidateId": c, "CandidateDirectoryId": ZERO_UUID} for c in preferred
+                        ],
+                    }
+                ],
+            }
+        ],
+        "LeaderEndpoints": [],
+    }
 
 
-def fetch_request(tp: TopicPartition, cluster_id: str | None, replica_id: int, epoch: int, fetch_offset: int,
-                  last_fetched_epoch: int, max_wait_ms: int) -> dict:
-    return {"ClusterId": cluster_id, "ReplicaState": {"ReplicaId": replica_id, "ReplicaEpoch": -1},
-            "MaxWaitMs": max_wait_ms, "MinBytes": 0, "MaxBytes": 8388608, "IsolationLevel": 0, "SessionId": 0,
-            "SessionEpoch": -1, "Topics": [{"TopicId": tp.topic_id, "Partitions": [{
-                "Partition": tp.partition, "CurrentLeaderEpoch": epoch, "FetchOffset": fetch_offset,
-                "LastFetchedEpoch": last_fetched_epoch, "LogStartOffset": -1, "PartitionMaxBytes": 0,
-                "ReplicaDirectoryId": ZERO_UUID}]}], "ForgottenTopicsData": [], "RackId": ""}
+def fetch_request(
+    tp: TopicPartition,
+    cluster_id: str | None,
+    replica_id: int,
+    epoch: int,
+    fetch_offset: int,
+    last_fetched_epoch: int,
+    max_wait_ms: int,
+) -> dict:
+    return {
+        "ClusterId": cluster_id,
+        "ReplicaState": {"ReplicaId": replica_id, "ReplicaEpoch": -1},
+        "MaxWaitMs": max_wait_ms,
+        "MinBytes": 0,
+        "MaxBytes": 8388608,
+        "IsolationLevel": 0,
+        "SessionId": 0,
+        "SessionEpoch": -1,
+        "Topics": [
+            {
+                "TopicId": tp.topic_id,
+                "Partitions": [
+                    {
+                        "Partition": tp.partition,
+                        "CurrentLeaderEpoch": epoch,
+                        "FetchOffset": fetch_offset,
+                        "LastFetchedEpoch": last_fetched_epoch,
+                        "LogStartOffset": -1,
+                        "PartitionMaxBytes": 0,
+                        "ReplicaDirectoryId": ZERO_UUID,
+                    }
+                ],
+            }
+        ],
+        "ForgottenTopicsData": [],
+        "RackId": "",
+    }
 
 
-def fetch_snapshot_request(tp: TopicPartition, cluster_id: str | None, replica_id: int, epoch: int,
-                           snapshot_id: tuple[int, int], position: int, max_bytes: int) -> dict:
-    return {"ClusterId": cluster_id, "ReplicaId": replica_id, "MaxBytes": max_bytes, "Topics": [{
-        "Name": tp.topic, "Partitions": [{"Partition": tp.partition, "CurrentLeaderEpoch": epoch,
-                                          "SnapshotId": {"EndOffset": snapshot_id[0], "Epoch": snapshot_id[1]},
-                                          "Position": position, "ReplicaDirectoryId": ZERO_UUID}]}]}
+def fetch_snapshot_request(
+    tp: TopicPartition,
+    cluster_id: str | None,
+    replica_id: int,
+    epoch: int,
+    snapshot_id: tuple[int, int],
+    position: int,
+    max_bytes: int,
+) -> dict:
+    return {
+        "ClusterId": cluster_id,
+        "ReplicaId": replica_id,
+        "MaxBytes": max_bytes,
+        "Topics": [
+            {
+                "Name": tp.topic,
+                "Partitions": [
+                    {
+                        "Partition": tp.partition,
+                        "CurrentLeaderEpoch": epoch,
+                        "SnapshotId": {"EndOffset": snapshot_id[0], "Epoch": snapshot_id[1]},
+                        "Position": position,
+                        "ReplicaDirectoryId": ZERO_UUID,
+                    }
+                ],
+            }
+        ],
+    }
 
 
 # ---------------------------------------------------------------- builders (responses)
 
-def _quorum_response(tp: TopicPartition, error: int, leader_id: int, epoch: int, top_error: int = 0,
-                     **extra: Any) -> dict:
+
+def _quorum_response(
+    tp: TopicPartition, error: int, leader_id: int, epoch: int, top_error: int = 0, **extra: Any
+) -> dict:
     part = {"PartitionIndex": tp.partition, "ErrorCode": error, "LeaderId": leader_id, "LeaderEpoch": epoch}
     part.update(extra)
     parts = [] if top_error else [part]
-    return {"ErrorCode": top_error, "Topics": [{"TopicName": tp.topic, "Partitions": parts}] if parts else [],
-            "NodeEndpoints": []}
+    return {
+        "ErrorCode": top_error,
+        "Topics": [{"TopicName": tp.topic, "Partitions": parts}] if parts else [],
+        "NodeEndpoints": [],
+    }
 
 
-def vote_response(tp: TopicPartition, error: int, leader_id: int, epoch: int, granted: bool,
-                  top_error: int = 0) -> dict:
+def vote_response(
+    tp: TopicPartition, error: int, leader_id: int, epoch: int, granted: bool, top_error: int = 0
+) -> dict:
     return _quorum_response(tp, error, leader_id, epoch, top_error, VoteGranted=granted)
 
 
-def begin_quorum_epoch_response(tp: TopicPartition, error: int, leader_id: int, epoch: int,
-                                top_error: int = 0) -> dict:
+def begin_quorum_epoch_response(tp: TopicPartition, error: int, leader_id: int, epoch: int, top_error: int = 0) -> dict:
     return _quorum_response(tp, error, leader_id, epoch, top_error)
 
 
-def end_quorum_epoch_response(tp: TopicPartition, error: int, leader_id: int, epoch: int,
-                              top_error: int = 0) -> dict:
+def end_quorum_epoch_response(tp: TopicPartition, error: int, leader_id: int, epoch: int, top_error: int = 0) -> dict:
     return _quorum_response(tp, error, leader_id, epoch, top_error)
 
 
-def fetch_response(tp: TopicPartition, error: int, leader_id: int, epoch: int, *, high_watermark: int = -1,
-                   log_start_offset: int = -1, diverging: tuple[int, int] | None = None,
-                   snapshot_id: tuple[int, int] | None = None, records: Any = None, top_error: int = 0) -> dict:
-    part = {"PartitionIndex": tp.partition, "ErrorCode": error, "HighWatermark": high_watermark,
-            "LastStableOffset": -1, "LogStartOffset": log_start_offset,
-            "DivergingEpoch": {"Epoch": diverging[0], "EndOffset": diverging[1]} if diverging
-            else {"Epoch": -1, "EndOffset": -1},
-            "CurrentLeader": {"LeaderId": leader_id, "LeaderEpoch": epoch},
-            "SnapshotId": {"EndOffset": snapshot_id[0], "Epoch": snapshot_id[1]} if snapshot_id
-            else {"EndOffset": -1, "Epoch": -1},
-            "AbortedTransactions": [], "PreferredReadReplica": -1, "Records": records}
-    return {"ThrottleTimeMs": 0, "ErrorCode": top_error, "SessionId": 0,
-            "Responses": [] if top_error else [{"TopicId": tp.topic_id, "Partitions": [part]}],
-            "NodeEndpoints": []}
+def fetch_response(
+    tp: TopicPartition,
+    error: int,
+    leader_id: int,
+    epoch: int,
+    *,
+    high_watermark: int = -1,
+    log_start_offset: int = -1,
+    diverging: tuple[int, int] | None = None,
+    snapshot_id: tuple[int, int] | None = None,
+    records: Any = None,
+    top_error: int = 0,
+) -> dict:
+    part = {
+        "PartitionIndex": tp.partition,
+        "ErrorCode": error,
+        "HighWatermark": high_watermark,
+        "LastStableOffset": -1,
+        "LogStartOffset": log_start_offset,
+        "DivergingEpoch": {"Epoch": diverging[0], "EndOffset": diverging[1]}
+        if diverging
+        else {"Epoch": -1, "EndOffset": -1},
+        "CurrentLeader": {"LeaderId": leader_id, "LeaderEpoch": epoch},
+        "SnapshotId": {"EndOffset": snapshot_id[0], "Epoch": snapshot_id[1]}
+        if snapshot_id
+        else {"EndOffset": -1, "Epoch": -1},
+        "AbortedTransactions": [],
+        "PreferredReadReplica": -1,
+        "Records": records,
+    }
+    return {
+        "ThrottleTimeMs": 0,
+        "ErrorCode": top_error,
+        "SessionId": 0,
+        "Responses": [] if top_error else [{"TopicId": tp.topic_id, "Partitions": [part]}],
+        "NodeEndpoints": [],
+    }
 
 
-def fetch_snapshot_response(tp: TopicPartition, error: int, leader_id: int, epoch: int, *,
-                            snapshot_id: tuple[int, int] = (-1, -1), size: int = -1, position: int = -1,
-                            data: Any = b"", top_error: int = 0) -> dict:
-    part = {"Index": tp.partition, "ErrorCode": error,
-            "SnapshotId": {"EndOffset": snapshot_id[0], "Epoch": snapshot_id[1]},
-            "CurrentLeader": {"LeaderId": leader_id, "LeaderEpoch": epoch},
-            "Size": size, "Position": position, "UnalignedRecords": data}
-    return {"ThrottleTimeMs": 0, "ErrorCode": top_error,
-            "Topics": [] if top_error else [{"Name": tp.topic, "Partitions": [part]}], "NodeEndpoints": []}
+def fetch_snapshot_response(
+    tp: TopicPartition,
+    error: int,
+    leader_id: int,
+    epoch: int,
+    *,
+    snapshot_id: tuple[int, int] = (-1, -1),
+    size: int = -1,
+    position: int = -1,
+    data: Any = b"",
+    top_error: int = 0,
+) -> dict:
+    part = {
+        "Index": tp.partition,
+        "ErrorCode": error,
+        "SnapshotId": {"EndOffset": snapshot_id[0], "Epoch": snapshot_id[1]},
+        "CurrentLeader": {"LeaderId": leader_id, "LeaderEpoch": epoch},
+        "Size": size,
+        "Position": position,
+        "UnalignedRecords": data,
+    }
+    return {
+        "ThrottleTimeMs": 0,
+        "ErrorCode": top_error,
+        "Topics": [] if top_error else [{"Name": tp.topic, "Partitions": [part]}],
+        "NodeEndpoints": [],
+    }

@@ -23,8 +23,16 @@ from pathlib import Path
 from kraftkit._fs import read_small
 
 __all__ = [
-    "Role", "ElectionState", "render_quorum_state", "parse_quorum_state", "QuorumStateStore",
-    "MemoryQuorumStateStore", "FileQuorumStateStore", "QuorumStateError", "uuid_to_kafka", "uuid_from_kafka",
+    "Role",
+    "ElectionState",
+    "render_quorum_state",
+    "parse_quorum_state",
+    "QuorumStateStore",
+    "MemoryQuorumStateStore",
+    "FileQuorumStateStore",
+    "QuorumStateError",
+    "uuid_to_kafka",
+    "uuid_from_kafka",
 ]
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -79,12 +87,21 @@ def uuid_from_kafka(s: str) -> uuid.UUID:
 def render_quorum_state(state: ElectionState, data_version: int = 1) -> str:
     """The exact text Kafka writes for ``state`` (no trailing newline)."""
     if data_version == 0:
-        obj: dict = {"clusterId": "", "leaderId": state.leader_id, "leaderEpoch": state.epoch,
-                     "votedId": state.voted_id, "appliedOffset": 0,
-                     "currentVoters": None if state.voters is None else [{"voterId": v} for v in state.voters]}
+        obj: dict = {
+            "clusterId": "",
+            "leaderId": state.leader_id,
+            "leaderEpoch": state.epoch,
+            "votedId": state.voted_id,
+            "appliedOffset": 0,
+            "currentVoters": None if state.voters is None else [{"voterId": v} for v in state.voters],
+        }
     elif data_version == 1:
-        obj = {"leaderId": state.leader_id, "leaderEpoch": state.epoch, "votedId": state.voted_id,
-               "votedDirectoryId": uuid_to_kafka(state.voted_directory_id)}
+        obj = {
+            "leaderId": state.leader_id,
+            "leaderEpoch": state.epoch,
+            "votedId": state.voted_id,
+            "votedDirectoryId": uuid_to_kafka(state.voted_directory_id),
+        }
     else:
         raise QuorumStateError(f"data_version ({data_version}) is not within the min (0) and max (1) supported version")
     obj["data_version"] = data_version
@@ -108,8 +125,13 @@ def parse_quorum_state(text: str) -> tuple[ElectionState, int]:
         if v == 0 and obj.get("currentVoters") is not None:
             voters = tuple(int(x["voterId"]) for x in obj["currentVoters"])
         vdir = uuid_from_kafka(obj["votedDirectoryId"]) if v == 1 and "votedDirectoryId" in obj else ZERO_UUID
-        st = ElectionState(epoch=int(obj.get("leaderEpoch", -1)), leader_id=int(obj.get("leaderId", -1)),
-                           voted_id=int(obj.get("votedId", -1)), voted_directory_id=vdir, voters=voters)
+        st = ElectionState(
+            epoch=int(obj.get("leaderEpoch", -1)),
+            leader_id=int(obj.get("leaderId", -1)),
+            voted_id=int(obj.get("votedId", -1)),
+            voted_directory_id=vdir,
+            voters=voters,
+        )
     except (KeyError, TypeError, ValueError) as e:
         raise QuorumStateError(f"bad quorum-state field: {e}") from e
     return st, v

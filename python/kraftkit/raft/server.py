@@ -42,11 +42,19 @@ log = logging.getLogger("kraftkit.raft.node")
 log = logging.getLogger(__name__)
 
 #: The APIs the listener answers (at the versions the codec speaks)
-SERVED = (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.API_VERSIONS, ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH,
-          ApiKey.END_QUORUM_EPOCH, ApiKey.DESCRIBE_QUORUM, ApiKey.FETCH_SNAPSHOT, ApiKey.DESCRIBE_CLUSTER)
+SERVED = (
+    ApiKey.PRODUCE,
+    ApiKey.FETCH,
+    ApiKey.API_VERSIONS,
+    ApiKey.VOTE,
+    ApiKey.BEGIN_QUORUM_EPOCH,
+    ApiKey.END_QUORUM_EPOCH,
+    ApiKey.DESCRIBE_QUORUM,
+    ApiKey.FETCH_SNAPSHOT,
+    ApiKey.DESCRIBE_CLUSTER,
+)
 RAFT_APIS = (m.VOTE, m.BEGIN_QUORUM_EPOCH, m.END_QUORUM_EPOCH, m.FETCH, m.FETCH_SNAPSHOT)
 CONTROLLER_LISTENER = "CONTROLLER"
-
 
 
 def _batch_over(data: bytes, limit: int) -> tuple[int, int] | None:
@@ -55,14 +63,13 @@ def _batch_over(data: bytes, limit: int) -> tuple[int, int] | None:
     view = memoryview(data)
     pos, n = 0, len(view)
     while n - pos >= 12:
-        size = 12 + int.from_bytes(view[pos + 8:pos + 12], "big", signed=True)
+        size = 12 + int.from_bytes(view[pos + 8 : pos + 12], "big", signed=True)
         if size > limit:
             return pos, size
         if size <= 12:
             return None
         pos += size
     return None
-
 
 
 class RaftNode(RaftDriver):
@@ -118,13 +125,22 @@ class RaftNode(RaftDriver):
         conn = ServerConnection(reader, writer)
         limits = self.config.limits
         if len(self._conns) >= limits.max_connections:
-            log.warning("node %d: connection from %s refused: %d connections open (the limit)", self.node_id,
-                        conn.peer, len(self._conns))
+            log.warning(
+                "node %d: connection from %s refused: %d connections open (the limit)",
+                self.node_id,
+                conn.peer,
+                len(self._conns),
+            )
             conn.close()
             return
         if self._conns_per_ip.get(conn.ip, 0) >= limits.max_connections_per_ip:
-            log.warning("node %d: connection from %s refused: %d connections from %s open (max.connections.per.ip)",
-                        self.node_id, conn.peer, self._conns_per_ip[conn.ip], conn.ip)
+            log.warning(
+                "node %d: connection from %s refused: %d connections from %s open (max.connections.per.ip)",
+                self.node_id,
+                conn.peer,
+                self._conns_per_ip[conn.ip],
+                conn.ip,
+            )
             conn.close()
             return
         self._conns.add(conn)
@@ -162,7 +178,9 @@ class RaftNode(RaftDriver):
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         ours = supported_versions().get(api)
         if api not in SERVED or ours is None:
-            log.warning("node %d: %s sent apiKey %d, which this node does not serve; closing", self.node_id, conn.peer, api)
+            log.warning(
+                "node %d: %s sent apiKey %d, which this node does not serve; closing", self.node_id, conn.peer, api
+            )
             conn.close()
             return
         if not ours[0] <= version <= ours[1]:
@@ -170,14 +188,22 @@ class RaftNode(RaftDriver):
                 conn.enqueue(fut, api, 0, corr)
                 fut.set_result(self._api_versions_body(Errors.UNSUPPORTED_VERSION))
                 return
-            log.warning("node %d: %s sent %s v%d, outside %s; closing", self.node_id, conn.peer, ApiKey(api).name, version, ours)
+            log.warning(
+                "node %d: %s sent %s v%d, outside %s; closing", self.node_id, conn.peer, ApiKey(api).name, version, ours
+            )
             conn.close()
             return
         try:
             _api, _v, _corr, _client, body = decode_request(frame)
         except KraftkitError as e:
-            log.warning("node %d: malformed %s v%d request from %s: %s; closing", self.node_id, ApiKey(api).name,
-                        version, conn.peer, e)
+            log.warning(
+                "node %d: malformed %s v%d request from %s: %s; closing",
+                self.node_id,
+                ApiKey(api).name,
+                version,
+                conn.peer,
+                e,
+            )
             conn.close()
             return
         conn.enqueue(fut, api, version, corr)
@@ -199,10 +225,20 @@ class RaftNode(RaftDriver):
 
     def _api_versions_body(self, error: int) -> dict:
         versions = supported_versions()
-        keys = [{"ApiKey": int(a), "MinVersion": versions[a][0], "MaxVersion": versions[a][1]}
-                for a in sorted(SERVED) if a in versions]
-        return {"ErrorCode": error, "ApiKeys": keys, "ThrottleTimeMs": 0, "SupportedFeatures": [],
-                "FinalizedFeaturesEpoch": -1, "FinalizedFeatures": [], "ZkMigrationReady": False}
+        keys = [
+            {"ApiKey": int(a), "MinVersion": versions[a][0], "MaxVersion": versions[a][1]}
+            for a in sorted(SERVED)
+            if a in versions
+        ]
+        return {
+            "ErrorCode": error,
+            "ApiKeys": keys,
+            "ThrottleTimeMs": 0,
+            "SupportedFeatures": [],
+            "FinalizedFeaturesEpoch": -1,
+            "FinalizedFeatures": [],
+            "ZkMigrationReady": False,
+        }
 
     def _request_tp(self, api: int, body: dict) -> TopicPartition | None:
         one = m.single_partition(body, api)
@@ -232,44 +268,90 @@ class RaftNode(RaftDriver):
         for t in body.get("Topics") or []:
             parts = []
             for p in t.get("Partitions") or []:
-                tp = next((x for x in self.replicas if x.topic == t.get("TopicName") and x.partition == p.get("PartitionIndex")), None)
+                tp = next(
+                    (
+                        x
+                        for x in self.replicas
+                        if x.topic == t.get("TopicName") and x.partition == p.get("PartitionIndex")
+                    ),
+                    None,
+                )
                 info = self.replicas[tp].core.quorum_info() if tp is not None else None
                 if tp is None:
-                    parts.append({"PartitionIndex": p.get("PartitionIndex", 0), "ErrorCode": Errors.UNKNOWN_TOPIC_OR_PARTITION,
-                                  "ErrorMessage": None, "LeaderId": -1, "LeaderEpoch": -1, "HighWatermark": -1,
-                                  "CurrentVoters": [], "Observers": []})
+                    parts.append(
+                        {
+                            "PartitionIndex": p.get("PartitionIndex", 0),
+                            "ErrorCode": Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                            "ErrorMessage": None,
+                            "LeaderId": -1,
+                            "LeaderEpoch": -1,
+                            "HighWatermark": -1,
+                            "CurrentVoters": [],
+                            "Observers": [],
+                        }
+                    )
                     continue
                 core = self.replicas[tp].core
                 if info is None:
-                    parts.append({"PartitionIndex": tp.partition, "ErrorCode": Errors.NOT_LEADER_OR_FOLLOWER,
-                                  "ErrorMessage": f"node {self.node_id} is not the leader (leader {core.leader_id})",
-                                  "LeaderId": core.leader_id, "LeaderEpoch": core.epoch, "HighWatermark": -1,
-                                  "CurrentVoters": [], "Observers": []})
+                    parts.append(
+                        {
+                            "PartitionIndex": tp.partition,
+                            "ErrorCode": Errors.NOT_LEADER_OR_FOLLOWER,
+                            "ErrorMessage": f"node {self.node_id} is not the leader (leader {core.leader_id})",
+                            "LeaderId": core.leader_id,
+                            "LeaderEpoch": core.epoch,
+                            "HighWatermark": -1,
+                            "CurrentVoters": [],
+                            "Observers": [],
+                        }
+                    )
                     continue
 
                 def st(r: dict) -> dict:
-                    return {"ReplicaId": r["id"], "ReplicaDirectoryId": uuid.UUID(int=0), "LogEndOffset": r["end_offset"],
-                            "LastFetchTimestamp": self.wall_ms(r["last_fetch"]),
-                            "LastCaughtUpTimestamp": self.wall_ms(r["last_caught_up"])}
+                    return {
+                        "ReplicaId": r["id"],
+                        "ReplicaDirectoryId": uuid.UUID(int=0),
+                        "LogEndOffset": r["end_offset"],
+                        "LastFetchTimestamp": self.wall_ms(r["last_fetch"]),
+                        "LastCaughtUpTimestamp": self.wall_ms(r["last_caught_up"]),
+                    }
 
-                parts.append({"PartitionIndex": tp.partition, "ErrorCode": 0, "ErrorMessage": None,
-                              "LeaderId": info["leader_id"], "LeaderEpoch": info["epoch"],
-                              "HighWatermark": info["high_watermark"],
-                              "CurrentVoters": [st(r) for r in info["voters"]],
-                              "Observers": [st(r) for r in info["observers"]]})
+                parts.append(
+                    {
+                        "PartitionIndex": tp.partition,
+                        "ErrorCode": 0,
+                        "ErrorMessage": None,
+                        "LeaderId": info["leader_id"],
+                        "LeaderEpoch": info["epoch"],
+                        "HighWatermark": info["high_watermark"],
+                        "CurrentVoters": [st(r) for r in info["voters"]],
+                        "Observers": [st(r) for r in info["observers"]],
+                    }
+                )
             topics.append({"TopicName": t.get("TopicName", ""), "Partitions": parts})
-        nodes = [{"NodeId": v, "Listeners": [{"Name": CONTROLLER_LISTENER, "Host": h, "Port": p}]}
-                 for v, (h, p) in sorted(self.config.voters.items())]
+        nodes = [
+            {"NodeId": v, "Listeners": [{"Name": CONTROLLER_LISTENER, "Host": h, "Port": p}]}
+            for v, (h, p) in sorted(self.config.voters.items())
+        ]
         return {"ErrorCode": 0, "ErrorMessage": None, "Topics": topics, "Nodes": nodes if version >= 2 else []}
 
     def _describe_cluster(self, body: dict) -> dict:
         rep = self.replica()
         leader = rep.core.leader_id
-        controllers = [{"BrokerId": v, "Host": h, "Port": p, "Rack": None, "IsFenced": False}
-                       for v, (h, p) in sorted(self.config.voters.items())]
-        return {"ThrottleTimeMs": 0, "ErrorCode": 0, "ErrorMessage": None, "EndpointType": 2,
-                "ClusterId": self.config.cluster_id, "ControllerId": leader if leader >= 0 else -1,
-                "Brokers": controllers, "ClusterAuthorizedOperations": -2147483648}
+        controllers = [
+            {"BrokerId": v, "Host": h, "Port": p, "Rack": None, "IsFenced": False}
+            for v, (h, p) in sorted(self.config.voters.items())
+        ]
+        return {
+            "ThrottleTimeMs": 0,
+            "ErrorCode": 0,
+            "ErrorMessage": None,
+            "EndpointType": 2,
+            "ClusterId": self.config.cluster_id,
+            "ControllerId": leader if leader >= 0 else -1,
+            "Brokers": controllers,
+            "ClusterAuthorizedOperations": -2147483648,
+        }
 
     # -- Produce (appends over the wire)
     def _produce(self, body: dict, version: int, fut: asyncio.Future) -> None:
@@ -282,12 +364,26 @@ class RaftNode(RaftDriver):
             parts_out: list[dict] = []
             answers.append(({"Name": t.get("Name", ""), "TopicId": t.get("TopicId", uuid.UUID(int=0))}, parts_out))
             for p in t.get("PartitionData") or []:
-                ans = {"Index": p.get("Index", 0), "ErrorCode": 0, "BaseOffset": -1, "LogAppendTimeMs": -1,
-                       "LogStartOffset": -1, "RecordErrors": [], "ErrorMessage": None,
-                       "CurrentLeader": {"LeaderId": -1, "LeaderEpoch": -1}}
+                ans = {
+                    "Index": p.get("Index", 0),
+                    "ErrorCode": 0,
+                    "BaseOffset": -1,
+                    "LogAppendTimeMs": -1,
+                    "LogStartOffset": -1,
+                    "RecordErrors": [],
+                    "ErrorMessage": None,
+                    "CurrentLeader": {"LeaderId": -1, "LeaderEpoch": -1},
+                }
                 parts_out.append(ans)
-                rep = next((r for r in self.replicas.values() if r.tp.partition == ans["Index"] and (
-                    r.tp.topic == t.get("Name") or (version >= 13 and r.tp.topic_id == t.get("TopicId")))), None)
+                rep = next(
+                    (
+                        r
+                        for r in self.replicas.values()
+                        if r.tp.partition == ans["Index"]
+                        and (r.tp.topic == t.get("Name") or (version >= 13 and r.tp.topic_id == t.get("TopicId")))
+                    ),
+                    None,
+                )
                 if rep is None:
                     ans["ErrorCode"] = Errors.UNKNOWN_TOPIC_OR_PARTITION
                     continue
@@ -299,9 +395,13 @@ class RaftNode(RaftDriver):
                 records = p.get("Records")
                 too_large = _batch_over(records, MAX_BATCH_BYTES) if records else None
                 if too_large is not None:
-                    ans["ErrorCode"], ans["ErrorMessage"] = Errors.MESSAGE_TOO_LARGE, (
-                        f"the batch at byte {too_large[0]} is {too_large[1]} bytes, over the {MAX_BATCH_BYTES}-byte "
-                        "limit of a metadata log batch")
+                    ans["ErrorCode"], ans["ErrorMessage"] = (
+                        Errors.MESSAGE_TOO_LARGE,
+                        (
+                            f"the batch at byte {too_large[0]} is {too_large[1]} bytes, over the {MAX_BATCH_BYTES}-byte "
+                            "limit of a metadata log batch"
+                        ),
+                    )
                     continue
                 try:
                     count = check_metadata_batches(records) if records else 0
@@ -314,9 +414,13 @@ class RaftNode(RaftDriver):
                 limit = self.config.produce_pending_max_bytes
                 waiting = self._produce_pending + sum(len(b.data) for _a, _r, b in items)
                 if waiting + len(records) > limit:
-                    ans["ErrorCode"], ans["ErrorMessage"] = Errors.THROTTLING_QUOTA_EXCEEDED, (
-                        f"{waiting} bytes of produced records wait for their commit; {len(records)} more "
-                        f"would pass the node's limit of {limit}: retry later")
+                    ans["ErrorCode"], ans["ErrorMessage"] = (
+                        Errors.THROTTLING_QUOTA_EXCEEDED,
+                        (
+                            f"{waiting} bytes of produced records wait for their commit; {len(records)} more "
+                            f"would pass the node's limit of {limit}: retry later"
+                        ),
+                    )
                     continue
                 items.append((ans, rep, ClientBatches(bytes(records), count)))
 
@@ -325,8 +429,11 @@ class RaftNode(RaftDriver):
                 for _topic, parts in answers:
                     for part in parts:
                         part.pop("CurrentLeader", None)
-            return {"Responses": [dict(topic, PartitionResponses=parts) for topic, parts in answers],
-                    "ThrottleTimeMs": 0, "NodeEndpoints": self._leader_endpoints() if version >= 10 else []}
+            return {
+                "Responses": [dict(topic, PartitionResponses=parts) for topic, parts in answers],
+                "ThrottleTimeMs": 0,
+                "NodeEndpoints": self._leader_endpoints() if version >= 10 else [],
+            }
 
         if not items:
             fut.set_result(None if acks == 0 else reply())
@@ -350,7 +457,10 @@ class RaftNode(RaftDriver):
 
         def on_timeout() -> None:
             for ans, _size in list(pending.values()):
-                ans["ErrorCode"], ans["ErrorMessage"] = Errors.REQUEST_TIMED_OUT, f"not committed within {timeout_ms} ms"
+                ans["ErrorCode"], ans["ErrorMessage"] = (
+                    Errors.REQUEST_TIMED_OUT,
+                    f"not committed within {timeout_ms} ms",
+                )
                 settle(ans)
             if not fut.done():
                 fut.set_result(None if acks == 0 else reply())
@@ -364,7 +474,10 @@ class RaftNode(RaftDriver):
         timer = loop.call_later(timeout_ms / 1000, on_timeout)
         fut.add_done_callback(on_done)
         for ans, rep, batches in items:
-            def appended(base: int | None, commit: asyncio.Future | None, error: Exception | None, ans=ans, rep=rep) -> None:
+
+            def appended(
+                base: int | None, commit: asyncio.Future | None, error: Exception | None, ans=ans, rep=rep
+            ) -> None:
                 if id(ans) not in pending:
                     return  # timed out already
                 if error is not None:
@@ -414,4 +527,3 @@ class RaftNode(RaftDriver):
         leader = self.replica().core.leader_id
         addr = self.config.voters.get(leader)
         return [] if addr is None else [{"NodeId": leader, "Host": addr[0], "Port": addr[1], "Rack": None}]
-

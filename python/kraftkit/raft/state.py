@@ -19,8 +19,16 @@ from kraftkit.metadata.snapshot import SnapshotId
 from kraftkit.raft.quorum_state import ElectionState, Role
 
 __all__ = [
-    "RaftStateError", "EpochState", "FetchingState", "UnattachedState", "VotedState", "CandidateState",
-    "LeaderState", "FollowerState", "ResignedState", "STATE_OF_ROLE",
+    "RaftStateError",
+    "EpochState",
+    "FetchingState",
+    "UnattachedState",
+    "VotedState",
+    "CandidateState",
+    "LeaderState",
+    "FollowerState",
+    "ResignedState",
+    "STATE_OF_ROLE",
 ]
 
 
@@ -40,8 +48,11 @@ class EpochState:
 
     def election(self) -> ElectionState:
         """What the quorum-state file holds in this role."""
-        return ElectionState(self.epoch, self.leader_id if self.role is not Role.VOTED else -1,
-                             self.voted_id if self.role in (Role.VOTED, Role.CANDIDATE) else -1)
+        return ElectionState(
+            self.epoch,
+            self.leader_id if self.role is not Role.VOTED else -1,
+            self.voted_id if self.role in (Role.VOTED, Role.CANDIDATE) else -1,
+        )
 
     def deadlines(self) -> list[int | None]:
         """The role's timers (None: not running)."""

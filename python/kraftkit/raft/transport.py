@@ -37,8 +37,20 @@ from typing import Any
 from kraftkit.errors import KraftkitError
 from kraftkit.protocol.messages import ApiKey, decode_response, encode_request, encode_response
 
-__all__ = ["MAX_FRAME_BYTES", "SMALL_FRAME_BYTES", "FrameError", "RequestLimitError", "ListenerLimits", "RequestBudget",
-           "read_frame", "read_request", "write_frame", "PeerConnection", "ServerConnection", "request_header"]
+__all__ = [
+    "MAX_FRAME_BYTES",
+    "SMALL_FRAME_BYTES",
+    "FrameError",
+    "RequestLimitError",
+    "ListenerLimits",
+    "RequestBudget",
+    "read_frame",
+    "read_request",
+    "write_frame",
+    "PeerConnection",
+    "ServerConnection",
+    "request_header",
+]
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +103,10 @@ class ListenerLimits:
         if self.buffered_request_max_bytes is None:
             object.__setattr__(self, "buffered_request_max_bytes", max(MAX_FRAME_BYTES, largest))
         elif self.buffered_request_max_bytes < largest:
-            raise ValueError(f"buffered request max bytes {self.buffered_request_max_bytes} is below the socket "
-                             f"request max bytes {largest}: a request of the largest size could never be read")
+            raise ValueError(
+                f"buffered request max bytes {self.buffered_request_max_bytes} is below the socket "
+                f"request max bytes {largest}: a request of the largest size could never be read"
+            )
         for name in ("max_connections_per_ip", "max_connections", "request_read_timeout_ms", "max_inflight_requests"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name.replace('_', ' ')} must be at least 1, not {getattr(self, name)}")
@@ -116,8 +130,9 @@ class RequestBudget:
         assert self.used >= 0
 
 
-async def read_request(reader: asyncio.StreamReader, limits: ListenerLimits,
-                       budget: RequestBudget) -> tuple[bytes, int] | None:
+async def read_request(
+    reader: asyncio.StreamReader, limits: ListenerLimits, budget: RequestBudget
+) -> tuple[bytes, int] | None:
     """One request frame read within the listener's limits: ``(bytes, bytes reserved from the
     budget)`` (the caller releases them once the request is handled), or None at a clean end of
     stream. Raises :class:`RequestLimitError` for a frame over a limit, :class:`FrameError` for
@@ -138,12 +153,16 @@ async def read_request(reader: asyncio.StreamReader, limits: ListenerLimits,
                 raise FrameError(f"connection closed after {1 + len(e.partial)} of 4 frame size bytes") from None
             (size,) = struct.unpack(">i", head)
             if not 0 <= size <= limits.socket_request_max_bytes:
-                raise RequestLimitError(f"request frame of {size} bytes: the limit (socket.request.max.bytes) is "
-                                        f"{limits.socket_request_max_bytes}")
+                raise RequestLimitError(
+                    f"request frame of {size} bytes: the limit (socket.request.max.bytes) is "
+                    f"{limits.socket_request_max_bytes}"
+                )
             if size > SMALL_FRAME_BYTES:
                 if not budget.try_reserve(size):
-                    raise RequestLimitError(f"request frame of {size} bytes would take the bytes of requests being "
-                                            f"read past the node-wide {budget.limit} ({budget.used} in use)")
+                    raise RequestLimitError(
+                        f"request frame of {size} bytes would take the bytes of requests being "
+                        f"read past the node-wide {budget.limit} ({budget.used} in use)"
+                    )
                 charged = size
             try:
                 data = await reader.readexactly(size)
@@ -152,8 +171,10 @@ async def read_request(reader: asyncio.StreamReader, limits: ListenerLimits,
         return data, charged
     except TimeoutError:
         budget.release(charged)
-        raise RequestLimitError(f"a request frame{'' if size < 0 else f' of {size} bytes'} was not complete "
-                                f"within {limits.request_read_timeout_ms} ms") from None
+        raise RequestLimitError(
+            f"a request frame{'' if size < 0 else f' of {size} bytes'} was not complete "
+            f"within {limits.request_read_timeout_ms} ms"
+        ) from None
     except BaseException:
         budget.release(charged)
         raise
@@ -195,8 +216,16 @@ class PeerConnection:
     raises: a request that cannot be delivered gets ``callback(None)`` (the raft core's request
     timeout handles the rest, as Kafka's does)."""
 
-    def __init__(self, node_id: int, host: str, port: int, *, client_id: str,
-                 versions: dict[int, int], on_refused: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        host: str,
+        port: int,
+        *,
+        client_id: str,
+        versions: dict[int, int],
+        on_refused: Callable[[int], None] | None = None,
+    ) -> None:
         self.node_id = node_id
         self.address = (host, port)
         self.client_id = client_id
@@ -271,8 +300,16 @@ class PeerConnection:
                     got.set_result(b)
 
             inflight[cid] = (ApiKey.API_VERSIONS, 3, answered)
-            write_frame(writer, encode_request(ApiKey.API_VERSIONS, 3, cid, self.client_id,
-                                               {"ClientSoftwareName": "kraftkit", "ClientSoftwareVersion": "0"}))
+            write_frame(
+                writer,
+                encode_request(
+                    ApiKey.API_VERSIONS,
+                    3,
+                    cid,
+                    self.client_id,
+                    {"ClientSoftwareName": "kraftkit", "ClientSoftwareVersion": "0"},
+                ),
+            )
             done, _ = await asyncio.wait({got, reading}, return_when=asyncio.FIRST_COMPLETED)
             if got not in done or got.result() is None:
                 raise FrameError("no ApiVersions answer")

@@ -28,8 +28,11 @@ def register(spark: Any) -> None:
         n = KraftDataSource.default_min_partitions
     # a subclass that carries the session's parallelism (pickled by value to the workers that
     # plan reads): minPartitions defaults to the cores there are
-    cls = type(f"KraftDataSource_{n}", (KraftDataSource,), {"default_min_partitions": max(1, n),
-                                                            "__module__": "kraftkit.spark._registered"})
+    cls = type(
+        f"KraftDataSource_{n}",
+        (KraftDataSource,),
+        {"default_min_partitions": max(1, n), "__module__": "kraftkit.spark._registered"},
+    )
     spark.dataSource.register(cls)
 
 

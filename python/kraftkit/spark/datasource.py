@@ -239,9 +239,15 @@ class KraftReader(DataSourceReader):
             seg = r.kind == "segment"
             los = [x for x in (self.opts.start_offset if seg else None, self.pushed_lo) if x is not None]
             his = [x for x in (self.opts.end_offset if seg else None, self.pushed_hi) if x is not None]
-            yield from scan_source(source, self.columns, where=r, schema=schema,
-                                   min_offset=max(los) if los else None, max_offset=min(his) if his else None,
-                                   chunk_rows=self.opts.chunk_rows)
+            yield from scan_source(
+                source,
+                self.columns,
+                where=r,
+                schema=schema,
+                min_offset=max(los) if los else None,
+                max_offset=min(his) if his else None,
+                chunk_rows=self.opts.chunk_rows,
+            )
 
 
 class KraftPushdownReader(KraftReader):

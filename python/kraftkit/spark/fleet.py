@@ -60,7 +60,9 @@ class Fleet:
 
     @property
     def bytes(self) -> int:
-        return sum(p.stat().st_size for p in Path(self.root).rglob("*") if p.is_file() and p.suffix in (".log", ".checkpoint"))
+        return sum(
+            p.stat().st_size for p in Path(self.root).rglob("*") if p.is_file() and p.suffix in (".log", ".checkpoint")
+        )
 
     def write_manifest(self) -> Path:
         p = Path(self.root) / "fleet.json"
@@ -102,17 +104,66 @@ def cluster_records(rng: random.Random, mv_level: int, topics: int, partitions: 
         if t % 11 == 0:
             groups.append([noop_record()])
         if t % 17 == 0:
-            groups.append([encode_metadata_record(15, 0, {"BrokerId": rng.randint(1, brokers), "BrokerEpoch": 11,
-                                                          "NextProducerId": 1000 * (t + 1)})])
-    groups.append([encode_metadata_record(14, 0, {"Entity": [{"EntityType": "user", "EntityName": f"svc-{i}"}],
-                                                  "Key": "producer_byte_rate", "Value": float(1 << (10 + i)),
-                                                  "Remove": False}) for i in range(rng.randint(1, 6))])
-    groups.append([encode_metadata_record(18, 0, {"Id": _uuid(rng), "ResourceType": 2, "ResourceName": f"orders-{i:05d}",
-                                                  "PatternType": 3, "Principal": f"User:svc-{i}", "Host": "*",
-                                                  "Operation": 3, "PermissionType": 3}) for i in range(rng.randint(1, 8))])
-    groups.append([encode_metadata_record(11, 0, {"Name": f"svc-{i}", "Mechanism": 1, "Salt": rng.randbytes(16),
-                                                  "StoredKey": rng.randbytes(32), "ServerKey": rng.randbytes(32),
-                                                  "Iterations": 4096}) for i in range(rng.randint(1, 4))])
+            groups.append(
+                [
+                    encode_metadata_record(
+                        15,
+                        0,
+                        {"BrokerId": rng.randint(1, brokers), "BrokerEpoch": 11, "NextProducerId": 1000 * (t + 1)},
+                    )
+                ]
+            )
+    groups.append(
+        [
+            encode_metadata_record(
+                14,
+                0,
+                {
+                    "Entity": [{"EntityType": "user", "EntityName": f"svc-{i}"}],
+                    "Key": "producer_byte_rate",
+                    "Value": float(1 << (10 + i)),
+                    "Remove": False,
+                },
+            )
+            for i in range(rng.randint(1, 6))
+        ]
+    )
+    groups.append(
+        [
+            encode_metadata_record(
+                18,
+                0,
+                {
+                    "Id": _uuid(rng),
+                    "ResourceType": 2,
+                    "ResourceName": f"orders-{i:05d}",
+                    "PatternType": 3,
+                    "Principal": f"User:svc-{i}",
+                    "Host": "*",
+                    "Operation": 3,
+                    "PermissionType": 3,
+                },
+            )
+            for i in range(rng.randint(1, 8))
+        ]
+    )
+    groups.append(
+        [
+            encode_metadata_record(
+                11,
+                0,
+                {
+                    "Name": f"svc-{i}",
+                    "Mechanism": 1,
+                    "Salt": rng.randbytes(16),
+                    "StoredKey": rng.randbytes(32),
+                    "ServerKey": rng.randbytes(32),
+                    "Iterations": 4096,
+                },
+            )
+            for i in range(rng.randint(1, 4))
+        ]
+    )
     # churn: leader elections and ISR shrinks, fencing and unfencing
     for _ in range(len(layout) // 3):
         tid, p, reps = rng.choice(layout)
@@ -128,14 +179,19 @@ def cluster_records(rng: random.Random, mv_level: int, topics: int, partitions: 
     return groups
 
 
-def _append(log: Log, groups: list[list[bytes]], epoch: int, now: int, rng: random.Random, max_batch: int) -> tuple[int, int]:
+def _append(
+    log: Log, groups: list[list[bytes]], epoch: int, now: int, rng: random.Random, max_batch: int
+) -> tuple[int, int]:
     records = 0
     pending: list[bytes] = []
 
     def flush() -> None:
         nonlocal now
-        log.append(encode_batch([(now, None, v, []) for v in pending], base_offset=log.log_end_offset,
-                                partition_leader_epoch=epoch))
+        log.append(
+            encode_batch(
+                [(now, None, v, []) for v in pending], base_offset=log.log_end_offset, partition_leader_epoch=epoch
+            )
+        )
         now += rng.randint(1, 50)
 
     for g in groups:
@@ -150,9 +206,20 @@ def _append(log: Log, groups: list[list[bytes]], epoch: int, now: int, rng: rand
     return records, now
 
 
-def write_cluster(partition_dir: Path, rng: random.Random, mv_level: int, *, topics: int, partitions: int, brokers: int,
-                  segment_bytes: int, epochs: int = 3, snapshot_at: float = 0.7, start_ms: int = 1_700_000_000_000,
-                  max_batch: int = 400) -> tuple[int, str | None]:
+def write_cluster(
+    partition_dir: Path,
+    rng: random.Random,
+    mv_level: int,
+    *,
+    topics: int,
+    partitions: int,
+    brokers: int,
+    segment_bytes: int,
+    epochs: int = 3,
+    snapshot_at: float = 0.7,
+    start_ms: int = 1_700_000_000_000,
+    max_batch: int = 400,
+) -> tuple[int, str | None]:
     """Writes one node's metadata partition; returns (records, snapshot file name)."""
     groups = cluster_records(rng, mv_level, topics, partitions, brokers)
     cut = max(1, int(len(groups) * snapshot_at))
@@ -165,7 +232,7 @@ def write_cluster(partition_dir: Path, rng: random.Random, mv_level: int, *, top
         # the snapshot's part over epochs-1 leader epochs, the tail after it in one more
         n = max(1, epochs - 1)
         per = -(-len(phases[0]) // n)
-        chunks = [phases[0][i:i + per] for i in range(0, len(phases[0]), per)] + [None, phases[1]]
+        chunks = [phases[0][i : i + per] for i in range(0, len(phases[0]), per)] + [None, phases[1]]
         epoch = 0
         for chunk in chunks:
             if chunk is None:
@@ -176,8 +243,14 @@ def write_cluster(partition_dir: Path, rng: random.Random, mv_level: int, *, top
                 continue
             epoch += 1
             leader = voters[(epoch - 1) % 3]
-            log.append(encode_batch([(now, control_record_key(LEADER_CHANGE), leader_change_value(leader, voters), [])],
-                                    base_offset=log.log_end_offset, partition_leader_epoch=epoch, control=True))
+            log.append(
+                encode_batch(
+                    [(now, control_record_key(LEADER_CHANGE), leader_change_value(leader, voters), [])],
+                    base_offset=log.log_end_offset,
+                    partition_leader_epoch=epoch,
+                    control=True,
+                )
+            )
             records += 1
             k, now = _append(log, chunk, epoch, now, rng, max_batch)
             records += k
@@ -231,10 +304,20 @@ def _replicate(src: Path, dst: Path) -> None:
                 shutil.copyfile(f, dst / f.name)
 
 
-def generate_fleet(root: str | os.PathLike[str], *, clusters: int = 4, nodes: int = 3, topics: tuple[int, int] = (20, 200),
-                   partitions: int = 12, brokers: tuple[int, int] = (3, 9), segment_bytes: int = 1 << 20,
-                   corrupt: int = 0, seed: int = 42, versions: tuple[str, ...] = FLEET_VERSIONS,
-                   progress=None) -> Fleet:
+def generate_fleet(
+    root: str | os.PathLike[str],
+    *,
+    clusters: int = 4,
+    nodes: int = 3,
+    topics: tuple[int, int] = (20, 200),
+    partitions: int = 12,
+    brokers: tuple[int, int] = (3, 9),
+    segment_bytes: int = 1 << 20,
+    corrupt: int = 0,
+    seed: int = 42,
+    versions: tuple[str, ...] = FLEET_VERSIONS,
+    progress=None,
+) -> Fleet:
     """Writes a fleet under ``root`` (see the module docstring) and its manifest."""
     from kraftkit.features.registry import registry
 
@@ -251,8 +334,15 @@ def generate_fleet(root: str | os.PathLike[str], *, clusters: int = 4, nodes: in
         n_brokers = rng.randint(*brokers)
         node_names = [f"node-{i}" for i in range(nodes)]
         first = root / name / node_names[0] / PARTITION
-        records, snap = write_cluster(first, random.Random(rng.getrandbits(64)), mv.level, topics=n_topics,
-                                      partitions=partitions, brokers=n_brokers, segment_bytes=segment_bytes)
+        records, snap = write_cluster(
+            first,
+            random.Random(rng.getrandbits(64)),
+            mv.level,
+            topics=n_topics,
+            partitions=partitions,
+            brokers=n_brokers,
+            segment_bytes=segment_bytes,
+        )
         for other in node_names[1:]:
             _replicate(first, root / name / other / PARTITION)
         info = ClusterInfo(name, node_names, mv.name, n_topics, n_brokers, records, snap)

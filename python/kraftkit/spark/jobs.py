@@ -33,22 +33,33 @@ from typing import Any, Self
 
 from kraftkit.spark import layout
 
-AUDIT_SCHEMA = ("cluster string, node string, nodes int, metadata_version string, metadata_version_level int, "
-                "features map<string,int>, topics int, partitions int, brokers int, controllers int, end_offset bigint, "
-                "snapshot string, corrupt_batches bigint, error string")
-DOWNGRADE_SCHEMA = ("cluster string, from_version string, to_version string, to_level int, lossy boolean, "
-                    "records_lost bigint, losses array<string>, feature_changes array<string>, error string")
-VERIFY_FILES_SCHEMA = ("cluster string, node string, file string, kind string, batches bigint, records bigint, "
-                       "bytes bigint, first_offset bigint, last_offset bigint, problems int")
-VERIFY_PROBLEMS_SCHEMA = ("cluster string, node string, file string, kind string, offset bigint, position bigint, "
-                          "entry bigint, reason string, message string")
-REWRITE_SCHEMA = ("cluster string, node string, source string, destination string, from_version string, "
-                  "to_version string, direction string, lossy boolean, records_in bigint, records_out bigint, "
-                  "records_rewritten bigint, bytes_in bigint, bytes_out bigint, losses array<string>, "
-                  "feature_changes array<string>, error string")
+AUDIT_SCHEMA = (
+    "cluster string, node string, nodes int, metadata_version string, metadata_version_level int, "
+    "features map<string,int>, topics int, partitions int, brokers int, controllers int, end_offset bigint, "
+    "snapshot string, corrupt_batches bigint, error string"
+)
+DOWNGRADE_SCHEMA = (
+    "cluster string, from_version string, to_version string, to_level int, lossy boolean, "
+    "records_lost bigint, losses array<string>, feature_changes array<string>, error string"
+)
+VERIFY_FILES_SCHEMA = (
+    "cluster string, node string, file string, kind string, batches bigint, records bigint, "
+    "bytes bigint, first_offset bigint, last_offset bigint, problems int"
+)
+VERIFY_PROBLEMS_SCHEMA = (
+    "cluster string, node string, file string, kind string, offset bigint, position bigint, "
+    "entry bigint, reason string, message string"
+)
+REWRITE_SCHEMA = (
+    "cluster string, node string, source string, destination string, from_version string, "
+    "to_version string, direction string, lossy boolean, records_in bigint, records_out bigint, "
+    "records_rewritten bigint, bytes_in bigint, bytes_out bigint, losses array<string>, "
+    "feature_changes array<string>, error string"
+)
 
 
 # --------------------------------------------------------------------------------- plumbing
+
 
 def _partition_dirs(files: list[layout.FleetFile]) -> dict[str, dict[str, str]]:
     """cluster -> node -> metadata partition directory."""
@@ -139,6 +150,7 @@ def _rdd(spark: Any, items: list, fn) -> Any:
 
 # --------------------------------------------------------------------------------- audit
 
+
 def audit_cluster(cluster: str, nodes: dict[str, str]) -> tuple[dict, list[dict]]:
     """One cluster's audit row (without corrupt batches) and its downgrade rows: the node whose
     log reaches furthest is audited; its image at the end of the log is written as a snapshot
@@ -150,10 +162,22 @@ def audit_cluster(cluster: str, nodes: dict[str, str]) -> tuple[dict, list[dict]
     from kraftkit.metadata.snapshot import list_snapshots
     from kraftkit.metadata.versions import unknown_levels
 
-    row: dict[str, Any] = {"cluster": cluster, "node": None, "nodes": len(nodes), "metadata_version": None,
-                           "metadata_version_level": None, "features": None, "topics": None, "partitions": None,
-                           "brokers": None, "controllers": None, "end_offset": None, "snapshot": None,
-                           "corrupt_batches": None, "error": None}
+    row: dict[str, Any] = {
+        "cluster": cluster,
+        "node": None,
+        "nodes": len(nodes),
+        "metadata_version": None,
+        "metadata_version_level": None,
+        "features": None,
+        "topics": None,
+        "partitions": None,
+        "brokers": None,
+        "controllers": None,
+        "end_offset": None,
+        "snapshot": None,
+        "corrupt_batches": None,
+        "error": None,
+    }
     best = None
     errors = []
     for node, pdir in nodes.items():
@@ -174,11 +198,19 @@ def audit_cluster(cluster: str, nodes: dict[str, str]) -> tuple[dict, list[dict]
     reg = registry()
     state = state_of(img, pdir)
     mv = state.finalized.get(MV_FEATURE)
-    row.update(node=node, metadata_version=None if mv is None else mv_name(mv), metadata_version_level=mv,
-               features=dict(sorted(state.finalized.items())), topics=img.topic_count, partitions=img.partition_count,
-               brokers=len(img.brokers), controllers=len(img.controllers), end_offset=state.end_offset,
-               snapshot=None if not snaps else snaps[-1].file_name,
-               error=None if not errors else "; ".join(errors))
+    row.update(
+        node=node,
+        metadata_version=None if mv is None else mv_name(mv),
+        metadata_version_level=mv,
+        features=dict(sorted(state.finalized.items())),
+        topics=img.topic_count,
+        partitions=img.partition_count,
+        brokers=len(img.brokers),
+        controllers=len(img.controllers),
+        end_offset=state.end_offset,
+        snapshot=None if not snaps else snaps[-1].file_name,
+        error=None if not errors else "; ".join(errors),
+    )
     downs: list[dict] = []
     if mv is None:
         return row, downs
@@ -192,13 +224,25 @@ def audit_cluster(cluster: str, nodes: dict[str, str]) -> tuple[dict, list[dict]
         for target in reg.metadata_versions:
             if target.level >= mv:
                 continue
-            d = {"cluster": cluster, "from_version": mv_name(mv), "to_version": target.name, "to_level": target.level,
-                 "lossy": None, "records_lost": None, "losses": None, "feature_changes": None, "error": None}
+            d = {
+                "cluster": cluster,
+                "from_version": mv_name(mv),
+                "to_version": target.name,
+                "to_level": target.level,
+                "lossy": None,
+                "records_lost": None,
+                "losses": None,
+                "feature_changes": None,
+                "error": None,
+            }
             try:
                 rep = rewrite_snapshot(snap, None, target)
-                d.update(lossy=rep.lossy, records_lost=sum(x["count"] for x in rep.losses),
-                         losses=[loss_line(x) for x in rep.losses],
-                         feature_changes=[f"{c['name']}: {c['from']} -> {c['to']}" for c in rep.feature_changes])
+                d.update(
+                    lossy=rep.lossy,
+                    records_lost=sum(x["count"] for x in rep.losses),
+                    losses=[loss_line(x) for x in rep.losses],
+                    feature_changes=[f"{c['name']}: {c['from']} -> {c['to']}" for c in rep.feature_changes],
+                )
             except Exception as e:
                 d["error"] = str(e)
             downs.append(d)
@@ -226,8 +270,10 @@ class AuditResult:
             downs[d["cluster"]].append(d)
         cw = max([16] + [len(r["cluster"]) for r in rows])
         nw = max([8] + [len(str(r["node"])) for r in rows])
-        lines = [f"{'cluster':<{cw}} {'node':<{nw}} {'metadata.version':<17} {'topics':>7} {'parts':>7} {'brokers':>7} "
-                 f"{'corrupt':>7}  safe downgrade floor"]
+        lines = [
+            f"{'cluster':<{cw}} {'node':<{nw}} {'metadata.version':<17} {'topics':>7} {'parts':>7} {'brokers':>7} "
+            f"{'corrupt':>7}  safe downgrade floor"
+        ]
         for r in rows:
             ds = sorted(downs[r["cluster"]], key=lambda d: -d["to_level"])
             floor = r["metadata_version"]
@@ -236,12 +282,21 @@ class AuditResult:
                     break
                 floor = d["to_version"]
             mv = r["metadata_version"] or "?"
-            lines.append(f"{r['cluster']:<{cw}} {r['node']!s:<{nw}} {mv:<17} {_n(r['topics']):>7} {_n(r['partitions']):>7} "
-                         f"{_n(r['brokers']):>7} {_n(r['corrupt_batches']):>7}  {floor or '-'}"
-                         + (f"  (skipped {r['error'][:80]})" if r["error"] and r["metadata_version"] else
-                            f"  ERROR {r['error'][:80]}" if r["error"] else ""))
-        lines.append(f"{len(rows)} cluster(s); {sum(r['corrupt_batches'] or 0 for r in rows)} corrupt batch(es)"
-                     + "".join(f"; {k}: {v}" for k, v in self.paths.items() if v))
+            lines.append(
+                f"{r['cluster']:<{cw}} {r['node']!s:<{nw}} {mv:<17} {_n(r['topics']):>7} {_n(r['partitions']):>7} "
+                f"{_n(r['brokers']):>7} {_n(r['corrupt_batches']):>7}  {floor or '-'}"
+                + (
+                    f"  (skipped {r['error'][:80]})"
+                    if r["error"] and r["metadata_version"]
+                    else f"  ERROR {r['error'][:80]}"
+                    if r["error"]
+                    else ""
+                )
+            )
+        lines.append(
+            f"{len(rows)} cluster(s); {sum(r['corrupt_batches'] or 0 for r in rows)} corrupt batch(es)"
+            + "".join(f"; {k}: {v}" for k, v in self.paths.items() if v)
+        )
         return "\n".join(lines)
 
 
@@ -254,11 +309,15 @@ def corrupt_batches(spark: Any, paths: str | list[str]) -> Any:
     source (``cluster, node, file, position, base_offset, error``), one row per batch."""
     from pyspark.sql import functions as F
 
-    df = (spark.read.format("kraft").option("columns", "cluster,node,file,offset,position,base_offset,crc_valid,error")
-          .load(paths if isinstance(paths, str) else ",".join(paths)))
+    df = (
+        spark.read.format("kraft")
+        .option("columns", "cluster,node,file,offset,position,base_offset,crc_valid,error")
+        .load(paths if isinstance(paths, str) else ",".join(paths))
+    )
     bad = df.where((F.col("crc_valid") == F.lit(False)) | (F.col("offset").isNull() & F.col("error").isNotNull()))
-    return (bad.groupBy("cluster", "node", "file", "position")
-            .agg(F.first("base_offset").alias("base_offset"), F.max("error").alias("error")))
+    return bad.groupBy("cluster", "node", "file", "position").agg(
+        F.first("base_offset").alias("base_offset"), F.max("error").alias("error")
+    )
 
 
 def audit(spark: Any, paths: str | list[str], out: str | None = None, *, progress: bool | None = None) -> AuditResult:
@@ -270,19 +329,29 @@ def audit(spark: Any, paths: str | list[str], out: str | None = None, *, progres
     with Progress(spark, "audit", progress):
         rdd = _rdd(spark, list(clusters.items()), _audit_task).cache()
         rows = spark.createDataFrame(rdd.filter(lambda kv: kv[0] == "cluster").map(lambda kv: kv[1]), AUDIT_SCHEMA)
-        downs = spark.createDataFrame(rdd.filter(lambda kv: kv[0] == "downgrade").map(lambda kv: kv[1]), DOWNGRADE_SCHEMA)
+        downs = spark.createDataFrame(
+            rdd.filter(lambda kv: kv[0] == "downgrade").map(lambda kv: kv[1]), DOWNGRADE_SCHEMA
+        )
         bad = corrupt_batches(spark, paths).cache()
         counts = bad.groupBy("cluster").agg(F.count(F.lit(1)).alias("n"))
-        rows = (rows.drop("corrupt_batches").join(counts, "cluster", "left")
-                .withColumn("corrupt_batches", F.coalesce(F.col("n"), F.lit(0)).cast("bigint")).drop("n")
-                .select(*[c.split()[0] for c in AUDIT_SCHEMA.split(", ")]))
+        rows = (
+            rows.drop("corrupt_batches")
+            .join(counts, "cluster", "left")
+            .withColumn("corrupt_batches", F.coalesce(F.col("n"), F.lit(0)).cast("bigint"))
+            .drop("n")
+            .select(*[c.split()[0] for c in AUDIT_SCHEMA.split(", ")])
+        )
         rows = rows.cache()
-        written = {"clusters": _write(rows, out, "audit/clusters"), "downgrades": _write(downs, out, "audit/downgrades"),
-                   "corrupt": _write(bad, out, "audit/corrupt_batches")}
+        written = {
+            "clusters": _write(rows, out, "audit/clusters"),
+            "downgrades": _write(downs, out, "audit/downgrades"),
+            "corrupt": _write(bad, out, "audit/corrupt_batches"),
+        }
     return AuditResult(rows, downs, bad, written)
 
 
 # --------------------------------------------------------------------------------- verify
+
 
 def verify_directory(cluster: str, node: str, pdir: str, files: list[tuple[str, str]]) -> tuple[list[dict], list[dict]]:
     """Checks the files of one partition directory as ``kraftkit verify-log --deep`` does:
@@ -295,34 +364,68 @@ def verify_directory(cluster: str, node: str, pdir: str, files: list[tuple[str, 
         paths = [os.path.join(local, os.path.basename(p)) for p, _ in files]
         reports = verify_segments(paths, deep=True, check_indexes=True, dense=dense)
     by_file = {r["file"]: r for r in reports}
-    shown_of = {p: orig for (orig, _), p in zip(files, paths, strict=True)}  # locations name the fleet's path, not a local copy
+    shown_of = {
+        p: orig for (orig, _), p in zip(files, paths, strict=True)
+    }  # locations name the fleet's path, not a local copy
     file_rows, problems = [], []
     counts: dict[str, int] = {}
 
-    def problem(f: str, kind: str, message: str, offset=None, position=None, entry=None, reason=None,
-                of: str | None = None) -> None:
+    def problem(
+        f: str, kind: str, message: str, offset=None, position=None, entry=None, reason=None, of: str | None = None
+    ) -> None:
         counts[of or f] = counts.get(of or f, 0) + 1  # the segment's row counts its indexes' problems
-        problems.append({"cluster": cluster, "node": node, "file": f, "kind": kind, "offset": offset,
-                         "position": position, "entry": entry, "reason": reason or message, "message": message})
+        problems.append(
+            {
+                "cluster": cluster,
+                "node": node,
+                "file": f,
+                "kind": kind,
+                "offset": offset,
+                "position": position,
+                "entry": entry,
+                "reason": reason or message,
+                "message": message,
+            }
+        )
 
     for (orig, _kind), p in zip(files, paths, strict=True):
         rep = by_file[p]
         err = rep["error"]
         if err is not None:
-            problem(orig, type(err).__name__, str(err).replace(p, orig), getattr(err, "offset", None),
-                    getattr(err, "position", None), None, getattr(err, "reason", None))
+            problem(
+                orig,
+                type(err).__name__,
+                str(err).replace(p, orig),
+                getattr(err, "offset", None),
+                getattr(err, "position", None),
+                None,
+                getattr(err, "reason", None),
+            )
         for suffix, entry, reason in rep["index_problems"]:
             idx = str(Path(orig).with_suffix("." + suffix))
             problem(idx, "index", f"{idx}: entry {entry}: {reason}", entry=entry, reason=reason, of=orig)
     # offsets across segments (and, in a KRaft log, between batches): verify-log's continuity rules
-    for d in check_segments([by_file[p] for (_o, kind), p in zip(files, paths, strict=True) if kind == "segment"], dense=dense):
+    for d in check_segments(
+        [by_file[p] for (_o, kind), p in zip(files, paths, strict=True) if kind == "segment"], dense=dense
+    ):
         f = shown_of.get(d.file, d.file)
         problem(f, "offsets", str(d).replace(d.file, f), d.offset, d.position, None, d.reason)
     for (orig, kind), p in zip(files, paths, strict=True):
         rep = by_file[p]
-        file_rows.append({"cluster": cluster, "node": node, "file": orig, "kind": kind, "batches": rep["batches"],
-                          "records": rep["records"], "bytes": rep["total_bytes"], "first_offset": rep["first_offset"],
-                          "last_offset": rep["last_offset"], "problems": counts.get(orig, 0)})
+        file_rows.append(
+            {
+                "cluster": cluster,
+                "node": node,
+                "file": orig,
+                "kind": kind,
+                "batches": rep["batches"],
+                "records": rep["records"],
+                "bytes": rep["total_bytes"],
+                "first_offset": rep["first_offset"],
+                "last_offset": rep["last_offset"],
+                "problems": counts.get(orig, 0),
+            }
+        )
     return file_rows, problems
 
 
@@ -331,8 +434,20 @@ def _verify_task(item: tuple[str, str, str, list[tuple[str, str]]]) -> Iterator[
         rows, problems = verify_directory(*item)
     except Exception as e:  # an unreadable directory is a finding, not a failed job
         cluster, node, pdir, _ = item
-        yield "problem", {"cluster": cluster, "node": node, "file": pdir, "kind": type(e).__name__, "offset": None,
-                          "position": None, "entry": None, "reason": str(e), "message": f"{pdir}: {e}"}
+        yield (
+            "problem",
+            {
+                "cluster": cluster,
+                "node": node,
+                "file": pdir,
+                "kind": type(e).__name__,
+                "offset": None,
+                "position": None,
+                "entry": None,
+                "reason": str(e),
+                "message": f"{pdir}: {e}",
+            },
+        )
         return
     for r in rows:
         yield "file", r
@@ -349,21 +464,34 @@ class VerifyResult:
     def summary(self) -> str:
         from pyspark.sql import functions as F
 
-        per = self.files.groupBy("cluster").agg(F.count(F.lit(1)).alias("files"), F.sum("batches").alias("batches"),
-                                                F.sum("records").alias("records"), F.sum("bytes").alias("bytes"),
-                                                F.sum("problems").alias("problems")).orderBy("cluster").collect()
+        per = (
+            self.files.groupBy("cluster")
+            .agg(
+                F.count(F.lit(1)).alias("files"),
+                F.sum("batches").alias("batches"),
+                F.sum("records").alias("records"),
+                F.sum("bytes").alias("bytes"),
+                F.sum("problems").alias("problems"),
+            )
+            .orderBy("cluster")
+            .collect()
+        )
         lines = [f"{'cluster':<16} {'files':>6} {'batches':>9} {'records':>10} {'MB':>8} {'problems':>8}"]
         for r in per:
-            lines.append(f"{r['cluster']:<16} {r['files']:>6} {r['batches']:>9} {r['records']:>10} "
-                         f"{r['bytes'] / 1e6:>8.1f} {r['problems']:>8}")
+            lines.append(
+                f"{r['cluster']:<16} {r['files']:>6} {r['batches']:>9} {r['records']:>10} "
+                f"{r['bytes'] / 1e6:>8.1f} {r['problems']:>8}"
+            )
         probs = self.problems.orderBy("cluster", "node", "file").collect()
         for p in probs[:20]:
             lines.append(f"  - {p['message']}")
         if len(probs) > 20:
             lines.append(f"  ... and {len(probs) - 20} more")
-        lines.append(f"{sum(r['files'] for r in per)} file(s) in {len(per)} cluster(s): "
-                     + ("all valid" if not probs else f"{len(probs)} problem(s)")
-                     + "".join(f"; {k}: {v}" for k, v in self.paths.items() if v))
+        lines.append(
+            f"{sum(r['files'] for r in per)} file(s) in {len(per)} cluster(s): "
+            + ("all valid" if not probs else f"{len(probs)} problem(s)")
+            + "".join(f"; {k}: {v}" for k, v in self.paths.items() if v)
+        )
         return "\n".join(lines)
 
 
@@ -376,14 +504,18 @@ def verify(spark: Any, paths: str | list[str], out: str | None = None, *, progre
     items = [(fs[0].cluster, fs[0].node, d, [(f.path, f.kind) for f in fs]) for d, fs in sorted(dirs.items())]
     with Progress(spark, "verify", progress):
         rdd = _rdd(spark, items, _verify_task).cache()
-        frows = spark.createDataFrame(rdd.filter(lambda kv: kv[0] == "file").map(lambda kv: kv[1]), VERIFY_FILES_SCHEMA).cache()
-        probs = spark.createDataFrame(rdd.filter(lambda kv: kv[0] == "problem").map(lambda kv: kv[1]),
-                                      VERIFY_PROBLEMS_SCHEMA).cache()
+        frows = spark.createDataFrame(
+            rdd.filter(lambda kv: kv[0] == "file").map(lambda kv: kv[1]), VERIFY_FILES_SCHEMA
+        ).cache()
+        probs = spark.createDataFrame(
+            rdd.filter(lambda kv: kv[0] == "problem").map(lambda kv: kv[1]), VERIFY_PROBLEMS_SCHEMA
+        ).cache()
         written = {"files": _write(frows, out, "verify/files"), "problems": _write(probs, out, "verify/problems")}
     return VerifyResult(frows, probs, written)
 
 
 # --------------------------------------------------------------------------------- rewrite
+
 
 def latest_snapshots(files: list[layout.FleetFile]) -> dict[str, layout.FleetFile]:
     """Per cluster, the snapshot with the highest end offset over its nodes (the first node's
@@ -402,10 +534,24 @@ def rewrite_cluster(cluster: str, node: str, source: str, dest_dir: str | None, 
     """Rewrites one snapshot at ``target`` into ``dest_dir`` (None: dry run); the report row."""
     from kraftkit.features.rewrite import loss_line, rewrite_snapshot
 
-    row: dict[str, Any] = {"cluster": cluster, "node": node, "source": source, "destination": None,
-                           "from_version": None, "to_version": None, "direction": None, "lossy": None,
-                           "records_in": None, "records_out": None, "records_rewritten": None, "bytes_in": None,
-                           "bytes_out": None, "losses": None, "feature_changes": None, "error": None}
+    row: dict[str, Any] = {
+        "cluster": cluster,
+        "node": node,
+        "source": source,
+        "destination": None,
+        "from_version": None,
+        "to_version": None,
+        "direction": None,
+        "lossy": None,
+        "records_in": None,
+        "records_out": None,
+        "records_rewritten": None,
+        "bytes_in": None,
+        "bytes_out": None,
+        "losses": None,
+        "feature_changes": None,
+        "error": None,
+    }
     name = os.path.basename(source)
     try:
         with tempfile.TemporaryDirectory(prefix="kraftkit-rewrite-") as tmp:
@@ -426,12 +572,20 @@ def rewrite_cluster(cluster: str, node: str, source: str, dest_dir: str | None, 
             if dest is not None and upload_to is not None:
                 _upload(dest, upload_to)
             c = rep.counts
-            row.update(destination=None if dest_dir is None else dest_dir.rstrip("/") + "/" + name,
-                       from_version=None if rep.source_metadata_version is None else rep.source_metadata_version.name,
-                       to_version=rep.target.name, direction=rep.direction, lossy=rep.lossy,
-                       records_in=c["records_in"], records_out=c["records_out"], records_rewritten=c["records_rewritten"],
-                       bytes_in=c["bytes_in"], bytes_out=c["bytes_out"], losses=[loss_line(x) for x in rep.losses],
-                       feature_changes=[f"{x['name']}: {x['from']} -> {x['to']}" for x in rep.feature_changes])
+            row.update(
+                destination=None if dest_dir is None else dest_dir.rstrip("/") + "/" + name,
+                from_version=None if rep.source_metadata_version is None else rep.source_metadata_version.name,
+                to_version=rep.target.name,
+                direction=rep.direction,
+                lossy=rep.lossy,
+                records_in=c["records_in"],
+                records_out=c["records_out"],
+                records_rewritten=c["records_rewritten"],
+                bytes_in=c["bytes_in"],
+                bytes_out=c["bytes_out"],
+                losses=[loss_line(x) for x in rep.losses],
+                feature_changes=[f"{x['name']}: {x['from']} -> {x['to']}" for x in rep.feature_changes],
+            )
     except Exception as e:
         row["error"] = str(e)
     return row
@@ -465,17 +619,28 @@ class RewriteResult:
                 lines.append(f"{r['cluster']:<16} ERROR {r['error'][:100]}")
                 continue
             lost = "; ".join(r["losses"]) or "nothing"
-            lines.append(f"{r['cluster']:<16} {r['from_version'] or '?':<9} {r['to_version']:<9} {r['direction']:<10} "
-                         f"{r['records_in']:>8} {r['records_rewritten']:>9}  {lost[:100]}")
+            lines.append(
+                f"{r['cluster']:<16} {r['from_version'] or '?':<9} {r['to_version']:<9} {r['direction']:<10} "
+                f"{r['records_in']:>8} {r['records_rewritten']:>9}  {lost[:100]}"
+            )
         lossy = sum(1 for r in rows if r["lossy"])
         errors = sum(1 for r in rows if r["error"])
-        lines.append(f"{len(rows)} snapshot(s) rewritten to {rows[0]['to_version'] if rows else '?'}: {lossy} lossy, "
-                     f"{errors} failed" + "".join(f"; {k}: {v}" for k, v in self.paths.items() if v))
+        lines.append(
+            f"{len(rows)} snapshot(s) rewritten to {rows[0]['to_version'] if rows else '?'}: {lossy} lossy, "
+            f"{errors} failed" + "".join(f"; {k}: {v}" for k, v in self.paths.items() if v)
+        )
         return "\n".join(lines)
 
 
-def rewrite(spark: Any, paths: str | list[str], metadata_version: str, out: str | None = None, *,
-            dry_run: bool = False, progress: bool | None = None) -> RewriteResult:
+def rewrite(
+    spark: Any,
+    paths: str | list[str],
+    metadata_version: str,
+    out: str | None = None,
+    *,
+    dry_run: bool = False,
+    progress: bool | None = None,
+) -> RewriteResult:
     """Rewrites every cluster's latest snapshot at ``metadata_version`` into
     ``<out>/snapshots/<cluster>/`` (see the module docstring); ``dry_run`` writes no snapshot."""
     from kraftkit.features.registry import registry
@@ -484,7 +649,10 @@ def rewrite(spark: Any, paths: str | list[str], metadata_version: str, out: str 
     if out is None and not dry_run:
         raise ValueError("rewrite needs an output directory (or dry_run=True)")
     snaps = latest_snapshots(layout.discover(paths, "snapshots"))
-    items = [(c, f.node, f.path, None if dry_run or out is None else f"{out.rstrip('/')}/snapshots/{c}", target) for c, f in snaps.items()]
+    items = [
+        (c, f.node, f.path, None if dry_run or out is None else f"{out.rstrip('/')}/snapshots/{c}", target)
+        for c, f in snaps.items()
+    ]
     with Progress(spark, "rewrite", progress):
         rdd = _rdd(spark, items, _rewrite_task)
         report = spark.createDataFrame(rdd, REWRITE_SCHEMA).cache()

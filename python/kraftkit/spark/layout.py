@@ -72,8 +72,15 @@ def _file(path: str, size: int, partition_named: bool) -> FleetFile | None:
     if f.kind == "segment":
         return FleetFile(path, cluster, node, "segment", size, f.base_offset)
     sid = f.snapshot_id
-    return FleetFile(path, cluster, node, "snapshot", size, None if sid is None else sid.end_offset,
-                     None if sid is None else sid.epoch)
+    return FleetFile(
+        path,
+        cluster,
+        node,
+        "snapshot",
+        size,
+        None if sid is None else sid.end_offset,
+        None if sid is None else sid.epoch,
+    )
 
 
 def _local(pattern: str) -> list[tuple[str, int]]:
@@ -119,12 +126,12 @@ def _remote(pattern: str) -> list[tuple[str, int]]:
     if info.type != pafs.FileType.Directory:
         return []
     entries = filesystem.get_file_info(pafs.FileSelector(base, recursive=True))
-    glob_rest = "/".join(parts[len(static):])
+    glob_rest = "/".join(parts[len(static) :])
     out = []
     for e in sorted(entries, key=lambda e: e.path):
         if e.type != pafs.FileType.File:
             continue
-        rel = e.path[len(base):].lstrip("/")
+        rel = e.path[len(base) :].lstrip("/")
         if glob_rest:
             depth = glob_rest.count("/") + 1
             head = "/".join(rel.split("/")[:depth])
@@ -154,10 +161,20 @@ def discover(paths: str | list[str], kind: str = "all") -> list[FleetFile]:
                 continue
             seen.setdefault(f.path, f)
     if not seen:
-        raise FleetError(f"{', '.join(paths)}: no metadata log segments or snapshots"
-                         f"{'' if kind == 'all' else f' ({kind} only)'}")
-    return sorted(seen.values(), key=lambda f: (f.cluster, f.node, f.partition_dir, f.kind != "snapshot",
-                                                -1 if f.offset is None else f.offset, f.path))
+        raise FleetError(
+            f"{', '.join(paths)}: no metadata log segments or snapshots{'' if kind == 'all' else f' ({kind} only)'}"
+        )
+    return sorted(
+        seen.values(),
+        key=lambda f: (
+            f.cluster,
+            f.node,
+            f.partition_dir,
+            f.kind != "snapshot",
+            -1 if f.offset is None else f.offset,
+            f.path,
+        ),
+    )
 
 
 def read_bytes(path: str) -> bytes:
@@ -174,5 +191,5 @@ def local_path(path: str) -> str | None:
     if not is_uri(path):
         return path
     if path.startswith("file://"):
-        return path[len("file://"):]
+        return path[len("file://") :]
     return None

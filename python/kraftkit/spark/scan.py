@@ -92,16 +92,30 @@ def _array(typ: pa.DataType, rows: int, parts: tuple) -> pa.Array:
     return pa.Array.from_buffers(typ, rows, [v, pa.py_buffer(offsets), pa.py_buffer(values)], null_count=nulls)
 
 
-def scan_source(source: str | os.PathLike[str] | bytes, columns: Sequence[str] = COLUMN_NAMES, *,
-                where: FileRange | None = None, min_offset: int | None = None, max_offset: int | None = None,
-                chunk_rows: int = 65536, schema: pa.Schema | None = None) -> Iterator[pa.RecordBatch]:
+def scan_source(
+    source: str | os.PathLike[str] | bytes,
+    columns: Sequence[str] = COLUMN_NAMES,
+    *,
+    where: FileRange | None = None,
+    min_offset: int | None = None,
+    max_offset: int | None = None,
+    chunk_rows: int = 65536,
+    schema: pa.Schema | None = None,
+) -> Iterator[pa.RecordBatch]:
     """Record batches of one file (a local path, or its bytes) with ``columns``. ``where``
     gives the location columns and the byte range. Offsets in ``[min_offset, max_offset)``."""
     where = where or FileRange(str(source) if not isinstance(source, bytes) else "")
     core_cols = [c for c in columns if c not in LOCATION]
     schema = schema or arrow_schema(columns)
-    scan = RecordScan(source, start=where.start, end=where.end, columns=core_cols,
-                      min_offset=min_offset, max_offset=max_offset, chunk_rows=chunk_rows)
+    scan = RecordScan(
+        source,
+        start=where.start,
+        end=where.end,
+        columns=core_cols,
+        min_offset=min_offset,
+        max_offset=max_offset,
+        chunk_rows=chunk_rows,
+    )
     location = {"cluster": where.cluster, "node": where.node, "file": where.path, "kind": where.kind}
     for rows, parts in scan:
         built = {name: _array(ARROW_TYPES[name], rows, p) for name, p in parts}

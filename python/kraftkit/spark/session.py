@@ -27,16 +27,21 @@ def local_session(master: str = "local[2]", app: str = "kraftkit", conf: dict[st
 
     from kraftkit.spark import register
 
-    b = (SparkSession.builder.master(master).appName(app)
-         .config("spark.driver.host", "127.0.0.1")
-         .config("spark.driver.bindAddress", "127.0.0.1")
-         .config("spark.ui.enabled", "false")
-         .config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.shuffle.partitions", "4")
-         .config("spark.default.parallelism", master[6:-1] if master.startswith("local[") and master[6:-1].isdigit() else "2")
-         .config("spark.python.worker.reuse", "true")
-         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-         .config("spark.driver.memory", "2g"))
+    b = (
+        SparkSession.builder.master(master)
+        .appName(app)
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config(
+            "spark.default.parallelism", master[6:-1] if master.startswith("local[") and master[6:-1].isdigit() else "2"
+        )
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.driver.memory", "2g")
+    )
     for k, v in (conf or {}).items():
         b = b.config(k, v)
     spark = b.getOrCreate()

@@ -32,8 +32,9 @@ import pyarrow as pa
 from kraftkit import _core
 
 DECODED_TYPE = "struct<record_type: string, record_version: int, record: string, error: string>"
-_DECODED_ARROW = pa.struct([("record_type", pa.string()), ("record_version", pa.int32()), ("record", pa.string()),
-                            ("error", pa.string())])
+_DECODED_ARROW = pa.struct(
+    [("record_type", pa.string()), ("record_version", pa.int32()), ("record", pa.string()), ("error", pa.string())]
+)
 
 
 def _binary(values: Any) -> pa.Array:
@@ -42,7 +43,12 @@ def _binary(values: Any) -> pa.Array:
     if not isinstance(values, pa.Array):
         values = pa.array(values, pa.binary())
     t = values.type
-    if pa.types.is_large_binary(t) or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary_view(t):
+    if (
+        pa.types.is_large_binary(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary_view(t)
+    ):
         values = values.cast(pa.binary())
     elif not pa.types.is_binary(t):
         raise TypeError(f"expected a binary array of record values, got {t}")
@@ -68,7 +74,12 @@ def decode_array(values: Any) -> pa.StructArray:
     a = _binary(values)
     n = len(a)
     t, v, j, e = _core.decode_values(*_inputs(a))
-    children = [_array(pa.string(), n, t), _array(pa.int32(), n, v), _array(pa.string(), n, j), _array(pa.string(), n, e)]
+    children = [
+        _array(pa.string(), n, t),
+        _array(pa.int32(), n, v),
+        _array(pa.string(), n, j),
+        _array(pa.string(), n, e),
+    ]
     return pa.StructArray.from_arrays(children, fields=list(_DECODED_ARROW))
 
 
@@ -95,11 +106,13 @@ def losses_array(values: Any, metadata_version: str | int) -> pa.ListArray:
     validity, offsets, child, nulls = _core.record_losses(*_inputs(a), _plan(str(metadata_version)))
     strings = _array(pa.string(), (len(memoryview(child[1])) // 4) - 1, child)
     v = None if validity is None else pa.py_buffer(validity)
-    return pa.Array.from_buffers(pa.list_(pa.string()), len(a), [v, pa.py_buffer(offsets)], null_count=nulls,
-                                 children=[strings])
+    return pa.Array.from_buffers(
+        pa.list_(pa.string()), len(a), [v, pa.py_buffer(offsets)], null_count=nulls, children=[strings]
+    )
 
 
 # ------------------------------------------------------------------------------------ Spark UDFs
+
 
 def _arrow_udf(fn: Callable[..., Any], return_type: str) -> Any:
     from pyspark.sql.functions import arrow_udf

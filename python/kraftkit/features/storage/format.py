@@ -67,8 +67,14 @@ def bootstrap_checkpoint_bytes(record_values: Sequence[bytes], *, time_ms: int |
     data batches of at most 8 MiB (offsets 1..n), a ``SnapshotFooter`` control batch; epoch 0,
     no compression. Batch timestamps are ``time_ms`` (default: the wall clock)."""
     ts = int(time.time() * 1000) if time_ms is None else time_ms
-    out = [encode_batch([(ts, control_record_key(ControlType.SNAPSHOT_HEADER), snapshot_header_value(0), ())],
-                        base_offset=0, partition_leader_epoch=0, control=True)]
+    out = [
+        encode_batch(
+            [(ts, control_record_key(ControlType.SNAPSHOT_HEADER), snapshot_header_value(0), ())],
+            base_offset=0,
+            partition_leader_epoch=0,
+            control=True,
+        )
+    ]
     offset = 1
     batch: list[bytes] = []
     size = 61
@@ -83,10 +89,15 @@ def bootstrap_checkpoint_bytes(record_values: Sequence[bytes], *, time_ms: int |
     if batch:
         out.append(encode_batch([(ts, None, x, ()) for x in batch], base_offset=offset, partition_leader_epoch=0))
         offset += len(batch)
-    out.append(encode_batch([(ts, control_record_key(ControlType.SNAPSHOT_FOOTER), snapshot_footer_value(), ())],
-                            base_offset=offset, partition_leader_epoch=0, control=True))
+    out.append(
+        encode_batch(
+            [(ts, control_record_key(ControlType.SNAPSHOT_FOOTER), snapshot_footer_value(), ())],
+            base_offset=offset,
+            partition_leader_epoch=0,
+            control=True,
+        )
+    )
     return b"".join(out)
-
 
 
 DIRECTORY_TYPES = {
@@ -107,10 +118,14 @@ class DirectoryResult:
     files: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "type": self.type,
-                "description": DIRECTORY_TYPES.get(self.type or "", "already formatted"),
-                "formatted_now": self.formatted_now,
-                "meta_properties": None if self.meta is None else self.meta.to_dict(), "files": self.files}
+        return {
+            "path": self.path,
+            "type": self.type,
+            "description": DIRECTORY_TYPES.get(self.type or "", "already formatted"),
+            "formatted_now": self.formatted_now,
+            "meta_properties": None if self.meta is None else self.meta.to_dict(),
+            "files": self.files,
+        }
 
 
 @dataclass
@@ -129,7 +144,8 @@ class FormatResult:
     def to_dict(self) -> dict[str, Any]:
         mv = self.features.metadata_version
         return {
-            "cluster_id": self.cluster_id, "node_id": self.node_id,
+            "cluster_id": self.cluster_id,
+            "node_id": self.node_id,
             "metadata_version": {"level": mv.level, "name": mv.name},
             "features": self.features.levels,
             "bootstrap_records": [{"name": n, "level": lv} for n, lv in self.features.bootstrap_levels().items()],
@@ -198,15 +214,22 @@ def format_storage(
         raise StorageInputError("You must specify at least one directory to format")
     meta_dir = _norm(metadata_log_dir) if metadata_log_dir is not None else dirs[0]
     all_dirs = sorted(set(dirs) | {meta_dir})
-    listener = (controller_listener if isinstance(controller_listener, ControllerListener)
-                else parse_controller_listener(controller_listener))
+    listener = (
+        controller_listener
+        if isinstance(controller_listener, ControllerListener)
+        else parse_controller_listener(controller_listener)
+    )
     if sum(map(bool, (standalone, initial_controllers is not None, no_initial_controllers))) > 1:
-        raise StorageInputError("--standalone, --initial-controllers and --no-initial-controllers are mutually exclusive")
+        raise StorageInputError(
+            "--standalone, --initial-controllers and --no-initial-controllers are mutually exclusive"
+        )
     voters: dict[int, DynamicVoter] | None = None
     if standalone:
         if listener.port is None:
-            raise StorageInputError("--standalone needs the controller listener's host and port: "
-                                    "--controller-listener NAME://HOST:PORT (e.g. CONTROLLER://127.0.0.1:9093)")
+            raise StorageInputError(
+                "--standalone needs the controller listener's host and port: "
+                "--controller-listener NAME://HOST:PORT (e.g. CONTROLLER://127.0.0.1:9093)"
+            )
         voters = {node_id: DynamicVoter(node_id, listener.host or "localhost", listener.port, random_uuid())}
     elif initial_controllers is not None:
         voters = parse_voters(initial_controllers)
@@ -228,18 +251,23 @@ def format_storage(
             raise StorageStateError(
                 f"Stored node id {m.node_id} doesn't match previous node id {node_id} in {mp}. If you moved your "
                 f"data, make sure your configured node id matches. If you intend to create a new node, you should "
-                f"remove all data in your data directories.")
+                f"remove all data in your data directories."
+            )
         if m.directory_id is not None:
             if directory_id_reserved(parse_uuid(m.directory_id)):
                 raise StorageStateError(f"Invalid reserved directory ID {m.directory_id} found in {d}")
             if m.directory_id in seen_ids:
-                raise StorageStateError(f"Duplicate directory ID {m.directory_id} found. It was the directory ID of "
-                                        f"{seen_ids[m.directory_id]}, and also of {d}")
+                raise StorageStateError(
+                    f"Duplicate directory ID {m.directory_id} found. It was the directory ID of "
+                    f"{seen_ids[m.directory_id]}, and also of {d}"
+                )
             seen_ids[m.directory_id] = d
     if existing and not ignore_formatted:
         first = sorted(existing)[0]
-        raise StorageStateError(f"Log directory {first} is already formatted. Use --ignore-formatted to ignore this "
-                                f"directory and format the others.")
+        raise StorageStateError(
+            f"Log directory {first} is already formatted. Use --ignore-formatted to ignore this "
+            f"directory and format the others."
+        )
     messages: list[str] = []
     results: list[DirectoryResult] = []
     empty = [d for d in all_dirs if loaded[d][0] == "empty"]
@@ -268,12 +296,21 @@ def format_storage(
         taken.add(dir_id)
         meta = MetaProperties(1, cluster_id, node_id, dir_id)
         messages.append(f"Formatting {DIRECTORY_TYPES[kind]} {d} with {MV_FEATURE} {fs.metadata_version.name}.")
-        files = _write_directory(Path(d), meta, values, voters if kind.startswith("dynamic") else None,
-                                 listener.name, fs.levels[KRAFT_VERSION_FEATURE], now,
-                                 layout=layout, metadata_dir=d == meta_dir)
+        files = _write_directory(
+            Path(d),
+            meta,
+            values,
+            voters if kind.startswith("dynamic") else None,
+            listener.name,
+            fs.levels[KRAFT_VERSION_FEATURE],
+            now,
+            layout=layout,
+            metadata_dir=d == meta_dir,
+        )
         results.append(DirectoryResult(d, kind, True, meta, files))
-    return FormatResult(cluster_id, node_id, fs, meta_dir, results,
-                        None if voters is None else list(voters.values()), messages, layout)
+    return FormatResult(
+        cluster_id, node_id, fs, meta_dir, results, None if voters is None else list(voters.values()), messages, layout
+    )
 
 
 def default_layout(mv: MetadataVersion) -> str:
@@ -288,9 +325,18 @@ def _encode_record(api_key: int, version: int, data: dict[str, Any]) -> bytes:
     return encode_metadata_record(api_key, version, data)
 
 
-
-def _write_directory(d: Path, meta: MetaProperties, values: Sequence[bytes], voters: Mapping[int, DynamicVoter] | None,
-                     listener_name: str, kraft_version: int, now: int, *, layout: str, metadata_dir: bool) -> list[str]:
+def _write_directory(
+    d: Path,
+    meta: MetaProperties,
+    values: Sequence[bytes],
+    voters: Mapping[int, DynamicVoter] | None,
+    listener_name: str,
+    kraft_version: int,
+    now: int,
+    *,
+    layout: str,
+    metadata_dir: bool,
+) -> list[str]:
     """One directory's files; meta.properties last. ``values``: the bootstrap records."""
     from kraftkit._core import encode_control_record
     from kraftkit.metadata.snapshot import BOOTSTRAP_SNAPSHOT_ID, SnapshotWriter
@@ -308,10 +354,19 @@ def _write_directory(d: Path, meta: MetaProperties, values: Sequence[bytes], vot
         target = md / BOOTSTRAP_SNAPSHOT
         if target.exists():
             raise StorageStateError(f"{target} already exists in the unformatted directory {d}; remove it first")
-        value = (None if voters is None else
-                 encode_control_record(ControlType.KRAFT_VOTERS, voters_record(voters.values(), listener_name)))
-        with SnapshotWriter(md, BOOTSTRAP_SNAPSHOT_ID, last_contained_log_timestamp=now, kraft_version=kraft_version,
-                            voters_value=value, time_ms=now) as w:
+        value = (
+            None
+            if voters is None
+            else encode_control_record(ControlType.KRAFT_VOTERS, voters_record(voters.values(), listener_name))
+        )
+        with SnapshotWriter(
+            md,
+            BOOTSTRAP_SNAPSHOT_ID,
+            last_contained_log_timestamp=now,
+            kraft_version=kraft_version,
+            voters_value=value,
+            time_ms=now,
+        ) as w:
             if layout == LAYOUT_CHECKPOINT:
                 w.append(values)
         os.chmod(w.final_path, 0o400)  # Kafka: File.setReadOnly on a 0600 temp file
@@ -320,4 +375,3 @@ def _write_directory(d: Path, meta: MetaProperties, values: Sequence[bytes], vot
     write_file_atomic(d / META_PROPERTIES, meta.to_text(ts=now / 1000).encode("utf-8"))
     files.append(str(d / META_PROPERTIES))
     return files
-

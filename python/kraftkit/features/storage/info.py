@@ -46,12 +46,18 @@ def read_bootstrap(path: str | os.PathLike[str], *, optional: bool = False) -> d
     if mv_level is None and optional and not features and not others:
         return None
     if mv_level is None:
-        raise StorageStateError(f"No FeatureLevelRecord for metadata.version was found in the bootstrap metadata from {path}")
+        raise StorageStateError(
+            f"No FeatureLevelRecord for metadata.version was found in the bootstrap metadata from {path}"
+        )
     # a level the tables lack has no name (null), and is listed under unknown_levels
     name = _mv_name(mv_level) if level_known(MV_FEATURE, mv_level) else None
-    return {"file": os.fspath(path), "metadata_version": {"level": mv_level, "name": name},
-            "features": dict(sorted(features.items())), "other_records": others,
-            "unknown_levels": unknown_levels({MV_FEATURE: mv_level, **features})}
+    return {
+        "file": os.fspath(path),
+        "metadata_version": {"level": mv_level, "name": name},
+        "features": dict(sorted(features.items())),
+        "other_records": others,
+        "unknown_levels": unknown_levels({MV_FEATURE: mv_level, **features}),
+    }
 
 
 def _naming(path: str | os.PathLike[str], e: Exception) -> str:
@@ -72,8 +78,14 @@ def storage_info(directories: Sequence[str | os.PathLike[str]]) -> dict[str, Any
     dirs_out: list[dict[str, Any]] = []
     prev: MetaProperties | None = None
     for d in sorted(os.fspath(x) for x in directories):
-        entry: dict[str, Any] = {"path": d, "exists": os.path.exists(d), "formatted": False,
-                                 "meta_properties": None, "bootstrap": None, "problems": []}
+        entry: dict[str, Any] = {
+            "path": d,
+            "exists": os.path.exists(d),
+            "formatted": False,
+            "meta_properties": None,
+            "bootstrap": None,
+            "problems": [],
+        }
         dirs_out.append(entry)
 
         def problem(msg: str, entry: dict[str, Any] = entry) -> None:
@@ -87,7 +99,9 @@ def storage_info(directories: Sequence[str | os.PathLike[str]]) -> dict[str, Any
         try:
             st = os.stat(d)
         except FileNotFoundError:
-            problem(f"{d} does not exist" if not os.path.islink(d) else f"{d} does not exist (a dangling symbolic link)")
+            problem(
+                f"{d} does not exist" if not os.path.islink(d) else f"{d} does not exist (a dangling symbolic link)"
+            )
             continue
         except OSError as e:
             cannot_read(d, e)
@@ -136,8 +150,13 @@ def storage_info(directories: Sequence[str | os.PathLike[str]]) -> dict[str, Any
                 break
     if prev is not None and prev.version == 0:
         problems.append("The directories are formatted for legacy (ZooKeeper) mode, not KRaft.")
-    return {"directories": dirs_out, "found": found,
-            "metadata": None if prev is None else prev.to_dict(), "problems": problems, "unreadable": unreadable}
+    return {
+        "directories": dirs_out,
+        "found": found,
+        "metadata": None if prev is None else prev.to_dict(),
+        "problems": problems,
+        "unreadable": unreadable,
+    }
 
 
 def _reason(e: OSError) -> str:
@@ -162,12 +181,17 @@ def info_text(info: Mapping[str, Any]) -> str:
         lines.append("Found bootstrap metadata:")
         for d in boots:
             b = d["bootstrap"]
-            feats = "".join(f", {n}={lv if level_known(n, lv) else unknown_label(n, lv)}"
-                            for n, lv in b["features"].items())
+            feats = "".join(
+                f", {n}={lv if level_known(n, lv) else unknown_label(n, lv)}" for n, lv in b["features"].items()
+            )
             extra = f" (+{b['other_records']} other records)" if b["other_records"] else ""
             mv = b["metadata_version"]
             label = f"{mv['level']} ({mv['name']})" if mv["name"] else unknown_label(MV_FEATURE, mv["level"])
-            where = "" if os.path.basename(b["file"]) == BOOTSTRAP_FILE else f" (in {os.path.relpath(b['file'], d['path'])})"
+            where = (
+                ""
+                if os.path.basename(b["file"]) == BOOTSTRAP_FILE
+                else f" (in {os.path.relpath(b['file'], d['path'])})"
+            )
             lines.append(f"  {d['path']}: metadata.version={label}{feats}{extra}{where}")
         lines.append("")
     if info["problems"]:

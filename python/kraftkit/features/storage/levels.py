@@ -25,13 +25,15 @@ def parse_feature_arg(text: str) -> tuple[str, int]:
     eq = text.find("=")
     if eq < 0:
         raise StorageInputError(f"Can't parse feature=level string {text}: equals sign not found.")
-    name, level = text[:eq].strip(), text[eq + 1:].strip()
+    name, level = text[:eq].strip(), text[eq + 1 :].strip()
     try:
         n = _parse_int(level)
         if not -(2**15) <= n < 2**15:
             raise ValueError(level)
     except ValueError:
-        raise StorageInputError(f"Can't parse feature=level string {text}: unable to parse {level} as a short.") from None
+        raise StorageInputError(
+            f"Can't parse feature=level string {text}: unable to parse {level} as a short."
+        ) from None
     return name, n
 
 
@@ -60,15 +62,19 @@ def resolve_release_version(spec: str | int | None) -> MetadataVersion:
     try:
         mv = reg.metadata_version(spec)
     except UnknownVersionError:
-        raise StorageInputError(f"Unknown metadata.version '{spec}'. Supported metadata.version are: {_mv_names()}") from None
+        raise StorageInputError(
+            f"Unknown metadata.version '{spec}'. Supported metadata.version are: {_mv_names()}"
+        ) from None
     return _check_mv(mv)
 
 
 def _check_mv(mv: MetadataVersion) -> MetadataVersion:
     rel = registry().newest_release
     if mv.level < rel.minimum_bootstrap_version:
-        raise StorageInputError(f"metadata.version {mv.name} is too old to be supported "
-                                f"(the minimum is {registry().by_level(rel.minimum_bootstrap_version).name}).")
+        raise StorageInputError(
+            f"metadata.version {mv.name} is too old to be supported "
+            f"(the minimum is {registry().by_level(rel.minimum_bootstrap_version).name})."
+        )
     if mv.level > rel.latest_production or not mv.production:
         raise StorageInputError(f"metadata.version {mv.name} is not yet stable.")
     return mv
@@ -108,7 +114,7 @@ def resolve_features(
     ``dynamic_quorum`` is true with ``--standalone``, ``--initial-controllers`` or
     ``--no-initial-controllers``."""
     requested: dict[str, int] = {}
-    for name, level in (features.items() if isinstance(features, Mapping) else features):
+    for name, level in features.items() if isinstance(features, Mapping) else features:
         requested[name] = int(level)
     reg = registry()
     if MV_FEATURE in requested:
@@ -119,8 +125,10 @@ def resolve_features(
             mv = _check_mv(reg.by_level(level))
         except UnknownVersionError:
             rel = reg.newest_release
-            raise StorageInputError(f"No MetadataVersion with feature level {level}. Valid feature levels are from "
-                                    f"{rel.minimum_bootstrap_version} to {reg.latest.level}.") from None
+            raise StorageInputError(
+                f"No MetadataVersion with feature level {level}. Valid feature levels are from "
+                f"{rel.minimum_bootstrap_version} to {reg.latest.level}."
+            ) from None
     else:
         mv = resolve_release_version(release_version)
     supported = supported_features()
@@ -144,7 +152,9 @@ def resolve_features(
             valid = [str(lv.level) for lv in f.levels if lv.level <= f.latest_production]
             raise StorageInputError(f"No feature:{name} with feature level {level} (levels: {', '.join(valid)})")
         if level >= 1 and mv.level < 4:  # Features.validateVersion: any level >= 1 needs 3.3-IV0
-            raise StorageInputError(f"{name} could not be set to {level} because it depends on metadata.version=4 (3.3-IV0)")
+            raise StorageInputError(
+                f"{name} could not be set to {level} because it depends on metadata.version=4 (3.3-IV0)"
+            )
         for dep, need in known[0].dependencies.items():
             have = levels.get(dep)
             if have is None or have < need:
@@ -168,11 +178,12 @@ def _effective_kraft_version(configured: int | None, dynamic_quorum: bool) -> in
         if configured == 0 and dynamic_quorum:
             raise StorageInputError(
                 "Cannot set kraft.version to 0 with --standalone, --initial-controllers or --no-initial-controllers "
-                "(a dynamic quorum needs kraft.version 1). Try removing the --feature flag for kraft.version.")
+                "(a dynamic quorum needs kraft.version 1). Try removing the --feature flag for kraft.version."
+            )
         if configured != 0 and not dynamic_quorum:
             raise StorageInputError(
                 f"Cannot set kraft.version to {configured} unless one of --standalone, --initial-controllers or "
-                f"--no-initial-controllers is used (a static controller.quorum.voters quorum is kraft.version 0).")
+                f"--no-initial-controllers is used (a static controller.quorum.voters quorum is kraft.version 0)."
+            )
         return configured
     return 1 if dynamic_quorum else 0
-

@@ -25,7 +25,6 @@ def _parse_int(text: str) -> int:
     return n
 
 
-
 def _java_string_hash(s: str) -> int:
     h = 0
     data = s.encode("utf-16-be")
@@ -75,8 +74,10 @@ def java_date(ts: float | None = None) -> str:
     t = time.localtime(ts)
     days = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
     months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-    return (f"{days[t.tm_wday]} {months[t.tm_mon - 1]} {t.tm_mday:02d} {t.tm_hour:02d}:{t.tm_min:02d}:"
-            f"{t.tm_sec:02d} {t.tm_zone or 'UTC'} {t.tm_year}")
+    return (
+        f"{days[t.tm_wday]} {months[t.tm_mon - 1]} {t.tm_mday:02d} {t.tm_hour:02d}:{t.tm_min:02d}:"
+        f"{t.tm_sec:02d} {t.tm_zone or 'UTC'} {t.tm_year}"
+    )
 
 
 def properties_text(props: Mapping[str, str], *, ts: float | None = None) -> str:
@@ -141,7 +142,7 @@ def parse_properties(text: str) -> dict[str, str]:
 def _unescape_char(line: str, i: int) -> str:
     c = line[i + 1]
     if c == "u":
-        digits = line[i + 2:i + 6]
+        digits = line[i + 2 : i + 6]
         # exactly four hex digits, as Properties.loadConvert reads them (int() would take "12",
         # "+1_2" or " 1f ")
         if len(digits) != 4 or not all(ch in "0123456789abcdefABCDEF" for ch in digits):
@@ -221,4 +222,3 @@ class MetaProperties:
         except UnicodeDecodeError:
             text = data.decode("latin-1")
         return cls.from_properties(parse_properties(text), os.fspath(path))
-

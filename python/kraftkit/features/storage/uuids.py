@@ -65,7 +65,8 @@ def validate_cluster_id(cluster_id: str) -> str:
         raw = parse_uuid(cluster_id)
     except ValueError as e:
         raise StorageInputError(
-            f"invalid cluster id {cluster_id!r}: {e}. Use `kraftkit storage random-uuid` to make one.") from None
+            f"invalid cluster id {cluster_id!r}: {e}. Use `kraftkit storage random-uuid` to make one."
+        ) from None
     if raw in _RESERVED_UUIDS:
         raise StorageInputError(f"invalid cluster id {cluster_id!r}: it is a reserved Uuid")
     if cluster_id.startswith("-"):

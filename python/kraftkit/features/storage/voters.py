@@ -43,7 +43,6 @@ class DynamicVoter:
         return str(ip)
 
 
-
 def parse_voter(text: str) -> DynamicVoter:
     """``DynamicVoter.parse``, with Kafka's messages."""
     s = text.strip()
@@ -58,14 +57,14 @@ def parse_voter(text: str) -> DynamicVoter:
         raise StorageInputError(f"{text!r}: Failed to parse node id in dynamic voter string.") from None
     if node_id < 0:
         raise StorageInputError(f"{text!r}: Invalid negative node id {node_id} in dynamic voter string.")
-    s = s[at + 1:]
+    s = s[at + 1 :]
     if not s:
         raise StorageInputError(f"{text!r}: No hostname found after node id.")
     if s.startswith("["):
         end = s.find("]")
         if end < 0:
             raise StorageInputError(f"{text!r}: Hostname began with left bracket, but no right bracket was found.")
-        host, s = s[1:end], s[end + 1:]
+        host, s = s[1:end], s[end + 1 :]
     else:
         colon = s.find(":")
         if colon < 0:
@@ -84,7 +83,7 @@ def parse_voter(text: str) -> DynamicVoter:
     if not 0 <= port <= 65535:
         raise StorageInputError(f"{text!r}: Invalid port {port} in dynamic voter string.")
     try:
-        directory_id = uuid_to_str(parse_uuid(s[colon + 1:]))
+        directory_id = uuid_to_str(parse_uuid(s[colon + 1 :]))
     except ValueError:
         raise StorageInputError(f"{text!r}: Failed to parse directory ID in dynamic voter string.") from None
     return DynamicVoter(node_id, host, port, directory_id)
@@ -117,8 +116,10 @@ class ControllerListener:
 def parse_controller_listener(text: str) -> ControllerListener:
     m = re.fullmatch(r"([A-Za-z0-9_.-]+)(?:://(\[[^\]]*\]|[^:/\[\]]*):([0-9]{1,20}))?", text.strip())
     if not m:
-        raise StorageInputError(f"invalid controller listener {text!r} (expected NAME or NAME://HOST:PORT, "
-                                f"e.g. CONTROLLER://127.0.0.1:9093)")
+        raise StorageInputError(
+            f"invalid controller listener {text!r} (expected NAME or NAME://HOST:PORT, "
+            f"e.g. CONTROLLER://127.0.0.1:9093)"
+        )
     name, host, port = m.group(1), m.group(2), m.group(3)
     if port is None:
         return ControllerListener(name.upper())
@@ -131,13 +132,18 @@ def parse_controller_listener(text: str) -> ControllerListener:
     return ControllerListener(name.upper(), host or "localhost", p)
 
 
-
 def voters_record(voters: Iterable[DynamicVoter], listener_name: str) -> dict[str, Any]:
     """The ``VotersRecord`` ``DynamicVoters.toVoterSet`` makes: one endpoint per voter on the
     controller listener, kraft.version range 0-1, ascending node id."""
-    return {"Version": 0, "Voters": [
-        {"VoterId": v.node_id, "VoterDirectoryId": v.directory_id,
-         "Endpoints": [{"Name": listener_name, "Host": v.endpoint_host(), "Port": v.port}],
-         "KRaftVersionFeature": {"MinSupportedVersion": 0, "MaxSupportedVersion": 1}}
-        for v in sorted(voters, key=lambda v: v.node_id)]}
-
+    return {
+        "Version": 0,
+        "Voters": [
+            {
+                "VoterId": v.node_id,
+                "VoterDirectoryId": v.directory_id,
+                "Endpoints": [{"Name": listener_name, "Host": v.endpoint_host(), "Port": v.port}],
+                "KRaftVersionFeature": {"MinSupportedVersion": 0, "MaxSupportedVersion": 1},
+            }
+            for v in sorted(voters, key=lambda v: v.node_id)
+        ],
+    }
