@@ -61,7 +61,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.harness import dumplog, jars, tools  # noqa: E402
 from tests.harness.jars import HarnessError  # noqa: E402
-from tests.harness.node import KafkaNode, free_port  # noqa: E402
+from tests.harness.node import KafkaNode, SaslScramNode  # noqa: E402
 
 OUT = REPO / "fixtures"
 MANIFEST = OUT / "MANIFEST.json"
@@ -144,37 +144,13 @@ def topic_dir(codec: str) -> str:
 
 # ------------------------------------------------------------------------------ the node
 
-class FixtureNode(KafkaNode):
-    """``KafkaNode`` with the StandardAuthorizer, a SASL_PLAINTEXT (SCRAM) listener for the
-    delegation token, time-based metadata snapshots and small index files."""
-
-    sasl_port = 0
-
-    @property
-    def sasl_bootstrap(self) -> str:
-        return f"127.0.0.1:{self.sasl_port}"
-
-    def launch(self) -> "FixtureNode":
-        if not self.sasl_port:
-            self.sasl_port = free_port()
-        return super().launch()
+class FixtureNode(SaslScramNode):
+    """``SaslScramNode`` (SCRAM users, ACLs, the delegation token) with time-based metadata
+    snapshots and small index files."""
 
     def properties(self) -> dict[str, object]:
         props = super().properties()
-        b, c, s = self.broker_port, self.controller_port, self.sasl_port
         props.update({
-            "listeners": f"PLAINTEXT://127.0.0.1:{b},SASL_PLAINTEXT://127.0.0.1:{s},CONTROLLER://127.0.0.1:{c}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{b},SASL_PLAINTEXT://127.0.0.1:{s}",
-            "listener.security.protocol.map":
-                "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
-            "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config":
-                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
-            "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config":
-                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
-            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "super.users": "User:ANONYMOUS",
-            "allow.everyone.if.no.acl.found": "false",
             "metadata.log.max.snapshot.interval.ms": SNAPSHOT_INTERVAL_MS,
             "metadata.max.idle.interval.ms": 5000,  # a few NoOpRecords, not hundreds
             "log.index.size.max.bytes": 4096,

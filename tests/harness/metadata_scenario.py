@@ -43,7 +43,7 @@ from pathlib import Path
 from . import jars, tools
 from .cache import build_cached, copy_of
 from .jars import CACHE_DIR, HarnessError
-from .node import KafkaNode, free_port
+from .node import SaslScramNode
 
 HERE = Path(__file__).resolve().parent
 CLIENT_SOURCE = HERE / "java" / "MetadataClient.java"
@@ -95,42 +95,17 @@ class MetadataOracle:
         return out
 
 
-class AdminNode(KafkaNode):
-    """``KafkaNode`` with two log dirs, the StandardAuthorizer and a SASL_PLAINTEXT (SCRAM)
-    listener next to the PLAINTEXT one."""
-
-    sasl_port = 0
+class AdminNode(SaslScramNode):
+    """``SaslScramNode`` with two log dirs, a delegation-token secret and frequent snapshots."""
 
     @property
     def log_dirs(self) -> list[Path]:
         return [self.workdir / "data0", self.workdir / "data1"]
 
-    @property
-    def sasl_bootstrap(self) -> str:
-        return f"127.0.0.1:{self.sasl_port}"
-
-    def start(self) -> "AdminNode":
-        if not self.sasl_port:
-            self.sasl_port = free_port()
-        return super().start()
-
     def properties(self) -> dict[str, object]:
         props = super().properties()
-        b, c, s = self.broker_port, self.controller_port, self.sasl_port
         props.update({
-            "listeners": f"PLAINTEXT://127.0.0.1:{b},SASL_PLAINTEXT://127.0.0.1:{s},CONTROLLER://127.0.0.1:{c}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{b},SASL_PLAINTEXT://127.0.0.1:{s}",
-            "listener.security.protocol.map":
-                "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
-            "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config":
-                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
-            "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config":
-                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
             "delegation.token.secret.key": "kraftkit-oracle-token-secret",
-            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "super.users": "User:ANONYMOUS",
-            "allow.everyone.if.no.acl.found": "false",
             "metadata.log.max.record.bytes.between.snapshots": SNAPSHOT_BYTES,
             "metadata.log.max.snapshot.interval.ms": 5000,
             # no data is produced: small preallocated index files keep the data set small

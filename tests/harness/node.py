@@ -385,3 +385,37 @@ class KafkaNode:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class SaslScramNode(KafkaNode):
+    """``KafkaNode`` with a SASL_PLAINTEXT (SCRAM-SHA-256/512) listener next to the PLAINTEXT one
+    and the StandardAuthorizer (``User:ANONYMOUS`` is a super user; no ACL means no access), as
+    the metadata scenarios need for SCRAM users, ACLs and delegation tokens."""
+
+    sasl_port = 0
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        return f"127.0.0.1:{self.sasl_port}"
+
+    def launch(self) -> "SaslScramNode":
+        if not self.sasl_port:
+            self.sasl_port = free_port()
+        return super().launch()
+
+    def properties(self) -> dict[str, object]:
+        props = super().properties()
+        b, c, s = self.broker_port, self.controller_port, self.sasl_port
+        jaas = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        props.update({
+            "listeners": f"PLAINTEXT://127.0.0.1:{b},SASL_PLAINTEXT://127.0.0.1:{s},CONTROLLER://127.0.0.1:{c}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{b},SASL_PLAINTEXT://127.0.0.1:{s}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+            "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": jaas,
+            "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": jaas,
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:ANONYMOUS",
+            "allow.everyone.if.no.acl.found": "false",
+        })
+        return props

@@ -37,40 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kraftkit import _kafka as K  # metadata record api keys
 from kraftkit._core import RewritePlan
 from kraftkit._core import rewrite_snapshot as _rewrite
 from kraftkit._fs import InputFileError, check_input, kind_of
 from kraftkit.errors import KraftkitError
 from kraftkit.features.registry import KRAFT_VERSION_FEATURE, MV_FEATURE, MetadataVersion, Registry, Release, registry
-from kraftkit.metadata.image import (  # metadata record api keys
-    ABORT_TRANSACTION,
-    ACCESS_CONTROL_ENTRY,
-    BEGIN_TRANSACTION,
-    BROKER_REGISTRATION_CHANGE,
-    CLEAR_ELR,
-    CLIENT_QUOTA,
-    CONFIG,
-    DELEGATION_TOKEN,
-    END_TRANSACTION,
-    FEATURE_LEVEL,
-    FENCE_BROKER,
-    NO_OP,
-    PARTITION,
-    PARTITION_CHANGE,
-    PRODUCER_IDS,
-    REGISTER_BROKER,
-    REGISTER_CONTROLLER,
-    REMOVE_ACCESS_CONTROL_ENTRY,
-    REMOVE_DELEGATION_TOKEN,
-    REMOVE_TOPIC,
-    REMOVE_USER_SCRAM_CREDENTIAL,
-    TOPIC,
-    UNFENCE_BROKER,
-    UNREGISTER_BROKER,
-    UNREGISTER_CONTROLLER,
-    USER_SCRAM_CREDENTIAL,
-    ZK_MIGRATION_STATE,
-)
 from kraftkit.metadata.mv_levels import MV_3_3_IV0
 from kraftkit.metadata.versions import newest_text
 
@@ -110,33 +82,33 @@ def record_versions(mv: MetadataVersion) -> dict[int, int | None]:
     else:
         brc = when("broker_registration_change_record")
     return {
-        REGISTER_BROKER: mv.register_broker_record_version,
-        UNREGISTER_BROKER: 0,
-        TOPIC: 0,
-        CONFIG: 0,
-        FENCE_BROKER: 0,
-        UNFENCE_BROKER: 0,
-        REMOVE_TOPIC: 0,
-        CLIENT_QUOTA: 0,
-        PRODUCER_IDS: 0,
-        ACCESS_CONTROL_ENTRY: 0,
-        REMOVE_ACCESS_CONTROL_ENTRY: 0,
-        PARTITION: mv.partition_record_version,
-        PARTITION_CHANGE: mv.partition_change_record_version,
-        DELEGATION_TOKEN: when("delegation_token"),
-        REMOVE_DELEGATION_TOKEN: when("delegation_token"),
-        USER_SCRAM_CREDENTIAL: when("scram"),
-        REMOVE_USER_SCRAM_CREDENTIAL: when("scram"),
-        FEATURE_LEVEL: 0 if mv.level >= MV_3_3_IV0 else None,
-        BROKER_REGISTRATION_CHANGE: brc,
-        NO_OP: when("noop_record"),
-        ZK_MIGRATION_STATE: when("migration"),
-        BEGIN_TRANSACTION: when("metadata_transaction"),
-        END_TRANSACTION: when("metadata_transaction"),
-        ABORT_TRANSACTION: when("metadata_transaction"),
-        REGISTER_CONTROLLER: mv.register_controller_record_version,
-        CLEAR_ELR: when("elr"),
-        UNREGISTER_CONTROLLER: when("controller_unregistration"),
+        K.REGISTER_BROKER: mv.register_broker_record_version,
+        K.UNREGISTER_BROKER: 0,
+        K.TOPIC: 0,
+        K.CONFIG: 0,
+        K.FENCE_BROKER: 0,
+        K.UNFENCE_BROKER: 0,
+        K.REMOVE_TOPIC: 0,
+        K.CLIENT_QUOTA: 0,
+        K.PRODUCER_IDS: 0,
+        K.ACCESS_CONTROL_ENTRY: 0,
+        K.REMOVE_ACCESS_CONTROL_ENTRY: 0,
+        K.PARTITION: mv.partition_record_version,
+        K.PARTITION_CHANGE: mv.partition_change_record_version,
+        K.DELEGATION_TOKEN: when("delegation_token"),
+        K.REMOVE_DELEGATION_TOKEN: when("delegation_token"),
+        K.USER_SCRAM_CREDENTIAL: when("scram"),
+        K.REMOVE_USER_SCRAM_CREDENTIAL: when("scram"),
+        K.FEATURE_LEVEL: 0 if mv.level >= MV_3_3_IV0 else None,
+        K.BROKER_REGISTRATION_CHANGE: brc,
+        K.NO_OP: when("noop_record"),
+        K.ZK_MIGRATION_STATE: when("migration"),
+        K.BEGIN_TRANSACTION: when("metadata_transaction"),
+        K.END_TRANSACTION: when("metadata_transaction"),
+        K.ABORT_TRANSACTION: when("metadata_transaction"),
+        K.REGISTER_CONTROLLER: mv.register_controller_record_version,
+        K.CLEAR_ELR: when("elr"),
+        K.UNREGISTER_CONTROLLER: when("controller_unregistration"),
     }
 
 
