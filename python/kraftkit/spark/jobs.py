@@ -22,16 +22,22 @@ Damaged input never fails a job: it becomes a row that says what and where.
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
-import threading
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 from kraftkit.spark import layout
+from kraftkit.spark.rewrite_job import (  # noqa: F401  (the fleet jobs' API in one place)
+    REWRITE_SCHEMA,
+    RewriteResult,
+    latest_snapshots,
+    rewrite,
+    rewrite_cluster,
+)
+from kraftkit.spark.runner import LocalCopy, Progress, partition_dirs, task_rdd, write_result
 
 AUDIT_SCHEMA = (
     "cluster string, node string, nodes int, metadata_version string, metadata_version_level int, "
@@ -50,102 +56,6 @@ VERIFY_PROBLEMS_SCHEMA = (
     "cluster string, node string, file string, kind string, offset bigint, position bigint, "
     "entry bigint, reason string, message string"
 )
-REWRITE_SCHEMA = (
-    "cluster string, node string, source string, destination string, from_version string, "
-    "to_version string, direction string, lossy boolean, records_in bigint, records_out bigint, "
-    "records_rewritten bigint, bytes_in bigint, bytes_out bigint, losses array<string>, "
-    "feature_changes array<string>, error string"
-)
-
-
-# --------------------------------------------------------------------------------- plumbing
-
-
-def _partition_dirs(files: list[layout.FleetFile]) -> dict[str, dict[str, str]]:
-    """cluster -> node -> metadata partition directory."""
-    out: dict[str, dict[str, str]] = defaultdict(dict)
-    for f in files:
-        out[f.cluster].setdefault(f.node, f.partition_dir)
-    return {c: dict(sorted(n.items())) for c, n in sorted(out.items())}
-
-
-class _Local:
-    """A local copy of a directory named by a URI (HDFS, S3...), or the local path itself."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.tmp: tempfile.TemporaryDirectory | None = None
-
-    def __enter__(self) -> str:
-        local = layout.local_path(self.path)
-        if local is not None:
-            return local
-        from pyarrow import fs as pafs
-
-        self.tmp = tempfile.TemporaryDirectory(prefix="kraftkit-spark-")
-        dst = os.path.join(self.tmp.name, os.path.basename(self.path.rstrip("/")))
-        os.makedirs(dst)
-        src_fs, src = pafs.FileSystem.from_uri(self.path)
-        pafs.copy_files(src, dst, source_filesystem=src_fs, destination_filesystem=pafs.LocalFileSystem())
-        return dst
-
-    def __exit__(self, *exc: object) -> None:
-        if self.tmp is not None:
-            self.tmp.cleanup()
-
-
-class Progress:
-    """Prints the progress of the running Spark stages to stderr (when it is a terminal, or
-    when forced), once a second, from a background thread."""
-
-    def __init__(self, spark: Any, label: str, enabled: bool | None = None) -> None:
-        self.sc = spark.sparkContext
-        self.label = label
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def __enter__(self) -> Self:
-        if self.enabled:
-            self._thread = threading.Thread(target=self._run, daemon=True)
-            self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        tracker = self.sc.statusTracker()
-        last = ""
-        while not self._stop.wait(1.0):
-            parts = []
-            for sid in tracker.getActiveStageIds():
-                st = tracker.getStageInfo(sid)
-                if st is not None:
-                    parts.append(f"stage {sid}: {st.numCompletedTasks}/{st.numTasks} tasks")
-            line = f"{self.label}: " + ("; ".join(parts) if parts else "working")
-            if line != last:
-                sys.stderr.write("\r" + line[:120].ljust(len(last[:120])))
-                sys.stderr.flush()
-                last = line
-        if last:
-            sys.stderr.write("\r" + " " * len(last[:120]) + "\r")
-            sys.stderr.flush()
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-
-
-def _write(df: Any, out: str | None, name: str) -> str | None:
-    if out is None:
-        return None
-    dest = out.rstrip("/") + "/" + name
-    df.write.mode("overwrite").parquet(dest)
-    return dest
-
-
-def _rdd(spark: Any, items: list, fn) -> Any:
-    sc = spark.sparkContext
-    return sc.parallelize(items, max(1, min(len(items), sc.defaultParallelism * 4))).flatMap(fn)
 
 
 # --------------------------------------------------------------------------------- audit
@@ -182,7 +92,7 @@ def audit_cluster(cluster: str, nodes: dict[str, str]) -> tuple[dict, list[dict]
     errors = []
     for node, pdir in nodes.items():
         try:
-            with _Local(pdir) as local:
+            with LocalCopy(pdir) as local:
                 img = load_image(local)
                 snaps = list_snapshots(local)
         except Exception as e:  # a damaged node: another replica may be whole
@@ -325,9 +235,9 @@ def audit(spark: Any, paths: str | list[str], out: str | None = None, *, progres
     from pyspark.sql import functions as F
 
     files = layout.discover(paths)
-    clusters = _partition_dirs(files)
+    clusters = partition_dirs(files)
     with Progress(spark, "audit", progress):
-        rdd = _rdd(spark, list(clusters.items()), _audit_task).cache()
+        rdd = task_rdd(spark, list(clusters.items()), _audit_task).cache()
         rows = spark.createDataFrame(rdd.filter(lambda kv: kv[0] == "cluster").map(lambda kv: kv[1]), AUDIT_SCHEMA)
         downs = spark.createDataFrame(
             rdd.filter(lambda kv: kv[0] == "downgrade").map(lambda kv: kv[1]), DOWNGRADE_SCHEMA
@@ -343,9 +253,9 @@ def audit(spark: Any, paths: str | list[str], out: str | None = None, *, progres
         )
         rows = rows.cache()
         written = {
-            "clusters": _write(rows, out, "audit/clusters"),
-            "downgrades": _write(downs, out, "audit/downgrades"),
-            "corrupt": _write(bad, out, "audit/corrupt_batches"),
+            "clusters": write_result(rows, out, "audit/clusters"),
+            "downgrades": write_result(downs, out, "audit/downgrades"),
+            "corrupt": write_result(bad, out, "audit/corrupt_batches"),
         }
     return AuditResult(rows, downs, bad, written)
 
@@ -360,7 +270,7 @@ def verify_directory(cluster: str, node: str, pdir: str, files: list[tuple[str, 
     from kraftkit.log.continuity import check_segments, is_metadata_partition
 
     dense = is_metadata_partition(pdir)  # a KRaft log: no gaps allowed
-    with _Local(pdir) as local:
+    with LocalCopy(pdir) as local:
         paths = [os.path.join(local, os.path.basename(p)) for p, _ in files]
         reports = verify_segments(paths, deep=True, check_indexes=True, dense=dense)
     by_file = {r["file"]: r for r in reports}
@@ -503,158 +413,15 @@ def verify(spark: Any, paths: str | list[str], out: str | None = None, *, progre
         dirs[f.partition_dir].append(f)
     items = [(fs[0].cluster, fs[0].node, d, [(f.path, f.kind) for f in fs]) for d, fs in sorted(dirs.items())]
     with Progress(spark, "verify", progress):
-        rdd = _rdd(spark, items, _verify_task).cache()
+        rdd = task_rdd(spark, items, _verify_task).cache()
         frows = spark.createDataFrame(
             rdd.filter(lambda kv: kv[0] == "file").map(lambda kv: kv[1]), VERIFY_FILES_SCHEMA
         ).cache()
         probs = spark.createDataFrame(
             rdd.filter(lambda kv: kv[0] == "problem").map(lambda kv: kv[1]), VERIFY_PROBLEMS_SCHEMA
         ).cache()
-        written = {"files": _write(frows, out, "verify/files"), "problems": _write(probs, out, "verify/problems")}
+        written = {
+            "files": write_result(frows, out, "verify/files"),
+            "problems": write_result(probs, out, "verify/problems"),
+        }
     return VerifyResult(frows, probs, written)
-
-
-# --------------------------------------------------------------------------------- rewrite
-
-
-def latest_snapshots(files: list[layout.FleetFile]) -> dict[str, layout.FleetFile]:
-    """Per cluster, the snapshot with the highest end offset over its nodes (the first node's
-    copy when several hold it)."""
-    best: dict[str, layout.FleetFile] = {}
-    for f in files:
-        if f.kind != "snapshot" or f.offset is None:
-            continue
-        cur = best.get(f.cluster)
-        if cur is None or (f.offset, f.epoch or 0) > (cur.offset, cur.epoch or 0):
-            best[f.cluster] = f
-    return dict(sorted(best.items()))
-
-
-def rewrite_cluster(cluster: str, node: str, source: str, dest_dir: str | None, target: str) -> dict:
-    """Rewrites one snapshot at ``target`` into ``dest_dir`` (None: dry run); the report row."""
-    from kraftkit.features.rewrite import loss_line, rewrite_snapshot
-
-    row: dict[str, Any] = {
-        "cluster": cluster,
-        "node": node,
-        "source": source,
-        "destination": None,
-        "from_version": None,
-        "to_version": None,
-        "direction": None,
-        "lossy": None,
-        "records_in": None,
-        "records_out": None,
-        "records_rewritten": None,
-        "bytes_in": None,
-        "bytes_out": None,
-        "losses": None,
-        "feature_changes": None,
-        "error": None,
-    }
-    name = os.path.basename(source)
-    try:
-        with tempfile.TemporaryDirectory(prefix="kraftkit-rewrite-") as tmp:
-            local_src = layout.local_path(source)
-            if local_src is None:
-                local_src = os.path.join(tmp, name)
-                with open(local_src, "wb") as f:
-                    f.write(layout.read_bytes(source))
-            dest = None  # where the rewritten snapshot is written
-            upload_to = None  # and where it goes when dest_dir is not a local path
-            if dest_dir is not None:
-                dest_local = layout.local_path(dest_dir)
-                if dest_local is None:
-                    dest_local, upload_to = os.path.join(tmp, "out"), dest_dir.rstrip("/") + "/" + name
-                os.makedirs(dest_local, exist_ok=True)
-                dest = os.path.join(dest_local, name)
-            rep = rewrite_snapshot(local_src, dest, target)
-            if dest is not None and upload_to is not None:
-                _upload(dest, upload_to)
-            c = rep.counts
-            row.update(
-                destination=None if dest_dir is None else dest_dir.rstrip("/") + "/" + name,
-                from_version=None if rep.source_metadata_version is None else rep.source_metadata_version.name,
-                to_version=rep.target.name,
-                direction=rep.direction,
-                lossy=rep.lossy,
-                records_in=c["records_in"],
-                records_out=c["records_out"],
-                records_rewritten=c["records_rewritten"],
-                bytes_in=c["bytes_in"],
-                bytes_out=c["bytes_out"],
-                losses=[loss_line(x) for x in rep.losses],
-                feature_changes=[f"{x['name']}: {x['from']} -> {x['to']}" for x in rep.feature_changes],
-            )
-    except Exception as e:
-        row["error"] = str(e)
-    return row
-
-
-def _upload(local: str, uri: str) -> None:
-    """Copies a file to a URI as ``<uri>.part``, then moves it to its name."""
-    from pyarrow import fs as pafs
-
-    filesystem, path = pafs.FileSystem.from_uri(uri)
-    with open(local, "rb") as src, filesystem.open_output_stream(path + ".part") as dst:
-        while chunk := src.read(1 << 20):
-            dst.write(chunk)
-    filesystem.move(path + ".part", path)
-
-
-def _rewrite_task(item: tuple[str, str, str, str | None, str]) -> Iterator[dict]:
-    yield rewrite_cluster(*item)
-
-
-@dataclass
-class RewriteResult:
-    report: Any
-    paths: dict[str, str | None]
-
-    def summary(self) -> str:
-        rows = sorted(self.report.collect(), key=lambda r: r["cluster"])
-        lines = [f"{'cluster':<16} {'from':<9} {'to':<9} {'direction':<10} {'records':>8} {'rewritten':>9}  lost"]
-        for r in rows:
-            if r["error"]:
-                lines.append(f"{r['cluster']:<16} ERROR {r['error'][:100]}")
-                continue
-            lost = "; ".join(r["losses"]) or "nothing"
-            lines.append(
-                f"{r['cluster']:<16} {r['from_version'] or '?':<9} {r['to_version']:<9} {r['direction']:<10} "
-                f"{r['records_in']:>8} {r['records_rewritten']:>9}  {lost[:100]}"
-            )
-        lossy = sum(1 for r in rows if r["lossy"])
-        errors = sum(1 for r in rows if r["error"])
-        lines.append(
-            f"{len(rows)} snapshot(s) rewritten to {rows[0]['to_version'] if rows else '?'}: {lossy} lossy, "
-            f"{errors} failed" + "".join(f"; {k}: {v}" for k, v in self.paths.items() if v)
-        )
-        return "\n".join(lines)
-
-
-def rewrite(
-    spark: Any,
-    paths: str | list[str],
-    metadata_version: str,
-    out: str | None = None,
-    *,
-    dry_run: bool = False,
-    progress: bool | None = None,
-) -> RewriteResult:
-    """Rewrites every cluster's latest snapshot at ``metadata_version`` into
-    ``<out>/snapshots/<cluster>/`` (see the module docstring); ``dry_run`` writes no snapshot."""
-    from kraftkit.features.registry import registry
-
-    target = registry().metadata_version(metadata_version).name  # fails early on an unknown version
-    if out is None and not dry_run:
-        raise ValueError("rewrite needs an output directory (or dry_run=True)")
-    snaps = latest_snapshots(layout.discover(paths, "snapshots"))
-    items = [
-        (c, f.node, f.path, None if dry_run or out is None else f"{out.rstrip('/')}/snapshots/{c}", target)
-        for c, f in snaps.items()
-    ]
-    with Progress(spark, "rewrite", progress):
-        rdd = _rdd(spark, items, _rewrite_task)
-        report = spark.createDataFrame(rdd, REWRITE_SCHEMA).cache()
-        written = {"report": _write(report, out, "rewrite/report")}
-    return RewriteResult(report, written)
