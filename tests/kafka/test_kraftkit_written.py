@@ -179,7 +179,7 @@ def written_log(tmp_path_factory) -> tuple[Path, list[dict]]:
     return d, specs
 
 
-@pytest.mark.parametrize("version", [jars.KAFKA_4, jars.KAFKA_3])
+@pytest.mark.parametrize("version", [jars.KAFKA_NEWEST, jars.KAFKA_4, jars.KAFKA_3])
 def test_dump_log_reads_kraftkit_log(kafka_jars, written_log, version):
     d, specs = written_log
     logs = sorted(d.glob("*.log"))
@@ -218,7 +218,7 @@ def test_dump_log_reads_kraftkit_log(kafka_jars, written_log, version):
     assert any(g["timestampType"] == "LogAppendTime" for g, _ in got_batches)
 
 
-@pytest.mark.parametrize("version", [jars.KAFKA_4, jars.KAFKA_3])
+@pytest.mark.parametrize("version", [jars.KAFKA_NEWEST, jars.KAFKA_4, jars.KAFKA_3])
 def test_dump_log_verifies_kraftkit_indexes(kafka_jars, written_log, version):
     d, specs = written_log
     index = sorted(d.glob("*.index"))

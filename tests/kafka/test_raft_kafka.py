@@ -173,7 +173,7 @@ def row(rows: list[dict[str, str]], node_id: int) -> dict[str, str]:
 
 # ----------------------------------------------------------------------- kraftkit observes Kafka
 
-@pytest.mark.parametrize("version", [jars.KAFKA_4, jars.KAFKA_3])
+@pytest.mark.parametrize("version", [jars.KAFKA_NEWEST, jars.KAFKA_4, jars.KAFKA_3])
 def test_observer_replicates_a_real_quorum_byte_for_byte(kafka_jars, tmp_path, version):
     """A kraftkit observer joins three real controllers (4.x and 3.9), fetches __cluster_metadata
     from offset 0 through the real Fetch RPC, keeps following across a leader change and a restart
