@@ -1,5 +1,5 @@
 //! KRaft snapshot files (`<end offset>-<epoch>.checkpoint`): validation of their structure and
-//! the values of the control records that frame them. See kafka-formats.md §5.
+//! the values of the control records that frame them. See Kafka's ``Snapshots``, ``RecordsSnapshotWriter`` and ``ControlRecordUtils``.
 
 use crate::batch::{self, NextBatch, RecordView};
 use crate::error::{Error, Result};

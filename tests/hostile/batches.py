@@ -1,6 +1,6 @@
 """Byte-level building blocks of the hostile corpus, independent of kraftkit.
 
-The v2 record batch header (kafka-formats, DefaultRecordBatch) is read and written with
+The v2 record batch header (Kafka's ``DefaultRecordBatch``) is read and written with
 ``struct``; CRC-32C comes from the ``crc32c`` package and covers the bytes from the attributes
 to the end of the batch, as Kafka computes it. Records are framed by hand (zigzag varints).
 

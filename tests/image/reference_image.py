@@ -77,7 +77,7 @@ MV_NAMES = {
 }
 #: An image without a metadata.version record is at 3.0-IV1 (FeaturesImage.EMPTY).
 MINIMUM_KRAFT_MV = 1
-# MV levels that gate what a snapshot can hold (kafka-formats.md §7.3; Kafka 4.3.1 for >= 26)
+# MV levels that gate what a snapshot can hold (Kafka's ``MetadataVersion``; 4.3.1 for >= 26)
 MV_3_3_IV0, MV_3_3_IV3, MV_3_4_IV0, MV_3_5_IV2, MV_3_6_IV2 = 4, 7, 8, 11, 14
 MV_3_7_IV0, MV_3_7_IV2, MV_4_0_IV0, MV_4_0_IV1, MV_4_3_IV0 = 15, 17, 22, 23, 30
 

@@ -1,5 +1,5 @@
 """The metadata image from hand-made record sequences. Expected states follow Kafka's
-documented replay semantics (kafka-formats.md §3.4, §5.2, §7.3; PartitionChangeRecord.json:
+documented replay semantics (Kafka's ``MetadataDelta``/``ClusterDelta``/``TopicsDelta`` replay; PartitionChangeRecord.json:
 Leader -2 and null lists mean "no change"; every change bumps the partition epoch, a leader
 change the leader epoch)."""
 

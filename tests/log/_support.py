@@ -44,9 +44,9 @@ __all__ = [
 ]
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
-CODEC_ID = {name: i for i, name in enumerate(CODECS)}  # CompressionType ids, kafka-formats.md §2.2
+CODEC_ID = {name: i for i, name in enumerate(CODECS)}  # Kafka's CompressionType ids
 
-# The v2 header (kafka-formats.md §2.1), decoded with struct: an oracle independent of kraftkit.
+# The v2 header (Kafka's DefaultRecordBatch), decoded with struct: an oracle independent of kraftkit.
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_FIELDS = (
     "base_offset", "length", "partition_leader_epoch", "magic", "crc", "attributes",

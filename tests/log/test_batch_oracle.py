@@ -256,7 +256,7 @@ def test_kafka_python_encode_kraftkit_decode_arbitrary(codec, records, base_offs
 
 
 # ---------------------------------------------------------------------------------------------
-# kafka-formats.md §2.7 worked examples
+# worked examples, bytes laid out by hand from DefaultRecordBatch/DefaultRecord
 
 TS = 1_700_000_000_000
 

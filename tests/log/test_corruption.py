@@ -4,7 +4,7 @@ Every damaged file must end in a precise kraftkit error (CorruptRecordError and 
 TruncatedError / CompressionError subclasses, or UnsupportedFormatError) naming the file and
 the byte position of the first bad batch, or in a batch whose CRC check fails -- never a crash,
 a hang, or a silently skipped batch. The expected outcome of each case is derived from the
-mutation and the format (kafka-formats.md §2.1: the CRC covers bytes [21, end); BaseOffset,
+mutation and the format (Kafka's DefaultRecordBatch: the CRC covers bytes [21, end); BaseOffset,
 Length, PartitionLeaderEpoch and Magic are outside it), using batch boundaries computed here.
 """
 

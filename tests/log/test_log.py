@@ -1,6 +1,6 @@
 """The partition log (``kraftkit.log.Log``): segments, rolling, reading, truncation, the
 leader-epoch cache and its checkpoint file, and recovery of a torn tail. Expected layouts come
-from Kafka's rules (kafka-formats.md §4.1, §4.3, §4.4; ``LogSegment.shouldRoll``,
+from Kafka's rules (``LogSegment.shouldRoll``,
 ``LocalLog.truncateTo``, ``LeaderEpochFileCache``), computed here by the test."""
 
 from __future__ import annotations

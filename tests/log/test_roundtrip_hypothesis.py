@@ -1,6 +1,6 @@
 """Property tests: any batch kraftkit encodes decodes to the same fields, and re-encoding the
 decoded batch gives identical bytes. Header fields are also checked against a ``struct``
-decoding of kafka-formats.md §2.1 and the CRC against the ICRAR package."""
+decoding of DefaultRecordBatch's header and the CRC against the ICRAR package."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Offset and time indexes: built as Kafka builds them, checked against a small model written
 here from ``LogSegment.append`` / ``LogSegment.recover`` / ``TimeIndex.maybeAppend`` (Kafka's
-storage/src/main/java/org/apache/kafka/storage/internals/log/, and kafka-formats.md §4.3):
+storage/src/main/java/org/apache/kafka/storage/internals/log/):
 
 * an offset-index entry is added *before* a batch (of an append call, or in recovery) when the
   bytes since the last entry are strictly greater than index.interval.bytes, so the first one never

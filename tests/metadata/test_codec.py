@@ -33,7 +33,7 @@ def test_feature_level_worked_example():
 
 
 def test_control_worked_examples():
-    # §2.7(b) SnapshotHeader value and §2.7(d) LeaderChange v0 value
+    # a SnapshotHeader value and a LeaderChange v0 value, laid out by hand
     header = bytes.fromhex("0000" "0000018bcfe56800" "00")
     assert mr.decode_control_record(3, header) == {"Version": 0, "LastContainedLogTimestamp": 1700000000000}
     assert mr.control_record_json(3, header) == ("SnapshotHeader", '{"version":0,"lastContainedLogTimestamp":1700000000000}')

@@ -43,7 +43,7 @@ def test_assigned_offsets_and_epoch_are_what_kafka_python_reads(sizes, base, epo
     for b, size in zip(batches, sizes):
         kb = KBatch(b.data)
         assert kb.validate_crc() and kb.base_offset == nxt
-        assert struct.unpack(">i", b.data[12:16])[0] == epoch  # PartitionLeaderEpoch (kafka-formats.md §2.1)
+        assert struct.unpack(">i", b.data[12:16])[0] == epoch  # PartitionLeaderEpoch (DefaultRecordBatch)
         assert [r.offset for r in kb] == list(range(nxt, nxt + size))
         nxt += size
 

@@ -33,7 +33,7 @@ def write(tmp: Path, sid=SnapshotId(1234, 7), n=100, **kw) -> Path:
 
 
 def test_names_follow_kafka() -> None:
-    # Kafka's layout (kafka-formats.md §5.1): 20-digit end offset, 10-digit epoch.
+    # Kafka's layout (Snapshots.filenameFromSnapshotId): 20-digit end offset, 10-digit epoch.
     assert SnapshotId(12345, 7).file_name == "00000000000000012345-0000000007.checkpoint"
     assert BOOTSTRAP_SNAPSHOT_ID.file_name == "00000000000000000000-0000000000.checkpoint"
     assert parse_snapshot_name("00000000000000012345-0000000007.checkpoint") == (SnapshotId(12345, 7), "immutable")

@@ -16,8 +16,8 @@ and a follower fetches again only after its appends are flushed. Randomness (ele
 backoff, bootstrap choice) comes from the ``random.Random`` the core is given, so a seed replays
 exactly.
 
-Rules follow Kafka's ``KafkaRaftClient``/``QuorumState`` at the reference commit
-(kafka-formats.md §9); the deviations are listed in the README's raft section.
+Rules follow KIP-595 as Kafka's ``KafkaRaftClient``/``QuorumState`` implement it; the deviations
+are listed in the README's section "The quorum".
 """
 
 from __future__ import annotations

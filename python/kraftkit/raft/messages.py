@@ -41,7 +41,8 @@ __all__ = [
 FETCH, VOTE, FETCH_SNAPSHOT = ApiKey.FETCH, ApiKey.VOTE, ApiKey.FETCH_SNAPSHOT
 BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH = ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH
 
-#: The versions KRaft peers speak at the reference commit (kafka-formats.md §9.1).
+#: The request versions kraftkit's replica sends its peers (real Kafka 3.9 and 4.x quorums take them:
+#: tests/kafka/test_raft_kafka.py).
 VERSIONS: dict[int, int] = {VOTE: 1, BEGIN_QUORUM_EPOCH: 1, END_QUORUM_EPOCH: 1, FETCH: 17, FETCH_SNAPSHOT: 1}
 #: apiKey -> the RPC's schema name without "Request" (``Vote``)
 API_NAMES = {

@@ -1,7 +1,7 @@
 """Replica roles and the persisted election state (Kafka's ``ElectionState`` / ``quorum-state`` file).
 
 The file is one line of compact JSON written by Kafka's ``FileQuorumStateStore``
-(kafka-formats.md §6.1)::
+(Kafka's ``FileQuorumStateStore`` and ``quorum-state`` JSON, ``QuorumStateData``)::
 
     {"clusterId":"","leaderId":1,"leaderEpoch":2,"votedId":-1,"appliedOffset":0,"currentVoters":[{"voterId":1}],"data_version":0}
     {"leaderId":-1,"leaderEpoch":2,"votedId":1,"votedDirectoryId":"J8aAPcfLQt2bqs1JT_rMgQ","data_version":1}

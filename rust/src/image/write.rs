@@ -16,7 +16,7 @@ use std::fmt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-// metadata.version levels that gate what a snapshot holds (kafka-formats.md §7.3)
+// metadata.version levels that gate what a snapshot holds (Kafka's ``MetadataVersion`` gates used by the image writers)
 use crate::schema::metadata_versions::{
     MV_3_3_IV0, MV_3_3_IV3, MV_3_4_IV0, MV_3_5_IV2, MV_3_6_IV2, MV_3_7_IV0, MV_3_7_IV2, MV_4_0_IV0, MV_4_0_IV1, MV_4_3_IV0,
 };

@@ -31,7 +31,7 @@ fn feature_level_worked_example() {
 
 #[test]
 fn control_worked_examples() {
-    // §2.7(b) snapshot header value and (d) LeaderChange v0 value.
+    // A SnapshotHeader value and a LeaderChange v0 value, laid out by hand.
     let (c, v, st) = decode_control_record(3, &hex("0000 0000018bcfe56800 00")).unwrap();
     assert_eq!((c.label, v), ("SnapshotHeader", 0));
     assert_eq!(json::message_json(c.schema, v, &st), r#"{"version":0,"lastContainedLogTimestamp":1700000000000}"#);
