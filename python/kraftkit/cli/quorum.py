@@ -275,7 +275,11 @@ def node_config(args: argparse.Namespace, command: str) -> NodeConfig | int:
         return fail(
             command,
             f"node {args.node_id} "
-            + ("is a voter: drop --observer" if observer else "is not in --voters: add it, or pass --observer"),
+            + (
+                "is a voter: drop --observer"
+                if observer
+                else "is not in --voters: add it" + (", or pass --observer" if hasattr(args, "observer") else "")
+            ),
         )
     if observer and listen is None:
         listen = ("127.0.0.1", 0)
