@@ -176,14 +176,21 @@ def test_kafka_features_tool_describes_and_upgrades_a_kraftkit_controller_quorum
         assert too_high.returncode != 0
         assert "Invalid update version 5 for feature group.version." in too_high.stdout
         assert "is not supported by controller" in too_high.stdout
+
+        off = tool("disable", "--feature", "group.version")
+        assert off.returncode == 0, off.stdout + off.stderr
+        disabled = describe_until("group.version=0", lambda d: d["group.version"]["FinalizedVersionLevel"] == "0")
+        disabled_epoch = int(disabled["group.version"]["Epoch"])
     finally:
         codes = [p.stop() for p in procs]
     assert codes == [0, 0, 0], "\n".join(p.log_tail() for p in procs)
 
-    # the committed log, read by Kafka's own dump-log: the bootstrap once, the upgrade once, and
-    # the describe's epoch is the offset of the upgrade's record
+    # the committed log, read by Kafka's own dump-log: the bootstrap once, the upgrade and the
+    # disabling once each (nothing of the refused requests), and the epochs describe showed are
+    # the offsets of their records
     for d in dirs.values():
         recs = kafka_dump_feature_records(jars.KAFKA_NEWEST, d / METADATA / "00000000000000000000.log")
         assert [(n, lv) for _o, n, lv in recs] == [("metadata.version", boot["metadata_version"]["level"]),
-                                                   *boot["features"].items(), ("group.version", 1)]
-        assert recs[-1][0] == epoch
+                                                   *boot["features"].items(), ("group.version", 1),
+                                                   ("group.version", 0)]
+        assert [o for o, _n, _l in recs[-2:]] == [epoch, disabled_epoch]
