@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from kraftkit._core import decode_metadata_record
 from kraftkit.controller import BootstrapError, BootstrapMetadata, read_bootstrap_metadata
 from kraftkit.features.registry import registry
 from kraftkit.features.storage.format import BOOTSTRAP_FILE, BOOTSTRAP_SNAPSHOT, CLUSTER_METADATA_DIR, format_storage
@@ -77,6 +78,37 @@ def test_a_fifo_in_place_of_the_bootstrap_file_is_refused(tmp_path):
     assert str(tmp_path / BOOTSTRAP_FILE) in str(e.value)
 
 
+def decoded(values) -> list[tuple[int, dict]]:
+    out = []
+    for v in values:
+        key, _ver, data = decode_metadata_record(v)
+        out.append((key, data))
+    return out
+
+
+# Kafka's metadata record api keys (metadata/src/main/resources/common/metadata/*.json)
+CONFIG, FEATURE_LEVEL, BEGIN_TX, END_TX = 4, 12, 23, 24
+
+
+def test_the_activation_records_are_framed_as_kafka_44_frames_them(tmp_path):
+    # 4.4: a metadata transaction around the bootstrap records, and with ELR enabled the cluster-wide
+    # min.insync.replicas (ActivationRecordsGenerator.recordsForEmptyLog)
+    format_storage([tmp_path / "a"], cluster_id=CLUSTER_ID, node_id=1, release_version="4.4", layout="checkpoint",
+                   no_initial_controllers=True)
+    boot = read_bootstrap_metadata(tmp_path / "a")
+    assert boot.features["eligible.leader.replicas.version"] == 1
+    got = decoded(boot.activation_records())
+    assert got[0] == (BEGIN_TX, {"Name": "Bootstrap records"})
+    assert got[1:-2] == decoded(boot.records)
+    assert got[-2] == (CONFIG, {"ResourceType": 4, "ResourceName": "", "Name": "min.insync.replicas", "Value": "1"})
+    assert got[-1] == (END_TX, {})
+    # 3.5-IV2 has no metadata transactions and no ELR: the bootstrap records alone
+    format_storage([tmp_path / "b"], cluster_id=CLUSTER_ID, node_id=1, release_version="3.5-IV2",
+                   layout="bootstrap-file", no_initial_controllers=True)
+    boot = read_bootstrap_metadata(tmp_path / "b")
+    assert boot.activation_records() == list(boot.records)
+
+
 # ------------------------------------------------------------------------- bootstrap on election
 
 def mv_batches(node) -> list[int]:
@@ -99,6 +131,11 @@ def test_the_first_leader_commits_the_bootstrap_once_and_a_new_leader_does_not_a
                     [("metadata.version", boot.metadata_version), *sorted(boot.features.items())]
                 assert n.controller.image.finalized_features == {"metadata.version": boot.metadata_version,
                                                                  **boot.features}
+                # the whole activation, transaction markers and all, is that one batch
+                (batch,) = [b for b in n.committed_batches(0) if b.base_offset == recs[0][0]]
+                assert decoded(r.value for r in batch.records()) == decoded(boot.activation_records())
+                assert n.controller.image.pending_transaction is None
+                assert n.controller.image.configs[(4, "")] == {"min.insync.replicas": "1"}
             # failover: the active controller resigns; the new one finds the bootstrap in its image
             await first.stop()
             rest = [n for n in nodes if n is not first]

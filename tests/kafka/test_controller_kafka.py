@@ -79,16 +79,14 @@ def parse_describe(text: str) -> dict[str, dict[str, str]]:
     return out
 
 
-def kafka_dump_feature_records(version: str, segment: Path) -> list[tuple[int, str, int]]:
-    """(offset, name, level) of the FeatureLevelRecords Kafka's own dump-log decodes in a segment."""
+def kafka_dump_records(version: str, segment: Path) -> list[tuple[int, dict]]:
+    """(offset, {type, version, data}) of the metadata records Kafka's own dump-log decodes in a segment."""
     proc = tools.dump_log(version, [segment], deep=True, print_data=True, cluster_metadata=True, timeout=120)
     out = []
     for line in proc.stdout.splitlines():
         m = re.search(r"offset: (\d+) .*payload: (\{.*\})\s*$", line)
         if m:
-            rec = json.loads(m.group(2))
-            if rec["type"] == "FEATURE_LEVEL_RECORD":
-                out.append((int(m.group(1)), rec["data"]["name"], rec["data"]["featureLevel"]))
+            out.append((int(m.group(1)), json.loads(m.group(2))))
     return out
 
 
@@ -188,8 +186,17 @@ def test_kafka_features_tool_describes_and_upgrades_a_kraftkit_controller_quorum
     # the committed log, read by Kafka's own dump-log: the bootstrap once, the upgrade and the
     # disabling once each (nothing of the refused requests), and the epochs describe showed are
     # the offsets of their records
+    # The bootstrap is framed as Kafka 4.4's activation frames it: a metadata transaction, and the
+    # cluster-wide min.insync.replicas when ELR is enabled
+    n_boot = 1 + len(boot["features"])
+    elr = boot["features"].get("eligible.leader.replicas.version", 0) > 0
+    activation = (["BEGIN_TRANSACTION_RECORD"] + ["FEATURE_LEVEL_RECORD"] * n_boot
+                  + ["CONFIG_RECORD"] * elr + ["END_TRANSACTION_RECORD"])
     for d in dirs.values():
-        recs = kafka_dump_feature_records(jars.KAFKA_NEWEST, d / METADATA / "00000000000000000000.log")
+        everything = kafka_dump_records(jars.KAFKA_NEWEST, d / METADATA / "00000000000000000000.log")
+        assert [r["type"] for _o, r in everything] == activation + ["FEATURE_LEVEL_RECORD"] * 2
+        recs = [(o, r["data"]["name"], r["data"]["featureLevel"]) for o, r in everything
+                if r["type"] == "FEATURE_LEVEL_RECORD"]
         assert [(n, lv) for _o, n, lv in recs] == [("metadata.version", boot["metadata_version"]["level"]),
                                                    *boot["features"].items(), ("group.version", 1),
                                                    ("group.version", 0)]

@@ -7,6 +7,14 @@ FeatureLevelRecords there; the snapshot of 3.9..4.3 holds only the voters, and c
 else, as Kafka's ``BootstrapMetadata.fromDirectory`` does, "the default bootstrap": one
 FeatureLevelRecord for the latest production metadata.version. The records are kept as the
 framed values the file holds, and appended as they are.
+
+What a new leader appends (:meth:`BootstrapMetadata.activation_records`) is what Kafka 4.4's
+``ActivationRecordsGenerator`` writes into an empty log: at a metadata.version with metadata
+transactions (3.6-IV1 and later) a BeginTransactionRecord ("Bootstrap records"), the bootstrap
+records, with eligible.leader.replicas.version above 0 the cluster-wide ``min.insync.replicas``
+ConfigRecord (KIP-966), and an EndTransactionRecord. Kafka may spread those over several batches;
+kraftkit appends them as one batch, which commits whole or not at all, so no partial bootstrap
+transaction is ever left for a new leader to abort.
 """
 
 from __future__ import annotations
@@ -21,11 +29,15 @@ from kraftkit.features.registry import MV_FEATURE, registry
 from kraftkit.features.storage.format import BOOTSTRAP_FILE, BOOTSTRAP_SNAPSHOT, CLUSTER_METADATA_DIR
 from kraftkit.features.storage.info import read_bootstrap
 from kraftkit.metadata.image import FEATURE_LEVEL
+from kraftkit.metadata.records import record_type
 from kraftkit.metadata.snapshot import SnapshotReader
 
 __all__ = ["BootstrapError", "BootstrapMetadata", "feature_level_value", "read_bootstrap_metadata"]
 
 DEFAULT_SOURCE = "the default bootstrap"
+ELR_FEATURE = "eligible.leader.replicas.version"
+#: Kafka's ConfigResource.Type.BROKER (the cluster-wide default: resource name "")
+BROKER_RESOURCE = 4
 
 
 class BootstrapError(KraftkitError):
@@ -47,10 +59,38 @@ class BootstrapMetadata:
     features: dict[str, int]
     source: str
 
+    def activation_records(self, min_insync_replicas: int = 1) -> list[bytes]:
+        """The records a new leader appends into an empty log (see the module docstring);
+        ``min_insync_replicas`` is the controller's ``min.insync.replicas`` (Kafka's default 1)."""
+        tx = registry().by_level(self.metadata_version).supported("metadata_transaction")
+        out = []
+        if tx:
+            out.append(_encode("BeginTransactionRecord", {"Name": "Bootstrap records"}))
+        out += self.records
+        if self.features.get(ELR_FEATURE, 0) > 0:
+            out.append(
+                _encode(
+                    "ConfigRecord",
+                    {
+                        "ResourceType": BROKER_RESOURCE,
+                        "ResourceName": "",
+                        "Name": "min.insync.replicas",
+                        "Value": str(min_insync_replicas),
+                    },
+                )
+            )
+        if tx:
+            out.append(_encode("EndTransactionRecord", {}))
+        return out
+
     @classmethod
     def default(cls) -> BootstrapMetadata:
         mv = registry().latest_production.level
         return cls((feature_level_value(MV_FEATURE, mv),), mv, {}, DEFAULT_SOURCE)
+
+
+def _encode(name: str, data: dict) -> bytes:
+    return encode_metadata_record(record_type(name)[0], 0, data)
 
 
 def _from_file(path: Path, *, optional: bool) -> BootstrapMetadata | None:

@@ -9,8 +9,9 @@ controller's state, and records committed through the raft replica are the only 
 committed before its epoch is in its image: the replica's high watermark has passed the epoch's
 LeaderChange record (``epoch_start_offset``), as Kafka's raft client tells a new leader only after
 its listener caught up to the epoch start. If the image then holds no metadata.version, the log
-has never been bootstrapped: the leader appends the bootstrap records (KIP-778) as one batch,
-which commits whole or not at all, and is active once it committed. A bootstrap that an earlier
+has never been bootstrapped: the leader appends the bootstrap records (KIP-778, framed as Kafka
+4.4 frames them: :meth:`~kraftkit.controller.bootstrap.BootstrapMetadata.activation_records`) as
+one batch, which commits whole or not at all, and is active once it committed. A bootstrap that an earlier
 leader appended is either committed by now (the new leader's log holds it, and it commits with the
 new epoch's LeaderChange: the image has a metadata.version, nothing is appended again) or gone
 from every log that can win an election, so it is never committed twice.
@@ -104,18 +105,20 @@ class QuorumController:
     def _append_bootstrap(self, epoch: int) -> None:
         boot = self.bootstrap
         try:
-            base, committed = self.node.append_nowait(list(boot.records))
+            records = boot.activation_records()
+            base, committed = self.node.append_nowait(records)
         except NotLeaderError as e:
             self._bootstrapping = False
             log.info("node %d: bootstrap not appended: %s", self.node.node_id, e)
             return
         log.info(
             "node %d: the metadata log is empty: appending %d bootstrap record(s) at metadata.version %d from %s "
-            "as one batch at offset %d (epoch %d)",
+            "as one batch of %d records at offset %d (epoch %d)",
             self.node.node_id,
             len(boot.records),
             boot.metadata_version,
             boot.source,
+            len(records),
             base,
             epoch,
         )
