@@ -190,3 +190,24 @@ def test_the_active_controller_commits_updates_and_followers_answer_not_controll
             await wait_for(lambda: all(n.controller.image.features.get("group.version") == 1 for n in nodes),
                            what="followers applying the upgrade")
     asyncio.run(asyncio.wait_for(main(), 90))
+
+
+def test_an_update_that_cannot_commit_is_answered_request_timed_out(tmp_path):
+    async def main():
+        nodes = make_controllers(tmp_path, release_version="4.4", layout="checkpoint", features={"group.version": 0})
+        async with running(nodes):
+            leader = await wait_for(lambda: active_of(nodes), what="an active controller")
+            for n in nodes:
+                if n is not leader:
+                    await n.stop(resign=False)  # no majority is left to commit anything
+
+            def client_work():
+                with KafkaConnection("127.0.0.1", leader.address[1]) as conn:
+                    body = dict(request(("group.version", 1, UPGRADE)), timeoutMs=100)
+                    return conn.request(ApiKey.UPDATE_FEATURES, 2, body)
+
+            got = await asyncio.get_running_loop().run_in_executor(None, client_work)
+            assert got["ErrorCode"] == 7  # REQUEST_TIMED_OUT
+            assert "were not committed within 100 ms" in got["ErrorMessage"]
+            assert leader.controller.image.features.get("group.version", 0) == 0
+    asyncio.run(asyncio.wait_for(main(), 90))

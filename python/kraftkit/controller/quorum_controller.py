@@ -42,6 +42,9 @@ __all__ = ["QuorumController"]
 
 log = logging.getLogger(__name__)
 
+#: UpdateFeaturesRequest's default timeoutMs
+DEFAULT_TIMEOUT_MS = 60000
+
 
 class QuorumController:
     """The controller of one node of the quorum (register it as a listener of ``node``)."""
@@ -157,7 +160,11 @@ class QuorumController:
         names = [u.get("Feature", "") for u in body.get("FeatureUpdates") or []]
         if not self.active:
             return _update_answer(version, *self._not_controller(), names)
-        timeout_ms = body.get("timeoutMs", 60000)
+        # (Kafka's controller sets no deadline on UpdateFeatures; kraftkit honours the request's own
+        # timeoutMs, 60 s when it gives none, so an answer never waits on a commit forever)
+        timeout_ms = body.get("timeoutMs", 0)
+        if timeout_ms <= 0:
+            timeout_ms = DEFAULT_TIMEOUT_MS
         async with self._lock:
             if not self.active:
                 return _update_answer(version, *self._not_controller(), names)
@@ -172,7 +179,7 @@ class QuorumController:
             except NotLeaderError:
                 return _update_answer(version, *self._not_controller(), names)
             try:
-                last = await asyncio.wait_for(asyncio.shield(committed), max(timeout_ms, 0) / 1000)
+                last = await asyncio.wait_for(asyncio.shield(committed), timeout_ms / 1000)
             except TimeoutError:
                 return _update_answer(
                     version,
