@@ -204,10 +204,15 @@ def test_an_update_that_cannot_commit_is_answered_request_timed_out(tmp_path):
             def client_work():
                 with KafkaConnection("127.0.0.1", leader.address[1]) as conn:
                     body = dict(request(("group.version", 1, UPGRADE)), timeoutMs=100)
-                    return conn.request(ApiKey.UPDATE_FEATURES, 2, body)
+                    first = conn.request(ApiKey.UPDATE_FEATURES, 2, body)
+                    # the next one is validated only once the first one's fate is known: it waits, and times out
+                    second = conn.request(ApiKey.UPDATE_FEATURES, 2, body)
+                    return first, second
 
-            got = await asyncio.get_running_loop().run_in_executor(None, client_work)
+            got, then = await asyncio.get_running_loop().run_in_executor(None, client_work)
             assert got["ErrorCode"] == 7  # REQUEST_TIMED_OUT
             assert "were not committed within 100 ms" in got["ErrorMessage"]
+            assert then["ErrorCode"] == 7
+            assert then["ErrorMessage"].startswith("an earlier feature update was not committed within 100 ms")
             assert leader.controller.image.features.get("group.version", 0) == 0
     asyncio.run(asyncio.wait_for(main(), 90))

@@ -165,7 +165,18 @@ class QuorumController:
         timeout_ms = body.get("timeoutMs", 0)
         if timeout_ms <= 0:
             timeout_ms = DEFAULT_TIMEOUT_MS
-        async with self._lock:
+        lock = self._lock
+        try:
+            await asyncio.wait_for(lock.acquire(), timeout_ms / 1000)
+        except TimeoutError:
+            return _update_answer(
+                version,
+                Errors.REQUEST_TIMED_OUT,
+                f"an earlier feature update was not committed within {timeout_ms} ms; this one waited for it",
+                names,
+            )
+        held_by_append = False
+        try:
             if not self.active:
                 return _update_answer(version, *self._not_controller(), names)
             change = self.features.update_features(self.image, body, version)
@@ -178,6 +189,10 @@ class QuorumController:
                 base, committed = self.node.append_nowait(change.records)
             except NotLeaderError:
                 return _update_answer(version, *self._not_controller(), names)
+            # the next request is validated only once this one's fate is known (committed, or
+            # failed with the leadership), even when its answer went out at the timeout first
+            held_by_append = True
+            committed.add_done_callback(lambda _f: lock.release())
             try:
                 last = await asyncio.wait_for(asyncio.shield(committed), timeout_ms / 1000)
             except TimeoutError:
@@ -197,6 +212,9 @@ class QuorumController:
                 ", ".join(f"{u['Feature']}={u['MaxVersionLevel']}" for u in body.get("FeatureUpdates") or []),
             )
             return _update_answer(version, Errors.NONE, None, names)
+        finally:
+            if not held_by_append:
+                lock.release()
 
 
 def _update_answer(version: int, error: int, message: str | None, names: list[str]) -> dict:
