@@ -9,6 +9,7 @@ from pathlib import Path
 from kraftkit._core import decode_metadata_record
 from kraftkit.controller import ControllerNode, read_bootstrap_metadata
 from kraftkit.features.storage.format import format_storage
+from kraftkit.raft.core import RaftConfig
 from kraftkit.raft.driver import NodeConfig
 from kraftkit.raft.quorum_state import Role
 
@@ -29,8 +30,8 @@ def format_dirs(root: Path, n: int = 3, **kw) -> tuple[dict[int, tuple[str, int]
     return voters, dirs
 
 
-def controller(voters: dict[int, tuple[str, int]], d: Path, node_id: int) -> ControllerNode:
-    return ControllerNode(NodeConfig(node_id, voters, d, CLUSTER_ID, raft=FAST, snapshot_every_records=0),
+def controller(voters: dict[int, tuple[str, int]], d: Path, node_id: int, raft: RaftConfig = FAST) -> ControllerNode:
+    return ControllerNode(NodeConfig(node_id, voters, d, CLUSTER_ID, raft=raft, snapshot_every_records=0),
                           read_bootstrap_metadata(d))
 
 
