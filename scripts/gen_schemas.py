@@ -73,6 +73,8 @@ RPC_MESSAGES = [
     # discovery Kafka's Admin client does before DescribeQuorum (kafka-metadata-quorum.sh)
     "ProduceRequest", "ProduceResponse",
     "DescribeClusterRequest", "DescribeClusterResponse",
+    # served by the controller (KIP-584 feature updates, kafka-features.sh --bootstrap-controller)
+    "UpdateFeaturesRequest", "UpdateFeaturesResponse",
 ]
 
 # The control record types that carry a schema, by their ControlRecordType name (the type ids

@@ -19,6 +19,7 @@ COMMANDS = {
     "features": "features",
     "storage": "storage",
     "quorum": "quorum",
+    "controller": "controller",
     "demo": "demo",
     "spark": "spark",
 }

@@ -11,8 +11,13 @@ import signal
 import sys
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
+
+if TYPE_CHECKING:
+    from kraftkit.raft.driver import NodeConfig
+    from kraftkit.raft.server import RaftNode
 
 HELP = "run a KRaft quorum node (voter or observer), describe a quorum, append metadata records to it"
 INT32_MAX = 2**31 - 1
@@ -72,6 +77,43 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "metadata image and snapshotted every --snapshot-every records. SIGTERM or SIGINT stop it "
         "gracefully (a leader resigns first). Exit 2 on bad arguments, 1 if the node fails.",
     )
+    add_run_options(r, observer=True)
+    r.set_defaults(func=run_node)
+
+    d = qsub.add_parser(
+        "describe",
+        help="describe a quorum (DescribeQuorum), as kafka-metadata-quorum.sh does",
+        description="Ask a node (kraftkit's or a Kafka controller) for the quorum's state: leader, "
+        "epoch, high watermark, follower lag, voters and observers (--status, the "
+        "default), or one row per replica (--replication). Follows the leader. Exit 2 "
+        "if the quorum cannot be reached.",
+    )
+    d.add_argument("--bootstrap", required=True, type=_bootstrap, metavar="HOST:PORT", help="any node of the quorum")
+    g = d.add_mutually_exclusive_group()
+    g.add_argument("--status", action="store_true", help="the quorum summary (default)")
+    g.add_argument("--replication", action="store_true", help="one row per voter and observer")
+    d.add_argument("--timeout", type=_seconds, default=10.0, metavar="SECONDS")
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(func=run_describe)
+
+    a = qsub.add_parser(
+        "append",
+        help="append metadata records to a kraftkit quorum and wait for the commit",
+        description="Produce metadata records to __cluster_metadata on the leader (acks=-1) and print "
+        "the committed offsets: --topic NAME appends a TopicRecord (repeatable), else "
+        "--count NoOpRecords, --batch records per request. Exit 1 if an append fails.",
+    )
+    a.add_argument("--bootstrap", required=True, type=_bootstrap, metavar="HOST:PORT")
+    a.add_argument("--topic", action="append", default=[], metavar="NAME")
+    a.add_argument("--count", type=_int_in(1, 1_000_000), default=1, metavar="N")
+    a.add_argument("--batch", type=_int_in(1, 10_000), default=1, metavar="N")
+    a.add_argument("--timeout", type=_seconds, default=10.0, metavar="SECONDS")
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(func=run_append)
+
+
+def add_run_options(r: argparse.ArgumentParser, *, observer: bool) -> None:
+    """The options of a node that runs (``quorum run``, ``controller run``)."""
     r.add_argument("--node-id", type=_int_in(0), required=True, metavar="N")
     r.add_argument(
         "--voters",
@@ -80,7 +122,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="the voter set (controller.quorum.voters), the same on every node",
     )
     r.add_argument("--log-dir", required=True, metavar="DIR", help="metadata log directory")
-    r.add_argument("--observer", action="store_true", help="run as an observer (the node id must not be a voter)")
+    if observer:
+        r.add_argument("--observer", action="store_true", help="run as an observer (the node id must not be a voter)")
     r.add_argument(
         "--listen",
         metavar="HOST:PORT",
@@ -160,41 +203,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "THROTTLING_QUOTA_EXCEEDED (default 128 MiB)",
     )
     r.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    r.set_defaults(func=run_node)
-
-    d = qsub.add_parser(
-        "describe",
-        help="describe a quorum (DescribeQuorum), as kafka-metadata-quorum.sh does",
-        description="Ask a node (kraftkit's or a Kafka controller) for the quorum's state: leader, "
-        "epoch, high watermark, follower lag, voters and observers (--status, the "
-        "default), or one row per replica (--replication). Follows the leader. Exit 2 "
-        "if the quorum cannot be reached.",
-    )
-    d.add_argument("--bootstrap", required=True, type=_bootstrap, metavar="HOST:PORT", help="any node of the quorum")
-    g = d.add_mutually_exclusive_group()
-    g.add_argument("--status", action="store_true", help="the quorum summary (default)")
-    g.add_argument("--replication", action="store_true", help="one row per voter and observer")
-    d.add_argument("--timeout", type=_seconds, default=10.0, metavar="SECONDS")
-    d.add_argument("--json", action="store_true")
-    d.set_defaults(func=run_describe)
-
-    a = qsub.add_parser(
-        "append",
-        help="append metadata records to a kraftkit quorum and wait for the commit",
-        description="Produce metadata records to __cluster_metadata on the leader (acks=-1) and print "
-        "the committed offsets: --topic NAME appends a TopicRecord (repeatable), else "
-        "--count NoOpRecords, --batch records per request. Exit 1 if an append fails.",
-    )
-    a.add_argument("--bootstrap", required=True, type=_bootstrap, metavar="HOST:PORT")
-    a.add_argument("--topic", action="append", default=[], metavar="NAME")
-    a.add_argument("--count", type=_int_in(1, 1_000_000), default=1, metavar="N")
-    a.add_argument("--batch", type=_int_in(1, 10_000), default=1, metavar="N")
-    a.add_argument("--timeout", type=_seconds, default=10.0, metavar="SECONDS")
-    a.add_argument("--json", action="store_true")
-    a.set_defaults(func=run_append)
 
 
-def _cluster_id(args: argparse.Namespace) -> str | None:
+def _cluster_id(args: argparse.Namespace, command: str) -> str | None:
     from kraftkit._fs import error_text
     from kraftkit.features.storage import MetaProperties, StorageError, StorageInputError, validate_cluster_id
 
@@ -204,30 +215,40 @@ def _cluster_id(args: argparse.Namespace) -> str | None:
         try:
             found = MetaProperties.read(props).cluster_id  # a FIFO or a huge file is refused, not read
         except (OSError, StorageError) as e:
-            print(f"kraftkit quorum run: {error_text(e) if isinstance(e, OSError) else e}", file=sys.stderr)
+            print(f"kraftkit {command}: {error_text(e) if isinstance(e, OSError) else e}", file=sys.stderr)
             return None
     if args.cluster_id and found and args.cluster_id != found:
-        print(f"kraftkit quorum run: --cluster-id {args.cluster_id} but {props} says {found}", file=sys.stderr)
+        print(f"kraftkit {command}: --cluster-id {args.cluster_id} but {props} says {found}", file=sys.stderr)
         return None
     cid = args.cluster_id or found
     if cid is None:
         print(
-            f"kraftkit quorum run: no cluster id: pass --cluster-id or format {args.log_dir} (kraftkit storage format)",
+            f"kraftkit {command}: no cluster id: pass --cluster-id or format {args.log_dir} (kraftkit storage format)",
             file=sys.stderr,
         )
         return None
     try:
         return validate_cluster_id(cid)
     except StorageInputError as e:
-        print(f"kraftkit quorum run: {e}", file=sys.stderr)
+        print(f"kraftkit {command}: {e}", file=sys.stderr)
         return None
 
 
 def run_node(args: argparse.Namespace) -> int:
+    from kraftkit.raft.server import RaftNode
+
+    cfg = node_config(args, "quorum run")
+    if isinstance(cfg, int):
+        return cfg
+    return asyncio.run(serve(RaftNode(cfg), args, "quorum run"))
+
+
+def node_config(args: argparse.Namespace, command: str) -> NodeConfig | int:
+    """The NodeConfig of ``quorum run``'s options (and ``controller run``'s), with the logging set
+    up; or the exit code of a usage error, already reported as ``kraftkit <command>: ...``."""
     from kraftkit.raft.admin import parse_address
     from kraftkit.raft.core import RaftConfig
     from kraftkit.raft.driver import NodeConfig, parse_voters
-    from kraftkit.raft.server import RaftNode
     from kraftkit.raft.transport import ListenerLimits
 
     logging.basicConfig(
@@ -246,18 +267,23 @@ def run_node(args: argparse.Namespace) -> int:
             request_read_timeout_ms=args.request_read_timeout_ms,
         )
     except ValueError as e:
-        return fail("quorum run", str(e))
+        return fail(command, str(e))
     if Path(args.log_dir).exists() and not Path(args.log_dir).is_dir():
-        return fail("quorum run", f"{args.log_dir}: not a directory")
-    if args.observer == (args.node_id in voters):
+        return fail(command, f"{args.log_dir}: not a directory")
+    observer = getattr(args, "observer", False)
+    if observer == (args.node_id in voters):
         return fail(
-            "quorum run",
+            command,
             f"node {args.node_id} "
-            + ("is a voter: drop --observer" if args.observer else "is not in --voters: add it, or pass --observer"),
+            + (
+                "is a voter: drop --observer"
+                if observer
+                else "is not in --voters: add it" + (", or pass --observer" if hasattr(args, "observer") else "")
+            ),
         )
-    if args.observer and listen is None:
+    if observer and listen is None:
         listen = ("127.0.0.1", 0)
-    cid = _cluster_id(args)
+    cid = _cluster_id(args, command)
     if cid is None:
         return EXIT_USAGE
     cfg = NodeConfig(
@@ -271,33 +297,31 @@ def run_node(args: argparse.Namespace) -> int:
         limits=limits,
         produce_pending_max_bytes=args.produce_pending_max_bytes,
     )
+    return cfg
 
-    async def main() -> int:
-        node = RaftNode(cfg)
-        try:
-            await node.start()
-        except OSError as e:
-            assert cfg.listen is not None  # NodeConfig sets it (the node's voter address by default)
-            return fail("quorum run", f"cannot listen on {cfg.listen[0]}:{cfg.listen[1]}: {e}")
-        loop = asyncio.get_running_loop()
-        stopping = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stopping.set)
-        assert node.address is not None
-        print(
-            json.dumps(
-                {"event": "listening", "node_id": args.node_id, "host": node.address[0], "port": node.address[1]}
-            ),
-            flush=True,
-        )
-        done = asyncio.ensure_future(node.wait_stopped())
-        stop = asyncio.ensure_future(stopping.wait())
-        await asyncio.wait({done, stop}, return_when=asyncio.FIRST_COMPLETED)
-        if not done.done():
-            await node.stop()
-        return EXIT_PROBLEMS if node.failed is not None else EXIT_OK
 
-    return asyncio.run(main())
+async def serve(node: RaftNode, args: argparse.Namespace, command: str, **start_line: object) -> int:
+    """Runs ``node`` (a RaftNode) until it fails or SIGTERM/SIGINT stops it (a leader resigns
+    first); prints the ``listening`` line (JSON, with ``start_line``'s items) once it listens."""
+    cfg = node.config
+    try:
+        await node.start()
+    except OSError as e:
+        assert cfg.listen is not None  # NodeConfig sets it (the node's voter address by default)
+        return fail(command, f"cannot listen on {cfg.listen[0]}:{cfg.listen[1]}: {e}")
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    assert node.address is not None
+    line = {"event": "listening", "node_id": args.node_id, "host": node.address[0], "port": node.address[1]}
+    print(json.dumps({**line, **start_line}), flush=True)
+    done = asyncio.ensure_future(node.wait_stopped())
+    stop = asyncio.ensure_future(stopping.wait())
+    await asyncio.wait({done, stop}, return_when=asyncio.FIRST_COMPLETED)
+    if not done.done():
+        await node.stop()
+    return EXIT_PROBLEMS if node.failed is not None else EXIT_OK
 
 
 def run_describe(args: argparse.Namespace) -> int:

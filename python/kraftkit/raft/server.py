@@ -74,7 +74,13 @@ def _batch_over(data: bytes, limit: int) -> tuple[int, int] | None:
 
 class RaftNode(RaftDriver):
     """A raft node over TCP: the driver and its listener. ``await node.start()``, then
-    ``await node.append([...])``; ``await node.stop()`` resigns gracefully if it leads."""
+    ``await node.append([...])``; ``await node.stop()`` resigns gracefully if it leads.
+
+    A node built on it (the controller) serves more APIs: it extends :attr:`served`, answers them
+    in :meth:`_other_request` and fills ApiVersions' feature fields in :meth:`_feature_fields`."""
+
+    #: the APIs this node answers
+    served: tuple[int, ...] = SERVED
 
     def __init__(self, config: NodeConfig, listeners: list[Any] | None = None) -> None:
         super().__init__(config, listeners)
@@ -177,7 +183,7 @@ class RaftNode(RaftDriver):
         api, version, corr = request_header(frame)
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         ours = supported_versions().get(api)
-        if api not in SERVED or ours is None:
+        if api not in self.served or ours is None:
             log.warning(
                 "node %d: %s sent apiKey %d, which this node does not serve; closing", self.node_id, conn.peer, api
             )
@@ -186,7 +192,7 @@ class RaftNode(RaftDriver):
         if not ours[0] <= version <= ours[1]:
             if api == ApiKey.API_VERSIONS:  # KIP-511: answer in v0 with what we support
                 conn.enqueue(fut, api, 0, corr)
-                fut.set_result(self._api_versions_body(Errors.UNSUPPORTED_VERSION))
+                fut.set_result(self._api_versions_body(Errors.UNSUPPORTED_VERSION, 0))
                 return
             log.warning(
                 "node %d: %s sent %s v%d, outside %s; closing", self.node_id, conn.peer, ApiKey(api).name, version, ours
@@ -209,7 +215,7 @@ class RaftNode(RaftDriver):
         conn.enqueue(fut, api, version, corr)
         try:
             if api == ApiKey.API_VERSIONS:
-                fut.set_result(self._api_versions_body(0))
+                fut.set_result(self._api_versions_body(0, version))
             elif api in RAFT_APIS:
                 self._raft_request(conn, api, body, fut)
             elif api == ApiKey.DESCRIBE_QUORUM:
@@ -218,25 +224,34 @@ class RaftNode(RaftDriver):
                 fut.set_result(self._describe_cluster(body))
             elif api == ApiKey.PRODUCE:
                 self._produce(body, version, fut)
+            else:
+                self._other_request(conn, api, version, body, fut)
         except Exception as e:
             log.exception("node %d: %s request failed", self.node_id, ApiKey(api).name)
             if not fut.done():
                 fut.set_exception(e)
 
-    def _api_versions_body(self, error: int) -> dict:
+    def _other_request(self, conn: ServerConnection, api: int, version: int, body: dict, fut: asyncio.Future) -> None:
+        """Answers a request of an API in :attr:`served` that the raft node itself does not."""
+        raise NotImplementedError(f"no handler for {ApiKey(api).name}")
+
+    def _feature_fields(self, version: int) -> dict:
+        """ApiVersions' SupportedFeatures, FinalizedFeaturesEpoch and FinalizedFeatures (a bare
+        raft node has none) for an answer at ``version``."""
+        return {"SupportedFeatures": [], "FinalizedFeaturesEpoch": -1, "FinalizedFeatures": []}
+
+    def _api_versions_body(self, error: int, version: int) -> dict:
         versions = supported_versions()
         keys = [
             {"ApiKey": int(a), "MinVersion": versions[a][0], "MaxVersion": versions[a][1]}
-            for a in sorted(SERVED)
+            for a in sorted(self.served)
             if a in versions
         ]
         return {
             "ErrorCode": error,
             "ApiKeys": keys,
             "ThrottleTimeMs": 0,
-            "SupportedFeatures": [],
-            "FinalizedFeaturesEpoch": -1,
-            "FinalizedFeatures": [],
+            **self._feature_fields(version),
             "ZkMigrationReady": False,
         }
 

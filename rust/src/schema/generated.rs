@@ -7272,6 +7272,238 @@ pub static M_DESCRIBE_CLUSTER_RESPONSE: MessageSchema = MessageSchema {
     source: "kafka-clients-4.4.0.jar!common/message/DescribeClusterResponse.json",
 };
 
+static S_UPDATE_FEATURES_REQUEST_FEATURE_UPDATE_KEY: StructSchema = StructSchema {
+    name: "FeatureUpdateKey",
+    versions: Versions::new(0, 32767),
+    fields: &[
+        Field {
+            name: "Feature",
+            json_name: "feature",
+            type_name: "string",
+            ty: FieldType::String,
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+        Field {
+            name: "MaxVersionLevel",
+            json_name: "maxVersionLevel",
+            type_name: "int16",
+            ty: FieldType::Int16,
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+        Field {
+            name: "AllowDowngrade",
+            json_name: "allowDowngrade",
+            type_name: "bool",
+            ty: FieldType::Bool,
+            versions: Versions::new(0, 0),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+        Field {
+            name: "UpgradeType",
+            json_name: "upgradeType",
+            type_name: "int8",
+            ty: FieldType::Int8,
+            versions: Versions::new(1, 32767),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Int(1),
+            ignorable: false,
+        },
+    ],
+};
+
+static S_UPDATE_FEATURES_REQUEST: StructSchema = StructSchema {
+    name: "UpdateFeaturesRequest",
+    versions: Versions::new(0, 2),
+    fields: &[
+        Field {
+            name: "timeoutMs",
+            json_name: "timeoutMs",
+            type_name: "int32",
+            ty: FieldType::Int32,
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Int(60000),
+            ignorable: false,
+        },
+        Field {
+            name: "FeatureUpdates",
+            json_name: "featureUpdates",
+            type_name: "[]FeatureUpdateKey",
+            ty: FieldType::Array(&FieldType::Struct(&S_UPDATE_FEATURES_REQUEST_FEATURE_UPDATE_KEY)),
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+        Field {
+            name: "ValidateOnly",
+            json_name: "validateOnly",
+            type_name: "bool",
+            ty: FieldType::Bool,
+            versions: Versions::new(1, 32767),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+    ],
+};
+
+pub static M_UPDATE_FEATURES_REQUEST: MessageSchema = MessageSchema {
+    name: "UpdateFeaturesRequest",
+    api_key: 57,
+    kind: "request",
+    type_name: "UPDATE_FEATURES_REQUEST",
+    valid_versions: Versions::new(0, 2),
+    flexible_versions: Versions::new(0, 32767),
+    body: &S_UPDATE_FEATURES_REQUEST,
+    source: "kafka-clients-4.4.0.jar!common/message/UpdateFeaturesRequest.json",
+};
+
+static S_UPDATE_FEATURES_RESPONSE_UPDATABLE_FEATURE_RESULT: StructSchema = StructSchema {
+    name: "UpdatableFeatureResult",
+    versions: Versions::new(0, 1),
+    fields: &[
+        Field {
+            name: "Feature",
+            json_name: "feature",
+            type_name: "string",
+            ty: FieldType::String,
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+        Field {
+            name: "ErrorCode",
+            json_name: "errorCode",
+            type_name: "int16",
+            ty: FieldType::Int16,
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+        Field {
+            name: "ErrorMessage",
+            json_name: "errorMessage",
+            type_name: "string",
+            ty: FieldType::String,
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::new(0, 32767),
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+    ],
+};
+
+static S_UPDATE_FEATURES_RESPONSE: StructSchema = StructSchema {
+    name: "UpdateFeaturesResponse",
+    versions: Versions::new(0, 2),
+    fields: &[
+        Field {
+            name: "ThrottleTimeMs",
+            json_name: "throttleTimeMs",
+            type_name: "int32",
+            ty: FieldType::Int32,
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+        Field {
+            name: "ErrorCode",
+            json_name: "errorCode",
+            type_name: "int16",
+            ty: FieldType::Int16,
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+        Field {
+            name: "ErrorMessage",
+            json_name: "errorMessage",
+            type_name: "string",
+            ty: FieldType::String,
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::new(0, 32767),
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+        Field {
+            name: "Results",
+            json_name: "results",
+            type_name: "[]UpdatableFeatureResult",
+            ty: FieldType::Array(&FieldType::Struct(&S_UPDATE_FEATURES_RESPONSE_UPDATABLE_FEATURE_RESULT)),
+            versions: Versions::new(0, 1),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: true,
+        },
+    ],
+};
+
+pub static M_UPDATE_FEATURES_RESPONSE: MessageSchema = MessageSchema {
+    name: "UpdateFeaturesResponse",
+    api_key: 57,
+    kind: "response",
+    type_name: "UPDATE_FEATURES_RESPONSE",
+    valid_versions: Versions::new(0, 2),
+    flexible_versions: Versions::new(0, 32767),
+    body: &S_UPDATE_FEATURES_RESPONSE,
+    source: "kafka-clients-4.4.0.jar!common/message/UpdateFeaturesResponse.json",
+};
+
 /// Every metadata record type, sorted by apiKey.
 pub static METADATA_RECORDS: &[&MessageSchema] = &[
     &M_REGISTER_BROKER_RECORD,
@@ -7340,6 +7572,8 @@ pub static RPC_MESSAGES: &[&MessageSchema] = &[
     &M_PRODUCE_RESPONSE,
     &M_DESCRIBE_CLUSTER_REQUEST,
     &M_DESCRIBE_CLUSTER_RESPONSE,
+    &M_UPDATE_FEATURES_REQUEST,
+    &M_UPDATE_FEATURES_RESPONSE,
 ];
 
 /// The api keys of the metadata record types: `MetadataRecordType`'s names without `_RECORD`.
@@ -7382,6 +7616,7 @@ pub mod rpc_api_keys {
     pub const BEGIN_QUORUM_EPOCH: i16 = 53;
     pub const END_QUORUM_EPOCH: i16 = 54;
     pub const DESCRIBE_QUORUM: i16 = 55;
+    pub const UPDATE_FEATURES: i16 = 57;
     pub const FETCH_SNAPSHOT: i16 = 59;
     pub const DESCRIBE_CLUSTER: i16 = 60;
     pub const ADD_RAFT_VOTER: i16 = 80;

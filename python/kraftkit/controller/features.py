@@ -1,0 +1,172 @@
+"""Kafka's ``FeatureControlManager`` for kraftkit's controller: what this node supports, what the
+committed log finalized (read from the metadata image the raft state machine keeps), the epoch of
+the finalized features, and UpdateFeatures turned into FeatureLevelRecords or into Kafka's error.
+
+The validation itself is :func:`kraftkit.features.validation.validate_updates`, fed with the
+registered brokers and controllers the image knows; a quorum whose controllers have not
+registered (kraftkit's controller does not send ControllerRegistration yet) is taken to be made
+of nodes that support what this one supports, the quorum running one software.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from kraftkit._core import RecordBatch
+from kraftkit.controller.bootstrap import feature_level_value
+from kraftkit.features.registry import MV_FEATURE, registry
+from kraftkit.features.validation import FeatureUpdate, NodeFeatures, UpgradeType, validate_updates
+from kraftkit.metadata.image import FEATURE_LEVEL, MetadataImage
+from kraftkit.protocol.messages import Errors
+
+__all__ = ["FeatureChange", "FeatureControlManager", "local_supported_features"]
+
+KRAFT_VERSION_FEATURE = "kraft.version"
+
+
+def local_supported_features() -> dict[str, tuple[int, int]]:
+    """What this controller supports, as Kafka's ``QuorumFeatures.defaultSupportedFeatureMap``:
+    metadata.version from the newest release's minimum to its latest production level, and each
+    production feature of that release (name -> (min, max))."""
+    release = registry().newest_release
+    out: dict[str, tuple[int, int]] = {}
+    for name in [MV_FEATURE, *sorted(release.features)]:
+        rng = release.supported_range(name)
+        if rng is not None:
+            out[name] = rng
+    return out
+
+
+def _is_feature_level(value: bytes | None) -> bool:
+    """A framed metadata record whose api key is FeatureLevelRecord's (frame version and api key
+    are unsigned varints; 12 fits in the first byte, and no longer varint starts with it)."""
+    return value is not None and len(value) > 1 and value[1] == FEATURE_LEVEL
+
+
+@dataclass
+class FeatureChange:
+    """What an UpdateFeatures request comes to: Kafka's error (``Errors.NONE`` and no message
+    when valid) and the records to commit (none for ``validate_only`` or an error)."""
+
+    error_code: int
+    message: str | None
+    records: list[bytes] = field(default_factory=list)
+    features: list[str] = field(default_factory=list)
+
+
+class FeatureControlManager:
+    """The feature state of one controller node (``node_id``, in a quorum of ``voters``)."""
+
+    def __init__(self, node_id: int, voters: Iterable[int]) -> None:
+        self.node_id = node_id
+        self.voters = sorted(voters)
+        self.supported = local_supported_features()
+        #: the offset of the last committed FeatureLevelRecord (-1: none seen)
+        self.epoch = -1
+
+    # ------------------------------------------------------------------ what was committed
+    def replay(self, batches: Iterable[RecordBatch]) -> None:
+        """Notes the offsets of the FeatureLevelRecords in newly committed ``batches``."""
+        for batch in batches:
+            if batch.is_control:
+                continue
+            for r in batch.records():
+                if _is_feature_level(r.value):
+                    self.epoch = max(self.epoch, r.offset)
+
+    def load_snapshot(self, image: MetadataImage, end_offset: int) -> None:
+        """A snapshot replaced the image: the finalized features stand as of its last offset."""
+        self.epoch = end_offset - 1 if image.finalized_features else -1
+
+    @staticmethod
+    def finalized(image: MetadataImage) -> dict[str, int]:
+        """The finalized levels (metadata.version included when set; disabled features left out)."""
+        return {k: v for k, v in sorted(image.finalized_features.items()) if v != 0}
+
+    # ------------------------------------------------------------------ ApiVersions
+    def api_versions_fields(self, image: MetadataImage, version: int) -> dict:
+        """SupportedFeatures, FinalizedFeaturesEpoch and FinalizedFeatures for ApiVersions at
+        ``version``: below v4 a supported range starting at 0 is left out (KAFKA-17492: older
+        clients cannot read it), as Kafka's ``ApiVersionsResponse`` does."""
+        supported = [
+            {"Name": n, "MinVersion": lo, "MaxVersion": hi}
+            for n, (lo, hi) in sorted(self.supported.items())
+            if version >= 4 or lo != 0
+        ]
+        finalized = [{"Name": n, "MaxVersionLevel": v, "MinVersionLevel": v} for n, v in self.finalized(image).items()]
+        return {"SupportedFeatures": supported, "FinalizedFeaturesEpoch": self.epoch, "FinalizedFeatures": finalized}
+
+    # ------------------------------------------------------------------ UpdateFeatures
+    def nodes(self, image: MetadataImage) -> list[NodeFeatures]:
+        """The nodes a new level must be supported by: this controller, the registered brokers
+        and controllers, and (while no other controller has registered) the other voters with
+        this node's ranges."""
+        out = [NodeFeatures(self.node_id, "controller", self.supported)]
+        controllers = image.controllers
+        for cid, c in sorted(controllers.items()):
+            if cid != self.node_id:
+                out.append(NodeFeatures.from_registration("controller", cid, c["Features"]))
+        if not any(cid != self.node_id for cid in controllers):
+            out += [NodeFeatures(v, "controller", self.supported) for v in self.voters if v != self.node_id]
+        for bid, b in sorted(image.brokers.items()):
+            out.append(NodeFeatures.from_registration("broker", bid, b["Features"]))
+        return out
+
+    def update_features(self, image: MetadataImage, body: Mapping, version: int) -> FeatureChange:
+        """An UpdateFeatures request (``body`` as decoded at ``version``) against the image: the
+        records to commit, or Kafka's INVALID_UPDATE_VERSION with why and what would fix it."""
+        updates: dict[str, FeatureUpdate] = {}
+        for u in body.get("FeatureUpdates") or []:
+            name, level = u.get("Feature", ""), u.get("MaxVersionLevel", 0)
+            if version == 0:
+                kind = UpgradeType.SAFE_DOWNGRADE if u.get("AllowDowngrade") else UpgradeType.UPGRADE
+            else:
+                code = u.get("UpgradeType", 1)
+                if code not in (1, 2, 3):
+                    return _refused(name, level, "The controller does not support the given upgrade type.")
+                kind = UpgradeType(code)
+            updates[name] = FeatureUpdate(name, level, kind)
+        if KRAFT_VERSION_FEATURE in updates:
+            u = updates[KRAFT_VERSION_FEATURE]
+            return _refused(
+                u.feature,
+                u.level,
+                "kraft.version is changed by the raft layer (KIP-853), which kraftkit's controller does not do yet.",
+            )
+        finalized = self.finalized(image)
+        results = validate_updates(finalized, updates.values(), self.nodes(image))
+        failed = [r for r in results if not r.ok and not r.cascaded]
+        if failed:
+            r = failed[0]
+            text = r.error or ""
+            if not text.startswith("Invalid metadata.version"):
+                text = f"Invalid update version {r.update.level} for feature {r.update.feature}. {text}"
+            if r.fix:
+                text += f" To fix: {r.fix}"
+            return FeatureChange(Errors.INVALID_UPDATE_VERSION, _all_failed(text))
+        mv = updates.get(MV_FEATURE)
+        if mv is not None and mv.upgrade_type == UpgradeType.UNSAFE_DOWNGRADE:
+            cur = finalized.get(MV_FEATURE, 0)
+            if mv.level < cur and registry().metadata_changed(mv.level, cur):
+                # The lossy downgrade (the FeatureLevelRecord with a snapshot rewritten at the new
+                # level at its offset) is a later step of the controller: until then, Kafka's refusal.
+                return FeatureChange(
+                    Errors.INVALID_UPDATE_VERSION,
+                    _all_failed(
+                        f"Invalid metadata.version {mv.level}. Unsafe metadata downgrade is not supported in this "
+                        "version. To fix: downgrade the stopped nodes offline (kraftkit features downgrade --unsafe)."
+                    ),
+                )
+        records = [feature_level_value(u.feature, u.level) for u in updates.values()]
+        return FeatureChange(Errors.NONE, None, records, list(updates))
+
+
+def _all_failed(text: str) -> str:
+    return "The update failed for all features since the following feature had an error: " + text
+
+
+def _refused(name: str, level: int, why: str) -> FeatureChange:
+    return FeatureChange(
+        Errors.INVALID_UPDATE_VERSION, _all_failed(f"Invalid update version {level} for feature {name}. {why}")
+    )
