@@ -17,7 +17,7 @@ backoff, bootstrap choice) comes from the ``random.Random`` the core is given, s
 exactly.
 
 Rules follow KIP-595 as Kafka's ``KafkaRaftClient``/``QuorumState`` implement it; the deviations
-are listed in the README's section "The quorum".
+are listed in docs/architecture.md ("The raft replica").
 """
 
 from __future__ import annotations
