@@ -143,3 +143,17 @@ def test_a_peers_odd_names_and_the_top_level_are_shown_safely(nodes):
     lines = r.stdout.splitlines()
     assert len(lines) == 4 and lines[1].startswith("  'evil\\nname' ") and lines[1].endswith("; no level above")
     assert "finalized 999 (unknown: " in lines[2] and "level 1000 blocked by 127.0.0.1:" in lines[2]
+
+
+def test_endpoints_a_peer_names_that_cannot_be_reached_are_errors_not_crashes(nodes, monkeypatch):
+    """DescribeCluster answers are a peer's words: a port beyond 65535 or a host with a NUL byte is
+    reported on that controller's entry; the survey goes on."""
+    n = nodes(5, {"group.version": 1}, {"group.version": (0, 1)})
+    bogus = {7: ("127.0.0.1", 70000), 8: ("bad\x00host", 1)}
+    monkeypatch.setattr(QuorumAdmin, "controllers", lambda self, conn=None: dict(bogus))
+    cache, surveyed = survey_features([f"127.0.0.1:{n.port}"], timeout=30)
+    assert [(s.node_id, s.answer) for s in surveyed] == [(7, None), (8, None)]
+    assert surveyed[0].error is not None and surveyed[0].error.startswith("not a reachable endpoint: ")
+    assert "port 70000 is outside 0..65535" in surveyed[0].error
+    assert surveyed[1].error is not None and surveyed[1].error.startswith("cannot connect: ")
+    assert cache.snapshot()[:2] == (5, {"group.version": 1})  # the bootstrap's answer still counts

@@ -302,6 +302,8 @@ def survey_features(
                     found.update(admin.controllers(conn) or {})
         except (ProtocolError, QuorumError) as e:
             asked.setdefault(addr, str(e).removeprefix(f"{addr[0]}:{addr[1]}: "))  # the address is the entry's
+        except (ValueError, OverflowError) as e:  # an endpoint a peer named that cannot be one (port, host)
+            asked.setdefault(addr, f"not a reachable endpoint: {e}")
 
     for text in bootstrap:
         ask(parse_address(text), discover=True)
