@@ -8,10 +8,10 @@ import json
 import os
 import sys
 
-from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
 from kraftkit.cli.main import add_max_batch_bytes
 
-HELP = "finalized features and metadata.version: describe, upgrade, downgrade, disable (offline)"
+HELP = "finalized features and metadata.version: describe (offline or live), upgrade, downgrade, disable (offline)"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -26,9 +26,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "than kraftkit's tables (a newer Kafka's) is shown as unknown, never named (--json: "
         "metadataVersion null, the level in metadataVersionLevel and unknownLevels). Exit "
         "codes: 0 done, 1 damaged metadata or a record type or version kraftkit does not "
-        "know (refused with Kafka's message), 2 unreadable input or no metadata there.",
+        "know (refused with Kafka's message), 2 unreadable input or no metadata there. With "
+        "--bootstrap-controller instead of PATH, ask a running controller quorum (kraftkit's or "
+        "Kafka's): ApiVersions of every controller DescribeCluster names; the finalized levels and "
+        "epoch of the newest answer, each node's supported ranges, and per feature the nodes that "
+        "block its next level (exit 2 if no controller answered).",
     )
-    d.add_argument("path", metavar="PATH")
+    d.add_argument("path", metavar="PATH", nargs="?")
+    d.add_argument(
+        "--bootstrap-controller",
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="ask these running controllers instead of reading PATH",
+    )
+    d.add_argument("--timeout", type=float, default=30.0, help="bound on the whole survey, seconds (default 30)")
     d.add_argument("--json", action="store_true")
     add_max_batch_bytes(d)
     d.set_defaults(func=run_describe)
@@ -76,17 +86,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         c.set_defaults(func=run_change, mode=name)
 
 
+def _level_label(name: str, level: int) -> str:
+    from kraftkit.metadata.versions import level_known, mv_name, unknown_label
+
+    if not level_known(name, level):  # shown as what it is: a level kraftkit cannot name
+        return unknown_label(name, level)
+    return f"{level} ({mv_name(level)})" if name == "metadata.version" and level >= 1 else str(level)
+
+
 def _state_text(st) -> str:
     from kraftkit.features import registry
-    from kraftkit.metadata.versions import level_known, mv_name, unknown_label
 
     reg = registry()
     lines = [f"{st.source}: metadata at offset {st.end_offset}"]
     for name, level in sorted(st.finalized.items()):
-        if not level_known(name, level):  # shown as what it is: a level kraftkit cannot name
-            label = unknown_label(name, level)
-        else:
-            label = f"{level} ({mv_name(level)})" if name == "metadata.version" and level >= 1 else str(level)
+        label = _level_label(name, level)
         sup = reg.supported_ranges().get(name)
         lines.append(f"  {name:<36} finalized {label:<20} kraftkit supports " + (f"{sup[0]}..{sup[1]}" if sup else "-"))
     for n in st.nodes:
@@ -126,6 +140,8 @@ def run_describe(args: argparse.Namespace) -> int:
     from kraftkit.errors import KraftkitError
     from kraftkit.features.offline import describe
 
+    if args.bootstrap_controller is not None or args.path is None:
+        return _describe_live(args)
     why = _unreadable(args.path)
     if why is not None:
         print(f"kraftkit features describe: {args.path}: {why}", file=sys.stderr)
@@ -220,4 +236,122 @@ def run_change(args: argparse.Namespace) -> int:
         print(f"wrote {res.snapshot}" + (f" (previous kept in {res.backup})" if res.backup and not res.moved else ""))
     for b in res.bootstrap_rewritten:
         print(f"rewrote {b}")
+    return EXIT_OK
+
+
+def _printable(name: str) -> str:
+    """A name a peer sent (a feature, a host) as text: quoted when it holds anything but printable characters."""
+    return name if name.isprintable() else repr(name)
+
+
+def _range_text(r: tuple[int, int] | None) -> str:
+    return "-" if r is None else f"{r[0]}..{r[1]}"
+
+
+def _describe_live(args: argparse.Namespace) -> int:
+    """``features describe --bootstrap-controller``: the survey of a running quorum."""
+    from kraftkit.features import registry
+    from kraftkit.metadata.versions import level_known, unknown_levels
+    from kraftkit.raft.admin import parse_address, survey_features
+
+    cmd = "features describe"
+    if args.path is not None:
+        return fail(cmd, "give PATH or --bootstrap-controller, not both")
+    if not args.bootstrap_controller:
+        return fail(cmd, "give PATH (a log directory, snapshot or bootstrap.checkpoint) or --bootstrap-controller")
+    if not 0 < args.timeout <= 3600:
+        return fail(cmd, f"--timeout {args.timeout}: expected seconds in (0, 3600]")
+    bootstrap = [a.strip() for a in args.bootstrap_controller.split(",") if a.strip()]
+    try:
+        for a in bootstrap or [args.bootstrap_controller]:
+            parse_address(a)
+    except ValueError as e:
+        return fail(cmd, f"--bootstrap-controller: {e}")
+    cache, nodes = survey_features(bootstrap, timeout=args.timeout)
+    answered = [n for n in nodes if n.answer is not None]
+    if not answered:
+        why = "; ".join(_printable(f"{n.address}: {n.error}") for n in nodes) or "no controller found"
+        return fail(cmd, f"{args.bootstrap_controller}: no controller answered: {why}")
+    epoch, finalized, newest = cache.snapshot()
+    names = sorted(set(finalized).union(*(n.answer.supported for n in answered if n.answer)))
+    blocking: dict[str, dict] = {}  # name -> the next level (None above 32767) and the nodes that lack it
+    for name in names:
+        up = finalized.get(name, 0) + 1
+        level = up if up <= 32767 else None  # a FeatureLevel is an int16: none above 32767
+        blocked = []
+        for n in answered:
+            assert n.answer is not None
+            lo, hi = n.answer.supported.get(name, (0, 0))
+            if level is not None and not lo <= level <= hi:
+                blocked.append(n)
+        blocking[name] = {"level": level, "blockedBy": blocked}
+
+    def node_name(n) -> str:
+        return f"controller {n.node_id}" if n.node_id is not None else _printable(n.address)
+
+    reg = registry()
+    if args.json:
+        mv = finalized.get("metadata.version")
+        print(
+            json.dumps(
+                {
+                    "source": args.bootstrap_controller,
+                    "metadataVersion": None
+                    if mv is None or not level_known("metadata.version", mv)
+                    else reg.by_level(mv).name,
+                    "metadataVersionLevel": mv,
+                    "finalized": dict(sorted(finalized.items())),
+                    "unknownLevels": unknown_levels(finalized),
+                    "finalizedFeaturesEpoch": epoch,
+                    "finalizedFrom": newest.address if newest else None,
+                    "nodes": [
+                        {
+                            "id": n.node_id,
+                            "role": "controller",
+                            "address": n.address,
+                            "supported": {k: list(v) for k, v in sorted(n.answer.supported.items())}
+                            if n.answer
+                            else None,
+                            "finalizedFeaturesEpoch": n.answer.epoch if n.answer else None,
+                            "error": n.error,
+                        }
+                        for n in nodes
+                    ],
+                    "nextLevels": {
+                        name: {
+                            "level": b["level"],
+                            "blockedBy": [n.node_id if n.node_id is not None else n.address for n in b["blockedBy"]],
+                        }
+                        for name, b in blocking.items()
+                    },
+                    "kraftkitSupports": {k: list(v) for k, v in reg.supported_ranges().items()},
+                }
+            )
+        )
+        return EXIT_OK
+    src = f" (newest answer: {_printable(newest.address)})" if newest else " (none finalized yet)"
+    lines = [f"{args.bootstrap_controller}: finalized features epoch {epoch}{src}"]
+    for name in names:
+        label = _level_label(name, finalized.get(name, 0))  # not listed: disabled, level 0
+        ranges = ", ".join(
+            f"{n.node_id if n.node_id is not None else _printable(n.address)}: "
+            f"{_range_text(n.answer.supported.get(name) if n.answer else None)}"
+            for n in answered
+        )
+        b = blocking[name]
+        why = ", ".join(
+            f"{node_name(n)} ({_range_text(n.answer.supported.get(name) if n.answer else None)})"
+            for n in b["blockedBy"]
+        )
+        nxt = f"level {b['level']} blocked by {why}" if why else f"level {b['level']} supported by every node"
+        if b["level"] is None:
+            nxt = "no level above"
+        lines.append(f"  {_printable(name):<36} finalized {label:<20} supported {ranges}; {nxt}")
+    for n in nodes:
+        at = f"{node_name(n)} at {_printable(n.address)}" if n.node_id is not None else _printable(n.address)
+        if n.answer is None:
+            lines.append(f"  {at}: no answer: {_printable(n.error or '')}")
+        else:
+            lines.append(f"  {at}: finalized features epoch {n.answer.epoch}")
+    print("\n".join(lines))
     return EXIT_OK

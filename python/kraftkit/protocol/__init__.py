@@ -8,7 +8,7 @@ encoded and decoded by the Rust codec from tables generated from Kafka's own JSO
 framing (a 4-byte size, then header and body), correlation ids and timeouts.
 """
 
-from kraftkit.protocol.client import KafkaConnection, ProtocolError, negotiate
+from kraftkit.protocol.client import FeatureAnswer, FeatureCache, KafkaConnection, ProtocolError, negotiate
 from kraftkit.protocol.messages import (
     API_KEYS,
     ApiKey,
@@ -22,6 +22,8 @@ from kraftkit.protocol.messages import (
 __all__ = [
     "API_KEYS",
     "ApiKey",
+    "FeatureAnswer",
+    "FeatureCache",
     "KafkaConnection",
     "ProtocolError",
     "decode_request",

@@ -1,10 +1,13 @@
-"""A blocking Kafka protocol client: framing, correlation ids, timeouts, ApiVersions."""
+"""A blocking Kafka protocol client: framing, correlation ids, timeouts, ApiVersions, and the
+client side of KIP-584: a feature cache fed by every ApiVersions answer."""
 
 from __future__ import annotations
 
 import itertools
 import socket
 import struct
+import threading
+from dataclasses import dataclass
 from typing import Any, Self
 
 from kraftkit.errors import KraftkitError
@@ -24,16 +27,78 @@ def negotiate(ours: tuple[int, int], theirs: tuple[int, int]) -> int | None:
     return hi if lo <= hi else None
 
 
+@dataclass(frozen=True)
+class FeatureAnswer:
+    """The feature fields of one node's ApiVersions answer (v3+): its supported ranges, the
+    finalized levels it knows (``MaxVersionLevel``; disabled features are not listed) and their
+    ``FinalizedFeaturesEpoch`` (-1: none yet)."""
+
+    address: str
+    supported: dict[str, tuple[int, int]]
+    finalized: dict[str, int]
+    epoch: int
+
+    @classmethod
+    def from_response(cls, address: str, resp: dict[str, Any]) -> FeatureAnswer:
+        return cls(
+            address,
+            {f["Name"]: (f["MinVersion"], f["MaxVersion"]) for f in resp.get("SupportedFeatures") or []},
+            {f["Name"]: f["MaxVersionLevel"] for f in resp.get("FinalizedFeatures") or []},
+            resp.get("FinalizedFeaturesEpoch", -1),
+        )
+
+
+class FeatureCache:
+    """What a client knows of a cluster's features (KIP-584, as Kafka's ``ApiVersions`` holder):
+    each node's latest supported ranges, and the finalized levels of the answer with the highest
+    ``FinalizedFeaturesEpoch`` seen. The finalized levels only move to a higher epoch: an answer
+    from a node that lags (or restarted behind) never rolls them back, and an answer with epoch -1
+    (nothing finalized yet) never sets them. One cache is shared by all the connections of a
+    client or admin object, from any thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.epoch = -1
+        self.finalized: dict[str, int] = {}
+        #: the answer the finalized levels come from (None until an answer with epoch >= 0)
+        self.newest: FeatureAnswer | None = None
+        #: each node's latest answer, by address
+        self.nodes: dict[str, FeatureAnswer] = {}
+
+    def update(self, answer: FeatureAnswer) -> bool:
+        """Records ``answer``; True if it moved the finalized levels to a higher epoch."""
+        with self._lock:
+            self.nodes[answer.address] = answer
+            if answer.epoch <= self.epoch:
+                return False
+            self.epoch, self.finalized, self.newest = answer.epoch, dict(answer.finalized), answer
+            return True
+
+    def snapshot(self) -> tuple[int, dict[str, int], FeatureAnswer | None]:
+        """``(epoch, finalized levels, the answer they come from)``, read together."""
+        with self._lock:
+            return self.epoch, dict(self.finalized), self.newest
+
+
 class KafkaConnection:
     """One TCP connection to a Kafka (or kraftkit) listener.
 
     ``request(api_key, version, body)`` sends one request and returns the decoded response
     body; ``api_versions()`` asks what the peer supports (retrying at v0 when it does not know
     the version asked, as Kafka's clients do) and ``version_for(api_key)`` picks the highest
-    version both sides speak.
+    version both sides speak. Every ApiVersions answer at v3+ feeds ``features`` (a
+    :class:`FeatureCache`, shared with other connections when given) and ``feature_answer``.
     """
 
-    def __init__(self, host: str, port: int, *, timeout: float = 10.0, client_id: str = "kraftkit") -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        timeout: float = 10.0,
+        client_id: str = "kraftkit",
+        features: FeatureCache | None = None,
+    ) -> None:
         self.address = f"{host}:{port}"
         self.client_id = client_id
         self.timeout = timeout
@@ -44,6 +109,8 @@ class KafkaConnection:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._ids = itertools.count(1)
         self.versions: dict[int, tuple[int, int]] | None = None
+        self.features = features if features is not None else FeatureCache()
+        self.feature_answer: FeatureAnswer | None = None
 
     def close(self) -> None:
         self.sock.close()
@@ -112,6 +179,9 @@ class KafkaConnection:
         if resp["ErrorCode"] != 0:
             raise ProtocolError(f"{self.address}: ApiVersions failed with error code {resp['ErrorCode']}")
         self.versions = {a["ApiKey"]: (a["MinVersion"], a["MaxVersion"]) for a in resp["ApiKeys"]}
+        if v >= 3:  # the feature fields are v3's tagged fields
+            self.feature_answer = FeatureAnswer.from_response(self.address, resp)
+            self.features.update(self.feature_answer)
         return self.versions
 
     def version_for(self, api_key: int) -> int:

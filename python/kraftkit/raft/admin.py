@@ -5,21 +5,23 @@
 its endpoint). ``describe()`` is what ``kafka-metadata-quorum.sh describe --status/--replication``
 shows; ``append()`` produces metadata records to ``__cluster_metadata`` with ``acks=-1`` and
 returns the committed offsets (a kraftkit quorum accepts this; a Kafka controller does not take
-Produce requests).
+Produce requests). Its connections share one :class:`~kraftkit.protocol.client.FeatureCache`
+(``features``). :func:`survey_features` asks every controller it can find for its features.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Self
 
 from kraftkit._core import encode_batch
 from kraftkit.errors import KraftkitError
-from kraftkit.protocol.client import KafkaConnection, ProtocolError
+from kraftkit.protocol.client import FeatureAnswer, FeatureCache, KafkaConnection, ProtocolError
 from kraftkit.protocol.messages import ApiKey
 from kraftkit.raft import messages as m
 
-__all__ = ["QuorumAdmin", "QuorumError", "parse_address"]
+__all__ = ["ControllerFeatures", "QuorumAdmin", "QuorumError", "parse_address", "survey_features"]
 
 
 class QuorumError(KraftkitError):
@@ -43,9 +45,15 @@ class QuorumAdmin:
     """Connects to ``bootstrap`` (HOST:PORT); ``timeout`` bounds every request and the leader search."""
 
     def __init__(
-        self, bootstrap: str, *, timeout: float = 10.0, topic: m.TopicPartition = m.METADATA_PARTITION
+        self,
+        bootstrap: str,
+        *,
+        timeout: float = 10.0,
+        topic: m.TopicPartition = m.METADATA_PARTITION,
+        features: FeatureCache | None = None,
     ) -> None:
         self.bootstrap = parse_address(bootstrap)
+        self.features = features if features is not None else FeatureCache()
         self.timeout = timeout
         self.tp = topic
         self._conn: KafkaConnection | None = None
@@ -65,7 +73,9 @@ class QuorumAdmin:
 
     def _connection(self) -> KafkaConnection:
         if self._conn is None:
-            self._conn = KafkaConnection(*self._addr, timeout=self.timeout, client_id="kraftkit-quorum")
+            self._conn = KafkaConnection(
+                *self._addr, timeout=self.timeout, client_id="kraftkit-quorum", features=self.features
+            )
             self._conn.api_versions()
         return self._conn
 
@@ -143,6 +153,27 @@ class QuorumAdmin:
             self.endpoints[b["BrokerId"]] = (b["Host"], b["Port"])
         leader = resp.get("ControllerId", -1)
         return leader >= 0 and self._move_to(leader)
+
+    def controllers(self, conn: KafkaConnection | None = None) -> dict[int, tuple[str, int]] | None:
+        """The controllers DescribeCluster (EndpointType 2, KIP-919) names, by id; None if the
+        node does not answer it for controllers."""
+        conn = conn or self._connection()
+        try:
+            v = conn.version_for(ApiKey.DESCRIBE_CLUSTER)
+        except ProtocolError:
+            return None
+        if v < 1:  # EndpointType is v1's
+            return None
+        resp = conn.request(
+            ApiKey.DESCRIBE_CLUSTER,
+            v,
+            {"IncludeClusterAuthorizedOperations": False, "EndpointType": 2, "IncludeFencedBrokers": False},
+        )
+        if resp.get("ErrorCode") or resp.get("EndpointType") != 2:
+            return None
+        found = {b["BrokerId"]: (b["Host"], b["Port"]) for b in resp.get("Brokers") or []}
+        self.endpoints.update(found)
+        return found
 
     def cluster_id(self) -> str | None:
         conn = self._connection()
@@ -223,3 +254,73 @@ class QuorumAdmin:
                     time.sleep(0.05)
                 continue
             raise QuorumError(f"append failed: error {err}: {part.get('ErrorMessage') or ''}", err)
+
+
+#: the most controllers a survey asks beyond its bootstrap addresses (KRaft quorums have a handful)
+MAX_SURVEYED = 64
+
+
+@dataclass(frozen=True)
+class ControllerFeatures:
+    """One controller's part of a :func:`survey_features`: its id (None for a bootstrap address
+    no controller list named), address, and its ApiVersions feature answer or why there is none."""
+
+    node_id: int | None
+    address: str
+    answer: FeatureAnswer | None
+    error: str | None = None
+
+
+def survey_features(
+    bootstrap: list[str], *, timeout: float = 10.0, features: FeatureCache | None = None
+) -> tuple[FeatureCache, list[ControllerFeatures]]:
+    """Asks ApiVersions of every controller it can find: the ``bootstrap`` addresses (HOST:PORT),
+    then every controller their DescribeCluster names (as Kafka's admin client finds controllers
+    with ``--bootstrap-controller``). All the answers feed one :class:`FeatureCache` (returned),
+    whose finalized levels are the newest answer's. ``timeout`` bounds the whole survey.
+    A bootstrap address that answered but that no controller list names is left out when some
+    node named controllers (it is one of them under another name); otherwise every bootstrap
+    address is kept, with its answer or its error."""
+    cache = features if features is not None else FeatureCache()
+    deadline = time.monotonic() + timeout
+    asked: dict[tuple[str, int], FeatureAnswer | str] = {}
+    found: dict[int, tuple[str, int]] = {}
+
+    def ask(addr: tuple[str, int], *, discover: bool) -> None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            asked[addr] = f"not asked: no time left of {timeout}s"
+            return
+        try:
+            with QuorumAdmin(f"{addr[0]}:{addr[1]}", timeout=left, features=cache) as admin:
+                conn = admin._connection()
+                if conn.feature_answer is None:
+                    asked[addr] = "its ApiVersions answer carries no features (below v3)"
+                else:
+                    asked[addr] = conn.feature_answer
+                if discover:
+                    found.update(admin.controllers(conn) or {})
+        except (ProtocolError, QuorumError) as e:
+            asked.setdefault(addr, str(e).removeprefix(f"{addr[0]}:{addr[1]}: "))  # the address is the entry's
+        except (ValueError, OverflowError) as e:  # an endpoint a peer named that cannot be one (port, host)
+            asked.setdefault(addr, f"not a reachable endpoint: {e}")
+
+    for text in bootstrap:
+        ask(parse_address(text), discover=True)
+    for k, addr in enumerate(sorted(set(found.values()) - set(asked))):
+        if k < MAX_SURVEYED:
+            ask(addr, discover=False)
+        else:  # a controller list this long is not a quorum's: the rest are listed, not asked
+            asked[addr] = f"not asked: more than {MAX_SURVEYED} controllers named"
+    out = [ControllerFeatures(i, f"{h}:{p}", *_answer_or_error(asked[(h, p)])) for i, (h, p) in sorted(found.items())]
+    named = set(found.values())
+    out += [
+        ControllerFeatures(None, f"{h}:{p}", *_answer_or_error(a))
+        for (h, p), a in asked.items()
+        if (h, p) not in named and (not named or isinstance(a, str))
+    ]
+    return cache, out
+
+
+def _answer_or_error(a: FeatureAnswer | str) -> tuple[FeatureAnswer | None, str | None]:
+    return (None, a) if isinstance(a, str) else (a, None)
