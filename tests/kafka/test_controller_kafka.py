@@ -9,10 +9,7 @@ and 4.3.1's."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import select
-import signal
 import subprocess
 import sys
 import time
@@ -25,6 +22,7 @@ from kraftkit.features.registry import registry
 from kraftkit.features.storage.format import BOOTSTRAP_FILE, BOOTSTRAP_SNAPSHOT, CLUSTER_METADATA_DIR
 from kraftkit.features.storage.info import read_bootstrap
 from kraftkit.raft.admin import QuorumAdmin
+from tests._procs import KraftkitProcess
 from tests.harness import jars, tools
 from tests.harness.node import free_port, random_cluster_id
 
@@ -33,40 +31,11 @@ pytestmark = pytest.mark.kafka
 METADATA = CLUSTER_METADATA_DIR
 
 
-class ControllerProcess:
-    """``kraftkit controller run ARGS`` as a child process: its ``listening`` line read; stopped by
-    its pid (SIGTERM, then SIGKILL after a bound). Its log goes to ``log_path``."""
+class ControllerProcess(KraftkitProcess):
+    """``kraftkit controller run ARGS`` as a child process (see ``tests._procs``)."""
 
     def __init__(self, args: list[str], log_path: Path, *, timeout: float = 60.0) -> None:
-        self.log_path = log_path
-        self._err = open(log_path, "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "kraftkit.cli.main", "controller", "run", *args],
-                                     stdout=subprocess.PIPE, stderr=self._err, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        line = self.proc.stdout.readline() if ready else b""
-        if not line:
-            self.stop()
-            pytest.fail(f"kraftkit controller run did not start within {timeout:.0f}s:\n{self.log_tail()}")
-        self.info = json.loads(line)
-
-    def stop(self, timeout: float = 30.0) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=30)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self._err.close()
-        return self.proc.returncode
-
-    def log_tail(self, lines: int = 30) -> str:
-        text = self.log_path.read_text(errors="replace").splitlines()[-lines:]
-        return f"--- tail of {self.log_path} ---\n" + "\n".join(text)
+        super().__init__(["controller", "run"], args, log_path, timeout=timeout)
 
 
 def parse_describe(text: str) -> dict[str, dict[str, str]]:

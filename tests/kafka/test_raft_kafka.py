@@ -15,10 +15,7 @@ The real quorum comes from ``tests/harness/quorum.py``; kraftkit runs as real pr
 from __future__ import annotations
 
 import json
-import os
 import re
-import select
-import signal
 import subprocess
 import sys
 import time
@@ -31,6 +28,7 @@ from kraftkit.errors import KraftkitError
 from kraftkit.metadata.image import load_image
 from kraftkit.raft.admin import QuorumAdmin
 from kraftkit.raft.core import RaftConfig
+from tests._procs import KraftkitProcess
 from tests.harness import jars, tools
 from tests.harness.node import free_port, random_cluster_id
 from tests.harness.quorum import KafkaQuorum, metadata_quorum, parse_replication, parse_status
@@ -70,53 +68,11 @@ def wait_until(what: str, fn: Callable[[], Any], timeout: float, on_timeout: Cal
         time.sleep(0.2)
 
 
-class KraftkitNode:
-    """``kraftkit quorum run ARGS`` as a child process: started, its ``listening`` line read,
-    stopped by its pid (SIGTERM, then SIGKILL after a bound). Its log goes to ``log_path``."""
+class KraftkitNode(KraftkitProcess):
+    """``kraftkit quorum run ARGS`` as a child process (see ``tests._procs``)."""
 
     def __init__(self, args: list[str], log_path: Path, *, timeout: float = 60.0) -> None:
-        self.log_path = log_path
-        self._err = open(log_path, "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "kraftkit.cli.main", "quorum", "run", *args],
-                                     stdout=subprocess.PIPE, stderr=self._err, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
-        try:
-            self.info = self._listening(timeout)
-        except BaseException:
-            self.stop()
-            raise
-        self.address = f"{self.info['host']}:{self.info['port']}"
-
-    def _listening(self, timeout: float) -> dict:
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        line = self.proc.stdout.readline() if ready else b""
-        if not line:
-            pytest.fail(f"kraftkit quorum run did not start within {timeout:.0f}s (exit {self.proc.poll()}):\n"
-                        f"{self.log_tail()}")
-        info = json.loads(line)
-        assert info["event"] == "listening"
-        return info
-
-    def stop(self, timeout: float = 30.0) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=30)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self._err.close()
-        return self.proc.returncode
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace").splitlines()[-lines:]
-        except FileNotFoundError:
-            return "(no log)"
-        return f"--- tail of {self.log_path} ---\n" + "\n".join(text)
+        super().__init__(["quorum", "run"], args, log_path, timeout=timeout)
 
 
 def segments(partition_dir: Path) -> tuple[int, bytes]:

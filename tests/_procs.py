@@ -1,0 +1,62 @@
+"""A ``kraftkit`` server command (``quorum run``, ``controller run``) as a child process, for the
+tests that drive real processes: started, its ``listening`` line read, stopped by its pid
+(SIGTERM, then SIGKILL after a bound); its stderr goes to a log file."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+class KraftkitProcess:
+    def __init__(self, command: list[str], args: list[str], log_path: Path, *, timeout: float = 60.0) -> None:
+        self.command = " ".join(command)
+        self.log_path = log_path
+        self._err = open(log_path, "wb")
+        self.proc = subprocess.Popen([sys.executable, "-m", "kraftkit.cli.main", *command, *args],
+                                     stdout=subprocess.PIPE, stderr=self._err, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        try:
+            self.info = self._listening(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        self.address = f"{self.info['host']}:{self.info['port']}"
+
+    def _listening(self, timeout: float) -> dict:
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if ready else b""
+        if not line:
+            pytest.fail(f"kraftkit {self.command} did not start within {timeout:.0f}s (exit {self.proc.poll()}):\n"
+                        f"{self.log_tail()}")
+        info = json.loads(line)
+        assert info["event"] == "listening", info
+        return info
+
+    def stop(self, timeout: float = 30.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=30)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._err.close()
+        return self.proc.returncode
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()[-lines:]
+        except FileNotFoundError:
+            return "(no log)"
+        return f"--- tail of {self.log_path} ---\n" + "\n".join(text)
