@@ -3,19 +3,16 @@ kraftkit's ``storage format`` wrote, and readings of their committed logs."""
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 from kraftkit._core import decode_metadata_record
+from kraftkit._kafka import FEATURE_LEVEL
 from kraftkit.controller import ControllerNode, read_bootstrap_metadata
 from kraftkit.features.storage.format import format_storage
 from kraftkit.raft.core import RaftConfig
 from kraftkit.raft.driver import NodeConfig
 from kraftkit.raft.quorum_state import Role
-
-from tests.raft._cluster import CLUSTER_ID, FAST, free_ports
-
-FEATURE_LEVEL_KEY = 12  # FeatureLevelRecord's api key in Kafka's metadata schemas
+from tests.raft._cluster import CLUSTER_ID, FAST, free_ports, running  # noqa: F401  (the tests take running from here)
 
 
 def format_dirs(root: Path, n: int = 3, **kw) -> tuple[dict[int, tuple[str, int]], list[Path]]:
@@ -40,17 +37,6 @@ def make_controllers(root: Path, n: int = 3, **kw) -> list[ControllerNode]:
     return [controller(voters, d, i) for i, d in zip(voters, dirs, strict=True)]
 
 
-@contextlib.asynccontextmanager
-async def running(nodes: list[ControllerNode]):
-    for n in nodes:
-        await n.start()
-    try:
-        yield nodes
-    finally:
-        for n in nodes:
-            await n.stop()
-
-
 def active_of(nodes: list[ControllerNode]) -> ControllerNode | None:
     live = [n for n in nodes if n._loop is not None and n.controller.active]
     return live[0] if len(live) == 1 else None
@@ -65,7 +51,7 @@ def committed_feature_records(node: ControllerNode) -> list[tuple[int, int, str,
             continue
         for r in batch.records():
             api_key, _v, data = decode_metadata_record(r.value)
-            if api_key == FEATURE_LEVEL_KEY:
+            if api_key == FEATURE_LEVEL:
                 out.append((batch.base_offset, r.offset, data["Name"], data["FeatureLevel"]))
     return out
 

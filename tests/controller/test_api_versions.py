@@ -12,7 +12,6 @@ import pytest
 from kraftkit.features.registry import registry
 from kraftkit.protocol import KafkaConnection
 from kraftkit.protocol.messages import ApiKey
-
 from tests.raft._cluster import wait_for
 
 from ._nodes import active_of, committed_feature_records, make_controllers, running

@@ -16,7 +16,6 @@ from kraftkit.features.registry import registry
 from kraftkit.features.storage.format import BOOTSTRAP_FILE, BOOTSTRAP_SNAPSHOT, CLUSTER_METADATA_DIR, format_storage
 from kraftkit.features.storage.info import read_bootstrap
 from kraftkit.metadata.snapshot import SnapshotReader
-
 from tests.raft._cluster import CLUSTER_ID, FAST, wait_for
 
 from ._nodes import active_of, committed_feature_records, controller, format_dirs, make_controllers, running

@@ -12,7 +12,6 @@ import sys
 import pytest
 
 from kraftkit.features.storage.format import BOOTSTRAP_FILE, format_storage
-
 from tests.raft._cluster import CLUSTER_ID, free_ports
 
 pytestmark = pytest.mark.timeout(120)

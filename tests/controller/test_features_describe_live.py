@@ -15,7 +15,6 @@ import sys
 import pytest
 
 from kraftkit.raft.admin import QuorumAdmin, survey_features
-
 from tests.protocol.test_feature_cache import nodes  # noqa: F401 (a fixture: fake ApiVersions answers)
 from tests.raft._cluster import free_ports, wait_for
 

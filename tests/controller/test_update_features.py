@@ -11,12 +11,12 @@ import uuid
 import pytest
 
 from kraftkit._core import decode_metadata_record
+from kraftkit._kafka import FEATURE_LEVEL, REGISTER_BROKER
 from kraftkit.controller import FeatureControlManager
 from kraftkit.features.registry import registry
 from kraftkit.metadata.image import MetadataImage
 from kraftkit.protocol import KafkaConnection
 from kraftkit.protocol.messages import ApiKey
-
 from tests.raft._cluster import wait_for
 
 from ._nodes import active_of, committed_feature_records, make_controllers, running
@@ -25,7 +25,6 @@ pytestmark = pytest.mark.timeout(120)
 
 # Kafka's error codes (org.apache.kafka.common.protocol.Errors)
 NONE, NOT_CONTROLLER, INVALID_UPDATE_VERSION = 0, 41, 95
-FEATURE_LEVEL_KEY, REGISTER_BROKER_KEY = 12, 0
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 ALL_FAILED = "The update failed for all features since the following feature had an error: "
 
@@ -33,9 +32,9 @@ ALL_FAILED = "The update failed for all features since the following feature had
 def image_with(levels: dict[str, int], brokers: dict[int, dict[str, tuple[int, int]]] | None = None) -> MetadataImage:
     img = MetadataImage()
     for name, level in levels.items():
-        img.replay(FEATURE_LEVEL_KEY, 0, {"Name": name, "FeatureLevel": level})
+        img.replay(FEATURE_LEVEL, 0, {"Name": name, "FeatureLevel": level})
     for bid, feats in (brokers or {}).items():
-        img.replay(REGISTER_BROKER_KEY, 3, {
+        img.replay(REGISTER_BROKER, 3, {
             "BrokerId": bid, "IncarnationId": uuid.uuid4(), "BrokerEpoch": 10 + bid,
             "Features": [{"Name": n, "MinSupportedVersion": lo, "MaxSupportedVersion": hi}
                          for n, (lo, hi) in feats.items()]})
@@ -51,7 +50,7 @@ def decoded(records: list[bytes]) -> list[tuple[str, int]]:
     out = []
     for v in records:
         key, _ver, data = decode_metadata_record(v)
-        assert key == FEATURE_LEVEL_KEY
+        assert key == FEATURE_LEVEL
         out.append((data["Name"], data["FeatureLevel"]))
     return out
 

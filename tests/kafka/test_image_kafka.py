@@ -99,6 +99,15 @@ def _describe(version: str, bootstrap: str) -> dict[str, dict]:
     return topics
 
 
+def keep_only_raft_state(d: Path) -> None:
+    """Empties a metadata partition directory but for ``quorum-state`` and ``partition.metadata``
+    (the node's raft state), so that a snapshot written there next is all its log holds."""
+    for p in list(d.iterdir()):
+        if p.name not in ("quorum-state", "partition.metadata"):
+            p.chmod(0o644)
+            p.unlink()
+
+
 def test_kafka_boots_from_a_kraftkit_snapshot(kafka_jars, tmp_path):
     # A private copy: this test replaces the metadata log, which other tests must not see.
     data = scenario.build_oracle_data(tmp_path / "data")
@@ -108,11 +117,7 @@ def test_kafka_boots_from_a_kraftkit_snapshot(kafka_jars, tmp_path):
     # Keep only kraftkit's snapshot: no segments, no Kafka snapshots, no producer
     # snapshots, no leader-epoch cache (Kafka truncates the empty log to the snapshot's end
     # offset and records the snapshot's epoch there itself).
-    for p in list(d.iterdir()):
-        if p.name in ("quorum-state", "partition.metadata"):
-            continue
-        p.chmod(0o644)
-        p.unlink()
+    keep_only_raft_state(d)
     snap = img.write_snapshot(d)
     assert snap.name == f"{end:020d}-{img.provenance.epoch:010d}.checkpoint"
     SnapshotReader(snap).check()

@@ -79,15 +79,12 @@ def test_kafka_44_boots_from_a_kraftkit_snapshot(tmp_path):
     from kraftkit.metadata.versions import mv_name
     from tests.harness.node import free_port
     from tests.kafka.test_downgrade_kafka import OlderAdminNode, _describe_topics, _tool
+    from tests.kafka.test_image_kafka import keep_only_raft_state
 
     data = metadata_scenario.build_metadata_oracle(tmp_path / "data", version=V)
     d = data.metadata_log_dir
     img = load_image(d)
-    for p in list(d.iterdir()):
-        if p.name in ("quorum-state", "partition.metadata"):
-            continue
-        p.chmod(0o644)
-        p.unlink()
+    keep_only_raft_state(d)
     snap = img.write_snapshot(d)
     SnapshotReader(snap).check()
     class BootNode(OlderAdminNode):
