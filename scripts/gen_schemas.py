@@ -75,6 +75,11 @@ RPC_MESSAGES = [
     "DescribeClusterRequest", "DescribeClusterResponse",
     # served by the controller (KIP-584 feature updates, kafka-features.sh --bootstrap-controller)
     "UpdateFeaturesRequest", "UpdateFeaturesResponse",
+    # served by the controller: registration and liveness of controllers and brokers
+    "ControllerRegistrationRequest", "ControllerRegistrationResponse",
+    "BrokerRegistrationRequest", "BrokerRegistrationResponse",
+    "BrokerHeartbeatRequest", "BrokerHeartbeatResponse",
+    "UnregisterBrokerRequest", "UnregisterBrokerResponse",
 ]
 
 # The control record types that carry a schema, by their ControlRecordType name (the type ids
