@@ -30,6 +30,7 @@ from pathlib import Path
 
 from kraftkit._core import RecordBatch
 from kraftkit.controller.bootstrap import BootstrapMetadata
+from kraftkit.controller.faults import crash_point
 from kraftkit.controller.features import FeatureControlManager
 from kraftkit.metadata.image import MetadataImage
 from kraftkit.metadata.snapshot import SnapshotId
@@ -114,6 +115,7 @@ class QuorumController:
             self._bootstrapping = False
             log.info("node %d: bootstrap not appended: %s", self.node.node_id, e)
             return
+        crash_point("bootstrap-appended")
         log.info(
             "node %d: the metadata log is empty: appending %d bootstrap record(s) at metadata.version %d from %s "
             "as one batch of %d records at offset %d (epoch %d)",
@@ -189,6 +191,7 @@ class QuorumController:
                 base, committed = self.node.append_nowait(change.records)
             except NotLeaderError:
                 return _update_answer(version, *self._not_controller(), names)
+            crash_point("feature-update-appended")
             # the next request is validated only once this one's fate is known (committed, or
             # failed with the leadership), even when its answer went out at the timeout first
             held_by_append = True
