@@ -212,6 +212,6 @@ def test_an_update_that_cannot_commit_is_answered_request_timed_out(tmp_path):
             assert got["ErrorCode"] == 7  # REQUEST_TIMED_OUT
             assert "were not committed within 100 ms" in got["ErrorMessage"]
             assert then["ErrorCode"] == 7
-            assert then["ErrorMessage"].startswith("an earlier feature update was not committed within 100 ms")
+            assert then["ErrorMessage"].startswith("an earlier controller write was not committed within 100 ms")
             assert leader.controller.image.features.get("group.version", 0) == 0
     asyncio.run(asyncio.wait_for(main(), 90))

@@ -16,27 +16,34 @@ leader appended is either committed by now (the new leader's log holds it, and i
 new epoch's LeaderChange: the image has a metadata.version, nothing is appended again) or gone
 from every log that can win an election, so it is never committed twice.
 
-**Requests.** While active it turns UpdateFeatures into FeatureLevelRecords (one batch, answered
-once committed), one request at a time; a node that is not the active controller answers
-NOT_CONTROLLER, as Kafka's controllers do (the admin client then finds the active one).
+**Requests.** While active it turns UpdateFeatures into FeatureLevelRecords and the registration
+RPCs (BrokerRegistration, BrokerHeartbeat, UnregisterBroker, ControllerRegistration) into the
+records of :mod:`kraftkit.controller.cluster`, one write at a time: each is validated against the
+committed image and answered once its records are committed, so the next one sees them. A node that
+is not the active controller answers NOT_CONTROLLER, as Kafka's controllers do (the client then
+finds the active one). While active it also fences a broker whose session expired, one at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from kraftkit._core import RecordBatch
 from kraftkit.controller.bootstrap import BootstrapMetadata
+from kraftkit.controller.cluster import ClusterControlManager, ControllerError
 from kraftkit.controller.faults import crash_point
 from kraftkit.controller.features import FeatureControlManager
+from kraftkit.controller.registration import ControllerRegistrationManager
 from kraftkit.metadata.image import MetadataImage
 from kraftkit.metadata.snapshot import SnapshotId
 from kraftkit.protocol.messages import Errors
 from kraftkit.raft.driver import NotLeaderError, RaftDriver
 from kraftkit.raft.quorum_state import Role
+from kraftkit.raft.server import CONTROLLER_LISTENER
 from kraftkit.raft.state import LeaderState
 
 __all__ = ["QuorumController"]
@@ -45,20 +52,30 @@ log = logging.getLogger(__name__)
 
 #: UpdateFeaturesRequest's default timeoutMs
 DEFAULT_TIMEOUT_MS = 60000
+#: broker.session.timeout.ms's default
+DEFAULT_SESSION_TIMEOUT_MS = 9000
+#: how long a registration or heartbeat may wait for its records' commit (Kafka's controller
+#: gives controller-bound requests request.timeout.ms, 30 s by default)
+WRITE_TIMEOUT_MS = 30000
 
 
 class QuorumController:
     """The controller of one node of the quorum (register it as a listener of ``node``)."""
 
-    def __init__(self, node: RaftDriver, bootstrap: BootstrapMetadata) -> None:
+    def __init__(
+        self, node: RaftDriver, bootstrap: BootstrapMetadata, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
+    ) -> None:
         self.node = node
         self.bootstrap = bootstrap
         self.features = FeatureControlManager(node.node_id, node.config.voters)
+        self.cluster = ClusterControlManager(node.config.cluster_id, session_timeout_ms)
+        self._fence_timer: asyncio.TimerHandle | None = None
+        self.registration = ControllerRegistrationManager(self, CONTROLLER_LISTENER)
         #: the leader epoch in which this node is the active controller (-1: it is not)
         self.active_epoch = -1
         self._claimed_epoch = -1  # an epoch this node leads and has not activated in yet
         self._bootstrapping = False
-        self._lock: asyncio.Lock | None = None  # UpdateFeatures one at a time (made on the loop)
+        self._lock: asyncio.Lock | None = None  # one write at a time (made on the loop)
 
     # ------------------------------------------------------------------ state
     @property
@@ -73,10 +90,13 @@ class QuorumController:
     # ------------------------------------------------------------------ raft listener
     def handle_commit(self, batches: list[RecordBatch]) -> None:
         self.features.replay(batches)
+        self.cluster.replay(batches)
         self._maybe_activate()
+        self.registration.maybe_register()
 
     def handle_load_snapshot(self, path: Path, snapshot_id: SnapshotId) -> None:
         self.features.load_snapshot(self.image, snapshot_id.end_offset)
+        self.cluster.load_snapshot(self.image, snapshot_id.end_offset)
 
     def handle_leader_change(self, leader_id: int, epoch: int, role: Role) -> None:
         if role is Role.LEADER:
@@ -86,6 +106,8 @@ class QuorumController:
             if self.active_epoch >= 0:
                 log.info("node %d: no longer the active controller (epoch %d)", self.node.node_id, epoch)
             self.active_epoch = self._claimed_epoch = -1
+            self._deactivate()
+            self.registration.maybe_register()
 
     def _maybe_activate(self) -> None:
         rep = self.node.replica()
@@ -100,6 +122,9 @@ class QuorumController:
         mv = self.image.metadata_version
         if mv is not None:
             self.active_epoch = epoch
+            self.cluster.activate(self.image)
+            self._schedule_fencing()
+            asyncio.get_running_loop().call_soon(self.registration.maybe_register)
             log.info("node %d: active controller in epoch %d at metadata.version %d", self.node.node_id, epoch, mv)
             return
         self._bootstrapping = True
@@ -144,6 +169,193 @@ class QuorumController:
 
         committed.add_done_callback(done)
 
+    async def close(self) -> None:
+        """The node stops: no more registration attempts or fencing checks."""
+        self._deactivate()
+        await self.registration.close()
+
+    def _deactivate(self) -> None:
+        self.cluster.deactivate()
+        if self._fence_timer is not None:
+            self._fence_timer.cancel()
+            self._fence_timer = None
+
+    # ------------------------------------------------------------------ writes
+    def _write_lock(self) -> asyncio.Lock:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
+
+    async def _write(
+        self, what: str, build: Callable[[], tuple[list[bytes], Any]], timeout_ms: int, crash_at: str = ""
+    ) -> Any:
+        """Runs ``build`` (validation against the committed image: the records to append and the
+        answer, or :class:`ControllerError`) as the one write in progress, appends its records as
+        one batch and returns the answer once they are committed. NOT_CONTROLLER when this node is
+        not (or stops being) the active controller, REQUEST_TIMED_OUT when the commit takes longer
+        than ``timeout_ms``."""
+        lock = self._write_lock()
+        try:
+            await asyncio.wait_for(lock.acquire(), timeout_ms / 1000)
+        except TimeoutError:
+            raise ControllerError(
+                Errors.REQUEST_TIMED_OUT,
+                f"an earlier controller write was not committed within {timeout_ms} ms; this {what} waited for it",
+            ) from None
+        held_by_append = False
+        try:
+            if not self.active:
+                raise ControllerError(*self._not_controller())
+            records, answer = build()
+            if not records:
+                return answer
+            try:
+                base, committed = self.node.append_nowait(records)
+            except NotLeaderError:
+                raise ControllerError(*self._not_controller()) from None
+            if crash_at:
+                crash_point(crash_at)
+            held_by_append = True  # the next write is validated once this one's fate is known
+            committed.add_done_callback(lambda _f: lock.release())
+            try:
+                await asyncio.wait_for(asyncio.shield(committed), timeout_ms / 1000)
+            except TimeoutError:
+                raise ControllerError(
+                    Errors.REQUEST_TIMED_OUT,
+                    f"the records of this {what} at offset {base} were not committed within {timeout_ms} ms",
+                ) from None
+            except NotLeaderError as e:
+                raise ControllerError(Errors.NOT_CONTROLLER, str(e)) from None
+            return answer
+        finally:
+            if not held_by_append:
+                lock.release()
+
+    async def _answer(
+        self, what: str, build: Callable[[], tuple[list[bytes], Any]], reply: Callable[..., dict]
+    ) -> dict:
+        try:
+            return reply(await self._write(what, build, WRITE_TIMEOUT_MS))
+        except ControllerError as e:
+            if e.code != Errors.NOT_CONTROLLER:
+                log.warning("node %d: %s refused: %s", self.node.node_id, what, e.message)
+            return reply(None, e)
+
+    # ------------------------------------------------------------------ registration RPCs
+    def _kraft_version(self) -> int:
+        return self.image.kraft_version or 0
+
+    async def register_broker(self, body: Mapping, version: int) -> dict:
+        """Answers a BrokerRegistrationRequest: the broker's epoch once its record is committed."""
+
+        def build() -> tuple[list[bytes], int]:
+            offset = self.node.replica().log.end_offset
+            return self.cluster.register_broker(self.image, body, offset, self._kraft_version())
+
+        def reply(epoch: int | None, error: ControllerError | None = None) -> dict:
+            return {
+                "ThrottleTimeMs": 0,
+                "ErrorCode": error.code if error else Errors.NONE,
+                "BrokerEpoch": -1 if epoch is None else epoch,
+            }
+
+        return await self._answer(f"BrokerRegistration of broker {body.get('BrokerId')}", build, reply)
+
+    async def broker_heartbeat(self, body: Mapping, version: int) -> dict:
+        """Answers a BrokerHeartbeatRequest (unfencing, fencing, shutdown, as the rules say)."""
+
+        def reply(r: Any, error: ControllerError | None = None) -> dict:
+            if r is None:
+                return {
+                    "ThrottleTimeMs": 0,
+                    "ErrorCode": error.code if error else 0,
+                    "IsCaughtUp": False,
+                    "IsFenced": True,
+                    "ShouldShutDown": False,
+                }
+            return {
+                "ThrottleTimeMs": 0,
+                "ErrorCode": 0,
+                "IsCaughtUp": r.is_caught_up,
+                "IsFenced": r.is_fenced,
+                "ShouldShutDown": r.should_shut_down,
+            }
+
+        return await self._answer(
+            f"BrokerHeartbeat of broker {body.get('BrokerId')}", lambda: self.cluster.heartbeat(self.image, body), reply
+        )
+
+    async def unregister_broker(self, body: Mapping, version: int) -> dict:
+        bid = body.get("BrokerId", -1)
+
+        def reply(_r: Any, error: ControllerError | None = None) -> dict:
+            return {
+                "ThrottleTimeMs": 0,
+                "ErrorCode": error.code if error else 0,
+                "ErrorMessage": error.message if error else None,
+            }
+
+        return await self._answer(
+            f"UnregisterBroker of broker {bid}", lambda: (self.cluster.unregister_broker(self.image, bid), None), reply
+        )
+
+    async def register_controller(self, body: Mapping, version: int) -> dict:
+        def reply(_r: Any, error: ControllerError | None = None) -> dict:
+            return {
+                "ThrottleTimeMs": 0,
+                "ErrorCode": error.code if error else 0,
+                "ErrorMessage": error.message if error else None,
+            }
+
+        return await self._answer(
+            f"ControllerRegistration of controller {body.get('ControllerId')}",
+            lambda: (self.cluster.register_controller(self.image, body), None),
+            reply,
+        )
+
+    # ------------------------------------------------------------------ session expiry
+    def _schedule_fencing(self) -> None:
+        """Checks for an expired broker session when the oldest unfenced one expires."""
+        if self._fence_timer is not None:
+            self._fence_timer.cancel()
+            self._fence_timer = None
+        if not self.active:
+            return
+        loop = asyncio.get_running_loop()
+        at = self.cluster.next_expiry()
+        if at is None:
+            at = loop.time() + self.cluster.session_timeout  # a broker may register meanwhile
+        delay = max(0.0, at - self.cluster.now()) + 0.001
+        self._fence_timer = loop.call_later(delay, self._on_fence_timer)
+
+    def _on_fence_timer(self) -> None:
+        self._fence_timer = None
+        asyncio.get_running_loop().create_task(self._fence_stale())
+
+    async def _fence_stale(self) -> None:
+        """Fences every broker whose session expired, one batch each (Kafka fences one at a time,
+        so each fencing is visible before the next)."""
+        try:
+            while self.active:
+                bid = self.cluster.stale_broker()
+                if bid is None:
+                    break
+                log.info("node %d: fencing broker %d because its session has timed out", self.node.node_id, bid)
+
+                def build(bid: int = bid) -> tuple[list[bytes], None]:
+                    if self.cluster.stale_broker() != bid:
+                        return [], None  # it heartbeated while the previous fencing committed
+                    self.cluster.mark_fenced(bid)
+                    return self.cluster.fence_records(self.image, bid), None
+
+                try:
+                    await self._write(f"fencing broker {bid}", build, WRITE_TIMEOUT_MS)
+                except ControllerError as e:
+                    log.warning("node %d: fencing broker %d failed: %s", self.node.node_id, bid, e.message)
+                    break
+        finally:
+            self._schedule_fencing()
+
     # ------------------------------------------------------------------ UpdateFeatures
     def _not_controller(self) -> tuple[int, str]:
         leader, epoch = self.node.leader()
@@ -157,67 +369,34 @@ class QuorumController:
         """Answers an UpdateFeatures request (decoded at ``version``): validated against the image,
         its FeatureLevelRecords committed as one batch unless ``ValidateOnly``; the answer comes
         once they are committed (or the request's ``timeoutMs`` passed: REQUEST_TIMED_OUT)."""
-        if self._lock is None:
-            self._lock = asyncio.Lock()
         names = [u.get("Feature", "") for u in body.get("FeatureUpdates") or []]
-        if not self.active:
-            return _update_answer(version, *self._not_controller(), names)
         # (Kafka's controller sets no deadline on UpdateFeatures; kraftkit honours the request's own
         # timeoutMs, 60 s when it gives none, so an answer never waits on a commit forever)
         timeout_ms = body.get("timeoutMs", 0)
         if timeout_ms <= 0:
             timeout_ms = DEFAULT_TIMEOUT_MS
-        lock = self._lock
-        try:
-            await asyncio.wait_for(lock.acquire(), timeout_ms / 1000)
-        except TimeoutError:
-            return _update_answer(
-                version,
-                Errors.REQUEST_TIMED_OUT,
-                f"an earlier feature update was not committed within {timeout_ms} ms; this one waited for it",
-                names,
-            )
-        held_by_append = False
-        try:
-            if not self.active:
-                return _update_answer(version, *self._not_controller(), names)
+
+        def build() -> tuple[list[bytes], None]:
             change = self.features.update_features(self.image, body, version)
             if change.error_code != Errors.NONE:
-                log.warning("node %d: UpdateFeatures refused: %s", self.node.node_id, change.message)
-                return _update_answer(version, change.error_code, change.message, names)
-            if body.get("ValidateOnly") or not change.records:
-                return _update_answer(version, Errors.NONE, None, names)
-            try:
-                base, committed = self.node.append_nowait(change.records)
-            except NotLeaderError:
-                return _update_answer(version, *self._not_controller(), names)
-            crash_point("feature-update-appended")
-            # the next request is validated only once this one's fate is known (committed, or
-            # failed with the leadership), even when its answer went out at the timeout first
-            held_by_append = True
-            committed.add_done_callback(lambda _f: lock.release())
-            try:
-                last = await asyncio.wait_for(asyncio.shield(committed), timeout_ms / 1000)
-            except TimeoutError:
-                return _update_answer(
-                    version,
-                    Errors.REQUEST_TIMED_OUT,
-                    f"the feature records at offset {base} were not committed within {timeout_ms} ms",
-                    names,
-                )
-            except NotLeaderError as e:
-                return _update_answer(version, Errors.NOT_CONTROLLER, str(e), names)
+                raise ControllerError(change.error_code, change.message or "")
+            if body.get("ValidateOnly"):
+                return [], None
+            return change.records, None
+
+        try:
+            await self._write("UpdateFeatures", build, timeout_ms, "feature-update-appended")
+        except ControllerError as e:
+            if e.code != Errors.NOT_CONTROLLER:
+                log.warning("node %d: UpdateFeatures refused: %s", self.node.node_id, e.message)
+            return _update_answer(version, e.code, e.message, names)
+        if not body.get("ValidateOnly"):
             log.info(
-                "node %d: UpdateFeatures committed at offsets %d..%d: %s",
+                "node %d: UpdateFeatures committed: %s",
                 self.node.node_id,
-                base,
-                last,
                 ", ".join(f"{u['Feature']}={u['MaxVersionLevel']}" for u in body.get("FeatureUpdates") or []),
             )
-            return _update_answer(version, Errors.NONE, None, names)
-        finally:
-            if not held_by_append:
-                lock.release()
+        return _update_answer(version, Errors.NONE, None, names)
 
 
 def _update_answer(version: int, error: int, message: str | None, names: list[str]) -> dict:

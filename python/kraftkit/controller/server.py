@@ -1,7 +1,8 @@
 """``ControllerNode``: a raft node (:class:`kraftkit.raft.server.RaftNode`) that is a KRaft controller.
 
-Besides the quorum RPCs, DescribeQuorum and DescribeCluster it answers UpdateFeatures through its
-:class:`~kraftkit.controller.quorum_controller.QuorumController`, and its ApiVersions carries the
+Besides the quorum RPCs, DescribeQuorum and DescribeCluster it answers UpdateFeatures and the
+registration RPCs (ControllerRegistration, BrokerRegistration, BrokerHeartbeat, UnregisterBroker)
+through its :class:`~kraftkit.controller.quorum_controller.QuorumController`, and its ApiVersions carries the
 feature fields of KIP-584: SupportedFeatures (this node's ranges), FinalizedFeatures (from the
 committed log, eventually consistent on a follower) and FinalizedFeaturesEpoch (the offset of the
 last committed feature change, -1 if none). It does not take Produce: the metadata log changes only
@@ -11,10 +12,11 @@ through the controller's records, as on Kafka's controllers.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from kraftkit.controller.bootstrap import BootstrapMetadata
-from kraftkit.controller.quorum_controller import QuorumController
+from kraftkit.controller.quorum_controller import DEFAULT_SESSION_TIMEOUT_MS, QuorumController
 from kraftkit.protocol.messages import ApiKey
 from kraftkit.raft.driver import NodeConfig
 from kraftkit.raft.server import SERVED, RaftNode
@@ -22,7 +24,14 @@ from kraftkit.raft.transport import ServerConnection
 
 __all__ = ["ControllerNode"]
 
-CONTROLLER_APIS = (*(a for a in SERVED if a != ApiKey.PRODUCE), ApiKey.UPDATE_FEATURES)
+CONTROLLER_APIS = (
+    *(a for a in SERVED if a != ApiKey.PRODUCE),
+    ApiKey.UPDATE_FEATURES,
+    ApiKey.CONTROLLER_REGISTRATION,
+    ApiKey.BROKER_REGISTRATION,
+    ApiKey.BROKER_HEARTBEAT,
+    ApiKey.UNREGISTER_BROKER,
+)
 
 
 class ControllerNode(RaftNode):
@@ -30,19 +39,40 @@ class ControllerNode(RaftNode):
 
     served = CONTROLLER_APIS
 
-    def __init__(self, config: NodeConfig, bootstrap: BootstrapMetadata, listeners: list[Any] | None = None) -> None:
+    def __init__(
+        self,
+        config: NodeConfig,
+        bootstrap: BootstrapMetadata,
+        listeners: list[Any] | None = None,
+        *,
+        session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+    ) -> None:
         super().__init__(config, listeners)
-        self.controller = QuorumController(self, bootstrap)
+        self.session_timeout_ms = session_timeout_ms
+        self.controller = QuorumController(self, bootstrap, session_timeout_ms)
         self._extra_listeners.append(self.controller)
+        c = self.controller
+        self._handlers: dict[int, Callable[[Mapping, int], Coroutine[Any, Any, dict]]] = {
+            ApiKey.UPDATE_FEATURES: c.update_features,
+            ApiKey.CONTROLLER_REGISTRATION: c.register_controller,
+            ApiKey.BROKER_REGISTRATION: c.register_broker,
+            ApiKey.BROKER_HEARTBEAT: c.broker_heartbeat,
+            ApiKey.UNREGISTER_BROKER: c.unregister_broker,
+        }
+
+    async def stop(self, *, resign: bool = True, timeout: float = 1.0) -> None:
+        await self.controller.close()
+        await super().stop(resign=resign, timeout=timeout)
 
     def _feature_fields(self, version: int) -> dict:
         return self.controller.features.api_versions_fields(self.controller.image, version)
 
     def _other_request(self, conn: ServerConnection, api: int, version: int, body: dict, fut: asyncio.Future) -> None:
-        if api != ApiKey.UPDATE_FEATURES:
+        handler = self._handlers.get(api)
+        if handler is None:
             super()._other_request(conn, api, version, body, fut)
             return
-        task = asyncio.get_running_loop().create_task(self.controller.update_features(body, version))
+        task = asyncio.get_running_loop().create_task(handler(body, version))
 
         def answered(t: asyncio.Task) -> None:
             if fut.done():

@@ -306,6 +306,8 @@ def registry() -> Registry:
     # fill in the 3.x-only capability helpers on the levels the newest release describes
     older: dict[int, MetadataVersion] = {}
     for r in rel_rows[1:]:
+        if not r["release"].startswith("3."):
+            continue  # a 4.x release lacks those helpers as the newest does
         for row in r["metadataVersions"]:
             if row["level"] <= r["latestProduction"]:
                 older.setdefault(row["level"], _mv(row))

@@ -236,6 +236,8 @@ class PeerConnection:
         self._closed = False
         self._ids = itertools.count(1)
         self.peer_versions: dict[int, tuple[int, int]] | None = None
+        #: the peer's SupportedFeatures from its ApiVersions answer (name -> (min, max))
+        self.peer_features: dict[str, tuple[int, int]] | None = None
         self._on_refused = on_refused
 
     def send(self, api: int, body: dict, callback: ResponseCallback) -> None:
@@ -317,6 +319,9 @@ class PeerConnection:
             if resp.get("ErrorCode"):
                 raise FrameError(f"ApiVersions error {resp['ErrorCode']}")
             self.peer_versions = {a["ApiKey"]: (a["MinVersion"], a["MaxVersion"]) for a in resp["ApiKeys"]}
+            self.peer_features = {
+                f["Name"]: (f["MinVersion"], f["MaxVersion"]) for f in resp.get("SupportedFeatures") or []
+            }
             while not self._closed:
                 while self._queue:
                     api, body, cb = self._queue.popleft()

@@ -1,0 +1,423 @@
+"""Kafka's ``ClusterControlManager`` and ``BrokerHeartbeatManager`` for kraftkit's controller: who
+is registered, their sessions, and the registration RPCs turned into the records Kafka writes.
+
+What the committed log says (registrations, fencing, controlled shutdown) is in the metadata image
+the raft state machine keeps; this manager adds what the image does not hold: the offset of each
+broker's RegisterBrokerRecord (a broker is unfenced only once it has caught up to it) and, on the
+active controller only, each broker's session (last contact, reported metadata offset, controlled
+shutdown offset), which a new active controller starts afresh, as Kafka's does.
+
+The rules are Kafka 4.4's:
+
+* **BrokerRegistration**: the cluster id must match (INCONSISTENT_CLUSTER_ID); a broker id whose
+  current registration still has a live session and another incarnation id is refused
+  (DUPLICATE_BROKER_REGISTRATION); from metadata.version 3.7-IV2 (directory assignment) the log
+  directories must be given, not reserved, not repeated and not another broker's
+  (INVALID_REGISTRATION); metadata.version must be among the features; every finalized feature
+  level (and kraft.version) must be inside the broker's range, a feature it does not list counting
+  as (0, 0) (UNSUPPORTED_VERSION). A new incarnation gets a new broker epoch, the offset its
+  records are written at; the same incarnation keeps its epoch, fencing and shutdown state.
+* **BrokerHeartbeat**: a broker fenced unfences once its metadata offset reached its registration
+  and it does not ask to stay fenced; an unfenced broker that wants to shut down is fenced at once
+  (it leads no partition: kraftkit's controller places none yet); a fenced broker that wants to
+  shut down is told to. A broker whose session passes ``broker.session.timeout.ms`` is fenced, one
+  at a time, as Kafka's ``maybeFenceOneStaleBroker`` does.
+* **UnregisterBroker**: BROKER_ID_NOT_REGISTERED for an unknown id, else an UnregisterBrokerRecord.
+* **ControllerRegistration**: from metadata.version 3.7-IV0 a RegisterControllerRecord (else
+  UNSUPPORTED_VERSION), with the controller's listeners and supported features.
+
+Fencing and unfencing are BrokerRegistrationChangeRecords from metadata.version 3.3-IV2 on, and
+Fence/UnfenceBrokerRecords before, each at the version the finalized metadata.version writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from kraftkit._core import RecordBatch, encode_metadata_record
+from kraftkit._kafka import (
+    BROKER_REGISTRATION_CHANGE,
+    FENCE_BROKER,
+    REGISTER_BROKER,
+    REGISTER_CONTROLLER,
+    UNFENCE_BROKER,
+    UNREGISTER_BROKER,
+)
+from kraftkit.features.registry import MV_FEATURE, registry
+from kraftkit.features.rewrite import record_versions
+from kraftkit.metadata.image import MetadataImage
+from kraftkit.protocol.messages import Errors
+
+__all__ = ["BrokerSession", "ClusterControlManager", "ControllerError", "HeartbeatReply"]
+
+log = logging.getLogger(__name__)
+
+KRAFT_VERSION_FEATURE = "kraft.version"
+#: BrokerRegistrationChangeRecord's Fenced values (Kafka's BrokerRegistrationFencingChange)
+FENCE, UNFENCE = 1, -1
+#: and its InControlledShutdown value (BrokerRegistrationInControlledShutdownChange)
+IN_CONTROLLED_SHUTDOWN = 1
+
+
+class ControllerError(Exception):
+    """A request the controller refuses: Kafka's error code and the message its exception carries."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class BrokerSession:
+    """One broker's session on the active controller (Kafka's ``BrokerHeartbeatState``)."""
+
+    broker_id: int
+    epoch: int
+    fenced: bool
+    last_contact: float  # monotonic seconds
+    metadata_offset: int = -1
+    controlled_shutdown_offset: int = -1  # the offset at which its controlled shutdown completes
+
+    @property
+    def shutting_down(self) -> bool:
+        return self.controlled_shutdown_offset >= 0
+
+
+@dataclass(frozen=True)
+class HeartbeatReply:
+    is_caught_up: bool
+    is_fenced: bool
+    in_controlled_shutdown: bool
+    should_shut_down: bool
+
+
+def _is_type(value: bytes | None, api_key: int) -> bool:
+    """A framed metadata record of api key ``api_key`` (< 128: one varint byte after the frame version)."""
+    return value is not None and len(value) > 1 and value[1] == api_key
+
+
+class ClusterControlManager:
+    """The registrations of one controller node; ``activate``/``deactivate`` as it becomes or stops
+    being the active controller (sessions exist only while active)."""
+
+    def __init__(self, cluster_id: str, session_timeout_ms: int) -> None:
+        self.cluster_id = cluster_id
+        self.session_timeout = session_timeout_ms / 1000
+        #: broker id -> the offset of its current RegisterBrokerRecord
+        self.register_offsets: dict[int, int] = {}
+        #: broker id -> session, on the active controller (None: not active)
+        self.sessions: dict[int, BrokerSession] | None = None
+
+    # ------------------------------------------------------------------ what was committed
+    def replay(self, batches: Iterable[RecordBatch]) -> None:
+        """Notes the offsets of RegisterBrokerRecords (and forgets unregistered brokers) in newly
+        committed ``batches``; the image replayed them already."""
+        for batch in batches:
+            if batch.is_control:
+                continue
+            for r in batch.records():
+                value = r.value
+                if value is not None and (_is_type(value, REGISTER_BROKER) or _is_type(value, UNREGISTER_BROKER)):
+                    self._replay_registration(value, r.offset)
+
+    def _replay_registration(self, value: bytes, offset: int) -> None:
+        from kraftkit._core import decode_metadata_record
+
+        _api, _v, data = decode_metadata_record(value)
+        bid = data["BrokerId"]
+        if value[1] == REGISTER_BROKER:
+            self.register_offsets[bid] = offset
+            if self.sessions is not None:
+                old = self.sessions.get(bid)
+                if old is None or old.epoch != data["BrokerEpoch"] or old.fenced != data["Fenced"]:
+                    self._register_session(bid, data["BrokerEpoch"], data["Fenced"], old)
+        else:
+            self.register_offsets.pop(bid, None)
+            if self.sessions is not None:
+                self.sessions.pop(bid, None)
+
+    def load_snapshot(self, image: MetadataImage, end_offset: int) -> None:
+        """A snapshot replaced the image: its registrations stand as of its last offset (as Kafka
+        replays a snapshot's records at that offset)."""
+        self.register_offsets = {bid: end_offset - 1 for bid in image.brokers}
+
+    # ------------------------------------------------------------------ sessions
+    @staticmethod
+    def now() -> float:
+        return time.monotonic()
+
+    def mark_fenced(self, bid: int) -> None:
+        """The session of ``bid`` is fenced (its fencing is being written)."""
+        s = (self.sessions or {}).get(bid)
+        if s is not None:
+            s.fenced = True
+            s.controlled_shutdown_offset = -1
+
+    def _register_session(self, bid: int, epoch: int, fenced: bool, old: BrokerSession | None) -> None:
+        assert self.sessions is not None
+        s = BrokerSession(bid, epoch, fenced, self.now())
+        if old is not None and old.epoch == epoch:
+            s.metadata_offset = old.metadata_offset
+        self.sessions[bid] = s
+
+    def activate(self, image: MetadataImage) -> None:
+        """This node became the active controller: every registered broker gets a fresh session."""
+        self.sessions = {}
+        for bid, b in image.brokers.items():
+            self._register_session(bid, b["BrokerEpoch"], b["Fenced"], None)
+
+    def deactivate(self) -> None:
+        self.sessions = None
+
+    def has_valid_session(self, bid: int, epoch: int) -> bool:
+        s = (self.sessions or {}).get(bid)
+        return s is not None and s.epoch == epoch and self.now() - s.last_contact <= self.session_timeout
+
+    def next_expiry(self) -> float | None:
+        """When the oldest unfenced session expires (monotonic seconds), if any is unfenced."""
+        live = [s.last_contact for s in (self.sessions or {}).values() if not s.fenced]
+        return min(live) + self.session_timeout if live else None
+
+    def stale_broker(self) -> int | None:
+        """The unfenced broker whose session expired longest ago, if any."""
+        now = self.now()
+        stale = [
+            s for s in (self.sessions or {}).values() if not s.fenced and now - s.last_contact > self.session_timeout
+        ]
+        return min(stale, key=lambda s: s.last_contact).broker_id if stale else None
+
+    # ------------------------------------------------------------------ records
+    @staticmethod
+    def _mv(image: MetadataImage):
+        level = image.metadata_version
+        if level is None:
+            raise ControllerError(Errors.NOT_CONTROLLER, "the metadata log holds no metadata.version yet")
+        return registry().metadata_version(level)
+
+    def fence_records(self, image: MetadataImage, bid: int) -> list[bytes]:
+        """The records fencing broker ``bid`` (Kafka's ``handleBrokerFenced``; it leads no partition)."""
+        mv = self._mv(image)
+        epoch = image.brokers[bid]["BrokerEpoch"]
+        if mv.supported("broker_registration_change_record"):
+            return [
+                encode_metadata_record(
+                    BROKER_REGISTRATION_CHANGE, 0, {"BrokerId": bid, "BrokerEpoch": epoch, "Fenced": FENCE}
+                )
+            ]
+        return [encode_metadata_record(FENCE_BROKER, 0, {"Id": bid, "Epoch": epoch})]
+
+    def unfence_records(self, image: MetadataImage, bid: int, epoch: int) -> list[bytes]:
+        mv = self._mv(image)
+        if mv.supported("broker_registration_change_record"):
+            return [
+                encode_metadata_record(
+                    BROKER_REGISTRATION_CHANGE, 0, {"BrokerId": bid, "BrokerEpoch": epoch, "Fenced": UNFENCE}
+                )
+            ]
+        return [encode_metadata_record(UNFENCE_BROKER, 0, {"Id": bid, "Epoch": epoch})]
+
+    # ------------------------------------------------------------------ BrokerRegistration
+    def register_broker(
+        self, image: MetadataImage, body: Mapping, next_offset: int, kraft_version: int
+    ) -> tuple[list[bytes], int]:
+        """The records registering the broker of ``body`` (a BrokerRegistrationRequest) and its
+        broker epoch, or :class:`ControllerError`."""
+        if self.sessions is None:
+            raise ControllerError(Errors.NOT_CONTROLLER, "ClusterControlManager is not active.")
+        if body.get("ClusterId") != self.cluster_id:
+            raise ControllerError(
+                Errors.INCONSISTENT_CLUSTER_ID,
+                f"Expected cluster ID {self.cluster_id}, but got cluster ID {body.get('ClusterId')}",
+            )
+        bid = body["BrokerId"]
+        incarnation = body["IncarnationId"]
+        existing = image.brokers.get(bid)
+        if (
+            existing is not None
+            and self.has_valid_session(bid, existing["BrokerEpoch"])
+            and incarnation != existing["IncarnationId"]
+        ):
+            raise ControllerError(
+                Errors.DUPLICATE_BROKER_REGISTRATION,
+                "Another broker is registered with that broker id. If the broker was recently restarted this "
+                "should self-resolve once the heartbeat manager expires the broker's session.",
+            )
+        if body.get("IsMigratingZkBroker"):
+            raise ControllerError(
+                Errors.BROKER_ID_NOT_REGISTERED, "Controller does not support registering ZK brokers."
+            )
+        mv = self._mv(image)
+        dirs = list(body.get("LogDirs") or [])
+        if mv.supported("directory_assignment"):
+            _check_directories(image, bid, dirs)
+        features = {f["Name"]: (f["MinSupportedVersion"], f["MaxSupportedVersion"]) for f in body.get("Features") or []}
+        if MV_FEATURE not in features:
+            raise ControllerError(Errors.INVALID_REGISTRATION, "Request features do not contain 'metadata.version'")
+        finalized = dict(image.finalized_features)
+        finalized[KRAFT_VERSION_FEATURE] = kraft_version
+        # every feature the broker lists must include the finalized level (1 for an unset
+        # metadata.version, 0 for any other feature not finalized), and every finalized feature it
+        # does not list must be at level 0, as Kafka's processRegistrationFeature checks
+        for name, (lo, hi) in features.items():
+            _check_supported(name, finalized.get(name, 1 if name == MV_FEATURE else 0), lo, hi)
+        for name, level in sorted(finalized.items()):
+            if level != 0 and name not in features:
+                _check_supported(name, level, 0, 0)
+        record = {
+            "BrokerId": bid,
+            "IsMigratingZkBroker": False,
+            "IncarnationId": incarnation,
+            "EndPoints": [
+                {"Name": x["Name"], "Host": x["Host"], "Port": x["Port"], "SecurityProtocol": x["SecurityProtocol"]}
+                for x in body.get("Listeners") or []
+            ],
+            "Features": [
+                {
+                    "Name": f["Name"],
+                    "MinSupportedVersion": f["MinSupportedVersion"],
+                    "MaxSupportedVersion": f["MaxSupportedVersion"],
+                }
+                for f in body.get("Features") or []
+            ],
+            "Rack": body.get("Rack"),
+            "LogDirs": dirs if mv.supported("directory_assignment") else [],
+        }
+        if existing is not None and existing["IncarnationId"] == incarnation:
+            epoch = existing["BrokerEpoch"]
+            record.update(Fenced=existing["Fenced"], InControlledShutdown=existing["InControlledShutdown"])
+            log.info(
+                "Amending registration of broker %d, incarnation ID %s. Broker epoch remains %d.",
+                bid,
+                incarnation,
+                epoch,
+            )
+        else:
+            epoch = next_offset
+            record.update(Fenced=True, InControlledShutdown=False)
+            log.info("Registering broker %d, incarnation ID %s: broker epoch %d.", bid, incarnation, epoch)
+        record["BrokerEpoch"] = epoch
+        version = record_versions(mv)[REGISTER_BROKER]
+        assert version is not None
+        return [encode_metadata_record(REGISTER_BROKER, version, record)], epoch
+
+    # ------------------------------------------------------------------ BrokerHeartbeat
+    def check_broker_epoch(self, image: MetadataImage, bid: int, epoch: int) -> None:
+        reg = image.brokers.get(bid)
+        if reg is None:
+            raise ControllerError(Errors.STALE_BROKER_EPOCH, f"No broker registration found for broker id {bid}")
+        if reg["BrokerEpoch"] != epoch:
+            raise ControllerError(
+                Errors.STALE_BROKER_EPOCH, f"Expected broker epoch {reg['BrokerEpoch']}, but got broker epoch {epoch}"
+            )
+
+    def heartbeat(self, image: MetadataImage, body: Mapping) -> tuple[list[bytes], HeartbeatReply]:
+        """The records a BrokerHeartbeat leads to (none, usually) and its answer (Kafka's
+        ``processBrokerHeartbeat`` and ``calculateNextBrokerState``; no broker leads a partition)."""
+        if self.sessions is None:
+            raise ControllerError(Errors.NOT_CONTROLLER, "ClusterControlManager is not active.")
+        bid, epoch = body["BrokerId"], body["BrokerEpoch"]
+        if bid not in self.register_offsets:
+            raise ControllerError(
+                Errors.STALE_BROKER_EPOCH, f"Receive a heartbeat from broker {bid} before registration"
+            )
+        self.check_broker_epoch(image, bid, epoch)
+        s = self.sessions.get(bid)
+        if s is None:
+            s = self.sessions[bid] = BrokerSession(bid, epoch, image.brokers[bid]["Fenced"], self.now())
+        offset = body.get("CurrentMetadataOffset", -1)
+        registered_at = self.register_offsets[bid]
+        want_fence, want_shutdown = body.get("WantFence", False), body.get("WantShutDown", False)
+        records: list[bytes] = []
+        fenced, should_shut_down = s.fenced, False
+        if s.fenced:
+            if want_shutdown:
+                log.info("Fenced broker %d has requested and been granted an immediate shutdown.", bid)
+                should_shut_down = True
+            elif not want_fence and offset >= registered_at:
+                log.info(
+                    "The request from broker %d to unfence has been granted because it has caught up with the "
+                    "offset of its register broker record %d.",
+                    bid,
+                    registered_at,
+                )
+                records = self.unfence_records(image, bid, epoch)
+                fenced = False
+        elif want_fence or want_shutdown:
+            # an unfenced broker that asks to be fenced, or to shut down while leading no partition
+            log.info(
+                "Unfenced broker %d has requested and been granted %s.",
+                bid,
+                "an immediate shutdown" if want_shutdown else "fencing",
+            )
+            records = self.fence_records(image, bid)
+            fenced, should_shut_down = True, want_shutdown
+        s.last_contact = self.now()
+        s.metadata_offset = offset
+        s.fenced = fenced
+        return records, HeartbeatReply(offset >= registered_at, fenced, False, should_shut_down)
+
+    # ------------------------------------------------------------------ UnregisterBroker
+    def unregister_broker(self, image: MetadataImage, bid: int) -> list[bytes]:
+        reg = image.brokers.get(bid)
+        if reg is None:
+            raise ControllerError(Errors.BROKER_ID_NOT_REGISTERED, f"Broker ID {bid} is not currently registered")
+        return [encode_metadata_record(UNREGISTER_BROKER, 0, {"BrokerId": bid, "BrokerEpoch": reg["BrokerEpoch"]})]
+
+    # ------------------------------------------------------------------ ControllerRegistration
+    def register_controller(self, image: MetadataImage, body: Mapping) -> list[bytes]:
+        mv = self._mv(image)
+        version = record_versions(mv)[REGISTER_CONTROLLER]
+        if version is None:
+            raise ControllerError(
+                Errors.UNSUPPORTED_VERSION,
+                "The current MetadataVersion is too old to support controller registrations.",
+            )
+        record = {
+            "ControllerId": body["ControllerId"],
+            "IncarnationId": body["IncarnationId"],
+            "ZkMigrationReady": False,
+            "EndPoints": [
+                {"Name": x["Name"], "Host": x["Host"], "Port": x["Port"], "SecurityProtocol": x["SecurityProtocol"]}
+                for x in body.get("Listeners") or []
+            ],
+            "Features": [
+                {
+                    "Name": f["Name"],
+                    "MinSupportedVersion": f["MinSupportedVersion"],
+                    "MaxSupportedVersion": f["MaxSupportedVersion"],
+                }
+                for f in body.get("Features") or []
+            ],
+        }
+        return [encode_metadata_record(REGISTER_CONTROLLER, version, record)]
+
+
+def _check_supported(name: str, level: int, lo: int, hi: int) -> None:
+    if not lo <= level <= hi:
+        raise ControllerError(
+            Errors.UNSUPPORTED_VERSION,
+            f"Unable to register because the broker does not support finalized version {level} of {name}. "
+            f"The broker wants a version between {lo} and {hi}, inclusive.",
+        )
+
+
+def _check_directories(image: MetadataImage, bid: int, dirs: list[uuid.UUID]) -> None:
+    if not dirs:
+        raise ControllerError(Errors.INVALID_REGISTRATION, "No directories specified in request")
+    if any(d.int < 100 for d in dirs):  # Kafka's DirectoryId.reserved: the uuids 0..99
+        raise ControllerError(Errors.INVALID_REGISTRATION, "Reserved directory ID in request")
+    if len(set(dirs)) != len(dirs):
+        raise ControllerError(Errors.INVALID_REGISTRATION, "Duplicate directory ID in request")
+    for other, b in image.brokers.items():
+        if other == bid:
+            continue
+        for d in b.get("LogDirs") or []:
+            if d in dirs:
+                raise ControllerError(
+                    Errors.INVALID_REGISTRATION, f"Broker {other} is already registered with directory {d}"
+                )
