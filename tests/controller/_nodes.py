@@ -27,14 +27,16 @@ def format_dirs(root: Path, n: int = 3, **kw) -> tuple[dict[int, tuple[str, int]
     return voters, dirs
 
 
-def controller(voters: dict[int, tuple[str, int]], d: Path, node_id: int, raft: RaftConfig = FAST) -> ControllerNode:
+def controller(voters: dict[int, tuple[str, int]], d: Path, node_id: int, raft: RaftConfig = FAST,
+               **node_kw) -> ControllerNode:
     return ControllerNode(NodeConfig(node_id, voters, d, CLUSTER_ID, raft=raft, snapshot_every_records=0),
-                          read_bootstrap_metadata(d))
+                          read_bootstrap_metadata(d), **node_kw)
 
 
-def make_controllers(root: Path, n: int = 3, **kw) -> list[ControllerNode]:
+def make_controllers(root: Path, n: int = 3, *, session_timeout_ms: int | None = None, **kw) -> list[ControllerNode]:
     voters, dirs = format_dirs(root, n, **kw)
-    return [controller(voters, d, i) for i, d in zip(voters, dirs, strict=True)]
+    node_kw = {} if session_timeout_ms is None else {"session_timeout_ms": session_timeout_ms}
+    return [controller(voters, d, i, **node_kw) for i, d in zip(voters, dirs, strict=True)]
 
 
 def active_of(nodes: list[ControllerNode]) -> ControllerNode | None:

@@ -197,3 +197,42 @@ def test_a_leader_stopped_dead_while_bootstrapping_leaves_exactly_one_bootstrap(
             for n in nodes:
                 assert len(mv_batches(n)) == 1, committed_feature_records(n)
     run(main())
+
+
+def _support_below(node, level: int) -> None:
+    """Makes ``node`` advertise (ApiVersions) a metadata.version range ending below ``level``."""
+    lo, _hi = node.controller.features.supported["metadata.version"]
+    node.controller.features.supported = {**node.controller.features.supported, "metadata.version": (lo, level - 1)}
+
+
+def test_a_bootstrap_level_a_majority_of_the_voters_cannot_read_is_not_committed_and_says_who(tmp_path):
+    async def main():
+        nodes = make_controllers(tmp_path, release_version="4.3")
+        level = nodes[0].controller.bootstrap.metadata_version
+        for n in nodes[1:]:
+            _support_below(n, level)
+        async with running(nodes):
+            leader = await wait_for(lambda: next((n for n in nodes if n.controller.bootstrap_blocked), None),
+                                    what="a leader refusing the bootstrap")
+            why = leader.controller.bootstrap_blocked
+            assert f"cannot commit the bootstrap metadata.version {level}" in why
+            assert "only 1 of the 3 voters are known to support it" in why
+            for n in nodes[1:]:
+                lo, hi = n.controller.features.supported["metadata.version"]
+                assert f"node {n.node_id} supports metadata.version {lo}..{hi}" in why and hi == level - 1
+            assert all(n.controller.image.metadata_version is None for n in nodes)
+            assert all(committed_feature_records(n) == [] for n in nodes)
+            assert active_of(nodes) is None
+    run(main())
+
+
+def test_a_bootstrap_level_a_majority_supports_is_committed_though_one_voter_cannot_read_it(tmp_path):
+    async def main():
+        nodes = make_controllers(tmp_path, release_version="4.3")
+        level = nodes[0].controller.bootstrap.metadata_version
+        _support_below(nodes[2], level)
+        async with running(nodes):
+            await wait_for(lambda: active_of(nodes), what="an active controller")
+            await wait_for(lambda: all(n.controller.image.metadata_version == level for n in nodes),
+                           what="the bootstrap on every node")
+    run(main())

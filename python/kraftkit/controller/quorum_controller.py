@@ -9,7 +9,10 @@ controller's state, and records committed through the raft replica are the only 
 committed before its epoch is in its image: the replica's high watermark has passed the epoch's
 LeaderChange record (``epoch_start_offset``), as Kafka's raft client tells a new leader only after
 its listener caught up to the epoch start. If the image then holds no metadata.version, the log
-has never been bootstrapped: the leader appends the bootstrap records (KIP-778, framed as Kafka
+has never been bootstrapped: once a majority of the voters are known to support the bootstrap
+metadata.version (this node by its own ranges, the others by the SupportedFeatures of their
+ApiVersions answers; until then it says who cannot and tries again every second, since a failover
+could otherwise elect a leader that cannot read the log), the leader appends the bootstrap records (KIP-778, framed as Kafka
 4.4 frames them: :meth:`~kraftkit.controller.bootstrap.BootstrapMetadata.activation_records`) as
 one batch, which commits whole or not at all, and is active once it committed. A bootstrap that an earlier
 leader appended is either committed by now (the new leader's log holds it, and it commits with the
@@ -38,6 +41,7 @@ from kraftkit.controller.cluster import ClusterControlManager, ControllerError
 from kraftkit.controller.faults import crash_point
 from kraftkit.controller.features import FeatureControlManager
 from kraftkit.controller.registration import ControllerRegistrationManager
+from kraftkit.features.registry import MV_FEATURE
 from kraftkit.metadata.image import MetadataImage
 from kraftkit.metadata.snapshot import SnapshotId
 from kraftkit.protocol.messages import Errors
@@ -57,6 +61,8 @@ DEFAULT_SESSION_TIMEOUT_MS = 9000
 #: how long a registration or heartbeat may wait for its records' commit (Kafka's controller
 #: gives controller-bound requests request.timeout.ms, 30 s by default)
 WRITE_TIMEOUT_MS = 30000
+#: how often a bootstrap that a majority of the voters cannot read yet is tried again
+BOOTSTRAP_RETRY_S = 1.0
 
 
 class QuorumController:
@@ -75,6 +81,8 @@ class QuorumController:
         self.active_epoch = -1
         self._claimed_epoch = -1  # an epoch this node leads and has not activated in yet
         self._bootstrapping = False
+        #: why the bootstrap waits (a majority of the voters not known to support its level), if it does
+        self.bootstrap_blocked: str | None = None
         self._lock: asyncio.Lock | None = None  # one write at a time (made on the loop)
 
     # ------------------------------------------------------------------ state
@@ -131,8 +139,47 @@ class QuorumController:
         # appended once the raft step that told us has finished (no core step inside another)
         asyncio.get_running_loop().call_soon(self._append_bootstrap, epoch)
 
+    def bootstrap_refusal(self) -> str | None:
+        """Why the bootstrap level cannot be committed yet: a majority of the voters must be known
+        to support it (this node by its own ranges, the others by their ApiVersions answers), or a
+        failover could elect a leader that cannot read the log. None when it can."""
+        level = self.bootstrap.metadata_version
+        voters = sorted(self.node.config.voters)
+        supporters, others = [], []
+        for v in voters:
+            ranges = self.features.supported if v == self.node.node_id else self.node.peer_features(v)
+            rng = None if ranges is None else ranges.get(MV_FEATURE)
+            if rng is not None and rng[0] <= level <= rng[1]:
+                supporters.append(v)
+            elif ranges is None:
+                others.append(f"node {v} has not answered ApiVersions yet")
+            elif rng is None:
+                others.append(f"node {v} supports no metadata.version")
+            else:
+                others.append(f"node {v} supports metadata.version {rng[0]}..{rng[1]}")
+        if len(supporters) > len(voters) // 2:
+            return None
+        return (
+            f"cannot commit the bootstrap metadata.version {level} ({self.bootstrap.source}): only "
+            f"{len(supporters)} of the {len(voters)} voters are known to support it, a majority must be "
+            f"({'; '.join(others)})"
+        )
+
     def _append_bootstrap(self, epoch: int) -> None:
         boot = self.bootstrap
+        refusal = self.bootstrap_refusal()
+        if refusal is not None:
+            if refusal != self.bootstrap_blocked:
+                log.error("node %d: %s; retrying every second", self.node.node_id, refusal)
+            self.bootstrap_blocked = refusal
+
+            def retry() -> None:
+                self._bootstrapping = False
+                self._maybe_activate()
+
+            asyncio.get_running_loop().call_later(BOOTSTRAP_RETRY_S, retry)
+            return
+        self.bootstrap_blocked = None
         try:
             records = boot.activation_records()
             base, committed = self.node.append_nowait(records)

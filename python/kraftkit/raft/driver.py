@@ -487,6 +487,12 @@ class RaftDriver:
         return core.leader_id, core.epoch
 
     # ------------------------------------------------------------------ outgoing requests
+    def peer_features(self, node_id: int) -> dict[str, tuple[int, int]] | None:
+        """The SupportedFeatures voter ``node_id`` gave in its ApiVersions answer on this node's
+        connection to it (None: not heard from yet)."""
+        conn = self._peers.get(node_id)
+        return None if conn is None else conn.peer_features
+
     def _peer(self, dest: int) -> PeerConnection | None:
         conn = self._peers.get(dest)
         if conn is None:
