@@ -153,7 +153,7 @@ def test_kafka_features_tool_describes_and_upgrades_a_kraftkit_controller_quorum
     assert codes == [0, 0, 0], "\n".join(p.log_tail() for p in procs)
 
     # the committed log, read by Kafka's own dump-log: the bootstrap once, the upgrade and the
-    # disabling once each (nothing of the refused requests), and the epochs describe showed are
+    # disabling once each, one registration per controller (nothing of the refused requests), and the epochs describe showed are
     # the offsets of their records
     # The bootstrap is framed as Kafka 4.4's activation frames it: a metadata transaction, and the
     # cluster-wide min.insync.replicas when ELR is enabled
@@ -163,7 +163,11 @@ def test_kafka_features_tool_describes_and_upgrades_a_kraftkit_controller_quorum
                   + ["CONFIG_RECORD"] * elr + ["END_TRANSACTION_RECORD"])
     for d in dirs.values():
         everything = kafka_dump_records(jars.KAFKA_NEWEST, d / METADATA / "00000000000000000000.log")
-        assert [r["type"] for _o, r in everything] == activation + ["FEATURE_LEVEL_RECORD"] * 2
+        # (each controller also registered itself once: RegisterControllerRecord, KIP-919)
+        assert [r["type"] for _o, r in everything if r["type"] != "REGISTER_CONTROLLER_RECORD"] == \
+            activation + ["FEATURE_LEVEL_RECORD"] * 2
+        assert sorted(r["data"]["controllerId"] for _o, r in everything
+                      if r["type"] == "REGISTER_CONTROLLER_RECORD") == [1, 2, 3]
         recs = [(o, r["data"]["name"], r["data"]["featureLevel"]) for o, r in everything
                 if r["type"] == "FEATURE_LEVEL_RECORD"]
         assert [(n, lv) for _o, n, lv in recs] == [("metadata.version", boot["metadata_version"]["level"]),
