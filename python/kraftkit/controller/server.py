@@ -30,8 +30,16 @@ class ControllerNode(RaftNode):
 
     served = CONTROLLER_APIS
 
-    def __init__(self, config: NodeConfig, bootstrap: BootstrapMetadata, listeners: list[Any] | None = None) -> None:
+    def __init__(
+        self,
+        config: NodeConfig,
+        bootstrap: BootstrapMetadata,
+        listeners: list[Any] | None = None,
+        *,
+        session_timeout_ms: int = 9000,
+    ) -> None:
         super().__init__(config, listeners)
+        self.session_timeout_ms = session_timeout_ms  # broker.session.timeout.ms
         self.controller = QuorumController(self, bootstrap)
         self._extra_listeners.append(self.controller)
 
