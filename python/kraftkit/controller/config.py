@@ -297,6 +297,12 @@ def _listener(r: _Reader) -> tuple[str | None, tuple[str, int] | None, list[str]
             raise r.error("listeners", f"listener {name} is given twice")
         if name not in protocols:
             raise r.error("listeners", f"no security protocol for listener {name} in listener.security.protocol.map")
+        found[name] = (host, port)
+    for name in names:
+        if name not in found:
+            where = "" if "listeners" in r.props else f" (Kafka's default listeners={DEFAULT_LISTENERS})"
+            raise r.error("controller.listener.names", f"listener {name} is not in listeners{where}")
+    for name in found:
         if name not in names:
             raise r.error(
                 "listeners",
@@ -309,11 +315,6 @@ def _listener(r: _Reader) -> tuple[str | None, tuple[str, int] | None, list[str]
                 mapped if mapped in r.props else "listeners",
                 f"controller listener {name} is {protocols[name]}: kraftkit serves PLAINTEXT listeners only",
             )
-        found[name] = (host, port)
-    for name in names:
-        if name not in found:
-            where = "" if "listeners" in r.props else f" (Kafka's default listeners={DEFAULT_LISTENERS})"
-            raise r.error("controller.listener.names", f"listener {name} is not in listeners{where}")
     warnings = []
     if len(names) > 1:
         host, port = found[names[0]]
