@@ -10,13 +10,12 @@ from typing import TYPE_CHECKING
 from kraftkit.cli.exits import EXIT_USAGE, fail
 from kraftkit.cli.quorum import RUN_DEFAULTS, _int_in, add_run_options, node_config, serve
 
-#: Kafka's broker.session.timeout.ms default
-BROKER_SESSION_TIMEOUT_MS = 9000
-log = logging.getLogger(__name__)
-
 if TYPE_CHECKING:
     from kraftkit.controller.config import ControllerConfig
 
+#: Kafka's broker.session.timeout.ms default
+BROKER_SESSION_TIMEOUT_MS = 9000
+log = logging.getLogger(__name__)
 HELP = "run a KRaft controller node: metadata.version bootstrap, feature negotiation, UpdateFeatures"
 
 
@@ -52,7 +51,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=_int_in(1),
         default=None,
         metavar="MS",
-        help=f"how long a broker stays registered without a heartbeat (broker.session.timeout.ms, "
+        help="how long a broker stays registered without a heartbeat (broker.session.timeout.ms, "
         f"default {BROKER_SESSION_TIMEOUT_MS})",
     )
     r.set_defaults(func=run_controller)
