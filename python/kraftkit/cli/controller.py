@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
+from typing import TYPE_CHECKING
 
 from kraftkit.cli.exits import EXIT_USAGE, fail
-from kraftkit.cli.quorum import add_run_options, node_config, serve
+from kraftkit.cli.quorum import RUN_DEFAULTS, _int_in, add_run_options, node_config, serve
 
+if TYPE_CHECKING:
+    from kraftkit.controller.config import ControllerConfig
+
+#: Kafka's broker.session.timeout.ms default
+BROKER_SESSION_TIMEOUT_MS = 9000
+log = logging.getLogger(__name__)
 HELP = "run a KRaft controller node: metadata.version bootstrap, feature negotiation, UpdateFeatures"
 
 
@@ -24,25 +32,102 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "bootstrap snapshot's, else the latest production metadata.version) as one batch; the "
         "leader answers UpdateFeatures (kafka-features.sh --bootstrap-controller); ApiVersions "
         "carries the supported and finalized features. SIGTERM or SIGINT stop it gracefully (a "
-        "leader resigns first). Exit 2 on bad arguments or unreadable bootstrap metadata, 1 if the "
-        "node fails.",
+        "leader resigns first). With --config, the node's settings come from Kafka's server.properties "
+        "(the file given to kafka-server-start.sh: process.roles=controller, node.id, "
+        "controller.quorum.voters, the first controller listener of listeners and "
+        "controller.listener.names, metadata.log.dir else log.dirs, the quorum timeouts and connection "
+        "limits); options given override the file's values. Exit 2 on bad arguments, a configuration "
+        "kraftkit cannot honour or unreadable bootstrap metadata, 1 if the node fails.",
     )
-    add_run_options(r, observer=False)
+    r.add_argument(
+        "--config",
+        metavar="FILE",
+        help="Kafka's server.properties for this controller; --node-id, --voters, --log-dir and the other "
+        "options, when given, override its values",
+    )
+    add_run_options(r, observer=False, config_file=True)
+    r.add_argument(
+        "--broker-session-timeout-ms",
+        type=_int_in(1),
+        default=None,
+        metavar="MS",
+        help="how long a broker stays registered without a heartbeat (broker.session.timeout.ms, "
+        f"default {BROKER_SESSION_TIMEOUT_MS})",
+    )
     r.set_defaults(func=run_controller)
 
 
 def run_controller(args: argparse.Namespace) -> int:
     from kraftkit.controller import BootstrapError, ControllerNode, read_bootstrap_metadata
+    from kraftkit.controller.config import ControllerConfigError, read_controller_config
 
     command = "controller run"
-    cfg = node_config(args, command)
+    file: ControllerConfig | None = None
+    if args.config is not None:
+        try:
+            file = read_controller_config(args.config)
+        except ControllerConfigError as e:
+            return fail(command, str(e))
+    settings = _settings(args, file)
+    if isinstance(settings, str):
+        return fail(command, settings)
+    voters, listen, session_timeout_ms = settings
+    cfg = node_config(args, command, voters=voters, listen=listen)
     if isinstance(cfg, int):
         return cfg
+    if file is not None:
+        log.debug("%s: not used: %s", file.path, ", ".join(file.ignored) or "(none)")
+        for warning in file.warnings:
+            log.warning("%s", warning)
     try:
         boot = read_bootstrap_metadata(cfg.log_dir)
     except BootstrapError as e:
         return fail(command, str(e), EXIT_USAGE)
-    node = ControllerNode(cfg, boot)
+    node = ControllerNode(cfg, boot, session_timeout_ms=session_timeout_ms)
     return asyncio.run(
         serve(node, args, command, process="controller", bootstrap=boot.source, metadata_version=boot.metadata_version)
     )
+
+
+def _settings(
+    args: argparse.Namespace, file: ControllerConfig | None
+) -> tuple[dict[int, tuple[str, int]] | None, tuple[str, int] | None, int] | str:
+    """Fills ``args`` from the options given, else the file, else the defaults; returns the voters
+    and listener address the file gives (``None``: the options say it) and the broker session
+    timeout, or the reason the two together do not make a node."""
+    if file is None:
+        missing = [
+            opt
+            for opt, dest in (("--node-id", "node_id"), ("--voters", "voters"), ("--log-dir", "log_dir"))
+            if getattr(args, dest) is None
+        ]
+        if missing:
+            return f"the following arguments are required (or --config FILE): {', '.join(missing)}"
+        for dest, value in RUN_DEFAULTS.items():
+            if getattr(args, dest) is None:
+                setattr(args, dest, value)
+        return None, None, args.broker_session_timeout_ms or BROKER_SESSION_TIMEOUT_MS
+    if args.node_id is None:
+        if file.node_id is None:
+            return f"{file.path}: node.id is not set: set it, or pass --node-id"
+        args.node_id = file.node_id
+    voters = None
+    if args.voters is None:
+        if file.voters is None:
+            return f"{file.path}: controller.quorum.voters is not set: set it, or pass --voters"
+        voters = file.voters
+        if args.node_id not in voters:
+            return f"{file.path}: controller.quorum.voters={file.voters_text}: node {args.node_id} is not one of its voters"
+    if args.log_dir is None:
+        args.log_dir = file.metadata_log_dir
+    listen = None
+    if args.listen is None:
+        if file.listen is None:
+            return f"{file.path}: controller.listener.names is not set: name the controller listener, or pass --listen"
+        listen = file.listen
+    for dest, value in RUN_DEFAULTS.items():
+        if getattr(args, dest) is None:
+            given = getattr(file, dest)
+            setattr(args, dest, value if given is None else given)
+    session = args.broker_session_timeout_ms or file.broker_session_timeout_ms or BROKER_SESSION_TIMEOUT_MS
+    return voters, listen, session

@@ -112,16 +112,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     a.set_defaults(func=run_append)
 
 
-def add_run_options(r: argparse.ArgumentParser, *, observer: bool) -> None:
-    """The options of a node that runs (``quorum run``, ``controller run``)."""
-    r.add_argument("--node-id", type=_int_in(0), required=True, metavar="N")
+#: the defaults of the run options a server.properties may also give (``controller run --config``)
+RUN_DEFAULTS = {
+    "election_timeout_ms": 1000,
+    "fetch_timeout_ms": 2000,
+    "socket_request_max_bytes": 100 * MIB,
+    "max_connections_per_ip": 64,
+    "max_connections": 1000,
+}
+
+
+def add_run_options(r: argparse.ArgumentParser, *, observer: bool, config_file: bool = False) -> None:
+    """The options of a node that runs (``quorum run``, ``controller run``). With ``config_file``
+    (``controller run --config``) the node id, voters and log directory are not required, and the
+    options of :data:`RUN_DEFAULTS` default to ``None`` (given or not; the caller fills them in)."""
+
+    def default(dest: str) -> int | None:
+        return None if config_file else RUN_DEFAULTS[dest]
+
+    r.add_argument("--node-id", type=_int_in(0), required=not config_file, metavar="N")
     r.add_argument(
         "--voters",
-        required=True,
+        required=not config_file,
         metavar="ID@HOST:PORT,...",
         help="the voter set (controller.quorum.voters), the same on every node",
     )
-    r.add_argument("--log-dir", required=True, metavar="DIR", help="metadata log directory")
+    r.add_argument("--log-dir", required=not config_file, metavar="DIR", help="metadata log directory")
     if observer:
         r.add_argument("--observer", action="store_true", help="run as an observer (the node id must not be a voter)")
     r.add_argument(
@@ -146,21 +162,21 @@ def add_run_options(r: argparse.ArgumentParser, *, observer: bool) -> None:
     r.add_argument(
         "--election-timeout-ms",
         type=_int_in(1),
-        default=1000,
+        default=default("election_timeout_ms"),
         metavar="MS",
         help="controller.quorum.election.timeout.ms (default 1000)",
     )
     r.add_argument(
         "--fetch-timeout-ms",
         type=_int_in(1),
-        default=2000,
+        default=default("fetch_timeout_ms"),
         metavar="MS",
         help="controller.quorum.fetch.timeout.ms (default 2000)",
     )
     r.add_argument(
         "--socket-request-max-bytes",
         type=_int_in(1),
-        default=100 * MIB,
+        default=default("socket_request_max_bytes"),
         metavar="BYTES",
         help="the largest request a client may send; a larger one closes its connection "
         "(socket.request.max.bytes, default 100 MiB)",
@@ -176,14 +192,14 @@ def add_run_options(r: argparse.ArgumentParser, *, observer: bool) -> None:
     r.add_argument(
         "--max-connections-per-ip",
         type=_int_in(1),
-        default=64,
+        default=default("max_connections_per_ip"),
         metavar="N",
         help="connections from one address; more are closed at once (max.connections.per.ip, default 64)",
     )
     r.add_argument(
         "--max-connections",
         type=_int_in(1),
-        default=1000,
+        default=default("max_connections"),
         metavar="N",
         help="connections in all; more are closed at once (default 1000)",
     )
@@ -243,9 +259,17 @@ def run_node(args: argparse.Namespace) -> int:
     return asyncio.run(serve(RaftNode(cfg), args, "quorum run"))
 
 
-def node_config(args: argparse.Namespace, command: str) -> NodeConfig | int:
+def node_config(
+    args: argparse.Namespace,
+    command: str,
+    *,
+    voters: dict[int, tuple[str, int]] | None = None,
+    listen: tuple[str, int] | None = None,
+) -> NodeConfig | int:
     """The NodeConfig of ``quorum run``'s options (and ``controller run``'s), with the logging set
-    up; or the exit code of a usage error, already reported as ``kraftkit <command>: ...``."""
+    up; or the exit code of a usage error, already reported as ``kraftkit <command>: ...``.
+    ``voters`` and ``listen``, parsed already (from ``controller run --config``'s file), stand for
+    ``--voters`` and ``--listen``."""
     from kraftkit.raft.admin import parse_address
     from kraftkit.raft.core import RaftConfig
     from kraftkit.raft.driver import NodeConfig, parse_voters
@@ -257,8 +281,10 @@ def node_config(args: argparse.Namespace, command: str) -> NodeConfig | int:
         format=f"%(asctime)s node {args.node_id} %(levelname)s %(name)s: %(message)s",
     )
     try:
-        voters = parse_voters(args.voters)
-        listen = parse_address(args.listen) if args.listen else None
+        if voters is None:
+            voters = parse_voters(args.voters)
+        if listen is None and args.listen:
+            listen = parse_address(args.listen)
         limits = ListenerLimits(
             socket_request_max_bytes=args.socket_request_max_bytes,
             buffered_request_max_bytes=args.buffered_request_max_bytes,

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kraftkit._fs import read_small
@@ -91,55 +92,95 @@ def properties_text(props: Mapping[str, str], *, ts: float | None = None) -> str
 _UNESCAPE = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
 
+class PropertiesSyntaxError(StorageStateError):
+    """Properties text ``Properties.load`` refuses (a malformed ``\\uxxxx`` escape); ``line`` is
+    the 1-based line the escape is on."""
+
+    def __init__(self, message: str, line: int) -> None:
+        super().__init__(message)
+        self.line = line
+
+
 def parse_properties(text: str) -> dict[str, str]:
     """``Properties.load`` for the files Kafka writes: comments (``#``, ``!``), ``key=value``,
-    ``key:value`` or ``key value``, backslash escapes and continuation lines."""
-    out: dict[str, str] = {}
-    logical: list[str] = []
-    pending = ""
-    for raw in re.split(r"\r\n|\r|\n", text):
+    ``key:value`` or ``key value``, backslash escapes and continuation lines. A key given twice
+    keeps its last value, as ``Properties`` does."""
+    return {key: value for _line, key, value in properties_entries(text)}
+
+
+def properties_entries(text: str) -> list[tuple[int, str, str]]:
+    """``(line, key, value)`` of each entry of properties text in file order (``line``: where the
+    entry begins), read as ``Properties.load`` reads it: lines end at ``\\n``, ``\\r\\n`` or
+    ``\\r``; leading spaces, tabs and form feeds of every line are skipped; a line whose first
+    other character is ``#`` or ``!`` is a comment unless it continues an entry; an odd number of
+    backslashes at the end of a line continues the entry on the next line. Raises
+    :class:`PropertiesSyntaxError` (with the line) for a malformed ``\\uxxxx`` escape."""
+    entries: list[tuple[int, str, str]] = []
+    parts: list[str] = []  # the logical line so far, one part per natural line
+    starts: list[int] = []  # the line number of each part
+    size = 0
+    for number, raw in enumerate(re.split(r"\r\n|\r|\n", text), 1):
         line = raw.lstrip(" \t\f")
-        if not pending and (not line or line[0] in "#!"):
-            continue
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:
-            pending += line[:-1]
-            continue
-        logical.append(pending + line)
-        pending = ""
-    if pending:
-        logical.append(pending)
-    for line in logical:
-        key, i = [], 0
-        while i < len(line):
-            ch = line[i]
-            if ch == "\\" and i + 1 < len(line):
-                key.append(_unescape_char(line, i))
-                i += 2 if line[i + 1] != "u" else 6
+        if not size:
+            if not line or line[0] in "#!":  # blank, or a comment: only where an entry would begin
                 continue
-            if ch in "=: \t\f":
-                break
-            key.append(ch)
-            i += 1
+            parts, starts = [], []
+        trailing = len(line) - len(line.rstrip("\\"))
+        continued = trailing % 2 == 1
+        parts.append(line[:-1] if continued else line)
+        starts.append(number)
+        size += len(parts[-1])
+        if continued:
+            continue
+        if size:
+            entries.append(_entry(parts, starts))
+        size = 0
+    if size:  # the text ended in a continuation
+        entries.append(_entry(parts, starts))
+    return entries
+
+
+def _entry(parts: list[str], starts: list[int]) -> tuple[int, str, str]:
+    """``(line, key, value)`` of one logical line (its natural lines' ``parts``, on lines ``starts``)."""
+    line = "".join(parts)
+    offsets = []
+    at = 0
+    for p in parts:
+        offsets.append(at)
+        at += len(p)
+
+    def line_of(i: int) -> int:
+        return starts[bisect.bisect_right(offsets, i) - 1]
+
+    key, i = [], 0
+    while i < len(line):
+        ch = line[i]
+        if ch == "\\" and i + 1 < len(line):
+            key.append(_unescape_char(line, i, line_of))
+            i += 2 if line[i + 1] != "u" else 6
+            continue
+        if ch in "=: \t\f":
+            break
+        key.append(ch)
+        i += 1
+    while i < len(line) and line[i] in " \t\f":
+        i += 1
+    if i < len(line) and line[i] in "=:":
+        i += 1
         while i < len(line) and line[i] in " \t\f":
             i += 1
-        if i < len(line) and line[i] in "=:":
-            i += 1
-            while i < len(line) and line[i] in " \t\f":
-                i += 1
-        val, j = [], i
-        while j < len(line):
-            if line[j] == "\\" and j + 1 < len(line):
-                val.append(_unescape_char(line, j))
-                j += 2 if line[j + 1] != "u" else 6
-            else:
-                val.append(line[j])
-                j += 1
-        out["".join(key)] = "".join(val)
-    return out
+    val, j = [], i
+    while j < len(line):
+        if line[j] == "\\" and j + 1 < len(line):
+            val.append(_unescape_char(line, j, line_of))
+            j += 2 if line[j + 1] != "u" else 6
+        else:
+            val.append(line[j])
+            j += 1
+    return starts[0], "".join(key), "".join(val)
 
 
-def _unescape_char(line: str, i: int) -> str:
+def _unescape_char(line: str, i: int, line_of: Callable[[int], int]) -> str:
     c = line[i + 1]
     if c == "u":
         digits = line[i + 2 : i + 6]
@@ -147,7 +188,7 @@ def _unescape_char(line: str, i: int) -> str:
         # "+1_2" or " 1f ")
         if len(digits) != 4 or not all(ch in "0123456789abcdefABCDEF" for ch in digits):
             shown = line if len(line) <= 80 else line[:80] + "..."
-            raise StorageStateError(f"malformed \\uxxxx encoding in {shown!r}")
+            raise PropertiesSyntaxError(f"malformed \\uxxxx encoding in {shown!r}", line_of(i))
         return chr(int(digits, 16))
     return _UNESCAPE.get(c, c)
 
