@@ -11,6 +11,8 @@ ApiVersions the finalized levels and epoch that a replay of the committed log gi
 from __future__ import annotations
 
 import os
+import random
+import re
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -120,7 +122,8 @@ class Quorum:
             p.stop()
             data = [b for b in read_log(self.dirs[i]) if not b.is_control]
             # decoded now: the batches are read from the file lazily, and the node's next run rewrites its tail
-            self.deaths.append(Death(i, p.proc.returncode, p.log_path, decoded(r.value for r in data[-1].records())))
+            last = decoded(r.value for r in data[-1].records()) if data else []
+            self.deaths.append(Death(i, p.proc.returncode, p.log_path, last))
         if dead:
             self.start(dead)
         return dead
@@ -222,6 +225,13 @@ def update_once(address: str, updates: dict[str, int]) -> dict:
     host, port = address.rsplit(":", 1)
     with KafkaConnection(host, int(port), timeout=15) as conn:
         return conn.request(ApiKey.UPDATE_FEATURES, conn.version_for(ApiKey.UPDATE_FEATURES), update_request(updates))
+
+
+def attempt_update(address: str, updates: dict[str, int]) -> dict | ProtocolError:
+    try:
+        return update_once(address, updates)
+    except ProtocolError as e:
+        return e
 
 
 def update_at_active(q: Quorum, updates: dict[str, int], timeout: float = 30.0) -> dict:
@@ -383,4 +393,56 @@ def test_a_leader_killed_right_after_appending_a_feature_update_commits_it_every
     r = check_logs(q, after)
     # Kafka 4.4's FeatureControlManager.updateFeature writes a FeatureLevelRecord for any valid level,
     # the finalized one included: a retry after a committed update is a second, identical batch
+    assert r.changes == [list(up.items())] * (2 if first_committed else 1)
+
+
+LEADER_LINE = re.compile(r"__cluster_metadata-0: leader in epoch \d+ \(leader (\d+)\)")
+
+
+def first_leader(q: Quorum, timeout: float = 30.0) -> int:
+    """The first node to say (in its log) that it leads, watched for as it happens."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for i, p in q.procs.items():
+            m = LEADER_LINE.search(p.log_path.read_text(errors="replace"))
+            if m:
+                assert int(m.group(1)) == i
+                return i
+        time.sleep(0.002)
+    pytest.fail(f"no node led within {timeout:.0f}s\n{q.tails()}")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_leader_killed_from_outside_at_random_moments_of_the_bootstrap_and_of_an_update(tmp_path, seed):
+    rng = random.Random(seed)
+    with quorum(tmp_path) as q:
+        q.start(list(q.voters))
+        # the first leader appends the bootstrap within milliseconds of its election, and commits it
+        # one fetch round later: killed at a random moment around those
+        first = first_leader(q)
+        time.sleep(rng.uniform(0, 0.03))
+        q.kill(first)
+        time.sleep(rng.uniform(0, 1))
+        before = wait_settled(q)  # the killed node started again
+        assert before.finalized == bootstrap_levels(q)
+        up = one_level_up(q)
+        with ThreadPoolExecutor(1) as pool:
+            sent = pool.submit(attempt_update, q.addresses[before.leader], up)
+            time.sleep(rng.uniform(0, 0.02))
+            q.kill(before.leader)
+            answer = sent.result(timeout=60)
+        time.sleep(rng.uniform(0, 1))
+        mid = wait_settled(q)
+        first_committed = mid.finalized == {**before.finalized, **up}
+        assert first_committed or mid.finalized == before.finalized, mid
+        if isinstance(answer, dict) and answer["ErrorCode"] == Errors.NONE:
+            assert first_committed, "an update answered as committed was lost"
+        got = update_at_active(q, up)
+        assert got["ErrorCode"] == Errors.NONE, got
+        after = wait_settled(q)
+        q.stop()
+    assert [d.returncode for d in q.deaths] == [-signal.SIGKILL] * 2
+    assert after.finalized == {**before.finalized, **up}
+    r = check_logs(q, after)
     assert r.changes == [list(up.items())] * (2 if first_committed else 1)
