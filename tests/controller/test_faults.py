@@ -215,7 +215,8 @@ def wait_settled(q: Quorum, *, reap: bool = True, timeout: float = SETTLE_S) -> 
         if s is not None:
             return s
         time.sleep(0.1)
-    pytest.fail(f"the quorum did not settle within {timeout:.0f}s (deaths: {q.deaths})\n{q.tails()}")
+    deaths = [(d.node, d.returncode) for d in q.deaths]
+    pytest.fail(f"the quorum did not settle within {timeout:.0f}s (nodes that died, exit status: {deaths})\n{q.tails()}")
 
 
 def update_request(updates: dict[str, int]) -> dict:
