@@ -80,6 +80,14 @@ def log_end(node) -> int:
     return node.replica().log.end_offset
 
 
+async def quiet_leader(nodes):
+    """The active controller, once every controller registered itself (nothing else is written
+    meanwhile, so a log end that does not move means a request wrote nothing)."""
+    leader = await wait_for(lambda: active_of(nodes), what="an active controller")
+    await wait_for(lambda: len(leader.controller.image.controllers) == len(nodes), what="controller registrations")
+    return leader
+
+
 def test_each_controller_registers_itself_once_with_its_listener_and_features(tmp_path):
     async def main():
         nodes = make_controllers(tmp_path, release_version="4.3")
@@ -105,7 +113,7 @@ def test_a_broker_registers_fenced_is_unfenced_once_caught_up_and_keeps_its_epoc
     async def main():
         nodes = make_controllers(tmp_path, release_version="4.3")
         async with running(nodes):
-            leader = await wait_for(lambda: active_of(nodes), what="an active controller")
+            leader = await quiet_leader(nodes)
             follower = next(n for n in nodes if n is not leader)
             inc = uuid.uuid4()
             body = registration(100, inc)
@@ -158,7 +166,7 @@ def test_registrations_kafka_refuses_are_refused_with_its_error_and_write_nothin
     async def main():
         nodes = make_controllers(tmp_path, release_version="4.3")
         async with running(nodes):
-            leader = await wait_for(lambda: active_of(nodes), what="an active controller")
+            leader = await quiet_leader(nodes)
             first = registration(100)
             assert (await call(leader, ApiKey.BROKER_REGISTRATION, first))["ErrorCode"] == Errors.NONE
             mv = leader.controller.image.metadata_version
@@ -193,7 +201,7 @@ def test_shutdown_fencing_and_unregistration(tmp_path):
     async def main():
         nodes = make_controllers(tmp_path, release_version="4.3")
         async with running(nodes):
-            leader = await wait_for(lambda: active_of(nodes), what="an active controller")
+            leader = await quiet_leader(nodes)
             epochs = {}
             for bid in (100, 101, 102):
                 got = await call(leader, ApiKey.BROKER_REGISTRATION, registration(bid))

@@ -80,12 +80,15 @@ def test_an_unknown_feature_or_a_level_no_node_supports_is_refused_saying_why():
     img = image_with({"metadata.version": MV})
     got = FCM.update_features(img, request(("no.such.feature", 1, UPGRADE)), 2)
     assert got.error_code == INVALID_UPDATE_VERSION and not got.records
-    assert "Invalid update version 1 for feature no.such.feature." in got.message
+    # Kafka's reason first (QuorumFeatures.reasonNotLocallySupported), kraftkit's detail after
+    assert "Invalid update version 1 for feature no.such.feature. Local controller 1 does not support this feature. " \
+        "To fix: " in got.message
     assert "controller 1 (does not support it)" in got.message
     top = FCM.supported["group.version"][1] + 1
     got = FCM.update_features(img, request(("group.version", top, UPGRADE)), 2)
     assert got.error_code == INVALID_UPDATE_VERSION
-    assert f"Invalid update version {top} for feature group.version. group.version={top}" in got.message
+    assert f"Invalid update version {top} for feature group.version. Local controller 1 only supports versions " \
+        f"0-{top - 1} To fix: Upgrade the software of controller 1" in got.message
     assert "is not supported by controller 1 (supports 0..1)" in got.message
 
 

@@ -40,7 +40,8 @@ class QuorumMember(KafkaNode):
     def __init__(self, quorum: KafkaQuorum, node_id: int, *, broker: bool, controller_port: int,
                  broker_port: int = 0) -> None:
         super().__init__(quorum.workdir / f"node-{node_id}", quorum.version, extra_props=quorum.extra_props,
-                         cluster_id=quorum.cluster_id, start_timeout=quorum.start_timeout,
+                         cluster_id=quorum.cluster_id, release_version=quorum.release_version,
+                         start_timeout=quorum.start_timeout,
                          stop_timeout=quorum.stop_timeout)
         self.quorum = quorum
         self.node_id = node_id
@@ -81,9 +82,11 @@ class KafkaQuorum:
 
     def __init__(self, workdir: Path | str, version: str = jars.DEFAULT_VERSION, *, broker: bool = True,
                  extra_props: dict[str, object] | None = None, cluster_id: str | None = None,
-                 start_timeout: float = 150.0, stop_timeout: float = 60.0) -> None:
+                 release_version: str | None = None, start_timeout: float = 150.0,
+                 stop_timeout: float = 60.0) -> None:
         self.workdir = Path(workdir).resolve()
         self.version = version
+        self.release_version = release_version  # kafka-storage format --release-version
         self.extra_props = dict(extra_props or {})
         self.cluster_id = cluster_id or random_cluster_id()
         self.start_timeout = start_timeout

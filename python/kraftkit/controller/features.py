@@ -113,6 +113,28 @@ class FeatureControlManager:
             out.append(NodeFeatures.from_registration("broker", bid, b["Features"]))
         return out
 
+    def reason_not_supported(self, image: MetadataImage, name: str, level: int) -> str | None:
+        """Kafka's reason for refusing ``name`` at ``level`` (> 0) for lack of support, checked as
+        its ``FeatureControlManager`` does: this controller first, then the registered brokers,
+        then the other controllers (None when all support it)."""
+        if level <= 0:
+            return None
+
+        def why(who: str, rng: tuple[int, int] | None) -> str | None:
+            if rng is None:
+                return f"{who} does not support this feature."
+            if not rng[0] <= level <= rng[1]:
+                return f"{who} only supports versions {_version_range(rng)}"
+            return None
+
+        reason = why(f"Local controller {self.node_id}", self.supported.get(name))
+        for bid, b in sorted(image.brokers.items()):
+            reason = reason or why(f"Broker {bid}", _ranges(b["Features"]).get(name))
+        for cid, c in sorted(image.controllers.items()):
+            if cid != self.node_id:
+                reason = reason or why(f"Controller {cid}", _ranges(c["Features"]).get(name))
+        return reason
+
     def update_features(self, image: MetadataImage, body: Mapping, version: int) -> FeatureChange:
         """An UpdateFeatures request (``body`` as decoded at ``version``) against the image: the
         records to commit, or Kafka's INVALID_UPDATE_VERSION with why and what would fix it."""
@@ -140,10 +162,18 @@ class FeatureControlManager:
         if failed:
             r = failed[0]
             text = r.error or ""
-            if not text.startswith("Invalid metadata.version"):
+            fix = r.fix
+            kafka_reason = self.reason_not_supported(image, r.update.feature, r.update.level)
+            if kafka_reason is not None:
+                # Kafka's words first (the tools and their users know them), kraftkit's detail after
+                fix = f"{fix} ({text.rstrip('.')})" if fix else text
+                text = kafka_reason
+            if r.update.feature == MV_FEATURE and kafka_reason is not None:
+                text = f"Invalid metadata.version {r.update.level}. {text}"
+            elif not text.startswith("Invalid metadata.version"):
                 text = f"Invalid update version {r.update.level} for feature {r.update.feature}. {text}"
-            if r.fix:
-                text += f" To fix: {r.fix}"
+            if fix:
+                text += f" To fix: {fix}"
             return FeatureChange(Errors.INVALID_UPDATE_VERSION, _all_failed(text))
         mv = updates.get(MV_FEATURE)
         if mv is not None and mv.upgrade_type == UpgradeType.UNSAFE_DOWNGRADE:
@@ -160,6 +190,16 @@ class FeatureControlManager:
                 )
         records = [feature_level_value(u.feature, u.level) for u in updates.values()]
         return FeatureChange(Errors.NONE, None, records, list(updates))
+
+
+def _ranges(features: list[dict]) -> dict[str, tuple[int, int]]:
+    return {f["Name"]: (f["MinSupportedVersion"], f["MaxSupportedVersion"]) for f in features}
+
+
+def _version_range(rng: tuple[int, int]) -> str:
+    """Kafka's ``VersionRange.toString``: ``3``, ``1-3``, or ``1+`` up to the largest int16."""
+    lo, hi = rng
+    return str(lo) if lo == hi else f"{lo}+" if hi == 32767 else f"{lo}-{hi}"
 
 
 def _all_failed(text: str) -> str:

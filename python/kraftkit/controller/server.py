@@ -17,7 +17,7 @@ from typing import Any
 
 from kraftkit.controller.bootstrap import BootstrapMetadata
 from kraftkit.controller.quorum_controller import DEFAULT_SESSION_TIMEOUT_MS, QuorumController
-from kraftkit.protocol.messages import ApiKey
+from kraftkit.protocol.messages import ApiKey, Errors
 from kraftkit.raft.driver import NodeConfig
 from kraftkit.raft.server import SERVED, RaftNode
 from kraftkit.raft.transport import ServerConnection
@@ -63,6 +63,25 @@ class ControllerNode(RaftNode):
     async def stop(self, *, resign: bool = True, timeout: float = 1.0) -> None:
         await self.controller.close()
         await super().stop(resign=resign, timeout=timeout)
+
+    def _describe_cluster(self, body: dict) -> dict:
+        """As Kafka's controllers answer it (``ControllerApis.handleDescribeCluster``), with one
+        difference: before the log holds a metadata.version, UNSUPPORTED_VERSION (the admin client
+        then asks again, rather than waiting for an active controller it was told is none). Kafka
+        refuses below 3.7-IV0 too; kraftkit then lists the voters of its configuration."""
+        if self.controller.image.metadata_version is None:
+            return {
+                "ThrottleTimeMs": 0,
+                "ErrorCode": Errors.UNSUPPORTED_VERSION,
+                "ErrorMessage": "Direct-to-controller communication is not supported with the current "
+                "MetadataVersion (the metadata log holds none yet: the quorum has not bootstrapped).",
+                "EndpointType": 2,
+                "ClusterId": self.config.cluster_id,
+                "ControllerId": -1,
+                "Brokers": [],
+                "ClusterAuthorizedOperations": -2147483648,
+            }
+        return super()._describe_cluster(body)
 
     def _feature_fields(self, version: int) -> dict:
         return self.controller.features.api_versions_fields(self.controller.image, version)
