@@ -239,6 +239,7 @@ class PeerConnection:
         #: the peer's SupportedFeatures from its ApiVersions answer (name -> (min, max))
         self.peer_features: dict[str, tuple[int, int]] | None = None
         self._on_refused = on_refused
+        self._answered_versions = False  # whether the current connection got its ApiVersions answer
 
     def send(self, api: int, body: dict, callback: ResponseCallback) -> None:
         if self._closed:
@@ -261,6 +262,7 @@ class PeerConnection:
             self._queue.popleft()[2](None)
 
     async def _run(self) -> None:
+        backoff = RECONNECT_BACKOFF_S
         while not self._closed:
             if not self._queue:
                 self._wake.clear()
@@ -282,8 +284,14 @@ class PeerConnection:
                 log.debug("peer %d: connection lost: %s", self.node_id, e)
             finally:
                 writer.close()
+            # a peer that accepts and closes at once (one over its connection limit, one stopping)
+            # is not hammered: each connection that ended before its ApiVersions answer doubles the
+            # wait before the next, up to a second; one that got its answer waits the base time
+            backoff = RECONNECT_BACKOFF_S if self._answered_versions else min(1.0, backoff * 2)
+            await asyncio.sleep(backoff)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._answered_versions = False
         inflight: dict[int, tuple[int, int, ResponseCallback]] = {}
         reading: asyncio.Task | None = None
         try:
@@ -319,6 +327,7 @@ class PeerConnection:
             if resp.get("ErrorCode"):
                 raise FrameError(f"ApiVersions error {resp['ErrorCode']}")
             self.peer_versions = {a["ApiKey"]: (a["MinVersion"], a["MaxVersion"]) for a in resp["ApiKeys"]}
+            self._answered_versions = True
             self.peer_features = {
                 f["Name"]: (f["MinVersion"], f["MaxVersion"]) for f in resp.get("SupportedFeatures") or []
             }
@@ -351,8 +360,11 @@ class PeerConnection:
                     reading.result()
                     return
         finally:
-            if reading is not None and not reading.done():
-                reading.cancel()
+            if reading is not None:
+                if not reading.done():
+                    reading.cancel()
+                elif not reading.cancelled():
+                    reading.exception()  # retrieved: the connection's end is reported by the caller
             for _api, _v, cb in inflight.values():
                 cb(None)
             inflight.clear()
