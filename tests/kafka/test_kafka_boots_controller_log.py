@@ -1,0 +1,82 @@
+"""A real Kafka node opens the metadata log a kraftkit controller quorum wrote: three kraftkit
+controllers bootstrap, take a feature upgrade and register (themselves and a broker); node 1's
+``__cluster_metadata-0`` is then copied into a real Kafka 4.4.0 node formatted with the same
+cluster id, which boots from it and reports the same finalized features."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import uuid
+
+import pytest
+
+from kraftkit.controller import local_supported_features
+from kraftkit.features.registry import registry
+from kraftkit.protocol import KafkaConnection
+from kraftkit.protocol.messages import ApiKey, Errors
+from tests.controller._nodes import active_of, controller, format_dirs, running
+from tests.harness import jars, tools
+from tests.harness.node import KafkaNode
+from tests.raft._cluster import CLUSTER_ID, wait_for
+
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
+
+VERSION = jars.KAFKA_NEWEST
+
+
+def call(port: int, api: int, body: dict) -> dict:
+    with KafkaConnection("127.0.0.1", port) as conn:
+        return conn.request(api, conn.version_for(api), body)
+
+
+def test_a_real_kafka_node_boots_from_a_kraftkit_controller_quorums_log(kafka_jars, tmp_path):
+    voters, dirs = format_dirs(tmp_path / "kraftkit", release_version="4.3", features={"group.version": 0})
+    nodes = [controller(voters, d, i) for i, d in zip(voters, dirs, strict=True)]
+
+    async def main() -> dict[str, int]:
+        loop = asyncio.get_running_loop()
+        async with running(nodes):
+            leader = await wait_for(lambda: active_of(nodes), what="an active controller")
+            await wait_for(lambda: len(leader.controller.image.controllers) == 3, what="controller registrations")
+            port = leader.address[1]
+            up = await loop.run_in_executor(None, call, port, ApiKey.UPDATE_FEATURES, {
+                "timeoutMs": 10000, "ValidateOnly": False,
+                "FeatureUpdates": [{"Feature": "group.version", "MaxVersionLevel": 1, "UpgradeType": 1}]})
+            assert up["ErrorCode"] == Errors.NONE, up
+            feats = [{"Name": n, "MinSupportedVersion": lo, "MaxSupportedVersion": hi}
+                     for n, (lo, hi) in {**local_supported_features(), "kraft.version": (0, 1)}.items()]
+            reg = await loop.run_in_executor(None, call, port, ApiKey.BROKER_REGISTRATION, {
+                "BrokerId": 100, "ClusterId": CLUSTER_ID, "IncarnationId": uuid.uuid4(),
+                "Listeners": [{"Name": "PLAINTEXT", "Host": "127.0.0.1", "Port": 1, "SecurityProtocol": 0}],
+                "Features": feats, "Rack": None, "LogDirs": [uuid.uuid4()]})
+            assert reg["ErrorCode"] == Errors.NONE, reg
+            await wait_for(lambda: all(100 in n.controller.image.brokers for n in nodes), what="the registration")
+            return {k: v for k, v in nodes[0].controller.image.finalized_features.items() if v}
+
+    finalized = asyncio.run(main())
+    assert finalized["group.version"] == 1
+
+    # a node formatted by Kafka's own kafka-storage with the same cluster id (at another release,
+    # so what it reports can only come from kraftkit's log), its metadata log then replaced by the
+    # kraftkit controller's
+    kafka = KafkaNode(tmp_path / "kafka", VERSION, cluster_id=CLUSTER_ID, release_version="3.9")
+    for d in kafka.log_dirs:
+        d.mkdir(parents=True)
+    kafka._ensure_ports()
+    kafka._write_config()
+    kafka.format()
+    target = kafka.metadata_log_dir
+    for p in target.iterdir():
+        p.unlink()
+    for p in (dirs[0] / "__cluster_metadata-0").iterdir():
+        if p.suffix in (".log", ".index", ".timeindex") or p.name == "leader-epoch-checkpoint":
+            shutil.copyfile(p, target / p.name)
+    with kafka:
+        feature_command = tools.find_class(VERSION, "org.apache.kafka.tools.FeatureCommand")
+        out = tools.run_tool(VERSION, feature_command, ["--bootstrap-server", kafka.bootstrap, "describe"],
+                             timeout=120).stdout
+    shown = {m.group(1): m.group(2) for m in re.finditer(r"Feature: (\S+).*?FinalizedVersionLevel: (\S+)", out)}
+    assert shown["metadata.version"] == registry().by_level(finalized.pop("metadata.version")).name, out
+    assert {k: int(v) for k, v in shown.items() if k != "metadata.version" and v != "0"} == finalized, out
