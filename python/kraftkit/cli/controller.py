@@ -54,6 +54,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="how long a broker stays registered without a heartbeat (broker.session.timeout.ms, "
         f"default {BROKER_SESSION_TIMEOUT_MS})",
     )
+    r.add_argument(
+        "--auto-finalize",
+        action="store_true",
+        help="while active, raise metadata.version and the other features to what every registered broker and "
+        "controller supports (the highest production metadata.version, each feature's default level at it), "
+        "without an UpdateFeatures request; off by default, as in Kafka",
+    )
     r.set_defaults(func=run_controller)
 
 
@@ -83,7 +90,7 @@ def run_controller(args: argparse.Namespace) -> int:
         boot = read_bootstrap_metadata(cfg.log_dir)
     except BootstrapError as e:
         return fail(command, str(e), EXIT_USAGE)
-    node = ControllerNode(cfg, boot, session_timeout_ms=session_timeout_ms)
+    node = ControllerNode(cfg, boot, session_timeout_ms=session_timeout_ms, auto_finalize=args.auto_finalize)
     return asyncio.run(
         serve(node, args, command, process="controller", bootstrap=boot.source, metadata_version=boot.metadata_version)
     )

@@ -113,6 +113,31 @@ class FeatureControlManager:
             out.append(NodeFeatures.from_registration("broker", bid, b["Features"]))
         return out
 
+    def auto_finalize_request(self, image: MetadataImage) -> dict | None:
+        """The UpdateFeatures request ``--auto-finalize`` makes (KIP-778 thread, point 16), or None:
+        once every voter has registered, metadata.version up to the highest production level
+        every registered node supports; at the finalized metadata.version, each feature up to its
+        default level there when every node supports it (kraft.version is the raft layer's)."""
+        finalized = self.finalized(image)
+        mv = finalized.get(MV_FEATURE)
+        if mv is None or not set(self.voters) <= set(image.controllers):
+            return None
+        nodes = self.nodes(image)
+        reg = registry()
+        ceiling = reg.latest_production.level
+        for n in nodes:
+            rng = n.supported.get(MV_FEATURE)
+            ceiling = min(ceiling, rng[1] if rng else 0)
+        if ceiling > mv:
+            return _upgrade_request({MV_FEATURE: ceiling})
+        wanted = {}
+        for name, feature in sorted(reg.features.items()):
+            level = feature.default_level(mv)
+            raise_it = name != KRAFT_VERSION_FEATURE and level > finalized.get(name, 0)
+            if raise_it and all(n.supports(name, level) for n in nodes):
+                wanted[name] = level
+        return _upgrade_request(wanted) if wanted else None
+
     def reason_not_supported(self, image: MetadataImage, name: str, level: int) -> str | None:
         """Kafka's reason for refusing ``name`` at ``level`` (> 0) for lack of support, checked as
         its ``FeatureControlManager`` does: this controller first, then the registered brokers,
@@ -190,6 +215,16 @@ class FeatureControlManager:
                 )
         records = [feature_level_value(u.feature, u.level) for u in updates.values()]
         return FeatureChange(Errors.NONE, None, records, list(updates))
+
+
+def _upgrade_request(levels: Mapping[str, int]) -> dict:
+    return {
+        "timeoutMs": 30000,
+        "ValidateOnly": False,
+        "FeatureUpdates": [
+            {"Feature": n, "MaxVersionLevel": lv, "UpgradeType": UpgradeType.UPGRADE} for n, lv in levels.items()
+        ],
+    }
 
 
 def _ranges(features: list[dict]) -> dict[str, tuple[int, int]]:

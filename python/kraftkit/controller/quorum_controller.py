@@ -69,9 +69,18 @@ class QuorumController:
     """The controller of one node of the quorum (register it as a listener of ``node``)."""
 
     def __init__(
-        self, node: RaftDriver, bootstrap: BootstrapMetadata, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
+        self,
+        node: RaftDriver,
+        bootstrap: BootstrapMetadata,
+        session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+        *,
+        auto_finalize: bool = False,
     ) -> None:
         self.node = node
+        #: finalize what every registered node supports, without being asked (``--auto-finalize``)
+        self.auto_finalize = auto_finalize
+        self._auto_pending = False
+        self._auto_refused: str | None = None  # the last refused auto-finalize request (not retried as is)
         self.bootstrap = bootstrap
         self.features = FeatureControlManager(node.node_id, node.config.voters)
         self.cluster = ClusterControlManager(node.config.cluster_id, session_timeout_ms)
@@ -101,6 +110,7 @@ class QuorumController:
         self.cluster.replay(batches)
         self._maybe_activate()
         self.registration.maybe_register()
+        self._maybe_auto_finalize()
 
     def handle_load_snapshot(self, path: Path, snapshot_id: SnapshotId) -> None:
         self.features.load_snapshot(self.image, snapshot_id.end_offset)
@@ -133,6 +143,7 @@ class QuorumController:
             self.cluster.activate(self.image)
             self._schedule_fencing()
             asyncio.get_running_loop().call_soon(self.registration.maybe_register)
+            asyncio.get_running_loop().call_soon(self._maybe_auto_finalize)
             log.info("node %d: active controller in epoch %d at metadata.version %d", self.node.node_id, epoch, mv)
             return
         self._bootstrapping = True
@@ -359,6 +370,35 @@ class QuorumController:
             lambda: (self.cluster.register_controller(self.image, body), None),
             reply,
         )
+
+    # ------------------------------------------------------------------ auto-finalize
+    def _maybe_auto_finalize(self) -> None:
+        """With ``auto_finalize``, the active controller upgrades what every node supports (see
+        :meth:`~kraftkit.controller.features.FeatureControlManager.auto_finalize_request`) after
+        each commit, one request at a time; a request refused is not made again unchanged."""
+        if not self.auto_finalize or self._auto_pending or not self.active:
+            return
+        body = self.features.auto_finalize_request(self.image)
+        if body is None or repr(body["FeatureUpdates"]) == self._auto_refused:
+            return
+        self._auto_pending = True
+
+        async def finalize() -> None:
+            try:
+                answer = await self.update_features(body, 2)
+            finally:
+                self._auto_pending = False
+            wanted = ", ".join(f"{u['Feature']}={u['MaxVersionLevel']}" for u in body["FeatureUpdates"])
+            if answer["ErrorCode"] == Errors.NONE:
+                log.info("node %d: auto-finalized %s: every registered node supports it", self.node.node_id, wanted)
+                self._maybe_auto_finalize()  # the next step (the features at the new metadata.version)
+            elif answer["ErrorCode"] != Errors.NOT_CONTROLLER:
+                self._auto_refused = repr(body["FeatureUpdates"])
+                log.warning(
+                    "node %d: auto-finalize of %s refused: %s", self.node.node_id, wanted, answer["ErrorMessage"]
+                )
+
+        asyncio.get_running_loop().create_task(finalize())
 
     # ------------------------------------------------------------------ session expiry
     def _schedule_fencing(self) -> None:

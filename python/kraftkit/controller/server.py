@@ -46,10 +46,11 @@ class ControllerNode(RaftNode):
         listeners: list[Any] | None = None,
         *,
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+        auto_finalize: bool = False,
     ) -> None:
         super().__init__(config, listeners)
         self.session_timeout_ms = session_timeout_ms
-        self.controller = QuorumController(self, bootstrap, session_timeout_ms)
+        self.controller = QuorumController(self, bootstrap, session_timeout_ms, auto_finalize=auto_finalize)
         self._extra_listeners.append(self.controller)
         c = self.controller
         self._handlers: dict[int, Callable[[Mapping, int], Coroutine[Any, Any, dict]]] = {
