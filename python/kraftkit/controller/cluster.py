@@ -20,8 +20,9 @@ The rules are Kafka 4.4's:
 * **BrokerHeartbeat**: a broker fenced unfences once its metadata offset reached its registration
   and it does not ask to stay fenced; an unfenced broker that wants to shut down is fenced at once
   (it leads no partition: kraftkit's controller places none yet); a fenced broker that wants to
-  shut down is told to. A broker whose session passes ``broker.session.timeout.ms`` is fenced, one
-  at a time, as Kafka's ``maybeFenceOneStaleBroker`` does.
+  shut down is told to, and its fencing is written again (as Kafka's is). A broker whose session
+  passes ``broker.session.timeout.ms`` is fenced, one at a time, as Kafka's
+  ``maybeFenceOneStaleBroker`` does.
 * **UnregisterBroker**: BROKER_ID_NOT_REGISTERED for an unknown id, else an UnregisterBrokerRecord.
 * **ControllerRegistration**: from metadata.version 3.7-IV0 a RegisterControllerRecord (else
   UNSUPPORTED_VERSION), with the controller's listeners and supported features.
@@ -337,6 +338,9 @@ class ClusterControlManager:
         if s.fenced:
             if want_shutdown:
                 log.info("Fenced broker %d has requested and been granted an immediate shutdown.", bid)
+                # FENCED -> SHUTDOWN_NOW is a change of state, and Kafka's processBrokerHeartbeat
+                # fences on any change to SHUTDOWN_NOW (handleBrokerFenced): one more fencing record
+                records = self.fence_records(image, bid)
                 should_shut_down = True
             elif not want_fence and offset >= registered_at:
                 log.info(
