@@ -12,6 +12,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -99,15 +100,21 @@ def test_a_real_kafka_broker_runs_on_a_kraftkit_controller_quorum(kafka_jars, tm
         assert "The broker has been unfenced. Transitioning from RECOVERY to RUNNING." in log, tails()
         assert "[BrokerServer id=100] Transition from STARTING to STARTED" in log, tails()
 
-        # the broker's own view: DescribeCluster through it lists broker 100, unfenced
+        # the broker's own view: DescribeCluster through it lists broker 100, unfenced once the
+        # broker's metadata image replayed the unfencing it fetched (it may lag the heartbeat's answer)
         with KafkaConnection("127.0.0.1", broker.broker_port, timeout=30) as conn:
             v = conn.version_for(ApiKey.DESCRIBE_CLUSTER)
             assert v >= 2  # IncludeFencedBrokers / IsFenced
-            desc = conn.request(ApiKey.DESCRIBE_CLUSTER, v, {"IncludeClusterAuthorizedOperations": False,
-                                                             "EndpointType": 1, "IncludeFencedBrokers": True})
-        assert desc["ErrorCode"] == 0 and desc["ClusterId"] == cid, desc
-        assert [(b["BrokerId"], b["Host"], b["Port"], b["IsFenced"]) for b in desc["Brokers"]] == [
-            (BROKER_ID, "127.0.0.1", broker.broker_port, False)], desc
+            deadline = time.monotonic() + 30
+            while True:
+                desc = conn.request(ApiKey.DESCRIBE_CLUSTER, v, {"IncludeClusterAuthorizedOperations": False,
+                                                                 "EndpointType": 1, "IncludeFencedBrokers": True})
+                assert desc["ErrorCode"] == 0 and desc["ClusterId"] == cid, desc
+                listed = [(b["BrokerId"], b["Host"], b["Port"], b["IsFenced"]) for b in desc["Brokers"]]
+                if listed == [(BROKER_ID, "127.0.0.1", broker.broker_port, False)]:
+                    break
+                assert time.monotonic() < deadline, (listed, tails())
+                time.sleep(0.2)
 
         # the quorum's view: the broker replicates the metadata log as an observer of the leader
         with QuorumAdmin(f"127.0.0.1:{ports[1]}", timeout=30) as admin:
