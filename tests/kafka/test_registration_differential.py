@@ -14,14 +14,19 @@ everything but the incarnation and the endpoints).
 
 The script: broker 100 registers (the feature ranges a real 4.4 node advertises, one log
 directory), heartbeats behind its registration (stays fenced) and caught up (unfenced), registers
-again with the same incarnation (amended, same epoch) and, while its session is live, with another
-incarnation (DUPLICATE_BROKER_REGISTRATION); broker 101's registrations with a wrong cluster id, a
-metadata.version range without the finalized level, no metadata.version, no, reserved, repeated
-and another broker's log directories are refused; a stale epoch and an unknown broker's
-heartbeats are refused; broker 101 registers and is unfenced; broker 100 asks to be fenced and
-then to be unfenced; broker 101 stops heartbeating and its session expires (fenced by the
-controller) while broker 100 keeps heartbeating; a fenced broker asking to shut down is told to, an
-unfenced one is fenced and told to; UnregisterBroker of 101 and of an unknown id."""
+again with the same incarnation (amended, same epoch; its registration offset moves) and, while
+its session is live, with another incarnation (DUPLICATE_BROKER_REGISTRATION); broker 101's
+registrations with a wrong cluster id, a metadata.version range without the finalized level, no
+metadata.version, without a feature finalized above 0, with a kraft.version range without the
+finalized one, with no, reserved, repeated and another broker's log directories are refused; a
+feature no controller knows is taken at 0..3 (broker 103) and refused at 1..3 (broker 104); a
+stale epoch and an unknown broker's heartbeats are refused; broker 101 registers and is unfenced;
+broker 100 asks to be fenced, again, then to be unfenced; broker 101 stops heartbeating and its
+session expires (the controller fences it) while broker 100 keeps heartbeating; fenced, 101 asks
+to shut down (told to, fenced again); a new incarnation of 101 is refused while that heartbeat's
+session lives and registered (a new epoch) once it expired; its old epoch is stale; unfenced
+brokers asking to shut down (with or without WantFence) are fenced and told to; UnregisterBroker
+of 101, 103 and an unknown id; 101's heartbeat after its unregistration."""
 
 from __future__ import annotations
 
@@ -71,8 +76,8 @@ BROKER_RECORDS = {REGISTER_BROKER: "RegisterBrokerRecord", BROKER_REGISTRATION_C
 FENCE, UNFENCE = 1, -1
 
 # the same incarnations and directories in both runs (the clusters are independent)
-INC_A, INC_B, INC_C = (uuid.UUID(int=(0xA << 124) + i) for i in (1, 2, 3))
-DIR_1, DIR_2 = uuid.UUID(int=(0xD << 124) + 1), uuid.UUID(int=(0xD << 124) + 2)
+INC_A, INC_B, INC_C, INC_D, INC_E = (uuid.UUID(int=(0xA << 124) + i) for i in range(1, 6))
+DIR_1, DIR_2, DIR_3, DIR_4 = (uuid.UUID(int=(0xD << 124) + i) for i in range(1, 5))
 RESERVED_DIR = uuid.UUID(int=1)  # Kafka's DirectoryId.LOST (0..99 are reserved)
 PLAINTEXT = 0
 
@@ -139,11 +144,12 @@ def heartbeat(bid: int, epoch: int, offset: int, *, fence: bool = False, shutdow
 BIG = 10**9  # a metadata offset past everything: caught up
 
 
-def run_script(c: Controllers, cluster_id: str, features: dict[str, tuple[int, int]], finalized_mv: int,
+def run_script(c: Controllers, cluster_id: str, features: dict[str, tuple[int, int]], finalized: dict[str, int],
                wait_fenced: Callable[[int, Callable[[], None]], None]) -> tuple[list[tuple[str, dict]], list[dict]]:
     """Sends the script (see the module docstring); returns each step's (name, answer) and the
     answers to the heartbeats that kept broker 100's session alive while 101's expired."""
     steps: list[tuple[str, dict]] = []
+    keepalives: list[dict] = []
 
     def send(name: str, api: int, body: dict) -> dict:
         resp = c.send(api, body)
@@ -156,8 +162,15 @@ def run_script(c: Controllers, cluster_id: str, features: dict[str, tuple[int, i
     def hb(name: str, body: dict) -> dict:
         return send(name, ApiKey.BROKER_HEARTBEAT, body)
 
+    def keep_100_alive() -> None:
+        keepalives.append(c.send(ApiKey.BROKER_HEARTBEAT, heartbeat(100, e100, BIG)))
+
+    mv = finalized["metadata.version"]
+    # a finalized feature other than metadata.version at a level above 0 (group.version, ...)
+    raised = min(n for n, lv in finalized.items() if lv > 0 and n not in ("metadata.version", "kraft.version"))
     without_mv = {n: r for n, r in features.items() if n != "metadata.version"}
-    mv_too_new = {**features, "metadata.version": (finalized_mv + 1, finalized_mv + 5)}
+    without_raised = {n: r for n, r in features.items() if n != raised}
+    mv_too_new = {**features, "metadata.version": (mv + 1, mv + 5)}
     other_cluster = random_cluster_id()
 
     e100 = reg("100 registers", registration(cluster_id, 100, INC_A, features, [DIR_1]))["BrokerEpoch"]
@@ -170,10 +183,18 @@ def run_script(c: Controllers, cluster_id: str, features: dict[str, tuple[int, i
     reg("101 registers with another cluster id", registration(other_cluster, 101, INC_C, features, [DIR_2]))
     reg("101 registers without the finalized metadata.version", registration(cluster_id, 101, INC_C, mv_too_new, [DIR_2]))
     reg("101 registers without metadata.version", registration(cluster_id, 101, INC_C, without_mv, [DIR_2]))
+    reg("101 registers without a feature finalized above level 0",
+        registration(cluster_id, 101, INC_C, without_raised, [DIR_2]))
+    reg("101 registers with kraft.version 1..1", registration(cluster_id, 101, INC_C,
+                                                              {**features, "kraft.version": (1, 1)}, [DIR_2]))
     reg("101 registers without log dirs", registration(cluster_id, 101, INC_C, features, []))
     reg("101 registers with a reserved log dir", registration(cluster_id, 101, INC_C, features, [RESERVED_DIR]))
     reg("101 registers with a log dir twice", registration(cluster_id, 101, INC_C, features, [DIR_2, DIR_2]))
     reg("101 registers with broker 100's log dir", registration(cluster_id, 101, INC_C, features, [DIR_1]))
+    reg("103 registers with a feature no controller knows, 0..3",
+        registration(cluster_id, 103, INC_E, {**features, "no.such.feature": (0, 3)}, [DIR_3]))
+    reg("104 registers with a feature no controller knows, 1..3",
+        registration(cluster_id, 104, INC_E, {**features, "no.such.feature": (1, 3)}, [DIR_4]))
     hb("100 heartbeats with a stale epoch", heartbeat(100, e100 - 1, BIG))
     hb("102 heartbeats, never registered", heartbeat(102, e100, BIG))
     e101 = reg("101 registers", registration(cluster_id, 101, INC_C, features, [DIR_2], port=9094))["BrokerEpoch"]
@@ -182,14 +203,27 @@ def run_script(c: Controllers, cluster_id: str, features: dict[str, tuple[int, i
     hb("100, fenced, asks to be fenced again", heartbeat(100, e100, BIG, fence=True))
     hb("100 asks to be unfenced", heartbeat(100, e100, BIG))
 
-    keepalives: list[dict] = []
-    wait_fenced(101, lambda: keepalives.append(c.send(ApiKey.BROKER_HEARTBEAT, heartbeat(100, e100, BIG))))
+    wait_fenced(101, keep_100_alive)  # 101 heartbeats no more: its session expires
 
     hb("101, fenced by its expired session, asks to shut down", heartbeat(101, e101, BIG, shutdown=True))
+    again = registration(cluster_id, 101, INC_D, features, [DIR_2], port=9095)
+    reg("101 registers, a new incarnation, right after that heartbeat", again)
+    # ... and once that heartbeat's session expired (a refused registration changes nothing)
+    deadline = time.monotonic() + 60
+    while (resp := c.send(ApiKey.BROKER_REGISTRATION, again))["ErrorCode"] == DUPLICATE_BROKER_REGISTRATION:
+        assert time.monotonic() < deadline, "101's session never expired"
+        keep_100_alive()
+        time.sleep(0.5)
+    steps.append(("101 registers, a new incarnation, its session expired", {"api": "BROKER_REGISTRATION", **resp}))
+    e101b = resp["BrokerEpoch"]
+    hb("101 heartbeats with its first epoch", heartbeat(101, e101, BIG))
+    hb("101, registered anew, heartbeats caught up", heartbeat(101, e101b, BIG))
     hb("100, unfenced, asks to shut down", heartbeat(100, e100, BIG, shutdown=True))
+    hb("101, unfenced, asks to be fenced and to shut down", heartbeat(101, e101b, BIG, fence=True, shutdown=True))
     send("unregister 101", ApiKey.UNREGISTER_BROKER, {"BrokerId": 101})
+    send("unregister 103", ApiKey.UNREGISTER_BROKER, {"BrokerId": 103})
     send("unregister 999, never registered", ApiKey.UNREGISTER_BROKER, {"BrokerId": 999})
-    hb("101 heartbeats after its unregistration", heartbeat(101, e101, BIG))
+    hb("101 heartbeats after its unregistration", heartbeat(101, e101b, BIG))
     return steps, keepalives
 
 
@@ -213,6 +247,12 @@ def records(metadata_dir: Path) -> list[tuple[int, int, int, dict]]:
     """(offset, api key, version, fields) of the metadata records of a log."""
     return [(r.offset, *decode_metadata_record(r.value)) for b in complete_batches(metadata_dir) if not b.is_control
             for r in b.records()]
+
+
+def fullest_log(metadata_dirs: list[Path]) -> list[tuple[int, int, int, dict]]:
+    """The records of the longest of a quorum's logs (every answer came after its commit, so the
+    committed records are all there; a voter that lagged at the stop may lack the last ones)."""
+    return max((records(d) for d in metadata_dirs), key=lambda log: log[-1][0] if log else -1)
 
 
 def fenced_after_unfence(metadata_dir: Path, bid: int) -> bool:
@@ -351,37 +391,51 @@ def test_broker_registration_as_kafka_4_4_answers_it(kafka_jars, tmp_path):
         c = Controllers(list(quorum.controller_ports.values()))
         try:
             kafka_finalized, features = c.finalized_and_supported()
-            mv = kafka_finalized["metadata.version"]
-            kafka_steps, kafka_keepalives = run_script(c, cid, features, mv, waiter(kafka_dirs))
+            kafka_steps, kafka_keepalives = run_script(c, cid, features, kafka_finalized, waiter(kafka_dirs))
             kafka_versions = dict(c.versions)
         except (AssertionError, ProtocolError) as e:
             raise AssertionError(f"{e}\n{quorum.log_tails()}") from e
         finally:
             c.close()
-    kafka_log = records(kafka_dirs[0])
+    kafka_log = fullest_log(kafka_dirs)
 
     with kraftkit_quorum(tmp_path, cid) as (ports, kraftkit_dirs):
         c = Controllers(ports)
         try:
             kraftkit_finalized, _supported = c.finalized_and_supported()
             assert kraftkit_finalized == kafka_finalized  # the same bootstrap: the script means the same
-            kraftkit_steps, kraftkit_keepalives = run_script(c, cid, features, mv, waiter(kraftkit_dirs))
+            kraftkit_steps, kraftkit_keepalives = run_script(c, cid, features, kafka_finalized, waiter(kraftkit_dirs))
             kraftkit_versions = dict(c.versions)
         finally:
             c.close()
-    kraftkit_log = records(kraftkit_dirs[0])
+    kraftkit_log = fullest_log(kraftkit_dirs)
     assert kraftkit_versions == kafka_versions
 
     # the script did what it says on Kafka (its answers are the expectation)
     kafka_names = epoch_names(kafka_log)
     expected = normalized_steps(kafka_steps, kafka_names)
     codes = {name: r["ErrorCode"] for name, r in expected}
-    assert codes["100 registers, another incarnation, its session live"] == DUPLICATE_BROKER_REGISTRATION
-    assert codes["101 registers with another cluster id"] == INCONSISTENT_CLUSTER_ID
-    assert codes["101 registers without the finalized metadata.version"] == UNSUPPORTED_VERSION
-    assert codes["101 registers without log dirs"] == INVALID_REGISTRATION
-    assert codes["100 heartbeats with a stale epoch"] == STALE_BROKER_EPOCH
-    assert codes["unregister 999, never registered"] == BROKER_ID_NOT_REGISTERED
+    refused = {"100 registers, another incarnation, its session live": DUPLICATE_BROKER_REGISTRATION,
+               "101 registers with another cluster id": INCONSISTENT_CLUSTER_ID,
+               "101 registers without the finalized metadata.version": UNSUPPORTED_VERSION,
+               "101 registers without metadata.version": INVALID_REGISTRATION,
+               "101 registers without a feature finalized above level 0": UNSUPPORTED_VERSION,
+               "101 registers with kraft.version 1..1": UNSUPPORTED_VERSION,
+               "101 registers without log dirs": INVALID_REGISTRATION,
+               "101 registers with a reserved log dir": INVALID_REGISTRATION,
+               "101 registers with a log dir twice": INVALID_REGISTRATION,
+               "101 registers with broker 100's log dir": INVALID_REGISTRATION,
+               "104 registers with a feature no controller knows, 1..3": UNSUPPORTED_VERSION,
+               "100 heartbeats with a stale epoch": STALE_BROKER_EPOCH,
+               "102 heartbeats, never registered": STALE_BROKER_EPOCH,
+               "101 registers, a new incarnation, right after that heartbeat": DUPLICATE_BROKER_REGISTRATION,
+               "101 heartbeats with its first epoch": STALE_BROKER_EPOCH,
+               "unregister 999, never registered": BROKER_ID_NOT_REGISTERED,
+               "101 heartbeats after its unregistration": STALE_BROKER_EPOCH}
+    assert {n: codes[n] for n in refused} == refused
+    assert all(code == NONE for n, code in codes.items() if n not in refused)
+    assert dict(expected)["101 registers, a new incarnation, its session expired"]["BrokerEpoch"] == (
+        "offset of broker 101's RegisterBrokerRecord #2")
     assert [r["IsFenced"] for _n, r in expected[1:3]] == [True, False]
     assert all(r["ErrorCode"] == NONE and r["IsFenced"] is False for r in kafka_keepalives)
     assert all(r["ErrorCode"] == NONE and r["IsFenced"] is False for r in kraftkit_keepalives)
