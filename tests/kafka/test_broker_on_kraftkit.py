@@ -20,6 +20,7 @@ import pytest
 
 from kraftkit._core import decode_metadata_record
 from kraftkit._kafka import BROKER_REGISTRATION_CHANGE, FENCE_BROKER, REGISTER_BROKER, UNFENCE_BROKER, UNREGISTER_BROKER
+from kraftkit.errors import KraftkitError
 from kraftkit.features.storage import MetaProperties, parse_uuid
 from kraftkit.features.storage.format import CLUSTER_METADATA_DIR
 from kraftkit.log import Segment
@@ -74,6 +75,14 @@ def broker_records(metadata_dir: Path) -> list[tuple[int, int, dict]]:
                 if key in BROKER_RECORDS:
                     out.append((key, version, data))
     return out
+
+
+def live_broker_records(metadata_dir: Path) -> list[tuple[int, int, dict]]:
+    """:func:`broker_records` of a log being written ([] while its last batch is half written)."""
+    try:
+        return broker_records(metadata_dir)
+    except KraftkitError:
+        return []
 
 
 def test_a_real_kafka_broker_runs_on_a_kraftkit_controller_quorum(kafka_jars, tmp_path):
@@ -132,6 +141,12 @@ def test_a_real_kafka_broker_runs_on_a_kraftkit_controller_quorum(kafka_jars, tm
         assert "Timed out waiting for the controller to approve controlled shutdown" not in log, tails()
         assert "[BrokerServer id=100] Transition from SHUTTING_DOWN to SHUTDOWN" in log, tails()
         assert " ERROR " not in log, tails()
+
+        # the registration, the unfencing and the fencing reach every controller's log before they stop
+        deadline = time.monotonic() + 30
+        while not all(len(live_broker_records(d / CLUSTER_METADATA_DIR)) >= 3 for d in dirs.values()):
+            assert time.monotonic() < deadline, tails()
+            time.sleep(0.2)
     finally:
         broker.stop()
         codes = [p.stop() for p in procs]
