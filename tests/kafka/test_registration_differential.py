@@ -19,14 +19,16 @@ its session is live, with another incarnation (DUPLICATE_BROKER_REGISTRATION); b
 registrations with a wrong cluster id, a metadata.version range without the finalized level, no
 metadata.version, without a feature finalized above 0, with a kraft.version range without the
 finalized one, with no, reserved, repeated and another broker's log directories are refused; a
-feature no controller knows is taken at 0..3 (broker 103) and refused at 1..3 (broker 104); a
-stale epoch and an unknown broker's heartbeats are refused; broker 101 registers and is unfenced;
-broker 100 asks to be fenced, again, then to be unfenced; broker 101 stops heartbeating and its
-session expires (the controller fences it) while broker 100 keeps heartbeating; fenced, 101 asks
-to shut down (told to, fenced again); a new incarnation of 101 is refused while that heartbeat's
-session lives and registered (a new epoch) once it expired; its old epoch is stale; unfenced
-brokers asking to shut down (with or without WantFence) are fenced and told to; UnregisterBroker
-of 101, 103 and an unknown id; 101's heartbeat after its unregistration."""
+feature no controller knows is taken at 0..3 (broker 103, which never heartbeats: another
+incarnation replaces it at once) and refused at 1..3 (broker 104); a stale epoch and an unknown
+broker's heartbeats are refused; broker 101 registers and is unfenced; broker 100 asks to be
+fenced, again, then to be unfenced; broker 101 stops heartbeating and its session expires (the
+controller fences it) while broker 100 keeps heartbeating; fenced, 101 asks to shut down (told to,
+fenced again); a new incarnation of 101 is refused while that heartbeat's session lives, the
+session expires (fenced once more, as Kafka 4.4 does) and the new incarnation is registered with a
+new epoch; its old epoch is stale; unfenced brokers asking to shut down (with or without
+WantFence) are fenced and told to; UnregisterBroker of 101, 103 and an unknown id; 101's
+heartbeat after its unregistration. Waits are for what the logs commit, never for a time."""
 
 from __future__ import annotations
 
@@ -56,11 +58,12 @@ from kraftkit.controller import ControllerNode, read_bootstrap_metadata
 from kraftkit.features.storage.format import CLUSTER_METADATA_DIR, format_storage
 from kraftkit.protocol import KafkaConnection, ProtocolError
 from kraftkit.protocol.messages import ApiKey
+from kraftkit.raft.core import RaftConfig
 from kraftkit.raft.driver import NodeConfig
 from tests.harness import jars
 from tests.harness.node import random_cluster_id
 from tests.harness.quorum import KafkaQuorum
-from tests.raft._cluster import FAST, free_ports
+from tests.raft._cluster import free_ports
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
@@ -352,7 +355,7 @@ def kraftkit_quorum(root: Path, cluster_id: str) -> Iterator[tuple[list[int], li
 
     async def start() -> None:
         for i, d in zip(voters, dirs, strict=True):
-            n = ControllerNode(NodeConfig(i, voters, d, cluster_id, raft=FAST, snapshot_every_records=0),
+            n = ControllerNode(NodeConfig(i, voters, d, cluster_id, raft=RaftConfig(), snapshot_every_records=0),
                                read_bootstrap_metadata(d), session_timeout_ms=SESSION_TIMEOUT_MS)
             nodes.append(n)
             await n.start()
