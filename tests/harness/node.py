@@ -45,8 +45,10 @@ def random_cluster_id() -> str:
             return cid
 
 
-def log4j_files(dirpath: Path, logfile: Path) -> list[str]:
-    """Write log4j (1.x/reload4j, Kafka 3.x) and log4j2 (Kafka 4.x) configs; return JVM -D flags."""
+def log4j_files(dirpath: Path, logfile: Path, *, log_until_exit: bool = False) -> list[str]:
+    """Write log4j (1.x/reload4j, Kafka 3.x) and log4j2 (Kafka 4.x) configs; return JVM -D flags.
+    ``log_until_exit``: log4j2 keeps logging while the JVM's shutdown hooks run (its own hook
+    would stop it first, so a SIGTERM'd server's shutdown is missing from its log)."""
     l1 = dirpath / "log4j.properties"
     l1.write_text(
         "log4j.rootLogger=INFO, file\n"
@@ -58,7 +60,8 @@ def log4j_files(dirpath: Path, logfile: Path) -> list[str]:
     l2 = dirpath / "log4j2.properties"
     l2.write_text(
         "status = warn\n"
-        "appender.file.type = File\n"
+        + ("shutdownHook = disable\n" if log_until_exit else "")
+        + "appender.file.type = File\n"
         "appender.file.name = FILE\n"
         f"appender.file.fileName = {logfile}\n"
         "appender.file.layout.type = PatternLayout\n"
@@ -118,6 +121,8 @@ class KafkaNode:
         first log dir.
     extra_props: more ``server.properties`` entries (override the defaults).
     release_version: ``format --release-version`` (e.g. "3.9-IV0"); default: latest.
+    log_until_exit: log the whole SIGTERM shutdown (Kafka 4.x's log4j2 otherwise stops logging
+        when the shutdown begins).
     """
 
     def __init__(
@@ -132,9 +137,11 @@ class KafkaNode:
         cluster_id: str | None = None,
         start_timeout: float = 90.0,
         stop_timeout: float = 60.0,
+        log_until_exit: bool = False,
     ) -> None:
         self.workdir = Path(workdir).resolve()
         self.version = version
+        self.log_until_exit = log_until_exit
         self.dynamic_quorum = dynamic_quorum
         self.separate_metadata_dir = separate_metadata_dir
         self.extra_props = dict(extra_props or {})
@@ -285,7 +292,7 @@ class KafkaNode:
         if not self.formatted and not (self.metadata_dir / "meta.properties").exists():
             self.format()
         self.formatted = True
-        log_flags = log4j_files(self.workdir, self.server_log)
+        log_flags = log4j_files(self.workdir, self.server_log, log_until_exit=self.log_until_exit)
         cmd = [java, *SERVER_JVM_OPTS, *log_flags,
                f"-Dkafka.logs.dir={self.workdir / 'logs'}",
                "-cp", jars.classpath(self.version), "kafka.Kafka", str(self.config_path)]

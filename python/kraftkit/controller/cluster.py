@@ -20,8 +20,12 @@ The rules are Kafka 4.4's:
 * **BrokerHeartbeat**: a broker fenced unfences once its metadata offset reached its registration
   and it does not ask to stay fenced; an unfenced broker that wants to shut down is fenced at once
   (it leads no partition: kraftkit's controller places none yet); a fenced broker that wants to
-  shut down is told to. A broker whose session passes ``broker.session.timeout.ms`` is fenced, one
-  at a time, as Kafka's ``maybeFenceOneStaleBroker`` does.
+  shut down is told to, and its fencing is written again (as Kafka's is). A broker whose last
+  heartbeat at its epoch is older than ``broker.session.timeout.ms`` is fenced, one at a time, as
+  Kafka's ``maybeFenceOneStaleBroker`` does, even if it is fenced already: Kafka's
+  ``BrokerHeartbeatTracker`` times every broker that heartbeats, and an unfenced broker from the
+  controller's activation on; a new registration, a fenced broker at the activation and a broker
+  whose expiry was handled have no live session until they heartbeat.
 * **UnregisterBroker**: BROKER_ID_NOT_REGISTERED for an unknown id, else an UnregisterBrokerRecord.
 * **ControllerRegistration**: from metadata.version 3.7-IV0 a RegisterControllerRecord (else
   UNSUPPORTED_VERSION), with the controller's listeners and supported features.
@@ -79,7 +83,10 @@ class BrokerSession:
     broker_id: int
     epoch: int
     fenced: bool
-    last_contact: float  # monotonic seconds
+    #: monotonic seconds of its last heartbeat at this epoch; None: none since its registration, the
+    #: activation (a fenced broker) or the fencing of its expired session (Kafka's BrokerHeartbeatTracker
+    #: holds no entry for it: its session is not live and cannot expire)
+    last_contact: float | None
     metadata_offset: int = -1
     controlled_shutdown_offset: int = -1  # the offset at which its controlled shutdown completes
 
@@ -135,7 +142,7 @@ class ClusterControlManager:
             if self.sessions is not None:
                 old = self.sessions.get(bid)
                 if old is None or old.epoch != data["BrokerEpoch"] or old.fenced != data["Fenced"]:
-                    self._register_session(bid, data["BrokerEpoch"], data["Fenced"], old)
+                    self._register_session(bid, data["BrokerEpoch"], data["Fenced"], old, None)
         else:
             self.register_offsets.pop(bid, None)
             if self.sessions is not None:
@@ -152,44 +159,58 @@ class ClusterControlManager:
         return time.monotonic()
 
     def mark_fenced(self, bid: int) -> None:
-        """The session of ``bid`` is fenced (its fencing is being written)."""
+        """The session of ``bid`` expired: it is fenced (its fencing is being written) and its
+        session ends until it heartbeats again (Kafka's ``maybeRemoveExpired`` drops its entry)."""
         s = (self.sessions or {}).get(bid)
         if s is not None:
             s.fenced = True
             s.controlled_shutdown_offset = -1
+            s.last_contact = None
 
-    def _register_session(self, bid: int, epoch: int, fenced: bool, old: BrokerSession | None) -> None:
+    def _register_session(
+        self, bid: int, epoch: int, fenced: bool, old: BrokerSession | None, contact: float | None
+    ) -> None:
         assert self.sessions is not None
-        s = BrokerSession(bid, epoch, fenced, self.now())
+        s = BrokerSession(bid, epoch, fenced, contact)
         if old is not None and old.epoch == epoch:
             s.metadata_offset = old.metadata_offset
+            s.last_contact = old.last_contact  # (Kafka tracks contacts by broker id and epoch)
         self.sessions[bid] = s
 
     def activate(self, image: MetadataImage) -> None:
-        """This node became the active controller: every registered broker gets a fresh session."""
+        """This node became the active controller: every registered broker gets a fresh session,
+        live from now on for an unfenced broker (Kafka's ``ClusterControlManager.activate``)."""
         self.sessions = {}
+        now = self.now()
         for bid, b in image.brokers.items():
-            self._register_session(bid, b["BrokerEpoch"], b["Fenced"], None)
+            self._register_session(bid, b["BrokerEpoch"], b["Fenced"], None, None if b["Fenced"] else now)
 
     def deactivate(self) -> None:
         self.sessions = None
 
     def has_valid_session(self, bid: int, epoch: int) -> bool:
         s = (self.sessions or {}).get(bid)
-        return s is not None and s.epoch == epoch and self.now() - s.last_contact <= self.session_timeout
+        return (
+            s is not None
+            and s.epoch == epoch
+            and s.last_contact is not None
+            and self.now() - s.last_contact <= self.session_timeout
+        )
+
+    def _contacts(self) -> list[tuple[float, int]]:
+        return [(s.last_contact, s.broker_id) for s in (self.sessions or {}).values() if s.last_contact is not None]
 
     def next_expiry(self) -> float | None:
-        """When the oldest unfenced session expires (monotonic seconds), if any is unfenced."""
-        live = [s.last_contact for s in (self.sessions or {}).values() if not s.fenced]
-        return min(live) + self.session_timeout if live else None
+        """When the oldest live session expires (monotonic seconds), if any is live."""
+        contacts = self._contacts()
+        return min(contacts)[0] + self.session_timeout if contacts else None
 
     def stale_broker(self) -> int | None:
-        """The unfenced broker whose session expired longest ago, if any."""
+        """The broker whose session expired longest ago, if any: fenced or not, as Kafka's
+        ``maybeFenceOneStaleBroker`` fences (again) any broker whose heartbeats stopped."""
         now = self.now()
-        stale = [
-            s for s in (self.sessions or {}).values() if not s.fenced and now - s.last_contact > self.session_timeout
-        ]
-        return min(stale, key=lambda s: s.last_contact).broker_id if stale else None
+        stale = [(at, bid) for at, bid in self._contacts() if now - at > self.session_timeout]
+        return min(stale)[1] if stale else None
 
     # ------------------------------------------------------------------ records
     @staticmethod
@@ -337,6 +358,9 @@ class ClusterControlManager:
         if s.fenced:
             if want_shutdown:
                 log.info("Fenced broker %d has requested and been granted an immediate shutdown.", bid)
+                # FENCED -> SHUTDOWN_NOW is a change of state, and Kafka's processBrokerHeartbeat
+                # fences on any change to SHUTDOWN_NOW (handleBrokerFenced): one more fencing record
+                records = self.fence_records(image, bid)
                 should_shut_down = True
             elif not want_fence and offset >= registered_at:
                 log.info(

@@ -347,10 +347,12 @@ class QuorumController:
         bid = body.get("BrokerId", -1)
 
         def reply(_r: Any, error: ControllerError | None = None) -> dict:
+            # a success carries the schema's default ErrorMessage "", not null: Kafka's ControllerApis
+            # answers it with a fresh UnregisterBrokerResponseData (ControllerRegistration likewise)
             return {
                 "ThrottleTimeMs": 0,
                 "ErrorCode": error.code if error else 0,
-                "ErrorMessage": error.message if error else None,
+                "ErrorMessage": error.message if error else "",
             }
 
         return await self._answer(
@@ -362,7 +364,7 @@ class QuorumController:
             return {
                 "ThrottleTimeMs": 0,
                 "ErrorCode": error.code if error else 0,
-                "ErrorMessage": error.message if error else None,
+                "ErrorMessage": error.message if error else "",
             }
 
         return await self._answer(
