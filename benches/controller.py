@@ -3,12 +3,12 @@
 ``kraftkit controller run`` processes against a real Kafka 4.3.1 three-controller quorum, one
 after the other in the same run, driven by the same load generator.
 
-    .venv/bin/python benches/controller.py                  # 1,000 brokers, both quorums (~5 min)
+    .venv/bin/python benches/controller.py                  # 1,000 brokers, both quorums (~4 min)
     .venv/bin/python benches/controller.py --brokers 200 --window 10 --probe-seconds 3
     .venv/bin/python benches/run.py --suites controller     # the same rows in the suite table
 
-The load generator is one asyncio process (pinned to one core, apart from the servers, which see
-every core) speaking the Kafka protocol with kraftkit's codec: it finds the active controller
+The load generator (``_controller_load.py``) is one asyncio process (pinned to one core at nice -10,
+GC off, apart from the servers, which see every core) speaking the Kafka protocol with kraftkit's codec: it finds the active controller
 (DescribeCluster, EndpointType 2), opens one connection per simulated broker to it (a Kafka
 broker has one connection to the active controller; ApiVersions first), registers every broker
 (BrokerRegistration as a Kafka 4.4 broker sends it: its supported features, one random log
@@ -26,9 +26,10 @@ the next one only once the last is answered, as a broker does). Then, in order:
 * capacity: an open-loop probe raises the heartbeat rate (each broker's interval shrinks; a
   heartbeat goes out on schedule whether or not the last was answered) in steps of
   ``--probe-seconds``: 1k/s, doubling until a step fails (p99 over ``--p99-bound-ms``, an error,
-  or an unanswered heartbeat), then two bisections. The capacity is the highest rate that passed.
-  A step where the generator itself fell behind (its own core busy) is marked; its rate is then a
-  lower bound of the server's.
+  or an unanswered heartbeat; a failed step is tried once more, as another tenant of a shared
+  machine can spoil one), then two bisections. The capacity is the highest rate that passed.
+  A step where the generator itself fell behind (under 97% of the offered heartbeats sent, or its
+  core 85% busy) is marked generator-bound.
 
 broker.session.timeout.ms is Kafka's default 9000 on both (kraftkit's default too). kraftkit's
 nodes run with ``--max-connections 5000 --max-connections-per-ip 5000`` (its defaults 1000 / 64 would

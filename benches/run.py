@@ -42,7 +42,7 @@ def parse_args(argv=None):
     p.add_argument("--datasets", default=None, help="comma list overriding the dataset selection (meta,topic,topic-1k,topic-lz4,...)")
     p.add_argument("--suites", default="crc,decode,dump",
                    help="comma list of crc, decode, dump, metadata, controller (metadata and controller are opt-in: "
-                   "~20 min and ~6 min on 2 cores)")
+                   "~20 min and ~4 min on 2 cores)")
     p.add_argument("--metadata-records", type=int, default=None, help="records in the metadata log (default 5 M, quick 500k)")
     p.add_argument("--snapshot-topics", type=int, default=None,
                    help="topics (x 50 partitions) of the snapshot image (default 20000 = 1 M partitions, quick 2000)")

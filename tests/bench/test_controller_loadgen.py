@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from kraftkit.controller import ControllerNode, read_bootstrap_metadata
+from kraftkit.raft.core import RaftConfig
 from kraftkit.raft.driver import NodeConfig
-from tests.controller._nodes import CLUSTER_ID, FAST, format_dirs, running
+from tests.controller._nodes import CLUSTER_ID, format_dirs, running
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -38,7 +39,8 @@ def test_load_generator_registers_unfences_and_heartbeats(tmp_path: Path) -> Non
 async def check_load_generator(tmp_path: Path) -> None:
     gen = load_generator()
     voters, dirs = format_dirs(tmp_path, release_version="4.3")
-    nodes = [ControllerNode(NodeConfig(i, voters, d, CLUSTER_ID, raft=FAST, snapshot_every_records=0),
+    # Kafka's raft timeouts: no leadership change under a busy machine turns heartbeats into NOT_CONTROLLER
+    nodes = [ControllerNode(NodeConfig(i, voters, d, CLUSTER_ID, raft=RaftConfig(), snapshot_every_records=0),
                             read_bootstrap_metadata(d), session_timeout_ms=SESSION_MS)
              for i, d in zip(voters, dirs, strict=True)]
     async with running(nodes):
