@@ -24,6 +24,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import benchlib  # noqa: E402
+import controller  # noqa: E402
 import datasets  # noqa: E402
 import metadata  # noqa: E402
 import suites  # noqa: E402
@@ -40,12 +41,14 @@ def parse_args(argv=None):
     p.add_argument("--codecs", default=None, help="compressed variants of 'topic' (default lz4,zstd; quick lz4; any of lz4,zstd,gzip,snappy; 'none' for no variant)")
     p.add_argument("--datasets", default=None, help="comma list overriding the dataset selection (meta,topic,topic-1k,topic-lz4,...)")
     p.add_argument("--suites", default="crc,decode,dump",
-                   help="comma list of crc, decode, dump, metadata (metadata is opt-in: ~20 min on 2 cores)")
+                   help="comma list of crc, decode, dump, metadata, controller (metadata and controller are opt-in: "
+                   "~20 min and ~4 min on 2 cores)")
     p.add_argument("--metadata-records", type=int, default=None, help="records in the metadata log (default 5 M, quick 500k)")
     p.add_argument("--snapshot-topics", type=int, default=None,
                    help="topics (x 50 partitions) of the snapshot image (default 20000 = 1 M partitions, quick 2000)")
     p.add_argument("--max-seconds", type=float, default=15.0,
                    help="metadata suite: stop repeating a row once its timed runs took this long (>= 1 timed run)")
+    p.add_argument("--brokers", type=int, default=1000, help="controller suite: simulated brokers (default 1000)")
     p.add_argument("--dump-datasets", default=None, help="datasets for the dump-log suite (default meta,topic,topic-lz4)")
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--repeat", type=int, default=None, help="timed runs per in-process measurement (best is reported; default 3, quick 2)")
@@ -245,6 +248,12 @@ def main(argv=None) -> int:
         rows += mrows
         extra.update(mextra)
 
+    if "controller" in a.suites:
+        say("6. KRaft controller: broker registrations and heartbeats")
+        crows, cextra = controller.run_all(brokers=a.brokers, kafka_version=a.kafka_version, no_kafka=a.no_kafka, log=say)
+        rows += crows
+        extra.update(cextra)
+
     benchlib.finalize(rows)
     elapsed = time.perf_counter() - t_start
     env["loadavg_end"] = os.getloadavg()
@@ -258,12 +267,17 @@ def main(argv=None) -> int:
         print("datasets: " + "; ".join(f"{n} {dsets[n].bytes / 1e6:.0f} MB/{dsets[n].records / 1e6:.2f} M rec" for n in a.datasets))
     if "metadata_log" in extra:
         print(metadata.describe(extra))
+    if "controller" in extra:
+        print(controller.describe(extra))
     print()
     print(text)
     mtext = metadata.print_table(rows)
     if mtext:
         print(mtext)
-    tg = targets(rows) + metadata.targets(rows)
+    ctext = controller.print_table(rows)
+    if ctext:
+        print(ctext)
+    tg = targets(rows) + metadata.targets(rows) + controller.targets(rows)
     if tg:
         print("== targets ==")
         for t in tg:
