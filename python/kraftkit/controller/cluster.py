@@ -42,7 +42,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from kraftkit._core import RecordBatch, encode_metadata_record
+from kraftkit._core import RecordBatch, decode_metadata_record, encode_metadata_record
 from kraftkit._kafka import (
     BROKER_REGISTRATION_CHANGE,
     FENCE_BROKER,
@@ -61,6 +61,10 @@ __all__ = ["BrokerSession", "ClusterControlManager", "ControllerError", "Heartbe
 log = logging.getLogger(__name__)
 
 KRAFT_VERSION_FEATURE = "kraft.version"
+#: the records that change a broker's registration
+BROKER_RECORDS = frozenset(
+    (REGISTER_BROKER, UNREGISTER_BROKER, FENCE_BROKER, UNFENCE_BROKER, BROKER_REGISTRATION_CHANGE)
+)
 #: BrokerRegistrationChangeRecord's Fenced values (Kafka's BrokerRegistrationFencingChange)
 FENCE, UNFENCE = 1, -1
 #: and its InControlledShutdown value (BrokerRegistrationInControlledShutdownChange)
@@ -117,27 +121,49 @@ class ClusterControlManager:
         self.session_timeout = session_timeout_ms / 1000
         #: broker id -> the offset of its current RegisterBrokerRecord
         self.register_offsets: dict[int, int] = {}
+        #: broker id -> what the committed log says of its registration (BrokerEpoch, IncarnationId,
+        #: Fenced, InControlledShutdown, LogDirs, as the image's brokers hold them), kept here so a
+        #: heartbeat costs no rebuild of the image's view of every broker (Kafka's brokerRegistrations)
+        self.brokers: dict[int, dict] = {}
+        #: log directory -> the broker registered with it (Kafka's directoryToBroker)
+        self.directory_owner: dict[uuid.UUID, int] = {}
         #: broker id -> session, on the active controller (None: not active)
         self.sessions: dict[int, BrokerSession] | None = None
 
     # ------------------------------------------------------------------ what was committed
     def replay(self, batches: Iterable[RecordBatch]) -> None:
-        """Notes the offsets of RegisterBrokerRecords (and forgets unregistered brokers) in newly
-        committed ``batches``; the image replayed them already."""
+        """Replays the broker records of newly committed ``batches`` (the image replayed them too)."""
         for batch in batches:
             if batch.is_control:
                 continue
             for r in batch.records():
                 value = r.value
-                if value is not None and (_is_type(value, REGISTER_BROKER) or _is_type(value, UNREGISTER_BROKER)):
+                if value is not None and len(value) > 1 and value[1] in BROKER_RECORDS:
                     self._replay_registration(value, r.offset)
 
     def _replay_registration(self, value: bytes, offset: int) -> None:
-        from kraftkit._core import decode_metadata_record
-
-        _api, _v, data = decode_metadata_record(value)
+        api, _v, data = decode_metadata_record(value)
+        if api in (FENCE_BROKER, UNFENCE_BROKER, BROKER_REGISTRATION_CHANGE):
+            reg = self.brokers.get(data["BrokerId"] if "BrokerId" in data else data["Id"])
+            if reg is None:
+                return
+            fenced = {FENCE_BROKER: FENCE, UNFENCE_BROKER: UNFENCE}.get(api, data.get("Fenced", 0))
+            if fenced:
+                reg["Fenced"] = fenced == FENCE
+            if data.get("InControlledShutdown") == IN_CONTROLLED_SHUTDOWN:
+                reg["InControlledShutdown"] = True
+            if data.get("LogDirs"):
+                self._set_directories(reg["BrokerId"], reg, list(data["LogDirs"]))
+            return
         bid = data["BrokerId"]
-        if value[1] == REGISTER_BROKER:
+        if api == REGISTER_BROKER:
+            prev = self.brokers.get(bid)
+            reg = {
+                k: data.get(k) for k in ("BrokerId", "BrokerEpoch", "IncarnationId", "Fenced", "InControlledShutdown")
+            }
+            reg["LogDirs"] = prev["LogDirs"] if prev else []
+            self.brokers[bid] = reg
+            self._set_directories(bid, reg, list(data.get("LogDirs") or []))
             self.register_offsets[bid] = offset
             if self.sessions is not None:
                 old = self.sessions.get(bid)
@@ -145,13 +171,30 @@ class ClusterControlManager:
                     self._register_session(bid, data["BrokerEpoch"], data["Fenced"], old, None)
         else:
             self.register_offsets.pop(bid, None)
+            reg = self.brokers.pop(bid, None)
+            if reg is not None:
+                self._set_directories(bid, reg, [])
             if self.sessions is not None:
                 self.sessions.pop(bid, None)
+
+    def _set_directories(self, bid: int, reg: dict, dirs: list[uuid.UUID]) -> None:
+        for d in reg["LogDirs"]:
+            if self.directory_owner.get(d) == bid:
+                del self.directory_owner[d]
+        reg["LogDirs"] = dirs
+        for d in dirs:
+            self.directory_owner[d] = bid
 
     def load_snapshot(self, image: MetadataImage, end_offset: int) -> None:
         """A snapshot replaced the image: its registrations stand as of its last offset (as Kafka
         replays a snapshot's records at that offset)."""
         self.register_offsets = {bid: end_offset - 1 for bid in image.brokers}
+        self.brokers, self.directory_owner = {}, {}
+        for bid, b in image.brokers.items():
+            reg = {k: b.get(k) for k in ("BrokerId", "BrokerEpoch", "IncarnationId", "Fenced", "InControlledShutdown")}
+            reg["LogDirs"] = []
+            self.brokers[bid] = reg
+            self._set_directories(bid, reg, list(b.get("LogDirs") or []))
 
     # ------------------------------------------------------------------ sessions
     @staticmethod
@@ -182,7 +225,7 @@ class ClusterControlManager:
         live from now on for an unfenced broker (Kafka's ``ClusterControlManager.activate``)."""
         self.sessions = {}
         now = self.now()
-        for bid, b in image.brokers.items():
+        for bid, b in self.brokers.items():
             self._register_session(bid, b["BrokerEpoch"], b["Fenced"], None, None if b["Fenced"] else now)
 
     def deactivate(self) -> None:
@@ -223,7 +266,7 @@ class ClusterControlManager:
     def fence_records(self, image: MetadataImage, bid: int) -> list[bytes]:
         """The records fencing broker ``bid`` (Kafka's ``handleBrokerFenced``; it leads no partition)."""
         mv = self._mv(image)
-        epoch = image.brokers[bid]["BrokerEpoch"]
+        epoch = self.brokers[bid]["BrokerEpoch"]
         if mv.supported("broker_registration_change_record"):
             return [
                 encode_metadata_record(
@@ -257,7 +300,7 @@ class ClusterControlManager:
             )
         bid = body["BrokerId"]
         incarnation = body["IncarnationId"]
-        existing = image.brokers.get(bid)
+        existing = self.brokers.get(bid)
         if (
             existing is not None
             and self.has_valid_session(bid, existing["BrokerEpoch"])
@@ -275,7 +318,7 @@ class ClusterControlManager:
         mv = self._mv(image)
         dirs = list(body.get("LogDirs") or [])
         if mv.supported("directory_assignment"):
-            _check_directories(image, bid, dirs)
+            _check_directories(self.directory_owner, bid, dirs)
         features = {f["Name"]: (f["MinSupportedVersion"], f["MaxSupportedVersion"]) for f in body.get("Features") or []}
         if MV_FEATURE not in features:
             raise ControllerError(Errors.INVALID_REGISTRATION, "Request features do not contain 'metadata.version'")
@@ -328,7 +371,7 @@ class ClusterControlManager:
 
     # ------------------------------------------------------------------ BrokerHeartbeat
     def check_broker_epoch(self, image: MetadataImage, bid: int, epoch: int) -> None:
-        reg = image.brokers.get(bid)
+        reg = self.brokers.get(bid)
         if reg is None:
             raise ControllerError(Errors.STALE_BROKER_EPOCH, f"No broker registration found for broker id {bid}")
         if reg["BrokerEpoch"] != epoch:
@@ -349,7 +392,7 @@ class ClusterControlManager:
         self.check_broker_epoch(image, bid, epoch)
         s = self.sessions.get(bid)
         if s is None:
-            s = self.sessions[bid] = BrokerSession(bid, epoch, image.brokers[bid]["Fenced"], self.now())
+            s = self.sessions[bid] = BrokerSession(bid, epoch, self.brokers[bid]["Fenced"], self.now())
         offset = body.get("CurrentMetadataOffset", -1)
         registered_at = self.register_offsets[bid]
         want_fence, want_shutdown = body.get("WantFence", False), body.get("WantShutDown", False)
@@ -387,7 +430,7 @@ class ClusterControlManager:
 
     # ------------------------------------------------------------------ UnregisterBroker
     def unregister_broker(self, image: MetadataImage, bid: int) -> list[bytes]:
-        reg = image.brokers.get(bid)
+        reg = self.brokers.get(bid)
         if reg is None:
             raise ControllerError(Errors.BROKER_ID_NOT_REGISTERED, f"Broker ID {bid} is not currently registered")
         return [encode_metadata_record(UNREGISTER_BROKER, 0, {"BrokerId": bid, "BrokerEpoch": reg["BrokerEpoch"]})]
@@ -430,18 +473,16 @@ def _check_supported(name: str, level: int, lo: int, hi: int) -> None:
         )
 
 
-def _check_directories(image: MetadataImage, bid: int, dirs: list[uuid.UUID]) -> None:
+def _check_directories(owner: Mapping[uuid.UUID, int], bid: int, dirs: list[uuid.UUID]) -> None:
     if not dirs:
         raise ControllerError(Errors.INVALID_REGISTRATION, "No directories specified in request")
     if any(d.int < 100 for d in dirs):  # Kafka's DirectoryId.reserved: the uuids 0..99
         raise ControllerError(Errors.INVALID_REGISTRATION, "Reserved directory ID in request")
     if len(set(dirs)) != len(dirs):
         raise ControllerError(Errors.INVALID_REGISTRATION, "Duplicate directory ID in request")
-    for other, b in image.brokers.items():
-        if other == bid:
-            continue
-        for d in b.get("LogDirs") or []:
-            if d in dirs:
-                raise ControllerError(
-                    Errors.INVALID_REGISTRATION, f"Broker {other} is already registered with directory {d}"
-                )
+    for d in dirs:
+        other = owner.get(d)
+        if other is not None and other != bid:
+            raise ControllerError(
+                Errors.INVALID_REGISTRATION, f"Broker {other} is already registered with directory {d}"
+            )

@@ -30,6 +30,7 @@ finds the active one). While active it also fences a broker whose session expire
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -92,7 +93,8 @@ class QuorumController:
         self._bootstrapping = False
         #: why the bootstrap waits (a majority of the voters not known to support its level), if it does
         self.bootstrap_blocked: str | None = None
-        self._lock: asyncio.Lock | None = None  # one write at a time (made on the loop)
+        self._in_flight: asyncio.Future | None = None  # the commit of the write in progress
+        self._waiting: collections.deque[Callable[[], None]] = collections.deque()  # writes to run, in order
 
     # ------------------------------------------------------------------ state
     @property
@@ -239,71 +241,118 @@ class QuorumController:
             self._fence_timer = None
 
     # ------------------------------------------------------------------ writes
-    def _write_lock(self) -> asyncio.Lock:
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        return self._lock
+    def submit(
+        self, what: str, build: Callable[[], tuple[list[bytes], Any]], timeout_ms: int, crash_at: str = ""
+    ) -> asyncio.Future:
+        """Runs ``build`` (validation against the committed image: the records to append and the
+        answer, or :class:`ControllerError`) as the one write in progress: at once when no other
+        is, else once the earlier ones are settled, in order. Its records are appended as one
+        batch; the future resolves to the answer once they are committed (at once when there are
+        none), or to a :class:`ControllerError`: NOT_CONTROLLER when this node is not (or stops
+        being) the active controller, REQUEST_TIMED_OUT after ``timeout_ms``. No task is made: a
+        heartbeat that writes nothing is answered within the call."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future = loop.create_future()
+        appended_at: list[int] = []
+
+        def run() -> None:
+            if fut.done():
+                return  # timed out while it waited
+            try:
+                if not self.active:
+                    raise ControllerError(*self._not_controller())
+                records, answer = build()
+                if not records:
+                    fut.set_result(answer)
+                    return
+                try:
+                    base, committed = self.node.append_nowait(records)
+                except NotLeaderError:
+                    raise ControllerError(*self._not_controller()) from None
+            except ControllerError as e:
+                fut.set_exception(e)
+                return
+            if crash_at:
+                crash_point(crash_at)
+            appended_at.append(base)
+            self._in_flight = committed  # the next write is validated once this one's fate is known
+
+            def settled(f: asyncio.Future) -> None:
+                self._in_flight = None
+                if not fut.done():
+                    if f.cancelled() or f.exception() is not None:
+                        why = "cancelled" if f.cancelled() else str(f.exception())
+                        fut.set_exception(ControllerError(Errors.NOT_CONTROLLER, why))
+                    else:
+                        fut.set_result(answer)
+                self._drain()
+
+            committed.add_done_callback(settled)
+
+        def timed_out() -> None:
+            if fut.done():
+                return
+            if appended_at:
+                msg = f"the records of this {what} at offset {appended_at[0]} were not committed within {timeout_ms} ms"
+            else:
+                msg = f"an earlier controller write was not committed within {timeout_ms} ms; this {what} waited for it"
+            fut.set_exception(ControllerError(Errors.REQUEST_TIMED_OUT, msg))
+
+        if self._in_flight is None and not self._waiting:
+            run()
+        else:
+            self._waiting.append(run)
+        if not fut.done():
+            timer = loop.call_later(timeout_ms / 1000, timed_out)
+            fut.add_done_callback(lambda _f: timer.cancel())
+        return fut
+
+    def _drain(self) -> None:
+        """Runs the waiting writes while none has records in flight (iteratively: a long queue of
+        heartbeats that write nothing must not recurse)."""
+        while self._in_flight is None and self._waiting:
+            self._waiting.popleft()()
 
     async def _write(
         self, what: str, build: Callable[[], tuple[list[bytes], Any]], timeout_ms: int, crash_at: str = ""
     ) -> Any:
-        """Runs ``build`` (validation against the committed image: the records to append and the
-        answer, or :class:`ControllerError`) as the one write in progress, appends its records as
-        one batch and returns the answer once they are committed. NOT_CONTROLLER when this node is
-        not (or stops being) the active controller, REQUEST_TIMED_OUT when the commit takes longer
-        than ``timeout_ms``."""
-        lock = self._write_lock()
-        try:
-            await asyncio.wait_for(lock.acquire(), timeout_ms / 1000)
-        except TimeoutError:
-            raise ControllerError(
-                Errors.REQUEST_TIMED_OUT,
-                f"an earlier controller write was not committed within {timeout_ms} ms; this {what} waited for it",
-            ) from None
-        held_by_append = False
-        try:
-            if not self.active:
-                raise ControllerError(*self._not_controller())
-            records, answer = build()
-            if not records:
-                return answer
-            try:
-                base, committed = self.node.append_nowait(records)
-            except NotLeaderError:
-                raise ControllerError(*self._not_controller()) from None
-            if crash_at:
-                crash_point(crash_at)
-            held_by_append = True  # the next write is validated once this one's fate is known
-            committed.add_done_callback(lambda _f: lock.release())
-            try:
-                await asyncio.wait_for(asyncio.shield(committed), timeout_ms / 1000)
-            except TimeoutError:
-                raise ControllerError(
-                    Errors.REQUEST_TIMED_OUT,
-                    f"the records of this {what} at offset {base} were not committed within {timeout_ms} ms",
-                ) from None
-            except NotLeaderError as e:
-                raise ControllerError(Errors.NOT_CONTROLLER, str(e)) from None
-            return answer
-        finally:
-            if not held_by_append:
-                lock.release()
+        """:meth:`submit`, awaited."""
+        return await self.submit(what, build, timeout_ms, crash_at)
 
-    async def _answer(
+    def _answer(
         self, what: str, build: Callable[[], tuple[list[bytes], Any]], reply: Callable[..., dict]
-    ) -> dict:
-        try:
-            return reply(await self._write(what, build, WRITE_TIMEOUT_MS))
-        except ControllerError as e:
-            if e.code != Errors.NOT_CONTROLLER:
-                log.warning("node %d: %s refused: %s", self.node.node_id, what, e.message)
-            return reply(None, e)
+    ) -> asyncio.Future:
+        """The response future of a registration RPC: ``reply(answer)``, or ``reply(None, error)``."""
+        out: asyncio.Future = asyncio.get_running_loop().create_future()
+
+        def done(f: asyncio.Future) -> None:
+            if out.done():
+                return
+            if f.cancelled():
+                out.cancel()
+                return
+            e = f.exception()
+            if e is None:
+                out.set_result(reply(f.result()))
+            elif isinstance(e, ControllerError):
+                if e.code != Errors.NOT_CONTROLLER:
+                    log.warning("node %d: %s refused: %s", self.node.node_id, what, e.message)
+                out.set_result(reply(None, e))
+            else:
+                out.set_exception(e)
+
+        inner = self.submit(what, build, WRITE_TIMEOUT_MS)
+        if inner.done():
+            done(inner)  # answered within the call: no callback round through the loop
+        else:
+            inner.add_done_callback(done)
+        return out
 
     # ------------------------------------------------------------------ registration RPCs
     def _kraft_version(self) -> int:
         return self.image.kraft_version or 0
 
-    async def register_broker(self, body: Mapping, version: int) -> dict:
+    def register_broker(self, body: Mapping, version: int) -> asyncio.Future:
         """Answers a BrokerRegistrationRequest: the broker's epoch once its record is committed."""
 
         def build() -> tuple[list[bytes], int]:
@@ -317,9 +366,9 @@ class QuorumController:
                 "BrokerEpoch": -1 if epoch is None else epoch,
             }
 
-        return await self._answer(f"BrokerRegistration of broker {body.get('BrokerId')}", build, reply)
+        return self._answer(f"BrokerRegistration of broker {body.get('BrokerId')}", build, reply)
 
-    async def broker_heartbeat(self, body: Mapping, version: int) -> dict:
+    def broker_heartbeat(self, body: Mapping, version: int) -> asyncio.Future:
         """Answers a BrokerHeartbeatRequest (unfencing, fencing, shutdown, as the rules say)."""
 
         def reply(r: Any, error: ControllerError | None = None) -> dict:
@@ -339,11 +388,11 @@ class QuorumController:
                 "ShouldShutDown": r.should_shut_down,
             }
 
-        return await self._answer(
+        return self._answer(
             f"BrokerHeartbeat of broker {body.get('BrokerId')}", lambda: self.cluster.heartbeat(self.image, body), reply
         )
 
-    async def unregister_broker(self, body: Mapping, version: int) -> dict:
+    def unregister_broker(self, body: Mapping, version: int) -> asyncio.Future:
         bid = body.get("BrokerId", -1)
 
         def reply(_r: Any, error: ControllerError | None = None) -> dict:
@@ -355,11 +404,11 @@ class QuorumController:
                 "ErrorMessage": error.message if error else "",
             }
 
-        return await self._answer(
+        return self._answer(
             f"UnregisterBroker of broker {bid}", lambda: (self.cluster.unregister_broker(self.image, bid), None), reply
         )
 
-    async def register_controller(self, body: Mapping, version: int) -> dict:
+    def register_controller(self, body: Mapping, version: int) -> asyncio.Future:
         def reply(_r: Any, error: ControllerError | None = None) -> dict:
             return {
                 "ThrottleTimeMs": 0,
@@ -367,7 +416,7 @@ class QuorumController:
                 "ErrorMessage": error.message if error else "",
             }
 
-        return await self._answer(
+        return self._answer(
             f"ControllerRegistration of controller {body.get('ControllerId')}",
             lambda: (self.cluster.register_controller(self.image, body), None),
             reply,

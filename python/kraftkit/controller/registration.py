@@ -79,8 +79,8 @@ class ControllerRegistrationManager:
             if not self.controller.active:
                 self._in_flight = False
                 return  # activation calls again
-            task = asyncio.get_running_loop().create_task(self.controller.register_controller(body, 0))
-            task.add_done_callback(lambda t: self._answered(None if t.cancelled() or t.exception() else t.result()))
+            answer = self.controller.register_controller(body, 0)
+            answer.add_done_callback(lambda t: self._answered(None if t.cancelled() or t.exception() else t.result()))
             return
         conn = self._connection(leader)
         if conn is None:

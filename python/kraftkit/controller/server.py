@@ -12,7 +12,7 @@ through the controller's records, as on Kafka's controllers.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from kraftkit.controller.bootstrap import BootstrapMetadata
@@ -53,7 +53,8 @@ class ControllerNode(RaftNode):
         self.controller = QuorumController(self, bootstrap, session_timeout_ms, auto_finalize=auto_finalize)
         self._extra_listeners.append(self.controller)
         c = self.controller
-        self._handlers: dict[int, Callable[[Mapping, int], Coroutine[Any, Any, dict]]] = {
+        # each answers with an awaitable of the response (a coroutine, run as a task, or a future)
+        self._handlers: dict[int, Callable[[Mapping, int], Awaitable[dict]]] = {
             ApiKey.UPDATE_FEATURES: c.update_features,
             ApiKey.CONTROLLER_REGISTRATION: c.register_controller,
             ApiKey.BROKER_REGISTRATION: c.register_broker,
@@ -92,9 +93,9 @@ class ControllerNode(RaftNode):
         if handler is None:
             super()._other_request(conn, api, version, body, fut)
             return
-        task = asyncio.get_running_loop().create_task(handler(body, version))
+        task = asyncio.ensure_future(handler(body, version))
 
-        def answered(t: asyncio.Task) -> None:
+        def answered(t: asyncio.Future) -> None:
             if fut.done():
                 return
             if t.cancelled():
@@ -104,4 +105,7 @@ class ControllerNode(RaftNode):
             else:
                 fut.set_result(t.result())
 
-        task.add_done_callback(answered)
+        if task.done():
+            answered(task)  # answered within the call (a heartbeat that writes nothing)
+        else:
+            task.add_done_callback(answered)
