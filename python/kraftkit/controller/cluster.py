@@ -336,18 +336,7 @@ class ClusterControlManager:
             "BrokerId": bid,
             "IsMigratingZkBroker": False,
             "IncarnationId": incarnation,
-            "EndPoints": [
-                {"Name": x["Name"], "Host": x["Host"], "Port": x["Port"], "SecurityProtocol": x["SecurityProtocol"]}
-                for x in body.get("Listeners") or []
-            ],
-            "Features": [
-                {
-                    "Name": f["Name"],
-                    "MinSupportedVersion": f["MinSupportedVersion"],
-                    "MaxSupportedVersion": f["MaxSupportedVersion"],
-                }
-                for f in body.get("Features") or []
-            ],
+            **_endpoints_and_features(body),
             "Rack": body.get("Rack"),
             "LogDirs": dirs if mv.supported("directory_assignment") else [],
         }
@@ -448,20 +437,24 @@ class ClusterControlManager:
             "ControllerId": body["ControllerId"],
             "IncarnationId": body["IncarnationId"],
             "ZkMigrationReady": False,
-            "EndPoints": [
-                {"Name": x["Name"], "Host": x["Host"], "Port": x["Port"], "SecurityProtocol": x["SecurityProtocol"]}
-                for x in body.get("Listeners") or []
-            ],
-            "Features": [
-                {
-                    "Name": f["Name"],
-                    "MinSupportedVersion": f["MinSupportedVersion"],
-                    "MaxSupportedVersion": f["MaxSupportedVersion"],
-                }
-                for f in body.get("Features") or []
-            ],
+            **_endpoints_and_features(body),
         }
         return [encode_metadata_record(REGISTER_CONTROLLER, version, record)]
+
+
+def _endpoints_and_features(body: Mapping) -> dict:
+    """A registration request's Listeners and Features as the registration record's EndPoints and
+    Features (the same fields, under the record's names)."""
+    return {
+        "EndPoints": [
+            {"Name": x["Name"], "Host": x["Host"], "Port": x["Port"], "SecurityProtocol": x["SecurityProtocol"]}
+            for x in body.get("Listeners") or []
+        ],
+        "Features": [
+            {k: f[k] for k in ("Name", "MinSupportedVersion", "MaxSupportedVersion")}
+            for f in body.get("Features") or []
+        ],
+    }
 
 
 def _check_supported(name: str, level: int, lo: int, hi: int) -> None:

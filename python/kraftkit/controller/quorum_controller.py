@@ -395,31 +395,17 @@ class QuorumController:
     def unregister_broker(self, body: Mapping, version: int) -> asyncio.Future:
         bid = body.get("BrokerId", -1)
 
-        def reply(_r: Any, error: ControllerError | None = None) -> dict:
-            # a success carries the schema's default ErrorMessage "", not null: Kafka's ControllerApis
-            # answers it with a fresh UnregisterBrokerResponseData (ControllerRegistration likewise)
-            return {
-                "ThrottleTimeMs": 0,
-                "ErrorCode": error.code if error else 0,
-                "ErrorMessage": error.message if error else "",
-            }
-
         return self._answer(
-            f"UnregisterBroker of broker {bid}", lambda: (self.cluster.unregister_broker(self.image, bid), None), reply
+            f"UnregisterBroker of broker {bid}",
+            lambda: (self.cluster.unregister_broker(self.image, bid), None),
+            _error_message_reply,
         )
 
     def register_controller(self, body: Mapping, version: int) -> asyncio.Future:
-        def reply(_r: Any, error: ControllerError | None = None) -> dict:
-            return {
-                "ThrottleTimeMs": 0,
-                "ErrorCode": error.code if error else 0,
-                "ErrorMessage": error.message if error else "",
-            }
-
         return self._answer(
             f"ControllerRegistration of controller {body.get('ControllerId')}",
             lambda: (self.cluster.register_controller(self.image, body), None),
-            reply,
+            _error_message_reply,
         )
 
     # ------------------------------------------------------------------ auto-finalize
@@ -535,6 +521,16 @@ class QuorumController:
                 ", ".join(f"{u['Feature']}={u['MaxVersionLevel']}" for u in body.get("FeatureUpdates") or []),
             )
         return _update_answer(version, Errors.NONE, None, names)
+
+
+def _error_message_reply(_answer: Any, error: ControllerError | None = None) -> dict:
+    """An UnregisterBroker or ControllerRegistration response. A success carries the schema's
+    default ErrorMessage "", not null: Kafka's ControllerApis answers with a fresh response object."""
+    return {
+        "ThrottleTimeMs": 0,
+        "ErrorCode": error.code if error else 0,
+        "ErrorMessage": error.message if error else "",
+    }
 
 
 def _update_answer(version: int, error: int, message: str | None, names: list[str]) -> dict:
