@@ -15,14 +15,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Protocol
 
+from kraftkit.controller.features import FeatureControlManager
 from kraftkit.features.registry import registry
+from kraftkit.metadata.image import MetadataImage
 from kraftkit.protocol.messages import ApiKey, Errors
+from kraftkit.raft.driver import RaftDriver
 from kraftkit.raft.transport import PeerConnection
-
-if TYPE_CHECKING:
-    from kraftkit.controller.quorum_controller import QuorumController
 
 __all__ = ["ControllerRegistrationManager"]
 
@@ -33,8 +34,23 @@ RETRY_S = 1.0
 PLAINTEXT = 0
 
 
+class Controller(Protocol):
+    """What the manager needs of its controller (:class:`~kraftkit.controller.quorum_controller.QuorumController`)."""
+
+    node: RaftDriver
+    features: FeatureControlManager
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def active(self) -> bool: ...
+
+    def register_controller(self, body: Mapping, version: int) -> asyncio.Future: ...
+
+
 class ControllerRegistrationManager:
-    def __init__(self, controller: QuorumController, listener_name: str) -> None:
+    def __init__(self, controller: Controller, listener_name: str) -> None:
         self.controller = controller
         self.listener_name = listener_name
         self.incarnation_id = uuid.uuid4()
