@@ -103,6 +103,8 @@ class QuorumController:
 
     @property
     def active(self) -> bool:
+        if self.active_epoch < 0:
+            return False
         core = self.node.replica().core
         return self.active_epoch >= 0 and core.role is Role.LEADER and core.epoch == self.active_epoch
 

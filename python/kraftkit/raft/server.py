@@ -230,6 +230,8 @@ class RaftNode(RaftDriver):
             log.exception("node %d: %s request failed", self.node_id, ApiKey(api).name)
             if not fut.done():
                 fut.set_exception(e)
+        if fut.done():
+            conn.flush()  # answered within the call: out now, not a loop round later
 
     def _other_request(self, conn: ServerConnection, api: int, version: int, body: dict, fut: asyncio.Future) -> None:
         """Answers a request of an API in :attr:`served` that the raft node itself does not."""

@@ -433,9 +433,10 @@ class ServerConnection:
     def enqueue(self, fut: asyncio.Future, api: int, version: int, corr: int) -> None:
         """Reserves the next answer slot; ``fut`` resolves to the body (None: send nothing)."""
         self._slots.append((fut, api, version, corr))
-        fut.add_done_callback(lambda _f: self._flush())
+        fut.add_done_callback(lambda _f: self.flush())
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
+        """Writes the answers that are ready, in request order."""
         while self._slots and self._slots[0][0].done():
             fut, api, version, corr = self._slots.popleft()
             self._room.set()
