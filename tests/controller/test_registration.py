@@ -191,6 +191,11 @@ def test_registrations_kafka_refuses_are_refused_with_its_error_and_write_nothin
                 (registration(102, LogDirs=[uuid.UUID(int=5)]), Errors.INVALID_REGISTRATION),
                 (registration(102, LogDirs=[first["LogDirs"][0]]), Errors.INVALID_REGISTRATION),
                 (registration(102, IsMigratingZkBroker=True), Errors.BROKER_ID_NOT_REGISTERED),
+                # hostile sizes: a record of megabytes every replica would replay is refused up front
+                (registration(102, Features=broker_features() + [
+                    {"Name": f"x.{i}", "MinSupportedVersion": 0, "MaxSupportedVersion": 0} for i in range(1001)]),
+                 Errors.INVALID_REGISTRATION),
+                (registration(102, LogDirs=[uuid.uuid4() for _ in range(1001)]), Errors.INVALID_REGISTRATION),
             ]
             for body, code in cases:
                 got = await call(leader, ApiKey.BROKER_REGISTRATION, body)

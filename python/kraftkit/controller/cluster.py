@@ -61,6 +61,8 @@ __all__ = ["BrokerSession", "ClusterControlManager", "ControllerError", "Heartbe
 log = logging.getLogger(__name__)
 
 KRAFT_VERSION_FEATURE = "kraft.version"
+#: how many listeners, features or log directories one registration may list
+MAX_REGISTRATION_ENTRIES = 1000
 #: the records that change a broker's registration
 BROKER_RECORDS = frozenset(
     (REGISTER_BROKER, UNREGISTER_BROKER, FENCE_BROKER, UNFENCE_BROKER, BROKER_REGISTRATION_CHANGE)
@@ -299,6 +301,7 @@ class ClusterControlManager:
                 f"Expected cluster ID {self.cluster_id}, but got cluster ID {body.get('ClusterId')}",
             )
         bid = body["BrokerId"]
+        _check_sizes(body, ("Listeners", "Features", "LogDirs"), f"broker {bid}")
         incarnation = body["IncarnationId"]
         existing = self.brokers.get(bid)
         if (
@@ -426,6 +429,7 @@ class ClusterControlManager:
 
     # ------------------------------------------------------------------ ControllerRegistration
     def register_controller(self, image: MetadataImage, body: Mapping) -> list[bytes]:
+        _check_sizes(body, ("Listeners", "Features"), f"controller {body.get('ControllerId')}")
         mv = self._mv(image)
         version = record_versions(mv)[REGISTER_CONTROLLER]
         if version is None:
@@ -455,6 +459,19 @@ def _endpoints_and_features(body: Mapping) -> dict:
             for f in body.get("Features") or []
         ],
     }
+
+
+def _check_sizes(body: Mapping, lists: tuple[str, ...], who: str) -> None:
+    """A registration lists at most MAX_REGISTRATION_ENTRIES of each (a node has a few listeners,
+    features and log directories; a request listing hundreds of thousands would make a record of
+    megabytes that every replica must replay while it stalls its quorum)."""
+    for name in lists:
+        n = len(body.get(name) or [])
+        if n > MAX_REGISTRATION_ENTRIES:
+            raise ControllerError(
+                Errors.INVALID_REGISTRATION,
+                f"the registration of {who} lists {n} {name}: more than the {MAX_REGISTRATION_ENTRIES} one may",
+            )
 
 
 def _check_supported(name: str, level: int, lo: int, hi: int) -> None:
