@@ -199,6 +199,8 @@ def test_an_update_that_cannot_commit_is_answered_request_timed_out(tmp_path):
         nodes = make_controllers(tmp_path, release_version="4.4", layout="checkpoint", features={"group.version": 0})
         async with running(nodes):
             leader = await wait_for(lambda: active_of(nodes), what="an active controller")
+            # the controllers' own registrations committed first: no write of theirs is in flight
+            await wait_for(lambda: len(leader.controller.image.controllers) == 3, what="controller registrations")
             for n in nodes:
                 if n is not leader:
                     await n.stop(resign=False)  # no majority is left to commit anything
