@@ -250,7 +250,7 @@ def test_shutdown_fencing_and_unregistration(tmp_path):
 
 def test_a_silent_broker_is_fenced_when_its_session_expires_also_by_a_new_active_controller(tmp_path):
     async def main():
-        nodes = make_controllers(tmp_path, release_version="4.3", session_timeout_ms=600)
+        nodes = make_controllers(tmp_path, release_version="4.3", session_timeout_ms=2000)
         async with running(nodes):
             leader = await wait_for(lambda: active_of(nodes), what="an active controller")
             epochs = {}
