@@ -157,3 +157,29 @@ def table(rows: list[Row], headers: list[str], cells) -> str:
         prev = key
         body.append(line(vals))
     return "\n".join([line(headers), sep, *body])
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free TCP ports on 127.0.0.1 (held open together while picked)."""
+    import socket
+
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def print_targets(rows: list[Row], targets: list[dict], t0: float, json_path: str | None, extra: dict) -> None:
+    """The MET/MISS lines, the total time, and (with ``json_path``) every row, target and ``extra`` as JSON."""
+    import json
+    from pathlib import Path
+
+    for t in targets:
+        print(f"  [{'MET ' if t['met'] else 'MISS'}] {t['target']:<58} {t['dataset']:<11} {t['value']}")
+    print(f"total time {time.perf_counter() - t0:.0f} s")
+    if json_path:
+        Path(json_path).write_text(json.dumps({"results": [r.to_json() for r in rows], "targets": targets, **extra},
+                                              indent=1, default=str))

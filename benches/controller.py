@@ -76,18 +76,6 @@ M_FENCE = "silent broker fenced, from its last heartbeat"
 
 
 # ---------------------------------------------------------------------------------- the servers
-def free_ports(n: int) -> list[int]:
-    import socket
-
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def _pin_generator() -> None:
     """The generator's core, and a higher priority than the servers' (when allowed): it is the
     measuring instrument, and its schedule should not wait behind a server sharing its core."""
@@ -139,7 +127,7 @@ class KraftkitControllers:
 
         self.root = root
         self.cluster_id = "QmVuY2hDb250cm9sbGVyQQ"
-        self.ports = dict(zip((1, 2, 3), free_ports(3), strict=True))
+        self.ports = dict(zip((1, 2, 3), benchlib.free_ports(3), strict=True))
         self.voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.ports.items())
         self.procs: dict[int, subprocess.Popen] = {}
         for i in self.ports:
@@ -322,13 +310,7 @@ def main(argv=None) -> int:
     print(describe(extra, load0))
     print()
     print(print_table(rows))
-    tg = targets(rows)
-    for t in tg:
-        print(f"  [{'MET ' if t['met'] else 'MISS'}] {t['target']:<58} {t['dataset']:<11} {t['value']}")
-    print(f"total time {time.perf_counter() - t0:.0f} s")
-    if a.json:
-        Path(a.json).write_text(json.dumps({"results": [r.to_json() for r in rows], "targets": tg, **extra},
-                                           indent=1, default=str))
+    benchlib.print_targets(rows, targets(rows), t0, a.json, extra)
     return 0
 
 

@@ -770,13 +770,7 @@ def main(argv=None) -> int:
     print(describe(extra))
     print()
     print(print_table(rows))
-    tg = targets(rows)
-    for t in tg:
-        print(f"  [{'MET ' if t['met'] else 'MISS'}] {t['target']:<58} {t['dataset']:<11} {t['value']}")
-    print(f"total time {time.perf_counter() - t0:.0f} s")
-    if a.json:
-        Path(a.json).write_text(json.dumps({"results": [r.to_json() for r in rows], "targets": tg, **extra},
-                                           indent=1, default=str))
+    benchlib.print_targets(rows, targets(rows), t0, a.json, extra)
     return 0
 
 

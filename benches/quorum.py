@@ -42,6 +42,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import benchlib  # noqa: E402
 
 from kraftkit._core import encode_batch, encode_metadata_record  # noqa: E402
 from kraftkit.metadata.records import record_type  # noqa: E402
@@ -52,16 +55,6 @@ from kraftkit.raft.admin import QuorumAdmin  # noqa: E402
 CLUSTER_ID = "QmVuY2hRdW9ydW1DbHVzdA"
 PRODUCE_VERSION = 12
 RECORD_BYTES = 64
-
-
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def config_value() -> bytes:
@@ -86,7 +79,7 @@ def produce_frame(batch: int) -> bytes:
 class KraftkitQuorum:
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.ports = dict(zip((1, 2, 3), free_ports(3)))
+        self.ports = dict(zip((1, 2, 3), benchlib.free_ports(3)))
         self.voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.ports.items())
         self.procs: dict[int, subprocess.Popen] = {}
 
@@ -205,7 +198,7 @@ def failover(q: KraftkitQuorum, rounds: int) -> list[float]:
 
 
 def pysyncobj_run(batch: int, concurrency: int, seconds: float, journal: bool, period: float | None = None) -> dict:
-    ports = free_ports(3)
+    ports = benchlib.free_ports(3)
     addrs = [f"127.0.0.1:{p}" for p in ports]
     procs = []
     with tempfile.TemporaryDirectory() as tmp:

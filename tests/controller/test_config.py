@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -17,12 +16,13 @@ from pathlib import Path
 import pytest
 
 import kraftkit.cli.controller as controller_cli
-from kraftkit.cli.main import main
 from kraftkit.controller.config import DEFAULT_LOG_DIR, MAX_CONFIG_BYTES, read_controller_config
 from kraftkit.features.storage.format import format_storage
 from kraftkit.features.storage.properties import PropertiesSyntaxError, parse_properties, properties_entries
 from tests._procs import KraftkitProcess
+from tests.kafka.test_controller_kafka import parse_describe
 from tests.raft._cluster import CLUSTER_ID, free_ports
+from tests.raft.test_quorum_cli import run_cli
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -38,14 +38,6 @@ def write(tmp_path: Path, text: str, name: str = "server.properties") -> Path:
     path = tmp_path / name
     path.write_text(text, encoding="latin-1")
     return path
-
-
-def run_cli(argv: list[str], capsys) -> tuple[int, str]:
-    try:
-        code = main(argv)
-    except SystemExit as e:  # argparse's usage errors
-        code = e.code
-    return code, capsys.readouterr().err
 
 
 # ------------------------------------------------------------------ the properties syntax
@@ -373,16 +365,6 @@ def test_the_properties_syntax_matches_java_properties_load(tmp_path):
             continue
         java_props = dict((unhex(k), unhex(v)) for k, v in (e.split(":") for e in line.split(",") if e))
         assert parse_properties(text) == java_props, text
-
-
-def parse_describe(text: str) -> dict[str, dict[str, str]]:
-    """kafka-features.sh describe's lines: feature -> {FinalizedVersionLevel: ..., ...}."""
-    out = {}
-    for line in text.splitlines():
-        fields = dict(re.findall(r"(\w+):\s+(\S+)", line))
-        if "Feature" in fields:
-            out[fields.pop("Feature")] = fields
-    return out
 
 
 @pytest.mark.kafka

@@ -39,10 +39,10 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kraftkit._core import RecordBatch, decode_metadata_record, encode_metadata_record
+from kraftkit._core import decode_metadata_record, encode_metadata_record
 from kraftkit._kafka import (
     BROKER_REGISTRATION_CHANGE,
     FENCE_BROKER,
@@ -133,17 +133,8 @@ class ClusterControlManager:
         self.sessions: dict[int, BrokerSession] | None = None
 
     # ------------------------------------------------------------------ what was committed
-    def replay(self, batches: Iterable[RecordBatch]) -> None:
-        """Replays the broker records of newly committed ``batches`` (the image replayed them too)."""
-        for batch in batches:
-            if batch.is_control:
-                continue
-            for r in batch.records():
-                value = r.value
-                if value is not None and len(value) > 1 and value[1] in BROKER_RECORDS:
-                    self._replay_registration(value, r.offset)
-
-    def _replay_registration(self, value: bytes, offset: int) -> None:
+    def replay(self, value: bytes, offset: int) -> None:
+        """Replays one committed record of :data:`BROKER_RECORDS` (framed ``value``; the image replayed it too)."""
         api, _v, data = decode_metadata_record(value)
         if api in (FENCE_BROKER, UNFENCE_BROKER, BROKER_REGISTRATION_CHANGE):
             reg = self.brokers.get(data["BrokerId"] if "BrokerId" in data else data["Id"])
@@ -160,10 +151,7 @@ class ClusterControlManager:
         bid = data["BrokerId"]
         if api == REGISTER_BROKER:
             prev = self.brokers.get(bid)
-            reg = {
-                k: data.get(k) for k in ("BrokerId", "BrokerEpoch", "IncarnationId", "Fenced", "InControlledShutdown")
-            }
-            reg["LogDirs"] = prev["LogDirs"] if prev else []
+            reg = _registration(data, prev["LogDirs"] if prev else [])
             self.brokers[bid] = reg
             self._set_directories(bid, reg, list(data.get("LogDirs") or []))
             self.register_offsets[bid] = offset
@@ -193,9 +181,7 @@ class ClusterControlManager:
         self.register_offsets = {bid: end_offset - 1 for bid in image.brokers}
         self.brokers, self.directory_owner = {}, {}
         for bid, b in image.brokers.items():
-            reg = {k: b.get(k) for k in ("BrokerId", "BrokerEpoch", "IncarnationId", "Fenced", "InControlledShutdown")}
-            reg["LogDirs"] = []
-            self.brokers[bid] = reg
+            reg = self.brokers[bid] = _registration(b, [])
             self._set_directories(bid, reg, list(b.get("LogDirs") or []))
 
     # ------------------------------------------------------------------ sessions
@@ -444,6 +430,14 @@ class ClusterControlManager:
             **_endpoints_and_features(body),
         }
         return [encode_metadata_record(REGISTER_CONTROLLER, version, record)]
+
+
+def _registration(fields: Mapping, log_dirs: list[uuid.UUID]) -> dict:
+    """The controller's view of one registration, from a RegisterBrokerRecord or the image's broker
+    (its ``LogDirs`` start as ``log_dirs``: :meth:`ClusterControlManager._set_directories` sets them)."""
+    reg = {k: fields.get(k) for k in ("BrokerId", "BrokerEpoch", "IncarnationId", "Fenced", "InControlledShutdown")}
+    reg["LogDirs"] = log_dirs
+    return reg
 
 
 def _endpoints_and_features(body: Mapping) -> dict:

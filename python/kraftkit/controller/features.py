@@ -13,11 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from kraftkit._core import RecordBatch
 from kraftkit.controller.bootstrap import feature_level_value
 from kraftkit.features.registry import MV_FEATURE, registry
 from kraftkit.features.validation import FeatureUpdate, NodeFeatures, UpgradeType, validate_updates
-from kraftkit.metadata.image import FEATURE_LEVEL, MetadataImage
+from kraftkit.metadata.image import MetadataImage
 from kraftkit.protocol.messages import Errors
 
 __all__ = ["FeatureChange", "FeatureControlManager", "local_supported_features"]
@@ -36,12 +35,6 @@ def local_supported_features() -> dict[str, tuple[int, int]]:
         if rng is not None:
             out[name] = rng
     return out
-
-
-def _is_feature_level(value: bytes | None) -> bool:
-    """A framed metadata record whose api key is FeatureLevelRecord's (frame version and api key
-    are unsigned varints; 12 fits in the first byte, and no longer varint starts with it)."""
-    return value is not None and len(value) > 1 and value[1] == FEATURE_LEVEL
 
 
 @dataclass
@@ -66,14 +59,9 @@ class FeatureControlManager:
         self.epoch = -1
 
     # ------------------------------------------------------------------ what was committed
-    def replay(self, batches: Iterable[RecordBatch]) -> None:
-        """Notes the offsets of the FeatureLevelRecords in newly committed ``batches``."""
-        for batch in batches:
-            if batch.is_control:
-                continue
-            for r in batch.records():
-                if _is_feature_level(r.value):
-                    self.epoch = max(self.epoch, r.offset)
+    def replay_feature_level(self, offset: int) -> None:
+        """A FeatureLevelRecord was committed at ``offset``."""
+        self.epoch = max(self.epoch, offset)
 
     def load_snapshot(self, image: MetadataImage, end_offset: int) -> None:
         """A snapshot replaced the image: the finalized features stand as of its last offset."""

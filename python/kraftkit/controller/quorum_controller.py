@@ -37,8 +37,15 @@ from pathlib import Path
 from typing import Any
 
 from kraftkit._core import RecordBatch
+from kraftkit._kafka import (
+    FEATURE_LEVEL,
+    REGISTER_BROKER,
+    REGISTER_CONTROLLER,
+    UNREGISTER_BROKER,
+    UNREGISTER_CONTROLLER,
+)
 from kraftkit.controller.bootstrap import BootstrapMetadata
-from kraftkit.controller.cluster import ClusterControlManager, ControllerError
+from kraftkit.controller.cluster import BROKER_RECORDS, ClusterControlManager, ControllerError
 from kraftkit.controller.faults import crash_point
 from kraftkit.controller.features import FeatureControlManager
 from kraftkit.controller.registration import ControllerRegistrationManager
@@ -110,11 +117,29 @@ class QuorumController:
 
     # ------------------------------------------------------------------ raft listener
     def handle_commit(self, batches: list[RecordBatch]) -> None:
-        self.features.replay(batches)
-        self.cluster.replay(batches)
+        # one pass over the committed records: a framed record's second byte is its api key
+        # (every metadata api key fits one varint byte)
+        membership = False  # a node registered, left, or a feature level changed
+        for batch in batches:
+            if batch.is_control:
+                continue
+            for r in batch.records():
+                value = r.value
+                if value is None or len(value) < 2:
+                    continue
+                key = value[1]
+                if key == FEATURE_LEVEL:
+                    self.features.replay_feature_level(r.offset)
+                    membership = True
+                elif key in BROKER_RECORDS:
+                    self.cluster.replay(value, r.offset)
+                    membership = membership or key in (REGISTER_BROKER, UNREGISTER_BROKER)
+                elif key in (REGISTER_CONTROLLER, UNREGISTER_CONTROLLER):
+                    membership = True
         self._maybe_activate()
         self.registration.maybe_register()
-        self._maybe_auto_finalize()
+        if membership:
+            self._maybe_auto_finalize()  # (what every node supports changes only with these)
 
     def handle_load_snapshot(self, path: Path, snapshot_id: SnapshotId) -> None:
         self.features.load_snapshot(self.image, snapshot_id.end_offset)
