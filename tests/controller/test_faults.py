@@ -1,7 +1,8 @@
 """kill -9 of the active controller, with real ``kraftkit controller run`` processes on loopback: in the
 middle of the bootstrap and of an UpdateFeatures, at the crash points of
 :mod:`kraftkit.controller.faults` (the leader appended the batch to its own log and dies before it
-commits), and at random moments from outside.
+commits), and at random moments from outside; and of every node in the middle of a lossy
+metadata.version downgrade (committed, its rewritten snapshot not written yet).
 
 Afterwards, whatever happened: every node's committed log is the same, holds exactly one bootstrap
 transaction (the bootstrap metadata's records, once) and each feature change whole or not at all,
@@ -28,7 +29,7 @@ from kraftkit._kafka import ABORT_TRANSACTION, BEGIN_TRANSACTION, END_TRANSACTIO
 from kraftkit.controller import read_bootstrap_metadata
 from kraftkit.controller.faults import CRASH_ENV
 from kraftkit.errors import KraftkitError
-from kraftkit.features.registry import MV_FEATURE
+from kraftkit.features.registry import MV_FEATURE, registry
 from kraftkit.features.storage.format import CLUSTER_METADATA_DIR
 from kraftkit.log import list_segments, segment_name
 from kraftkit.protocol import KafkaConnection, ProtocolError
@@ -71,6 +72,8 @@ class Quorum:
     to its own file (nodeN.runK.log)."""
 
     root: Path
+    release: str = RELEASE
+    features: dict[str, int] = field(default_factory=lambda: dict(FEATURES))
     voters: dict[int, tuple[str, int]] = field(init=False)
     dirs: dict[int, Path] = field(init=False)
     procs: dict[int, KraftkitProcess] = field(default_factory=dict)
@@ -78,7 +81,8 @@ class Quorum:
     deaths: list[Death] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.voters, dirs = format_dirs(self.root, release_version=RELEASE, layout="checkpoint", features=FEATURES)
+        self.voters, dirs = format_dirs(self.root, release_version=self.release, layout="checkpoint",
+                                        features=self.features)
         self.dirs = dict(zip(self.voters, dirs, strict=True))
         self.boot = read_bootstrap_metadata(dirs[0])
         self.addresses = {i: f"{h}:{p}" for i, (h, p) in self.voters.items()}
@@ -151,8 +155,8 @@ class Quorum:
 
 
 @contextmanager
-def quorum(root: Path):
-    q = Quorum(root)
+def quorum(root: Path, **kw):
+    q = Quorum(root, **kw)
     try:
         yield q
     finally:
@@ -460,3 +464,52 @@ def test_the_leader_killed_from_outside_at_random_moments_of_the_bootstrap_and_o
     assert after.finalized == {**before.finalized, **up}
     r = check_logs(q, after)
     assert r.changes == [list(up.items())] * (2 if first_committed else 1)
+
+
+@pytest.mark.timeout(150)
+def test_every_node_killed_in_the_middle_of_a_lossy_downgrade_rewrites_it_once_after_restart(tmp_path):
+    """Each node dies the first time it has applied the committed unsafe downgrade (3.9 -> 3.5-IV2,
+    which loses the controllers' registrations) and has not written its rewritten snapshot; started
+    again, each replays the batch and rewrites it: all end at the same snapshot, byte for byte, with
+    no log below it, and report the level and epoch a load of that snapshot and the log after gives."""
+    from kraftkit.metadata.image import load_snapshot
+    from kraftkit.metadata.snapshot import list_snapshots
+
+    target = registry().metadata_version("3.5-IV2").level
+    with quorum(tmp_path, release="3.9", features={}) as q:
+        q.start(list(q.voters), crash_at="metadata-rewrite-pending")
+        before = wait_settled(q, reap=False)
+        assert not q.deaths
+        down = {"timeoutMs": 10000, "ValidateOnly": False,
+                "FeatureUpdates": [{"Feature": MV_FEATURE, "MaxVersionLevel": target, "UpgradeType": 3}]}
+        host, port = q.addresses[before.leader].rsplit(":", 1)
+        try:
+            with KafkaConnection(host, int(port), timeout=15) as conn:
+                answer = conn.request(ApiKey.UPDATE_FEATURES, conn.version_for(ApiKey.UPDATE_FEATURES), down)
+            pytest.fail(f"the leader answered although it should have died before its rewrite: {answer}")
+        except ProtocolError:
+            pass  # it died at the crash point, after the commit
+        deadline = time.monotonic() + SETTLE_S
+        while len(q.deaths) < 3 and time.monotonic() < deadline:
+            q.reap()
+            time.sleep(0.1)
+        after = wait_settled(q)
+        q.stop()
+    assert sorted(d.node for d in q.deaths) == sorted(q.voters), [(d.node, d.returncode) for d in q.deaths]
+    assert all(crashed_at(d, "metadata-rewrite-pending") for d in q.deaths)
+    assert after.finalized == {MV_FEATURE: target}
+    # (Kafka 4.4's bootstrap snapshot 0-0, which the format wrote, stays beside it)
+    snaps = {i: [s for s in list_snapshots(d / CLUSTER_METADATA_DIR) if s.end_offset > 0] for i, d in q.dirs.items()}
+    assert len({tuple(map(tuple, s)) for s in snaps.values()}) == 1, snaps
+    (sid,) = snaps[1]
+    files = {(q.dirs[i] / CLUSTER_METADATA_DIR / sid.file_name).read_bytes() for i in q.dirs}
+    assert len(files) == 1
+    img = load_snapshot(q.dirs[1] / CLUSTER_METADATA_DIR / sid.file_name)
+    assert img.metadata_version == target and img.controllers == {}
+    for i, d in q.dirs.items():
+        part = d / CLUSTER_METADATA_DIR
+        assert list_segments(part)[0] == sid.end_offset, f"node {i} keeps a segment below the snapshot"
+        later = [decode_metadata_record(r.value)[0] for b in read_log(d) if not b.is_control for r in b.records()]
+        assert FEATURE_LEVEL not in later, f"node {i}: a feature change after the rewritten snapshot"
+    # the epoch of the finalized features is the downgrade's offset, the snapshot's last
+    assert after.epoch == sid.end_offset - 1

@@ -142,6 +142,34 @@ def test_snapshot_moves_the_start_deletes_covered_segments_and_survives_a_restar
         ((12, 2), "immutable")]
 
 
+def test_a_batch_that_sets_metadata_version_ends_its_segment(tmp_path):
+    """The next batch after one holding a FeatureLevelRecord for metadata.version starts a segment
+    (a lossy downgrade's rewritten snapshot there leaves no older record in a segment kept); a
+    registration that only lists metadata.version among its features, or another feature's level,
+    does not; a follower appending the same bytes rolls the same way."""
+    from kraftkit._core import encode_metadata_record
+    from kraftkit._kafka import FEATURE_LEVEL, REGISTER_CONTROLLER
+
+    level = encode_metadata_record(FEATURE_LEVEL, 0, {"Name": "metadata.version", "FeatureLevel": 21})
+    other = encode_metadata_record(FEATURE_LEVEL, 0, {"Name": "group.version", "FeatureLevel": 1})
+    reg = encode_metadata_record(REGISTER_CONTROLLER, 0, {
+        "ControllerId": 1, "IncarnationId": "AAAAAAAAAAAAAAAAAAAAAA", "ZkMigrationReady": False, "EndPoints": [],
+        "Features": [{"Name": "metadata.version", "MinSupportedVersion": 7, "MaxSupportedVersion": 21}]})
+    leader = FileRaftLog(tmp_path / "leader")
+    leader.initialize_leader_epoch(1)
+    for i, payloads in enumerate([[reg], [other], [b"x", level], [b"y"], [level], [reg]]):
+        leader.append([Entry(leader.end_offset + j, 1, v) for j, v in enumerate(payloads)])
+    # offsets: reg 0, other 1, x 2 and level 3, y 4, level 5, reg 6
+    assert i == 5 and leader.log_dir.segments == [0, 4, 6]
+    assert leader.start_segment_at(4) and not leader.start_segment_at(2)
+    follower = FileRaftLog(tmp_path / "follower")
+    while follower.end_offset < leader.end_offset:  # the same batches, as fetched (a segment at a time)
+        follower.append(leader.read(follower.end_offset, 100))
+    assert follower.log_dir.segments == [0, 4, 6]
+    # a log that ends at an offset can start a segment there
+    assert follower.start_segment_at(7) and follower.log_dir.segments == [0, 4, 6, 7]
+
+
 def test_install_snapshot_replaces_the_log_and_a_snapshot_ahead_of_the_log_wins_at_open(tmp_path):
     log = FileRaftLog(tmp_path / "p")
     log.initialize_leader_epoch(1)

@@ -49,17 +49,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ):
         c = fsub.add_parser(
             name,
-            help=f"{text} in a stopped node's metadata log",
+            help=f"{text} in a stopped node's metadata log, or live with --bootstrap-controller",
             description=f"{text.capitalize()} offline: validate the change as a controller would "
             "(every registered node must support the new levels, dependencies must hold, "
             "a metadata.version downgrade across a metadata change needs --unsafe), then "
             "write its effect as a new snapshot at the end of the metadata log, rewritten at "
             "the new levels, so the node reloads from it when it starts. Metadata at a level "
-            "newer than kraftkit's tables is refused, nothing written. Exit codes: 0 done, "
-            "1 the change is invalid, 2 bad input (or a level, record type or version newer "
-            "than kraftkit knows).",
+            "newer than kraftkit's tables is refused, nothing written. With --bootstrap-controller "
+            "instead of PATH, ask the active controller of a running quorum (UpdateFeatures; a "
+            "kraftkit quorum also takes the lossy downgrade and says what it lost; --dry-run is "
+            "validate-only). Exit codes: 0 done, 1 the change is invalid (or refused by the "
+            "controller), 2 bad input (or a level, record type or version newer than kraftkit "
+            "knows, or no controller answered).",
         )
-        c.add_argument("path", metavar="PATH", help="a log directory holding __cluster_metadata-0, or that directory")
+        c.add_argument(
+            "path", metavar="PATH", nargs="?", help="a log directory holding __cluster_metadata-0, or that directory"
+        )
+        c.add_argument(
+            "--bootstrap-controller", metavar="HOST:PORT", help="change a running quorum's features instead of PATH"
+        )
+        c.add_argument(
+            "--timeout", type=float, default=60.0, help="with --bootstrap-controller: bound in seconds (default 60)"
+        )
         if name != "disable":
             c.add_argument(
                 "--release-version",
@@ -186,6 +197,14 @@ def run_change(args: argparse.Namespace) -> int:
         utype = {"upgrade": UpgradeType.UPGRADE, "disable": UpgradeType.SAFE_DOWNGRADE}.get(
             args.mode, UpgradeType.UNSAFE_DOWNGRADE if getattr(args, "unsafe", False) else UpgradeType.SAFE_DOWNGRADE
         )
+        if (args.path is None) == (args.bootstrap_controller is None):
+            raise FeatureChangeError(
+                "give PATH (a stopped node's log directory) or --bootstrap-controller, one of them"
+            )
+        if args.bootstrap_controller is not None:
+            if args.backup is not None:
+                raise FeatureChangeError("--backup is for PATH: a running quorum keeps its own log")
+            return _change_live(args, prog, release, feats, utype)
         d = metadata_dir(args.path)
         if not d.is_dir():
             why = _unreadable(args.path)
@@ -237,6 +256,57 @@ def run_change(args: argparse.Namespace) -> int:
     for b in res.bootstrap_rewritten:
         print(f"rewrote {b}")
     return EXIT_OK
+
+
+def _change_live(args: argparse.Namespace, prog: str, release: str | None, feats: dict[str, int], utype) -> int:
+    """``features upgrade|downgrade|disable --bootstrap-controller``: UpdateFeatures at the active
+    controller, the levels asked for computed from the finalized ones its ApiVersions reports."""
+    from kraftkit.features.offline import FeatureState, requested_updates
+    from kraftkit.protocol.messages import Errors
+    from kraftkit.raft.admin import QuorumAdmin, QuorumError
+
+    addr = args.bootstrap_controller
+    try:
+        with QuorumAdmin(addr, timeout=args.timeout) as admin:
+            epoch, finalized = admin.finalized_features()
+            state = FeatureState(addr, finalized, [], -1, epoch)
+            updates = requested_updates(state, release_version=release, features=feats, upgrade_type=utype)
+            if not updates:
+                return fail(f"features {args.mode}", f"{addr}: nothing to change (the finalized levels already are)")
+            asked = [(u.feature, u.level, int(u.upgrade_type)) for u in updates]
+            answer = admin.update_features(asked, validate_only=args.dry_run, timeout_ms=int(args.timeout * 1000))
+    except QuorumError as e:
+        return fail(f"features {args.mode}", f"{addr}: {e}")
+    except ValueError as e:  # a bad address
+        return fail(f"features {args.mode}", f"--bootstrap-controller: {e}")
+    ok = answer["ErrorCode"] == Errors.NONE
+    message = answer.get("ErrorMessage")
+    changes = [{"feature": f, "from": finalized.get(f, 0), "to": lv, "upgradeType": utype.name} for f, lv, _t in asked]
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "ok": ok,
+                    "dryRun": args.dry_run,
+                    "controller": addr,
+                    "changes": changes,
+                    "errorCode": answer["ErrorCode"],
+                    "message": message,
+                }
+            )
+        )
+    elif ok:
+        verb = "would change" if args.dry_run else "changed"
+        for c in changes:
+            print(
+                f"{c['feature']}: {verb} {_level_label(c['feature'], c['from'])} -> {_level_label(c['feature'], c['to'])}"
+            )
+        if message:
+            print(message)
+    else:
+        name = Errors(answer["ErrorCode"]).name if answer["ErrorCode"] in Errors._value2member_map_ else "?"
+        print(f"{prog}: {addr}: refused ({name}): {message or ''}", file=sys.stderr)
+    return EXIT_OK if ok else EXIT_PROBLEMS
 
 
 def _printable(name: str) -> str:

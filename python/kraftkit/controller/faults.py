@@ -2,9 +2,10 @@
 kills itself with SIGKILL (as ``kill -9`` would, nothing flushed or closed) when it reaches one of
 the named points, so a test can stop a leader exactly between appending records and their commit.
 
-The points: ``bootstrap-appended`` (the bootstrap batch is in the leader's log, not yet committed)
-and ``feature-update-appended`` (an UpdateFeatures batch likewise). Unset, this costs one dict
-lookup per point reached.
+The points: ``bootstrap-appended`` (the bootstrap batch is in the leader's log, not yet committed),
+``feature-update-appended`` (an UpdateFeatures batch likewise) and ``metadata-rewrite-pending`` (a
+replica, leader or not, applied a committed lossy metadata.version downgrade and has not written its
+rewritten snapshot yet). Unset, this costs one dict lookup per point reached.
 """
 
 from __future__ import annotations

@@ -3,9 +3,11 @@ committed log finalized (read from the metadata image the raft state machine kee
 the finalized features, and UpdateFeatures turned into FeatureLevelRecords or into Kafka's error.
 
 The validation itself is :func:`kraftkit.features.validation.validate_updates`, fed with the
-registered brokers and controllers the image knows; a quorum whose controllers have not
-registered (kraftkit's controller does not send ControllerRegistration yet) is taken to be made
-of nodes that support what this one supports, the quorum running one software.
+registered brokers and controllers the image knows; while no other controller has registered (or
+below 3.7-IV0, where controllers do not register) the other voters are taken to support what this
+one supports, the quorum running one software. An unsafe metadata.version downgrade across a change
+of the metadata format, which Kafka refuses, is accepted with the dry run of the rewrite every
+replica makes once it is committed (:mod:`kraftkit.raft.state_machine`): what it will lose.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kraftkit.controller.bootstrap import feature_level_value
+from kraftkit.errors import KraftkitError
 from kraftkit.features.registry import MV_FEATURE, registry
+from kraftkit.features.rewrite import RewriteReport, rewrite_image
 from kraftkit.features.validation import FeatureUpdate, NodeFeatures, UpgradeType, validate_updates
 from kraftkit.metadata.image import MetadataImage
+from kraftkit.metadata.snapshot import SnapshotId
 from kraftkit.protocol.messages import Errors
 
 __all__ = ["FeatureChange", "FeatureControlManager", "local_supported_features"]
@@ -46,6 +51,8 @@ class FeatureChange:
     message: str | None
     records: list[bytes] = field(default_factory=list)
     features: list[str] = field(default_factory=list)
+    #: a lossy metadata.version downgrade: what rewriting the image at the new level loses (dry run)
+    report: RewriteReport | None = None
 
 
 class FeatureControlManager:
@@ -188,21 +195,23 @@ class FeatureControlManager:
             if fix:
                 text += f" To fix: {fix}"
             return FeatureChange(Errors.INVALID_UPDATE_VERSION, _all_failed(text))
+        report = None
         mv = updates.get(MV_FEATURE)
-        if mv is not None and mv.upgrade_type == UpgradeType.UNSAFE_DOWNGRADE:
-            cur = finalized.get(MV_FEATURE, 0)
-            if mv.level < cur and registry().metadata_changed(mv.level, cur):
-                # The lossy downgrade (the FeatureLevelRecord with a snapshot rewritten at the new
-                # level at its offset) is a later step of the controller: until then, Kafka's refusal.
-                return FeatureChange(
-                    Errors.INVALID_UPDATE_VERSION,
-                    _all_failed(
-                        f"Invalid metadata.version {mv.level}. Unsafe metadata downgrade is not supported in this "
-                        "version. To fix: downgrade the stopped nodes offline (kraftkit features downgrade --unsafe)."
-                    ),
-                )
+        cur = finalized.get(MV_FEATURE, 0)
+        if mv is not None and mv.level < cur and registry().metadata_changed(mv.level, cur):
+            # (a SAFE_DOWNGRADE across a metadata change was refused by the validation above) the
+            # lossy downgrade Kafka refuses: once the record is committed every replica rewrites its
+            # image at the new level (kraftkit.raft.state_machine); the same rewrite, dry, says now
+            # what that loses, and a rewrite that cannot be done is refused before anything is written
+            others = {n: u.level for n, u in updates.items() if n != MV_FEATURE}
+            prov = image.provenance
+            sid = SnapshotId(max(prov.end_offset, 1), max(prov.epoch, 0))
+            try:
+                report = rewrite_image(image, None, mv.level, sid, feature_levels=others)
+            except KraftkitError as e:
+                return _refused(MV_FEATURE, mv.level, f"The metadata cannot be rewritten at that level: {e}")
         records = [feature_level_value(u.feature, u.level) for u in updates.values()]
-        return FeatureChange(Errors.NONE, None, records, list(updates))
+        return FeatureChange(Errors.NONE, None, records, list(updates), report)
 
 
 def _upgrade_request(levels: Mapping[str, int]) -> dict:

@@ -50,6 +50,7 @@ from kraftkit.controller.faults import crash_point
 from kraftkit.controller.features import FeatureControlManager
 from kraftkit.controller.registration import ControllerRegistrationManager
 from kraftkit.features.registry import MV_FEATURE
+from kraftkit.features.rewrite import RewriteReport, loss_line
 from kraftkit.metadata.image import MetadataImage
 from kraftkit.metadata.snapshot import SnapshotId
 from kraftkit.protocol.messages import Errors
@@ -102,6 +103,8 @@ class QuorumController:
         self.bootstrap_blocked: str | None = None
         self._in_flight: asyncio.Future | None = None  # the commit of the write in progress
         self._waiting: collections.deque[Callable[[], None]] = collections.deque()  # writes to run, in order
+        #: lossy downgrades appended by this node, by the end offset of their batch: their rewrite
+        self._rewrites: dict[int, asyncio.Future] = {}
 
     # ------------------------------------------------------------------ state
     @property
@@ -136,6 +139,8 @@ class QuorumController:
                     membership = membership or key in (REGISTER_BROKER, UNREGISTER_BROKER)
                 elif key in (REGISTER_CONTROLLER, UNREGISTER_CONTROLLER):
                     membership = True
+        if self.node.replica().machine.pending_rewrite is not None:
+            crash_point("metadata-rewrite-pending")  # committed, the rewritten snapshot not in place yet
         self._maybe_activate()
         self.registration.maybe_register()
         if membership:
@@ -144,6 +149,13 @@ class QuorumController:
     def handle_load_snapshot(self, path: Path, snapshot_id: SnapshotId) -> None:
         self.features.load_snapshot(self.image, snapshot_id.end_offset)
         self.cluster.load_snapshot(self.image, snapshot_id.end_offset)
+
+    def handle_metadata_rewrite(self, snapshot_id: SnapshotId, report: RewriteReport) -> None:
+        """This replica loaded its image rewritten at a lower metadata.version (a lossy downgrade
+        committed at ``snapshot_id``): the UpdateFeatures that asked for it is answered."""
+        waiter = self._rewrites.pop(snapshot_id.end_offset, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(report)
 
     def handle_leader_change(self, leader_id: int, epoch: int, role: Role) -> None:
         if role is Role.LEADER:
@@ -258,6 +270,9 @@ class QuorumController:
 
     async def close(self) -> None:
         """The node stops: no more registration attempts or fencing checks."""
+        for waiter in self._rewrites.values():
+            waiter.cancel()
+        self._rewrites.clear()
         self._deactivate()
         await self.registration.close()
 
@@ -269,7 +284,12 @@ class QuorumController:
 
     # ------------------------------------------------------------------ writes
     def submit(
-        self, what: str, build: Callable[[], tuple[list[bytes], Any]], timeout_ms: int, crash_at: str = ""
+        self,
+        what: str,
+        build: Callable[[], tuple[list[bytes], Any]],
+        timeout_ms: int,
+        crash_at: str = "",
+        hold: Callable[[int], asyncio.Future | None] | None = None,
     ) -> asyncio.Future:
         """Runs ``build`` (validation against the committed image: the records to append and the
         answer, or :class:`ControllerError`) as the one write in progress: at once when no other
@@ -277,7 +297,9 @@ class QuorumController:
         batch; the future resolves to the answer once they are committed (at once when there are
         none), or to a :class:`ControllerError`: NOT_CONTROLLER when this node is not (or stops
         being) the active controller, REQUEST_TIMED_OUT after ``timeout_ms``. No task is made: a
-        heartbeat that writes nothing is answered within the call."""
+        heartbeat that writes nothing is answered within the call. ``hold(end offset)`` may give a
+        future that must settle too before the write is over (and the next one validated): its
+        result is then the answer."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future = loop.create_future()
         appended_at: list[int] = []
@@ -303,13 +325,26 @@ class QuorumController:
                 crash_point(crash_at)
             appended_at.append(base)
             self._in_flight = committed  # the next write is validated once this one's fate is known
+            held = hold(base + len(records)) if hold is not None else None
 
             def settled(f: asyncio.Future) -> None:
+                failed = f.cancelled() or f.exception() is not None
+                if held is not None and not held.done() and not failed:
+                    self._in_flight = held
+                    held.add_done_callback(lambda _h: settled(f))
+                    return
                 self._in_flight = None
+                if held is not None and not held.done():
+                    held.cancel()
                 if not fut.done():
-                    if f.cancelled() or f.exception() is not None:
+                    if failed:
                         why = "cancelled" if f.cancelled() else str(f.exception())
                         fut.set_exception(ControllerError(Errors.NOT_CONTROLLER, why))
+                    elif held is not None:
+                        if held.cancelled():
+                            fut.set_exception(ControllerError(Errors.NOT_CONTROLLER, "the controller stopped"))
+                        else:
+                            fut.set_result(held.result())
                     else:
                         fut.set_result(answer)
                 self._drain()
@@ -341,10 +376,15 @@ class QuorumController:
             self._waiting.popleft()()
 
     async def _write(
-        self, what: str, build: Callable[[], tuple[list[bytes], Any]], timeout_ms: int, crash_at: str = ""
+        self,
+        what: str,
+        build: Callable[[], tuple[list[bytes], Any]],
+        timeout_ms: int,
+        crash_at: str = "",
+        hold: Callable[[int], asyncio.Future | None] | None = None,
     ) -> Any:
         """:meth:`submit`, awaited."""
-        return await self.submit(what, build, timeout_ms, crash_at)
+        return await self.submit(what, build, timeout_ms, crash_at, hold)
 
     def _answer(
         self, what: str, build: Callable[[], tuple[list[bytes], Any]], reply: Callable[..., dict]
@@ -527,16 +567,29 @@ class QuorumController:
         if timeout_ms <= 0:
             timeout_ms = DEFAULT_TIMEOUT_MS
 
-        def build() -> tuple[list[bytes], None]:
+        lossy: list[RewriteReport] = []  # the dry run of a lossy metadata.version downgrade, if it is one
+
+        def build() -> tuple[list[bytes], RewriteReport | None]:
             change = self.features.update_features(self.image, body, version)
             if change.error_code != Errors.NONE:
                 raise ControllerError(change.error_code, change.message or "")
+            lossy[:] = [change.report] if change.report is not None else []
             if body.get("ValidateOnly"):
-                return [], None
-            return change.records, None
+                return [], change.report
+            return change.records, change.report
+
+        def hold(end: int) -> asyncio.Future | None:
+            # a lossy downgrade is over once this replica has loaded its image rewritten at the new
+            # level: the answer says what the rewrite lost, and the next write sees the new image
+            if not lossy:
+                return None
+            waiter = asyncio.get_running_loop().create_future()
+            self._rewrites[end] = waiter
+            waiter.add_done_callback(lambda _w: self._rewrites.pop(end, None))
+            return waiter
 
         try:
-            await self._write("UpdateFeatures", build, timeout_ms, "feature-update-appended")
+            report = await self._write("UpdateFeatures", build, timeout_ms, "feature-update-appended", hold)
         except ControllerError as e:
             if e.code != Errors.NOT_CONTROLLER:
                 log.warning("node %d: UpdateFeatures refused: %s", self.node.node_id, e.message)
@@ -547,7 +600,9 @@ class QuorumController:
                 self.node.node_id,
                 ", ".join(f"{u['Feature']}={u['MaxVersionLevel']}" for u in body.get("FeatureUpdates") or []),
             )
-        return _update_answer(version, Errors.NONE, None, names)
+        # (Kafka's clients read no message from a success; kraftkit's show what the rewrite lost)
+        message = None if report is None else _rewrite_summary(report, bool(body.get("ValidateOnly")))
+        return _update_answer(version, Errors.NONE, message, names)
 
 
 def _error_message_reply(_answer: Any, error: ControllerError | None = None) -> dict:
@@ -558,6 +613,18 @@ def _error_message_reply(_answer: Any, error: ControllerError | None = None) -> 
         "ErrorCode": error.code if error else 0,
         "ErrorMessage": error.message if error else "",
     }
+
+
+def _rewrite_summary(report: RewriteReport, validate_only: bool) -> str:
+    """What a lossy metadata.version downgrade lost (or would lose), in one message."""
+    verb = "would rewrite" if validate_only else "rewrote"
+    lost = "; ".join(loss_line(x) for x in report.losses) or "nothing"
+    changed = [f"{c['name']} {c['from']} -> {c['to']}" for c in report.feature_changes if c["name"] != MV_FEATURE]
+    return (
+        f"kraftkit {verb} the metadata at metadata.version {report.target.name} ({report.counts.get('records_in', 0)} "
+        f"records in, {report.counts.get('records_out', 0)} out); lost: {lost}"
+        + (f"; features lowered: {', '.join(changed)}" if changed else "")
+    )
 
 
 def _update_answer(version: int, error: int, message: str | None, names: list[str]) -> dict:

@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kraftkit import _kafka as K  # metadata record api keys
 from kraftkit._core import RewritePlan
@@ -45,6 +46,10 @@ from kraftkit.errors import KraftkitError
 from kraftkit.features.registry import KRAFT_VERSION_FEATURE, MV_FEATURE, MetadataVersion, Registry, Release, registry
 from kraftkit.metadata.mv_levels import MV_3_3_IV0
 from kraftkit.metadata.versions import newest_text
+
+if TYPE_CHECKING:
+    from kraftkit.metadata.image import MetadataImage
+    from kraftkit.metadata.snapshot import SnapshotId
 
 #: Values that carry nothing although they are not the schema default: replica directories
 #: that are all ``MIGRATING`` (Kafka's image writer drops them without a loss) and an empty
@@ -306,6 +311,26 @@ def rewrite_snapshot(
     if rep.direction == "upgrade" and rep.lossy:
         raise KraftkitError(f"{src}: internal error: an upgrade to {target.name} reported losses: {rep.losses}")
     return rep
+
+
+def rewrite_image(
+    image: MetadataImage,
+    dst: str | os.PathLike[str] | None,
+    metadata_version: int,
+    snapshot_id: SnapshotId,
+    *,
+    written_at: int | None = None,
+    feature_levels: dict[str, int] | None = None,
+) -> RewriteReport:
+    """Rewrites a live image at ``metadata_version`` into the snapshot file ``dst`` (None: a dry
+    run, only the report), as the snapshot ``snapshot_id``: the image is written first, at
+    ``written_at`` (default: its own metadata.version; the level its records were replayed at when
+    a lower one was finalized since), into a scratch directory outside ``dst``'s (a leftover in a
+    log directory would be taken for a partition by Kafka), then rewritten. No release caps the
+    other features (a controller validated them against the live nodes): only the level does."""
+    with tempfile.TemporaryDirectory(prefix="kraftkit-rewrite-") as tmp:
+        src = image.write_snapshot(tmp, snapshot_id, metadata_version=written_at)
+        return rewrite_snapshot(src, dst, metadata_version, release=None, feature_levels=feature_levels)
 
 
 def _check_output(src: Path, dst: Path) -> None:

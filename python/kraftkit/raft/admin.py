@@ -1,4 +1,4 @@
-"""A blocking client for a running quorum (kraftkit's or Kafka's): DescribeQuorum and appends.
+"""A blocking client for a running quorum (kraftkit's or Kafka's): DescribeQuorum, UpdateFeatures and appends.
 
 :class:`QuorumAdmin` talks to one node and follows the leader when told where it is
 (``NOT_LEADER_OR_FOLLOWER`` answers carry the leader id, and DescribeQuorum v2 / Produce v10+ carry
@@ -216,6 +216,49 @@ class QuorumAdmin:
             "voters": voters,
             "observers": [rs(r) for r in part["Observers"]],
         }
+
+    # -- UpdateFeatures (KIP-584), to the active controller
+    def finalized_features(self) -> tuple[int, dict[str, int]]:
+        """The finalized levels (kraft.version and metadata.version included) and their epoch, from
+        the ApiVersions answers seen (the newest epoch wins: a lagging node never rolls it back)."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                self._connection()
+            except ProtocolError as e:
+                self._rotate(deadline, e)
+                continue
+            epoch, finalized, _newest = self.features.snapshot()
+            return epoch, finalized
+
+    def update_features(
+        self, updates: list[tuple[str, int, int]], *, validate_only: bool = False, timeout_ms: int = 60000
+    ) -> dict[str, Any]:
+        """UpdateFeatures of ``(feature, level, upgrade type)`` (1 upgrade, 2 safe downgrade, 3 unsafe
+        downgrade; level 0 disables) at the active controller, found through DescribeCluster when a
+        node answers NOT_CONTROLLER; returns the answer (``ErrorCode``, ``ErrorMessage``). Sent again
+        to the next node when one goes away: the same levels twice change nothing."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                conn = self._connection()
+                v = conn.version_for(ApiKey.UPDATE_FEATURES)
+                # v0 has a downgrade flag, v1 on the upgrade type (an unsafe downgrade is safe at v0)
+                kind = (lambda t: {"AllowDowngrade": t != 1}) if v == 0 else (lambda t: {"UpgradeType": t})
+                body = {
+                    "timeoutMs": timeout_ms,
+                    "ValidateOnly": validate_only,
+                    "FeatureUpdates": [{"Feature": f, "MaxVersionLevel": lv, **kind(t)} for f, lv, t in updates],
+                }
+                resp = conn.request(ApiKey.UPDATE_FEATURES, v, body)
+            except ProtocolError as e:
+                self._rotate(deadline, e)
+                continue
+            if resp["ErrorCode"] == m.Errors.NOT_CONTROLLER and time.monotonic() < deadline:
+                if not self._move_to_active_controller(conn):
+                    time.sleep(0.1)
+                continue
+            return resp
 
     # -- appends (Produce to __cluster_metadata)
     def append(self, values: list[bytes], *, timeout_ms: int = 10000) -> tuple[int, int]:

@@ -61,7 +61,7 @@ from kraftkit.raft.file_log import ClientBatches, FileRaftLog
 from kraftkit.raft.messages import TopicPartition
 from kraftkit.raft.quorum_state import FileQuorumStateStore, Role
 from kraftkit.raft.records import KafkaRecords
-from kraftkit.raft.state_machine import MetadataStateMachine
+from kraftkit.raft.state_machine import LossyDowngrade, MetadataStateMachine
 from kraftkit.raft.transport import ListenerLimits, PeerConnection
 
 __all__ = ["NodeConfig", "RaftDriver", "Replica", "RaftListener", "NotLeaderError", "parse_voters"]
@@ -358,6 +358,9 @@ class RaftDriver:
                 fut.set_result(last)
         if batches:
             self._notify(rep, "handle_commit", batches)
+        if rep.machine.pending_rewrite is not None and rep.snapshot_task is None:
+            self._rewrite(rep)
+            return
         every = self.config.snapshot_every_records
         if (
             every
@@ -409,6 +412,75 @@ class RaftDriver:
                 if rep.log.snapshot() != sid:  # (not the very snapshot that was fetched)
                     path.unlink(missing_ok=True)
         # what was committed while the file was written
+        self._on_commit(rep, rep.core.high_watermark)
+
+    def _rewrite(self, rep: Replica) -> None:
+        """A committed batch lowered metadata.version across a change of the metadata format
+        (:class:`~kraftkit.raft.state_machine.LossyDowngrade`): the image is rewritten at the new
+        level in another thread as the snapshot at that batch's end, which this replica then loads
+        and makes its log start, and replay goes on from there (listeners hear
+        ``handle_load_snapshot`` and ``handle_metadata_rewrite(snapshot_id, report)``)."""
+        pending = rep.machine.pending_rewrite
+        assert pending is not None and self._loop is not None
+        end = pending.snapshot_id.end_offset
+        # when nothing follows the batch yet, the next records start a segment of their own, so no
+        # segment kept after the snapshot holds a record the lower level cannot read
+        rolled = rep.log.start_segment_at(end)
+        log.warning(
+            "node %d %s: metadata.version lowered from %d to %d at offset %d across a change of the metadata "
+            "format: rewriting the image at the new level as the snapshot %s%s",
+            self.node_id,
+            rep.tp,
+            pending.from_level,
+            pending.to_level,
+            end - 1,
+            tuple(pending.snapshot_id),
+            "" if rolled else " (records below it stay in the segment it ends in until that segment is deleted)",
+        )
+        try:
+            job = rep.machine.rewrite_job(pending)
+        except Exception as e:
+            self._fatal(rep, e)
+            return
+        rep.snapshot_task = self._loop.create_task(self._write_rewrite(rep, pending, job))
+
+    async def _write_rewrite(self, rep: Replica, pending: LossyDowngrade, job) -> None:
+        sid = pending.snapshot_id
+        try:
+            path, report = await asyncio.get_running_loop().run_in_executor(None, job)
+        except Exception as e:
+            rep.snapshot_task = None
+            # every replica rewrites the same image the same way: the controller's dry run of the
+            # same rewrite, before the record was committed, makes this a bug, never bad input
+            self._fatal(
+                rep, RuntimeError(f"rewriting the metadata at level {pending.to_level} at {tuple(sid)} failed: {e}")
+            )
+            return
+        rep.snapshot_task = None
+        if self._loop is None:
+            return
+        if rep.machine.pending_rewrite is not pending:
+            # a snapshot fetched from the leader replaced the image meanwhile
+            if rep.log.snapshot() != sid:
+                path.unlink(missing_ok=True)
+        else:
+            if rep.log.flushed_offset < sid.end_offset:
+                self._flush(rep)
+            self._step(rep, CreateSnapshot(self.now(), sid.end_offset, path))
+            if rep.log.snapshot() != sid:
+                return  # the step failed (fatal, logged)
+            rep.machine.load_snapshot(path, sid)
+            log.warning(
+                "node %d %s: loaded the metadata rewritten at level %d as snapshot %s (log start now %d): %s",
+                self.node_id,
+                rep.tp,
+                pending.to_level,
+                tuple(sid),
+                rep.log.start_offset,
+                "; ".join(line.strip() for line in report.text().splitlines()[1:]),
+            )
+            self._notify(rep, "handle_load_snapshot", path, sid)
+            self._notify(rep, "handle_metadata_rewrite", sid, report)
         self._on_commit(rep, rep.core.high_watermark)
 
     def _on_state_change(self, rep: Replica, o: StateChanged) -> None:

@@ -30,8 +30,17 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kraftkit._core import assign_offsets, control_record_key, encode_batch, encode_control_record, write_atomic
+from kraftkit._core import (
+    assign_offsets,
+    control_record_key,
+    decode_batches,
+    decode_metadata_record,
+    encode_batch,
+    encode_control_record,
+    write_atomic,
+)
 from kraftkit._fs import open_input
+from kraftkit._kafka import FEATURE_LEVEL
 from kraftkit.errors import LogError
 from kraftkit.log import Log
 from kraftkit.log.control import ControlType
@@ -52,6 +61,24 @@ MAX_FETCH_BYTES = 8 * 1024 * 1024
 MAX_BATCH_BYTES = 8 * 1024 * 1024
 LEADER_CHANGE = ControlType.LEADER_CHANGE
 BATCH_HEADER = 61
+
+
+MV_NAME = b"metadata.version"
+
+
+def _sets_metadata_version(data: bytes) -> bool:
+    """Whether an (uncompressed) batch holds a FeatureLevelRecord for metadata.version (the caller
+    checked that the name occurs in its bytes at all, which registrations' feature lists also do)."""
+    for batch in decode_batches(data):
+        if batch.is_control:
+            return False
+        for r in batch.records():
+            v = r.value
+            if v is None or len(v) < 2 or v[1] != FEATURE_LEVEL:
+                continue
+            if decode_metadata_record(v)[2].get("Name") == "metadata.version":
+                return True
+    return False
 
 
 def split_batches(data: bytes | memoryview) -> tuple[list[Batch], int]:
@@ -245,6 +272,11 @@ class FileRaftLog(RaftLog[Batch]):
         if epoch < last:
             raise LogError(f"{self.dir}: append of epoch {epoch} after epoch {last}")
         self._log.append(data)
+        if MV_NAME in data and _sets_metadata_version(data):
+            # the next batch starts a segment of its own: should this one lower metadata.version
+            # across a change of the metadata format, the snapshot rewritten at its end becomes the
+            # log start with no record the lower level cannot read below it in any segment kept
+            self._log.roll()
 
     def initialize_leader_epoch(self, epoch: int) -> None:
         self._log.assign_leader_epoch(epoch, self.end_offset)
@@ -324,6 +356,18 @@ class FileRaftLog(RaftLog[Batch]):
             raise LogError(f"{target}: no such snapshot file")
         self._set_snapshot(sid)
         self._delete_segments_below(end)
+
+    def start_segment_at(self, offset: int) -> bool:
+        """Makes a segment start at ``offset`` (a snapshot about to be taken there then leaves no
+        record below it in any segment kept): True when one does (appends roll after a batch that
+        sets metadata.version) or the log ends there and a new one was started; False when the log
+        goes on past ``offset`` inside a segment."""
+        if offset in self._log.segments:
+            return True
+        if self._log.log_end_offset != offset:
+            return False
+        self._log.roll(offset)
+        return True
 
     def install_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
         """Replaces the whole log by a snapshot fetched from the leader (Kafka's
