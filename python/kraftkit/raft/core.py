@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Mapping
 from typing import Any
 
 from kraftkit.metadata.snapshot import SnapshotId
@@ -492,7 +493,7 @@ class RaftCore(Handlers):
 
     # ------------------------------------------------------------------------------ sending
 
-    def _send(self, dest: int, api: int, body: dict) -> int:
+    def _send(self, dest: int, api: int, body: Mapping[str, Any]) -> int:
         corr = self._next_corr
         self._next_corr += 1
         self._inflight[corr] = (dest, api, self.now + self.cfg.request_timeout_ms)
@@ -506,14 +507,14 @@ class RaftCore(Handlers):
             times.append(self._retry_at[(dest, api)])
         return max(times) if times else None
 
-    def _send_once(self, dest: int, api: int, body: dict) -> bool:
+    def _send_once(self, dest: int, api: int, body: Mapping[str, Any]) -> bool:
         """Send unless a request of this api to ``dest`` is in flight or backing off."""
         if self._blocked_until(dest, api) is not None:
             return False
         self._send(dest, api, body)
         return True
 
-    def _respond(self, dest: int, api: int, corr: int, body: dict) -> None:
+    def _respond(self, dest: int, api: int, corr: int, body: Mapping[str, Any]) -> None:
         self._out.append(Send(dest, api, body, corr, True))
 
     def _backing_off(self, node: int) -> bool:

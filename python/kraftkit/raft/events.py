@@ -13,7 +13,8 @@ depends on them), :class:`Send`, :class:`Fsync`, :class:`Committed`, :class:`Sta
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sized
+from collections.abc import Mapping, Sized
+from typing import Any
 
 from kraftkit.metadata.snapshot import SnapshotId
 from kraftkit.raft.quorum_state import ElectionState, Role
@@ -125,7 +126,7 @@ class PersistElection:
 class Send:
     dest: int
     api: int
-    body: dict
+    body: Mapping[str, Any]
     correlation_id: int
     is_response: bool
 

@@ -8,10 +8,11 @@ moves between roles through the core's ``_become_*`` transitions.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 from kraftkit.metadata.snapshot import SnapshotId
+from kraftkit.protocol import types as t
 from kraftkit.raft import messages as m
 from kraftkit.raft.events import Committed, Fsync, Receive, SnapshotLoaded
 from kraftkit.raft.messages import Errors
@@ -43,6 +44,15 @@ def end_epoch_backoff_ms(preferred: list[int], node_id: int, max_ms: int) -> int
     return min(max_ms, (max_ms >> (n - 1)) << (p - 1))
 
 
+# the partitions of the bodies the handlers read (Kafka's schemas' struct names, generated types)
+VotePart = t.VoteRequestTopicDataPartitionData
+BeginRequest = t.BeginQuorumEpochRequest
+BeginPart = t.BeginQuorumEpochRequestTopicDataPartitionData
+EndPart = t.EndQuorumEpochRequestTopicDataPartitionData
+FetchedPart = t.FetchResponseFetchableTopicResponsePartitionData
+SnapshotPart = t.FetchSnapshotResponseTopicSnapshotPartitionSnapshot
+
+
 class Handlers:
     """The request and response handlers of :class:`~kraftkit.raft.core.RaftCore`."""
 
@@ -68,7 +78,7 @@ class Handlers:
                     ev.correlation_id,
                     m.fetch_response(self.tp, 0, -1, -1, top_error=Errors.INCONSISTENT_CLUSTER_ID),
                 )
-            return self._on_fetch_request(ev.src, ev.correlation_id, body, may_wait=True)
+            return self._on_fetch_request(ev.src, ev.correlation_id, cast(t.FetchRequest, body), may_wait=True)
         if api == m.FETCH_SNAPSHOT:
             if cid is not None and cid != self.cfg.cluster_id:
                 return self._respond(
@@ -77,10 +87,10 @@ class Handlers:
                     ev.correlation_id,
                     m.fetch_snapshot_response(self.tp, 0, -1, -1, top_error=Errors.INCONSISTENT_CLUSTER_ID),
                 )
-            return self._on_fetch_snapshot_request(ev.src, ev.correlation_id, body)
+            return self._on_fetch_snapshot_request(ev.src, ev.correlation_id, cast(t.FetchSnapshotRequest, body))
         if handler is None:
             return
-        builders: dict[int, Callable[..., dict]] = {
+        builders: dict[int, Callable[..., Mapping[str, Any]]] = {
             m.VOTE: lambda e, top=0: m.vote_response(self.tp, e, self.leader_id, self.epoch, False, top),
             m.BEGIN_QUORUM_EPOCH: lambda e, top=0: m.begin_quorum_epoch_response(
                 self.tp, e, self.leader_id, self.epoch, top
@@ -107,7 +117,7 @@ class Handlers:
             return self.leader_id < 0 and up_to_date
         return False
 
-    def _on_vote_request(self: RaftCore, src: int, corr: int, body: dict, part: dict) -> None:  # type: ignore[misc]  # RaftCore's mixin
+    def _on_vote_request(self: RaftCore, src: int, corr: int, body: t.VoteRequest, part: VotePart) -> None:  # type: ignore[misc]  # RaftCore's mixin
         cand_epoch, cand = part["ReplicaEpoch"], part["ReplicaId"]
         last_epoch, last_offset = part["LastOffsetEpoch"], part["LastOffset"]
 
@@ -130,7 +140,7 @@ class Handlers:
             self._become_voted(cand)
         reply(Errors.NONE, granted)
 
-    def _on_begin_request(self: RaftCore, src: int, corr: int, body: dict, part: dict) -> None:  # type: ignore[misc]  # RaftCore's mixin
+    def _on_begin_request(self: RaftCore, src: int, corr: int, body: BeginRequest, part: BeginPart) -> None:  # type: ignore[misc]  # RaftCore's mixin
         leader, epoch = part["LeaderId"], part["LeaderEpoch"]
         if epoch < self.epoch:
             err = Errors.FENCED_LEADER_EPOCH
@@ -144,7 +154,7 @@ class Handlers:
             src, m.BEGIN_QUORUM_EPOCH, corr, m.begin_quorum_epoch_response(self.tp, err, self.leader_id, self.epoch)
         )
 
-    def _on_end_request(self: RaftCore, src: int, corr: int, body: dict, part: dict) -> None:  # type: ignore[misc]  # RaftCore's mixin
+    def _on_end_request(self: RaftCore, src: int, corr: int, body: t.EndQuorumEpochRequest, part: EndPart) -> None:  # type: ignore[misc]  # RaftCore's mixin
         leader, epoch = part["LeaderId"], part["LeaderEpoch"]
         if epoch < self.epoch:
             err = Errors.FENCED_LEADER_EPOCH
@@ -199,7 +209,7 @@ class Handlers:
             kw.setdefault("log_start_offset", self.log.start_offset)
         self._respond(src, m.FETCH, corr, m.fetch_response(self.tp, error, self.leader_id, self.epoch, **kw))
 
-    def _on_fetch_request(self: RaftCore, src: int, corr: int, body: dict, may_wait: bool) -> None:  # type: ignore[misc]  # RaftCore's mixin
+    def _on_fetch_request(self: RaftCore, src: int, corr: int, body: t.FetchRequest, may_wait: bool) -> None:  # type: ignore[misc]  # RaftCore's mixin
         one = m.single_partition(body, m.FETCH)
         if one is None or not m.topic_matches(self.tp, m.FETCH, one[0], one[1]):
             return self._respond(
@@ -285,7 +295,7 @@ class Handlers:
 
     # -- FetchSnapshot (leader side)
 
-    def _on_fetch_snapshot_request(self: RaftCore, src: int, corr: int, body: dict) -> None:  # type: ignore[misc]  # RaftCore's mixin
+    def _on_fetch_snapshot_request(self: RaftCore, src: int, corr: int, body: t.FetchSnapshotRequest) -> None:  # type: ignore[misc]  # RaftCore's mixin
         one = m.single_partition(body, m.FETCH_SNAPSHOT)
         if one is None or not m.topic_matches(self.tp, m.FETCH_SNAPSHOT, one[0], one[1]):
             return self._respond(
@@ -382,7 +392,7 @@ class Handlers:
             self._maybe_follow(leader, epoch)
         return True
 
-    def _on_vote_response(self: RaftCore, src: int, part: dict) -> None:  # type: ignore[misc]  # RaftCore's mixin
+    def _on_vote_response(self: RaftCore, src: int, part: t.VoteResponseTopicDataPartitionData) -> None:  # type: ignore[misc]  # RaftCore's mixin
         st = self.state
         if not isinstance(st, CandidateState) or src not in self.voters:
             return
@@ -399,7 +409,7 @@ class Handlers:
             return src == self.leader_id
         return False
 
-    def _on_fetch_response(self: RaftCore, src: int, part: dict) -> None:  # type: ignore[misc]  # RaftCore's mixin
+    def _on_fetch_response(self: RaftCore, src: int, part: FetchedPart) -> None:  # type: ignore[misc]  # RaftCore's mixin
         if not self._follower_accepts(src):
             return
         st = self.state
@@ -442,7 +452,7 @@ class Handlers:
             if new > self.high_watermark:
                 self._set_hw(new)
 
-    def _on_fetch_snapshot_response(self: RaftCore, src: int, part: dict, error: int) -> None:  # type: ignore[misc]  # RaftCore's mixin
+    def _on_fetch_snapshot_response(self: RaftCore, src: int, part: SnapshotPart, error: int) -> None:  # type: ignore[misc]  # RaftCore's mixin
         st = self.state
         if not self._follower_accepts(src) or not isinstance(st, FollowerState) or st.snapshot_fetch is None:
             return

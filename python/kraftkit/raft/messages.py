@@ -1,4 +1,5 @@
-"""KRaft RPC bodies as plain dicts, shaped exactly like Kafka's message schemas.
+"""KRaft RPC bodies as dicts shaped exactly like Kafka's message schemas, typed by the generated
+:mod:`kraftkit.protocol.types` (mypy checks every key).
 
 Field names are those of ``kraftkit._core.rpc_schema()`` (the schemas of the Kafka client the codec
 was generated from), so a transport can hand any body built here to
@@ -17,9 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from kraftkit._core import rpc_schema
+from kraftkit.protocol import types as t
 from kraftkit.protocol.messages import ApiKey, Errors
 
 __all__ = [
@@ -71,7 +74,7 @@ class TopicPartition:
 METADATA_PARTITION = TopicPartition("__cluster_metadata", 0, METADATA_TOPIC_ID)
 
 
-def single_partition(body: dict, api: int, response: bool = False) -> tuple[str | uuid.UUID, dict] | None:
+def single_partition(body: Mapping[str, Any], api: int, response: bool = False) -> tuple[str | uuid.UUID, Any] | None:
     """``(topic name or id, partition dict)`` if the body names exactly one partition, else None."""
     topics_key = "Responses" if (api == FETCH and response) else "Topics"
     topics = body.get(topics_key) or []
@@ -114,7 +117,7 @@ def vote_request(
     candidate_id: int,
     last_epoch: int,
     last_offset: int,
-) -> dict:
+) -> t.VoteRequest:
     return {
         "ClusterId": cluster_id,
         "VoterId": voter_id,
@@ -139,7 +142,7 @@ def vote_request(
 
 def begin_quorum_epoch_request(
     tp: TopicPartition, cluster_id: str | None, voter_id: int, leader_id: int, epoch: int
-) -> dict:
+) -> t.BeginQuorumEpochRequest:
     return {
         "ClusterId": cluster_id,
         "VoterId": voter_id,
@@ -162,7 +165,7 @@ def begin_quorum_epoch_request(
 
 def end_quorum_epoch_request(
     tp: TopicPartition, cluster_id: str | None, leader_id: int, epoch: int, preferred: list[int]
-) -> dict:
+) -> t.EndQuorumEpochRequest:
     return {
         "ClusterId": cluster_id,
         "Topics": [
@@ -193,7 +196,7 @@ def fetch_request(
     fetch_offset: int,
     last_fetched_epoch: int,
     max_wait_ms: int,
-) -> dict:
+) -> t.FetchRequest:
     return {
         "ClusterId": cluster_id,
         "ReplicaState": {"ReplicaId": replica_id, "ReplicaEpoch": -1},
@@ -232,7 +235,7 @@ def fetch_snapshot_request(
     snapshot_id: tuple[int, int],
     position: int,
     max_bytes: int,
-) -> dict:
+) -> t.FetchSnapshotRequest:
     return {
         "ClusterId": cluster_id,
         "ReplicaId": replica_id,
@@ -257,31 +260,48 @@ def fetch_snapshot_request(
 # ---------------------------------------------------------------- builders (responses)
 
 
-def _quorum_response(
-    tp: TopicPartition, error: int, leader_id: int, epoch: int, top_error: int = 0, **extra: Any
-) -> dict:
-    part = {"PartitionIndex": tp.partition, "ErrorCode": error, "LeaderId": leader_id, "LeaderEpoch": epoch}
-    part.update(extra)
-    parts = [] if top_error else [part]
-    return {
-        "ErrorCode": top_error,
-        "Topics": [{"TopicName": tp.topic, "Partitions": parts}] if parts else [],
-        "NodeEndpoints": [],
-    }
-
-
 def vote_response(
     tp: TopicPartition, error: int, leader_id: int, epoch: int, granted: bool, top_error: int = 0
-) -> dict:
-    return _quorum_response(tp, error, leader_id, epoch, top_error, VoteGranted=granted)
+) -> t.VoteResponse:
+    part: t.VoteResponseTopicDataPartitionData = {
+        "PartitionIndex": tp.partition,
+        "ErrorCode": error,
+        "LeaderId": leader_id,
+        "LeaderEpoch": epoch,
+        "VoteGranted": granted,
+    }
+    topics: list[t.VoteResponseTopicData] = [] if top_error else [{"TopicName": tp.topic, "Partitions": [part]}]
+    return {"ErrorCode": top_error, "Topics": topics, "NodeEndpoints": []}
 
 
-def begin_quorum_epoch_response(tp: TopicPartition, error: int, leader_id: int, epoch: int, top_error: int = 0) -> dict:
-    return _quorum_response(tp, error, leader_id, epoch, top_error)
+def begin_quorum_epoch_response(
+    tp: TopicPartition, error: int, leader_id: int, epoch: int, top_error: int = 0
+) -> t.BeginQuorumEpochResponse:
+    part: t.BeginQuorumEpochResponseTopicDataPartitionData = {
+        "PartitionIndex": tp.partition,
+        "ErrorCode": error,
+        "LeaderId": leader_id,
+        "LeaderEpoch": epoch,
+    }
+    topics: list[t.BeginQuorumEpochResponseTopicData] = (
+        [] if top_error else [{"TopicName": tp.topic, "Partitions": [part]}]
+    )
+    return {"ErrorCode": top_error, "Topics": topics, "NodeEndpoints": []}
 
 
-def end_quorum_epoch_response(tp: TopicPartition, error: int, leader_id: int, epoch: int, top_error: int = 0) -> dict:
-    return _quorum_response(tp, error, leader_id, epoch, top_error)
+def end_quorum_epoch_response(
+    tp: TopicPartition, error: int, leader_id: int, epoch: int, top_error: int = 0
+) -> t.EndQuorumEpochResponse:
+    part: t.EndQuorumEpochResponseTopicDataPartitionData = {
+        "PartitionIndex": tp.partition,
+        "ErrorCode": error,
+        "LeaderId": leader_id,
+        "LeaderEpoch": epoch,
+    }
+    topics: list[t.EndQuorumEpochResponseTopicData] = (
+        [] if top_error else [{"TopicName": tp.topic, "Partitions": [part]}]
+    )
+    return {"ErrorCode": top_error, "Topics": topics, "NodeEndpoints": []}
 
 
 def fetch_response(
@@ -296,8 +316,8 @@ def fetch_response(
     snapshot_id: tuple[int, int] | None = None,
     records: Any = None,
     top_error: int = 0,
-) -> dict:
-    part = {
+) -> t.FetchResponse:
+    part: t.FetchResponseFetchableTopicResponsePartitionData = {
         "PartitionIndex": tp.partition,
         "ErrorCode": error,
         "HighWatermark": high_watermark,
@@ -334,8 +354,8 @@ def fetch_snapshot_response(
     position: int = -1,
     data: Any = b"",
     top_error: int = 0,
-) -> dict:
-    part = {
+) -> t.FetchSnapshotResponse:
+    part: t.FetchSnapshotResponseTopicSnapshotPartitionSnapshot = {
         "Index": tp.partition,
         "ErrorCode": error,
         "SnapshotId": {"EndOffset": snapshot_id[0], "Epoch": snapshot_id[1]},

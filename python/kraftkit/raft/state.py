@@ -16,6 +16,7 @@ import dataclasses
 from typing import ClassVar
 
 from kraftkit.metadata.snapshot import SnapshotId
+from kraftkit.protocol.types import FetchRequest
 from kraftkit.raft.quorum_state import ElectionState, Role
 
 __all__ = [
@@ -131,7 +132,7 @@ class LeaderState(EpochState):
     #: replica -> (last fetch, last caught up)
     fetch_times: dict[int, tuple[int, int]] = dataclasses.field(default_factory=dict)
     #: Fetches waiting for data: (deadline, src, corr, body)
-    purgatory: list[tuple[int, int, int, dict]] = dataclasses.field(default_factory=list)
+    purgatory: list[tuple[int, int, int, FetchRequest]] = dataclasses.field(default_factory=list)
 
     def deadlines(self) -> list[int | None]:
         return [self.check_quorum_deadline, *(d for d, *_ in self.purgatory), *self.begin_resend_at.values()]
