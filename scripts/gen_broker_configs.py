@@ -37,7 +37,7 @@ from tests.harness import jars  # noqa: E402
 OUT = REPO / "python" / "kraftkit" / "controller" / "broker_configs.json"
 DUMPER = REPO / "scripts" / "java" / "BrokerConfigTable.java"
 #: what kraftkit keeps of a config's row
-FIELDS = ("name", "type", "default", "dynamic", "kafkaConfig", "validator", "synonyms")
+FIELDS = ("name", "type", "default", "dynamic", "kafkaConfig", "internal", "validator", "synonyms")
 SETS = ("perBroker", "clusterLevelListener", "dynamicSecurity", "listenerMechanism")
 
 

@@ -113,6 +113,7 @@ public class BrokerConfigTable {
                     ? ConfigDef.convertToString(k.defaultValue, k.type) : null);
             row.put("dynamic", dynamicKeys.containsKey(k.name));
             row.put("kafkaConfig", def.configKeys().containsKey(k.name));
+            if (k.internalConfig) row.put("internal", true); // not in a describe of all configs
             if (dynamicKeys.containsKey(k.name)) row.put("validator", validator(k.validator));
             @SuppressWarnings("unchecked")
             List<String> syn = (List<String>) synonyms.invoke(null, k.name, false);
