@@ -149,7 +149,17 @@ def test_alter_validate_describe_and_restart(tmp_path):
             dup["Resources"] *= 2
             got = await call(leader, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, dup)
             assert errors(got) == [(lid, Errors.INVALID_REQUEST, "Duplicate resource.")]
+            # hostile sizes: more records than one write holds; more configs than one answer lists
+            many = alter(lid, *((f"k{i}", SET, "v") for i in range(10001)))
+            got = await call(leader, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, many)
+            assert errors(got) == [(lid, Errors.INVALID_REQUEST, "the request would write 10001 ConfigRecords; one "
+                                    "write holds at most 10000")]
             assert config_records(leader) == want  # none of them wrote anything
+            full = len(broker_schema().defaults)  # at least this many entries in a describe of all configs
+            n = 50000 // full + 2
+            got = await call(leader, ApiKey.DESCRIBE_CONFIGS, 4, describe(*[lid] * n))
+            codes = [r["ErrorCode"] for r in got["Results"]]
+            assert codes[0] == Errors.NONE and codes[-1] == Errors.INVALID_REQUEST and len(codes) == n
 
             # legacy AlterConfigs: the resource's configs become exactly those given
             legacy = {"Resources": [{"ResourceType": BROKER, "ResourceName": fid,

@@ -63,6 +63,10 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 #: ConfigurationControlManager's bound on a value (ConfigRecord's string)
 MAX_VALUE_CHARS = 32767
+#: the most records one write may hold (Kafka's controller bounds a result's records at 10000)
+MAX_RECORDS = 10000
+#: the most config entries one DescribeConfigs answer lists (a resource past it gets INVALID_REQUEST)
+MAX_DESCRIBE_ENTRIES = 50000
 ELR_FEATURE = "eligible.leader.replicas.version"
 INT_BOUNDS = {"INT": 2**31, "SHORT": 2**15, "LONG": 2**63}
 _INTEGER = re.compile(r"[+-]?[0-9]+")
@@ -286,6 +290,11 @@ class ConfigurationControlManager:
 
     def _alter(self, image: MetadataImage, body: Mapping, *, incremental: bool) -> tuple[list[bytes], list[dict]]:
         records, results = self._alter_all(image, body, incremental=incremental)
+        if len(records) > MAX_RECORDS:
+            raise ControllerError(
+                Errors.INVALID_REQUEST,
+                f"the request would write {len(records)} ConfigRecords; one write holds at most {MAX_RECORDS}",
+            )
         if records and not body.get("ValidateOnly"):
             done = [r["ResourceName"] or "<default>" for r in results if r["ErrorCode"] == Errors.NONE]
             log.info("node %d: BROKER configs of %s altered: %d ConfigRecord(s)", self.node_id, done, len(records))
@@ -417,10 +426,18 @@ class ConfigurationControlManager:
         synonyms, docs = bool(body.get("IncludeSynonyms")), bool(body.get("IncludeDocumentation"))
         bad = next((r for r in resources if r.get("ResourceType") not in RESOURCE_TYPES), None)
         results = []
+        listed = 0  # entries in the answer so far
+        memo: dict[tuple[str, tuple[str, ...] | None], list[dict]] = {}
         for res in resources:
             rtype, rname = res.get("ResourceType", UNKNOWN), res.get("ResourceName") or ""
             out = {"ResourceType": rtype, "ResourceName": rname, "ErrorCode": Errors.NONE, "ErrorMessage": None}
+            keys = res.get("ConfigurationKeys")
             try:
+                if listed > MAX_DESCRIBE_ENTRIES:
+                    raise ControllerError(
+                        Errors.INVALID_REQUEST,
+                        f"the answer would list more than {MAX_DESCRIBE_ENTRIES} configs; ask for fewer resources",
+                    )
                 if bad is not None:  # (Kafka fails the whole request on the first such resource)
                     raise ControllerError(
                         Errors.INVALID_REQUEST,
@@ -431,9 +448,11 @@ class ConfigurationControlManager:
                         Errors.INVALID_REQUEST,
                         f"kraftkit's controller describes BROKER configs only, not {RESOURCE_TYPES[rtype]} ones",
                     )
-                out["Configs"] = self._describe_broker(
-                    image, rname, res.get("ConfigurationKeys"), synonyms, docs, version
-                )
+                memo_key = (rname, None if keys is None else tuple(keys))
+                if memo_key not in memo:
+                    memo[memo_key] = self._describe_broker(image, rname, keys, synonyms, docs, version)
+                out["Configs"] = memo[memo_key]
+                listed += len(out["Configs"])
             except ControllerError as e:
                 out.update(ErrorCode=e.code, ErrorMessage=e.message, Configs=[])
             results.append(out)
