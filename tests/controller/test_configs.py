@@ -23,6 +23,8 @@ from kraftkit.controller.configs import (
     SUBTRACT,
     broker_schema,
     java_double,
+    java_hash_order,
+    java_string_hash,
 )
 from kraftkit.protocol import KafkaConnection
 from kraftkit.protocol.messages import ApiKey, Errors
@@ -79,6 +81,14 @@ def test_java_double_renders_as_kafka_does():
         "1000.5", "1000.0", "0.05", "1.0E7", "1.5E-4", "1.23456789E7", "-2.0"]
 
 
+def test_java_hash_map_order():
+    # "hello".hashCode() is 99162322 in every JVM; "Aa" and "BB" collide (2112) and keep insertion order
+    assert java_string_hash("hello") == 99162322 and java_string_hash("Aa") == java_string_hash("BB") == 2112
+    assert java_string_hash("\U0001f600") == 0xD83D * 31 + 0xDE00  # a surrogate pair: two UTF-16 code units
+    # buckets of a 16-slot table: "hello" (h ^ h >>> 16) & 15 = 11, "BB" and "Aa" 0 (in insertion order)
+    assert java_hash_order(["hello", "BB", "Aa"]) == ["BB", "Aa", "hello"]
+
+
 def test_alter_validate_describe_and_restart(tmp_path):
     schema = broker_schema()
     cleaner_default = schema.defaults["log.cleaner.threads"]  # KafkaConfig's default, from the jars
@@ -105,10 +115,11 @@ def test_alter_validate_describe_and_restart(tmp_path):
 
             steps = [
                 (alter(lid, ("log.cleaner.threads", SET, "2")), [(lid, "log.cleaner.threads", "2")]),
+                # (several keys: their records come in the order of Java's HashMap, as Kafka writes them)
                 (alter(fid, ("log.cleaner.threads", SET, "abc"), ("no.such", SET, "x")),
-                 [(fid, "log.cleaner.threads", "abc"), (fid, "no.such", "x")]),
+                 [(fid, "no.such", "x"), (fid, "log.cleaner.threads", "abc")]),
                 (alter("", ("log.cleaner.threads", SET, "3"), ("ssl.keystore.type", SET, "PKCS12")),
-                 [("", "log.cleaner.threads", "3"), ("", "ssl.keystore.type", "PKCS12")]),
+                 [("", "ssl.keystore.type", "PKCS12"), ("", "log.cleaner.threads", "3")]),
                 (alter(lid, ("sasl.enabled.mechanisms", APPEND, "PLAIN,GSSAPI")),
                  [(lid, "sasl.enabled.mechanisms", f"{sasl_default},PLAIN")]),
                 (alter(lid, ("sasl.enabled.mechanisms", SUBTRACT, sasl_default)),

@@ -243,6 +243,31 @@ def render(kind: str | None, value: str) -> str:
     return str(parsed)
 
 
+def java_string_hash(s: str) -> int:
+    """``String.hashCode()`` (over UTF-16 code units, as a signed 32-bit int)."""
+    h = 0
+    data = s.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def java_hash_order(keys: list[str]) -> list[str]:
+    """The iteration order of a ``java.util.HashMap`` the distinct ``keys`` were put in, in order:
+    by bucket (the spread hash masked by the table size, which doubles past 3/4 full from 16), then
+    by insertion within a bucket."""
+    keys = list(dict.fromkeys(keys))
+    cap = 16
+    while len(keys) > cap * 3 // 4:
+        cap *= 2
+
+    def bucket(k: str) -> int:
+        h = java_string_hash(k) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (cap - 1)
+
+    return sorted(keys, key=bucket)  # (sorted is stable: insertion order within a bucket)
+
+
 # ---------------------------------------------------------------------------------- the manager
 def config_record(resource_name: str, name: str, value: str | None) -> bytes:
     return encode_metadata_record(
@@ -275,6 +300,11 @@ class ConfigurationControlManager:
         self.node_id = node_id
         self.controller_ids = frozenset(controller_ids)
         self.static_config = dict(static_config or {})
+        # KafkaConfig.populateSynonyms: node.id and broker.id stand for each other (a node started
+        # without a server.properties has its id all the same)
+        ident = self.static_config.get("node.id", self.static_config.get("broker.id", str(node_id)))
+        self.static_config.setdefault("node.id", ident)
+        self.static_config.setdefault("broker.id", ident)
         self.schema = broker_schema()
 
     # -------------------------------------------------------------- writes
@@ -303,7 +333,7 @@ class ConfigurationControlManager:
     def _alter_all(self, image: MetadataImage, body: Mapping, *, incremental: bool) -> tuple[list[bytes], list[dict]]:
         records: list[bytes] = []
         results: list[dict] = []
-        seen: dict[tuple[int, str], int] = {}  # resource -> index of its result
+        seen: set[tuple[int, str]] = set()
         duplicates: set[tuple[int, str]] = set()
         planned: list[tuple[tuple[int, str], Mapping]] = []
         for res in body.get("Resources") or []:
@@ -319,7 +349,7 @@ class ConfigurationControlManager:
                 planned = [p for p in planned if p[0] != key]
                 results.append(_result(rtype, rname, Errors.INVALID_REQUEST, "Duplicate resource."))
                 continue
-            seen[key] = 1
+            seen.add(key)
             planned.append((key, res))
         for (rtype, rname), res in planned:
             if rtype != BROKER:
@@ -360,7 +390,9 @@ class ConfigurationControlManager:
             changes = dict(given)
             changes.update({k: None for k in current if k not in given})
         self._validate(image, rname, current, changes)
-        return [config_record(rname, name, value) for name, value in changes.items()]
+        # (Kafka's controller reads the changes from a java.util.HashMap: its records come in that order)
+        order = java_hash_order(list(changes)) if incremental else list(changes)
+        return [config_record(rname, name, changes[name]) for name in order]
 
     def _split_op(self, op: int, current: str | None, name: str, value: str) -> str:
         """APPEND or SUBTRACT of the comma-separated ``value`` to the key's current value (its
