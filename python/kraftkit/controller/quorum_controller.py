@@ -21,7 +21,8 @@ from every log that can win an election, so it is never committed twice.
 
 **Requests.** While active it turns UpdateFeatures into FeatureLevelRecords and the registration
 RPCs (BrokerRegistration, BrokerHeartbeat, UnregisterBroker, ControllerRegistration) into the
-records of :mod:`kraftkit.controller.cluster`, one write at a time: each is validated against the
+records of :mod:`kraftkit.controller.cluster` and (Incremental)AlterConfigs of BROKER resources into
+ConfigRecords (:mod:`kraftkit.controller.configs`), one write at a time: each is validated against the
 committed image and answered once its records are committed, so the next one sees them. A node that
 is not the active controller answers NOT_CONTROLLER, as Kafka's controllers do (the client then
 finds the active one). While active it also fences a broker whose session expired, one at a time.
