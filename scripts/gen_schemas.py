@@ -80,6 +80,17 @@ RPC_MESSAGES = [
     "BrokerRegistrationRequest", "BrokerRegistrationResponse",
     "BrokerHeartbeatRequest", "BrokerHeartbeatResponse",
     "UnregisterBrokerRequest", "UnregisterBrokerResponse",
+    # served by the controller: dynamic broker configs (KIP-919, kafka-configs.sh --bootstrap-controller)
+    "DescribeConfigsRequest", "DescribeConfigsResponse",
+    "IncrementalAlterConfigsRequest", "IncrementalAlterConfigsResponse",
+    "AlterConfigsRequest", "AlterConfigsResponse",
+    # not served: known so that a request for one is answered with UNSUPPORTED_VERSION at its own
+    # version rather than by closing the connection (the admin tools' common requests to a controller)
+    "MetadataRequest", "MetadataResponse",
+    "CreateTopicsRequest", "CreateTopicsResponse",
+    "DeleteTopicsRequest", "DeleteTopicsResponse",
+    "DescribeAclsRequest", "DescribeAclsResponse",
+    "AlterClientQuotasRequest", "AlterClientQuotasResponse",
 ]
 
 # The control record types that carry a schema, by their ControlRecordType name (the type ids

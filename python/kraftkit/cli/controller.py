@@ -90,7 +90,13 @@ def run_controller(args: argparse.Namespace) -> int:
         boot = read_bootstrap_metadata(cfg.log_dir)
     except BootstrapError as e:
         return fail(command, str(e), EXIT_USAGE)
-    node = ControllerNode(cfg, boot, session_timeout_ms=session_timeout_ms, auto_finalize=args.auto_finalize)
+    node = ControllerNode(
+        cfg,
+        boot,
+        session_timeout_ms=session_timeout_ms,
+        auto_finalize=args.auto_finalize,
+        static_config=file.properties if file is not None else None,
+    )
     return asyncio.run(
         serve(node, args, command, process="controller", bootstrap=boot.source, metadata_version=boot.metadata_version)
     )

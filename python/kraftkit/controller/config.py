@@ -106,6 +106,8 @@ class ControllerConfig:
     ignored: tuple[str, ...] = ()
     #: what is in the file but will not be done, for a warning (a second controller listener)
     warnings: tuple[str, ...] = ()
+    #: every entry of the file (a DescribeConfigs of the node shows them as STATIC_BROKER_CONFIG)
+    properties: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 def read_controller_config(path: str | os.PathLike[str]) -> ControllerConfig:
@@ -144,6 +146,7 @@ def controller_config(props: Mapping[str, str], path: str) -> ControllerConfig:
         **ints,
         ignored=tuple(sorted(k for k in props if k not in READ_KEYS)),
         warnings=tuple(warnings),
+        properties=dict(props),
     )
 
 

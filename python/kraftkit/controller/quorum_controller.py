@@ -21,7 +21,8 @@ from every log that can win an election, so it is never committed twice.
 
 **Requests.** While active it turns UpdateFeatures into FeatureLevelRecords and the registration
 RPCs (BrokerRegistration, BrokerHeartbeat, UnregisterBroker, ControllerRegistration) into the
-records of :mod:`kraftkit.controller.cluster`, one write at a time: each is validated against the
+records of :mod:`kraftkit.controller.cluster` and (Incremental)AlterConfigs of BROKER resources into
+ConfigRecords (:mod:`kraftkit.controller.configs`), one write at a time: each is validated against the
 committed image and answered once its records are committed, so the next one sees them. A node that
 is not the active controller answers NOT_CONTROLLER, as Kafka's controllers do (the client then
 finds the active one). While active it also fences a broker whose session expired, one at a time.
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -46,6 +48,7 @@ from kraftkit._kafka import (
 )
 from kraftkit.controller.bootstrap import BootstrapMetadata
 from kraftkit.controller.cluster import BROKER_RECORDS, ClusterControlManager, ControllerError
+from kraftkit.controller.configs import ConfigurationControlManager, alter_response
 from kraftkit.controller.faults import crash_point
 from kraftkit.controller.features import FeatureControlManager
 from kraftkit.controller.registration import ControllerRegistrationManager
@@ -84,6 +87,7 @@ class QuorumController:
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
         *,
         auto_finalize: bool = False,
+        static_config: Mapping[str, str] | None = None,
     ) -> None:
         self.node = node
         #: finalize what every registered node supports, without being asked (``--auto-finalize``)
@@ -93,6 +97,7 @@ class QuorumController:
         self.bootstrap = bootstrap
         self.features = FeatureControlManager(node.node_id, node.config.voters)
         self.cluster = ClusterControlManager(node.config.cluster_id, session_timeout_ms)
+        self.configs = ConfigurationControlManager(node.node_id, node.config.voters, static_config)
         self._fence_timer: asyncio.TimerHandle | None = None
         self.registration = ControllerRegistrationManager(self, CONTROLLER_LISTENER)
         #: the leader epoch in which this node is the active controller (-1: it is not)
@@ -474,6 +479,23 @@ class QuorumController:
             lambda: (self.cluster.register_controller(self.image, body), None),
             _error_message_reply,
         )
+
+    # ------------------------------------------------------------------ configs (KIP-919)
+    def describe_configs(self, body: Mapping, version: int) -> asyncio.Future:
+        """Answers DescribeConfigs from this node's committed image (any node, as Kafka's do)."""
+        out: asyncio.Future = asyncio.get_running_loop().create_future()
+        out.set_result(self.configs.describe(self.image, body, version))
+        return out
+
+    def incremental_alter_configs(self, body: Mapping, version: int) -> asyncio.Future:
+        """Answers IncrementalAlterConfigs once its ConfigRecords are committed (none: ValidateOnly)."""
+        build = functools.partial(self.configs.incremental_alter, self.image, body)
+        return self._answer("IncrementalAlterConfigs", build, functools.partial(alter_response, body))
+
+    def alter_configs(self, body: Mapping, version: int) -> asyncio.Future:
+        """Answers the legacy AlterConfigs (the resource's configs replaced by those given)."""
+        build = functools.partial(self.configs.legacy_alter, self.image, body)
+        return self._answer("AlterConfigs", build, functools.partial(alter_response, body))
 
     # ------------------------------------------------------------------ auto-finalize
     def _maybe_auto_finalize(self) -> None:

@@ -2,8 +2,9 @@
 
 Besides the quorum RPCs, DescribeQuorum and DescribeCluster it answers UpdateFeatures and the
 registration RPCs (ControllerRegistration, BrokerRegistration, BrokerHeartbeat, UnregisterBroker)
-through its :class:`~kraftkit.controller.quorum_controller.QuorumController`, and its ApiVersions carries the
-feature fields of KIP-584: SupportedFeatures (this node's ranges), FinalizedFeatures (from the
+and the BROKER config RPCs (DescribeConfigs, IncrementalAlterConfigs, AlterConfigs: KIP-919)
+through its :class:`~kraftkit.controller.quorum_controller.QuorumController`, and its ApiVersions
+carries the feature fields of KIP-584: SupportedFeatures (this node's ranges), FinalizedFeatures (from the
 committed log, eventually consistent on a follower) and FinalizedFeaturesEpoch (the offset of the
 last committed feature change, -1 if none). It does not take Produce: the metadata log changes only
 through the controller's records, as on Kafka's controllers.
@@ -31,6 +32,9 @@ CONTROLLER_APIS = (
     ApiKey.BROKER_REGISTRATION,
     ApiKey.BROKER_HEARTBEAT,
     ApiKey.UNREGISTER_BROKER,
+    ApiKey.DESCRIBE_CONFIGS,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS,
+    ApiKey.ALTER_CONFIGS,
 )
 
 
@@ -47,10 +51,13 @@ class ControllerNode(RaftNode):
         *,
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
         auto_finalize: bool = False,
+        static_config: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(config, listeners)
         self.session_timeout_ms = session_timeout_ms
-        self.controller = QuorumController(self, bootstrap, session_timeout_ms, auto_finalize=auto_finalize)
+        self.controller = QuorumController(
+            self, bootstrap, session_timeout_ms, auto_finalize=auto_finalize, static_config=static_config
+        )
         self._extra_listeners.append(self.controller)
         c = self.controller
         # each answers with an awaitable of the response (a coroutine, run as a task, or a future)
@@ -60,6 +67,9 @@ class ControllerNode(RaftNode):
             ApiKey.BROKER_REGISTRATION: c.register_broker,
             ApiKey.BROKER_HEARTBEAT: c.broker_heartbeat,
             ApiKey.UNREGISTER_BROKER: c.unregister_broker,
+            ApiKey.DESCRIBE_CONFIGS: c.describe_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: c.incremental_alter_configs,
+            ApiKey.ALTER_CONFIGS: c.alter_configs,
         }
 
     async def stop(self, *, resign: bool = True, timeout: float = 1.0) -> None:

@@ -17,8 +17,35 @@ __all__ = [
     "decode_response",
     "encode_request",
     "encode_response",
+    "error_response",
     "supported_versions",
 ]
+
+
+@functools.cache
+def _responses() -> dict[int, dict]:
+    return {m["api_key"]: m for m in rpc_schema() if m["kind"] == "response"}
+
+
+def _in(versions: list[int] | tuple[int, int] | None, version: int) -> bool:
+    return versions is not None and versions[0] <= version <= versions[1]
+
+
+def error_response(api: int, version: int, error: int, message: str | None = None) -> dict:
+    """A response of ``api`` at ``version`` that only says ``error``: every top-level ErrorCode is
+    ``error`` (and ErrorMessage ``message``, where the version has one), every array empty, the other
+    fields the schema's defaults. For a request kraftkit can decode and does not serve."""
+    body: dict = {}
+    for f in _responses()[api]["fields"]:
+        if not _in(f["versions"], version) or f["tagged_versions"] is not None:
+            continue
+        if f["name"] == "ErrorCode" and f["type"]["kind"] == "int16":
+            body["ErrorCode"] = error
+        elif f["name"] == "ErrorMessage" and _in(f["nullable_versions"], version):
+            body["ErrorMessage"] = message
+        elif f["type"]["kind"] == "array":
+            body[f["name"]] = []
+    return body
 
 
 @functools.cache

@@ -13,6 +13,10 @@ from typing import Any, TypedDict
 __all__ = [
     "AddRaftVoterRequest",
     "AddRaftVoterResponse",
+    "AlterClientQuotasRequest",
+    "AlterClientQuotasResponse",
+    "AlterConfigsRequest",
+    "AlterConfigsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "BeginQuorumEpochRequest",
@@ -23,8 +27,16 @@ __all__ = [
     "BrokerRegistrationResponse",
     "ControllerRegistrationRequest",
     "ControllerRegistrationResponse",
+    "CreateTopicsRequest",
+    "CreateTopicsResponse",
+    "DeleteTopicsRequest",
+    "DeleteTopicsResponse",
+    "DescribeAclsRequest",
+    "DescribeAclsResponse",
     "DescribeClusterRequest",
     "DescribeClusterResponse",
+    "DescribeConfigsRequest",
+    "DescribeConfigsResponse",
     "DescribeQuorumRequest",
     "DescribeQuorumResponse",
     "EndQuorumEpochRequest",
@@ -33,6 +45,10 @@ __all__ = [
     "FetchResponse",
     "FetchSnapshotRequest",
     "FetchSnapshotResponse",
+    "IncrementalAlterConfigsRequest",
+    "IncrementalAlterConfigsResponse",
+    "MetadataRequest",
+    "MetadataResponse",
     "ProduceRequest",
     "ProduceResponse",
     "RemoveRaftVoterRequest",
@@ -107,6 +123,95 @@ class AddRaftVoterResponse(TypedDict, total=False):
     ThrottleTimeMs: int  # int32, v0+
     ErrorCode: int  # int16, v0+
     ErrorMessage: str | None  # string, v0+
+
+
+class AlterClientQuotasRequestEntryDataEntityData(TypedDict, total=False):
+    """a EntityData of AlterClientQuotasRequestEntryData"""
+
+    EntityType: str  # string, v0+
+    EntityName: str | None  # string, v0+
+
+
+class AlterClientQuotasRequestEntryDataOpData(TypedDict, total=False):
+    """a OpData of AlterClientQuotasRequestEntryData"""
+
+    Key: str  # string, v0+
+    Value: float  # float64, v0+
+    Remove: bool  # bool, v0+
+
+
+class AlterClientQuotasRequestEntryData(TypedDict, total=False):
+    """a EntryData of AlterClientQuotasRequest"""
+
+    Entity: list[AlterClientQuotasRequestEntryDataEntityData]  # []EntityData, v0+
+    Ops: list[AlterClientQuotasRequestEntryDataOpData]  # []OpData, v0+
+
+
+class AlterClientQuotasRequest(TypedDict, total=False):
+    """AlterClientQuotasRequest (api key 49, versions 0-1)"""
+
+    Entries: list[AlterClientQuotasRequestEntryData]  # []EntryData, v0+
+    ValidateOnly: bool  # bool, v0+
+
+
+class AlterClientQuotasResponseEntryDataEntityData(TypedDict, total=False):
+    """a EntityData of AlterClientQuotasResponseEntryData"""
+
+    EntityType: str  # string, v0+
+    EntityName: str | None  # string, v0+
+
+
+class AlterClientQuotasResponseEntryData(TypedDict, total=False):
+    """a EntryData of AlterClientQuotasResponse"""
+
+    ErrorCode: int  # int16, v0+
+    ErrorMessage: str | None  # string, v0+
+    Entity: list[AlterClientQuotasResponseEntryDataEntityData]  # []EntityData, v0+
+
+
+class AlterClientQuotasResponse(TypedDict, total=False):
+    """AlterClientQuotasResponse (api key 49, versions 0-1)"""
+
+    ThrottleTimeMs: int  # int32, v0+
+    Entries: list[AlterClientQuotasResponseEntryData]  # []EntryData, v0+
+
+
+class AlterConfigsRequestAlterConfigsResourceAlterableConfig(TypedDict, total=False):
+    """a AlterableConfig of AlterConfigsRequestAlterConfigsResource"""
+
+    Name: str  # string, v0+
+    Value: str | None  # string, v0+
+
+
+class AlterConfigsRequestAlterConfigsResource(TypedDict, total=False):
+    """a AlterConfigsResource of AlterConfigsRequest"""
+
+    ResourceType: int  # int8, v0+
+    ResourceName: str  # string, v0+
+    Configs: list[AlterConfigsRequestAlterConfigsResourceAlterableConfig]  # []AlterableConfig, v0+
+
+
+class AlterConfigsRequest(TypedDict, total=False):
+    """AlterConfigsRequest (api key 33, versions 0-2)"""
+
+    Resources: list[AlterConfigsRequestAlterConfigsResource]  # []AlterConfigsResource, v0+
+    ValidateOnly: bool  # bool, v0+
+
+
+class AlterConfigsResponseAlterConfigsResourceResponse(TypedDict, total=False):
+    """a AlterConfigsResourceResponse of AlterConfigsResponse"""
+
+    ErrorCode: int  # int16, v0+
+    ErrorMessage: str | None  # string, v0+
+    ResourceType: int  # int8, v0+
+    ResourceName: str  # string, v0+
+
+
+class AlterConfigsResponse(TypedDict, total=False):
+    """AlterConfigsResponse (api key 33, versions 0-2)"""
+
+    ThrottleTimeMs: int  # int32, v0+
+    Responses: list[AlterConfigsResponseAlterConfigsResourceResponse]  # []AlterConfigsResourceResponse, v0+
 
 
 class ApiVersionsRequest(TypedDict, total=False):
@@ -315,6 +420,138 @@ class ControllerRegistrationResponse(TypedDict, total=False):
     ErrorMessage: str | None  # string, v0+
 
 
+class CreateTopicsRequestCreatableTopicCreatableReplicaAssignment(TypedDict, total=False):
+    """a CreatableReplicaAssignment of CreateTopicsRequestCreatableTopic"""
+
+    PartitionIndex: int  # int32, v0+
+    BrokerIds: list[int]  # []int32, v0+
+
+
+class CreateTopicsRequestCreatableTopicCreatableTopicConfig(TypedDict, total=False):
+    """a CreatableTopicConfig of CreateTopicsRequestCreatableTopic"""
+
+    Name: str  # string, v0+
+    Value: str | None  # string, v0+
+
+
+class CreateTopicsRequestCreatableTopic(TypedDict, total=False):
+    """a CreatableTopic of CreateTopicsRequest"""
+
+    Name: str  # string, v0+
+    NumPartitions: int  # int32, v0+
+    ReplicationFactor: int  # int16, v0+
+    Assignments: list[CreateTopicsRequestCreatableTopicCreatableReplicaAssignment]  # []CreatableReplicaAssignment, v0+
+    Configs: list[CreateTopicsRequestCreatableTopicCreatableTopicConfig]  # []CreatableTopicConfig, v0+
+
+
+class CreateTopicsRequest(TypedDict, total=False):
+    """CreateTopicsRequest (api key 19, versions 2-7)"""
+
+    Topics: list[CreateTopicsRequestCreatableTopic]  # []CreatableTopic, v0+
+    timeoutMs: int  # int32, v0+
+    validateOnly: bool  # bool, v1+
+
+
+class CreateTopicsResponseCreatableTopicResultCreatableTopicConfigs(TypedDict, total=False):
+    """a CreatableTopicConfigs of CreateTopicsResponseCreatableTopicResult"""
+
+    Name: str  # string, v5+
+    Value: str | None  # string, v5+
+    ReadOnly: bool  # bool, v5+
+    ConfigSource: int  # int8, v5+
+    IsSensitive: bool  # bool, v5+
+
+
+class CreateTopicsResponseCreatableTopicResult(TypedDict, total=False):
+    """a CreatableTopicResult of CreateTopicsResponse"""
+
+    Name: str  # string, v0+
+    TopicId: uuid.UUID  # uuid, v7+
+    ErrorCode: int  # int16, v0+
+    ErrorMessage: str | None  # string, v1+
+    TopicConfigErrorCode: int  # int16, v5+
+    NumPartitions: int  # int32, v5+
+    ReplicationFactor: int  # int16, v5+
+    Configs: list[CreateTopicsResponseCreatableTopicResultCreatableTopicConfigs] | None  # []CreatableTopicConfigs, v5+
+
+
+class CreateTopicsResponse(TypedDict, total=False):
+    """CreateTopicsResponse (api key 19, versions 2-7)"""
+
+    ThrottleTimeMs: int  # int32, v2+
+    Topics: list[CreateTopicsResponseCreatableTopicResult]  # []CreatableTopicResult, v0+
+
+
+class DeleteTopicsRequestDeleteTopicState(TypedDict, total=False):
+    """a DeleteTopicState of DeleteTopicsRequest"""
+
+    Name: str | None  # string, v6+
+    TopicId: uuid.UUID  # uuid, v6+
+
+
+class DeleteTopicsRequest(TypedDict, total=False):
+    """DeleteTopicsRequest (api key 20, versions 1-6)"""
+
+    Topics: list[DeleteTopicsRequestDeleteTopicState]  # []DeleteTopicState, v6+
+    TopicNames: list[str]  # []string, v0-5
+    TimeoutMs: int  # int32, v0+
+
+
+class DeleteTopicsResponseDeletableTopicResult(TypedDict, total=False):
+    """a DeletableTopicResult of DeleteTopicsResponse"""
+
+    Name: str | None  # string, v0+
+    TopicId: uuid.UUID  # uuid, v6+
+    ErrorCode: int  # int16, v0+
+    ErrorMessage: str | None  # string, v5+
+
+
+class DeleteTopicsResponse(TypedDict, total=False):
+    """DeleteTopicsResponse (api key 20, versions 1-6)"""
+
+    ThrottleTimeMs: int  # int32, v1+
+    Responses: list[DeleteTopicsResponseDeletableTopicResult]  # []DeletableTopicResult, v0+
+
+
+class DescribeAclsRequest(TypedDict, total=False):
+    """DescribeAclsRequest (api key 29, versions 1-3)"""
+
+    ResourceTypeFilter: int  # int8, v0+
+    ResourceNameFilter: str | None  # string, v0+
+    PatternTypeFilter: int  # int8, v1+
+    PrincipalFilter: str | None  # string, v0+
+    HostFilter: str | None  # string, v0+
+    Operation: int  # int8, v0+
+    PermissionType: int  # int8, v0+
+
+
+class DescribeAclsResponseDescribeAclsResourceAclDescription(TypedDict, total=False):
+    """a AclDescription of DescribeAclsResponseDescribeAclsResource"""
+
+    Principal: str  # string, v0+
+    Host: str  # string, v0+
+    Operation: int  # int8, v0+
+    PermissionType: int  # int8, v0+
+
+
+class DescribeAclsResponseDescribeAclsResource(TypedDict, total=False):
+    """a DescribeAclsResource of DescribeAclsResponse"""
+
+    ResourceType: int  # int8, v0+
+    ResourceName: str  # string, v0+
+    PatternType: int  # int8, v1+
+    Acls: list[DescribeAclsResponseDescribeAclsResourceAclDescription]  # []AclDescription, v0+
+
+
+class DescribeAclsResponse(TypedDict, total=False):
+    """DescribeAclsResponse (api key 29, versions 1-3)"""
+
+    ThrottleTimeMs: int  # int32, v0+
+    ErrorCode: int  # int16, v0+
+    ErrorMessage: str | None  # string, v0+
+    Resources: list[DescribeAclsResponseDescribeAclsResource]  # []DescribeAclsResource, v0+
+
+
 class DescribeClusterRequest(TypedDict, total=False):
     """DescribeClusterRequest (api key 60, versions 0-2)"""
 
@@ -344,6 +581,60 @@ class DescribeClusterResponse(TypedDict, total=False):
     ControllerId: int  # int32, v0+
     Brokers: list[DescribeClusterResponseDescribeClusterBroker]  # []DescribeClusterBroker, v0+
     ClusterAuthorizedOperations: int  # int32, v0+
+
+
+class DescribeConfigsRequestDescribeConfigsResource(TypedDict, total=False):
+    """a DescribeConfigsResource of DescribeConfigsRequest"""
+
+    ResourceType: int  # int8, v0+
+    ResourceName: str  # string, v0+
+    ConfigurationKeys: list[str] | None  # []string, v0+
+
+
+class DescribeConfigsRequest(TypedDict, total=False):
+    """DescribeConfigsRequest (api key 32, versions 1-4)"""
+
+    Resources: list[DescribeConfigsRequestDescribeConfigsResource]  # []DescribeConfigsResource, v0+
+    IncludeSynonyms: bool  # bool, v1+
+    IncludeDocumentation: bool  # bool, v3+
+
+
+class DescribeConfigsResponseDescribeConfigsResultDescribeConfigsResourceResultDescribeConfigsSynonym(TypedDict, total=False):
+    """a DescribeConfigsSynonym of DescribeConfigsResponseDescribeConfigsResultDescribeConfigsResourceResult"""
+
+    Name: str  # string, v1+
+    Value: str | None  # string, v1+
+    Source: int  # int8, v1+
+
+
+class DescribeConfigsResponseDescribeConfigsResultDescribeConfigsResourceResult(TypedDict, total=False):
+    """a DescribeConfigsResourceResult of DescribeConfigsResponseDescribeConfigsResult"""
+
+    Name: str  # string, v0+
+    Value: str | None  # string, v0+
+    ReadOnly: bool  # bool, v0+
+    ConfigSource: int  # int8, v1+
+    IsSensitive: bool  # bool, v0+
+    Synonyms: list[DescribeConfigsResponseDescribeConfigsResultDescribeConfigsResourceResultDescribeConfigsSynonym]  # []DescribeConfigsSynonym, v1+
+    ConfigType: int  # int8, v3+
+    Documentation: str | None  # string, v3+
+
+
+class DescribeConfigsResponseDescribeConfigsResult(TypedDict, total=False):
+    """a DescribeConfigsResult of DescribeConfigsResponse"""
+
+    ErrorCode: int  # int16, v0+
+    ErrorMessage: str | None  # string, v0+
+    ResourceType: int  # int8, v0+
+    ResourceName: str  # string, v0+
+    Configs: list[DescribeConfigsResponseDescribeConfigsResultDescribeConfigsResourceResult]  # []DescribeConfigsResourceResult, v0+
+
+
+class DescribeConfigsResponse(TypedDict, total=False):
+    """DescribeConfigsResponse (api key 32, versions 1-4)"""
+
+    ThrottleTimeMs: int  # int32, v0+
+    Results: list[DescribeConfigsResponseDescribeConfigsResult]  # []DescribeConfigsResult, v0+
 
 
 class DescribeQuorumRequestTopicDataPartitionData(TypedDict, total=False):
@@ -696,6 +987,105 @@ class FetchSnapshotResponse(TypedDict, total=False):
     ErrorCode: int  # int16, v0+
     Topics: list[FetchSnapshotResponseTopicSnapshot]  # []TopicSnapshot, v0+
     NodeEndpoints: list[FetchSnapshotResponseNodeEndpoint]  # []NodeEndpoint, v1+
+
+
+class IncrementalAlterConfigsRequestAlterConfigsResourceAlterableConfig(TypedDict, total=False):
+    """a AlterableConfig of IncrementalAlterConfigsRequestAlterConfigsResource"""
+
+    Name: str  # string, v0+
+    ConfigOperation: int  # int8, v0+
+    Value: str | None  # string, v0+
+
+
+class IncrementalAlterConfigsRequestAlterConfigsResource(TypedDict, total=False):
+    """a AlterConfigsResource of IncrementalAlterConfigsRequest"""
+
+    ResourceType: int  # int8, v0+
+    ResourceName: str  # string, v0+
+    Configs: list[IncrementalAlterConfigsRequestAlterConfigsResourceAlterableConfig]  # []AlterableConfig, v0+
+
+
+class IncrementalAlterConfigsRequest(TypedDict, total=False):
+    """IncrementalAlterConfigsRequest (api key 44, versions 0-1)"""
+
+    Resources: list[IncrementalAlterConfigsRequestAlterConfigsResource]  # []AlterConfigsResource, v0+
+    ValidateOnly: bool  # bool, v0+
+
+
+class IncrementalAlterConfigsResponseAlterConfigsResourceResponse(TypedDict, total=False):
+    """a AlterConfigsResourceResponse of IncrementalAlterConfigsResponse"""
+
+    ErrorCode: int  # int16, v0+
+    ErrorMessage: str | None  # string, v0+
+    ResourceType: int  # int8, v0+
+    ResourceName: str  # string, v0+
+
+
+class IncrementalAlterConfigsResponse(TypedDict, total=False):
+    """IncrementalAlterConfigsResponse (api key 44, versions 0-1)"""
+
+    ThrottleTimeMs: int  # int32, v0+
+    Responses: list[IncrementalAlterConfigsResponseAlterConfigsResourceResponse]  # []AlterConfigsResourceResponse, v0+
+
+
+class MetadataRequestMetadataRequestTopic(TypedDict, total=False):
+    """a MetadataRequestTopic of MetadataRequest"""
+
+    TopicId: uuid.UUID  # uuid, v10+
+    Name: str | None  # string, v0+
+
+
+class MetadataRequest(TypedDict, total=False):
+    """MetadataRequest (api key 3, versions 0-13)"""
+
+    Topics: list[MetadataRequestMetadataRequestTopic] | None  # []MetadataRequestTopic, v0+
+    AllowAutoTopicCreation: bool  # bool, v4+
+    IncludeClusterAuthorizedOperations: bool  # bool, v8-10
+    IncludeTopicAuthorizedOperations: bool  # bool, v8+
+
+
+class MetadataResponseMetadataResponseBroker(TypedDict, total=False):
+    """a MetadataResponseBroker of MetadataResponse"""
+
+    NodeId: int  # int32, v0+
+    Host: str  # string, v0+
+    Port: int  # int32, v0+
+    Rack: str | None  # string, v1+
+
+
+class MetadataResponseMetadataResponseTopicMetadataResponsePartition(TypedDict, total=False):
+    """a MetadataResponsePartition of MetadataResponseMetadataResponseTopic"""
+
+    ErrorCode: int  # int16, v0+
+    PartitionIndex: int  # int32, v0+
+    LeaderId: int  # int32, v0+
+    LeaderEpoch: int  # int32, v7+
+    ReplicaNodes: list[int]  # []int32, v0+
+    IsrNodes: list[int]  # []int32, v0+
+    OfflineReplicas: list[int]  # []int32, v5+
+
+
+class MetadataResponseMetadataResponseTopic(TypedDict, total=False):
+    """a MetadataResponseTopic of MetadataResponse"""
+
+    ErrorCode: int  # int16, v0+
+    Name: str | None  # string, v0+
+    TopicId: uuid.UUID  # uuid, v10+
+    IsInternal: bool  # bool, v1+
+    Partitions: list[MetadataResponseMetadataResponseTopicMetadataResponsePartition]  # []MetadataResponsePartition, v0+
+    TopicAuthorizedOperations: int  # int32, v8+
+
+
+class MetadataResponse(TypedDict, total=False):
+    """MetadataResponse (api key 3, versions 0-13)"""
+
+    ThrottleTimeMs: int  # int32, v3+
+    Brokers: list[MetadataResponseMetadataResponseBroker]  # []MetadataResponseBroker, v0+
+    ClusterId: str | None  # string, v2+
+    ControllerId: int  # int32, v1+
+    Topics: list[MetadataResponseMetadataResponseTopic]  # []MetadataResponseTopic, v0+
+    ClusterAuthorizedOperations: int  # int32, v8-10
+    ErrorCode: int  # int16, v13+
 
 
 class ProduceRequestTopicProduceDataPartitionProduceData(TypedDict, total=False):

@@ -18,7 +18,7 @@ from typing import Any
 
 from kraftkit._core import check_metadata_batches
 from kraftkit.errors import KraftkitError
-from kraftkit.protocol.messages import ApiKey, decode_request, supported_versions
+from kraftkit.protocol.messages import ApiKey, decode_request, error_response, supported_versions
 from kraftkit.raft import messages as m
 from kraftkit.raft.driver import NodeConfig, NotLeaderError, RaftDriver, Replica
 from kraftkit.raft.events import Receive
@@ -183,10 +183,16 @@ class RaftNode(RaftDriver):
         api, version, corr = request_header(frame)
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         ours = supported_versions().get(api)
+        if api not in self.served and ours is not None and ours[0] <= version <= ours[1]:
+            self._unserved(conn, frame, api, version, corr, fut)
+            return
         if api not in self.served or ours is None:
-            log.warning(
-                "node %d: %s sent apiKey %d, which this node does not serve; closing", self.node_id, conn.peer, api
-            )
+            what = f"apiKey {api} v{version}, an API kraftkit does not know"
+            if ours is not None:
+                what = (
+                    f"{ApiKey(api).name} v{version}, which this node does not serve nor speak (v{ours[0]}..{ours[1]})"
+                )
+            log.warning("node %d: %s sent %s; closing", self.node_id, conn.peer, what)
             conn.close()
             return
         if not ours[0] <= version <= ours[1]:
@@ -232,6 +238,30 @@ class RaftNode(RaftDriver):
                 fut.set_exception(e)
         if fut.done():
             conn.flush()  # answered within the call: out now, not a loop round later
+
+    def _unserved(
+        self, conn: ServerConnection, frame: bytes, api: int, version: int, corr: int, fut: asyncio.Future
+    ) -> None:
+        """A request of an API kraftkit knows and this node does not serve (not in its ApiVersions):
+        answered at its version with UNSUPPORTED_VERSION, not by closing the connection (a Produce
+        with acks=0 gets no answer, as none is awaited)."""
+        try:
+            body = decode_request(frame)[4]
+        except KraftkitError as e:
+            log.warning("node %d: malformed apiKey %d v%d request from %s: %s; closing", self.node_id, api, version,
+                        conn.peer, e)  # fmt: skip
+            conn.close()
+            return
+        name = ApiKey(api).name
+        log.info("node %d: %s sent %s v%d, which this node does not serve: UNSUPPORTED_VERSION", self.node_id,
+                 conn.peer, name, version)  # fmt: skip
+        conn.enqueue(fut, api, version, corr)
+        if api == ApiKey.PRODUCE and body.get("Acks") == 0:
+            fut.set_result(None)
+        else:
+            msg = f"node {self.node_id} does not serve {name} (not in its ApiVersions)"
+            fut.set_result(error_response(api, version, Errors.UNSUPPORTED_VERSION, msg))
+        conn.flush()
 
     def _other_request(self, conn: ServerConnection, api: int, version: int, body: dict, fut: asyncio.Future) -> None:
         """Answers a request of an API in :attr:`served` that the raft node itself does not."""
