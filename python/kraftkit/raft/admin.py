@@ -220,11 +220,13 @@ class QuorumAdmin:
     # -- UpdateFeatures (KIP-584), to the active controller
     def finalized_features(self) -> tuple[int, dict[str, int]]:
         """The finalized levels (kraft.version and metadata.version included) and their epoch, from
-        the ApiVersions answers seen (the newest epoch wins: a lagging node never rolls it back)."""
+        the ApiVersions answers seen, the active controller's among them when a node names it (a
+        follower's may lag; the newest epoch wins, so a lagging node never rolls them back)."""
         deadline = time.monotonic() + self.timeout
         while True:
             try:
-                self._connection()
+                if self._move_to_active_controller(self._connection()):
+                    self._connection()  # (its ApiVersions answer feeds the cache)
             except ProtocolError as e:
                 self._rotate(deadline, e)
                 continue
