@@ -84,10 +84,14 @@ RPC_MESSAGES = [
     "DescribeConfigsRequest", "DescribeConfigsResponse",
     "IncrementalAlterConfigsRequest", "IncrementalAlterConfigsResponse",
     "AlterConfigsRequest", "AlterConfigsResponse",
+    # served by the controller: topics (brokers forward admin requests inside Envelope)
+    "EnvelopeRequest", "EnvelopeResponse",
+    "CreateTopicsRequest", "CreateTopicsResponse",
     # not served: known so that a request for one is answered with UNSUPPORTED_VERSION at its own
     # version rather than by closing the connection (the admin tools' common requests to a controller)
     "MetadataRequest", "MetadataResponse",
-    "CreateTopicsRequest", "CreateTopicsResponse",
+    "AssignReplicasToDirsRequest", "AssignReplicasToDirsResponse",
+    "AlterPartitionRequest", "AlterPartitionResponse",
     "DeleteTopicsRequest", "DeleteTopicsResponse",
     "DescribeAclsRequest", "DescribeAclsResponse",
     "AlterClientQuotasRequest", "AlterClientQuotasResponse",

@@ -17,8 +17,12 @@ __all__ = [
     "AlterClientQuotasResponse",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
+    "AlterPartitionRequest",
+    "AlterPartitionResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
+    "AssignReplicasToDirsRequest",
+    "AssignReplicasToDirsResponse",
     "BeginQuorumEpochRequest",
     "BeginQuorumEpochResponse",
     "BrokerHeartbeatRequest",
@@ -41,6 +45,8 @@ __all__ = [
     "DescribeQuorumResponse",
     "EndQuorumEpochRequest",
     "EndQuorumEpochResponse",
+    "EnvelopeRequest",
+    "EnvelopeResponse",
     "FetchRequest",
     "FetchResponse",
     "FetchSnapshotRequest",
@@ -214,6 +220,66 @@ class AlterConfigsResponse(TypedDict, total=False):
     Responses: list[AlterConfigsResponseAlterConfigsResourceResponse]  # []AlterConfigsResourceResponse, v0+
 
 
+class AlterPartitionRequestTopicDataPartitionDataBrokerState(TypedDict, total=False):
+    """a BrokerState of AlterPartitionRequestTopicDataPartitionData"""
+
+    BrokerId: int  # int32, v3+
+    BrokerEpoch: int  # int64, v3+
+
+
+class AlterPartitionRequestTopicDataPartitionData(TypedDict, total=False):
+    """a PartitionData of AlterPartitionRequestTopicData"""
+
+    PartitionIndex: int  # int32, v0+
+    LeaderEpoch: int  # int32, v0+
+    NewIsr: list[int]  # []int32, v0-2
+    NewIsrWithEpochs: list[AlterPartitionRequestTopicDataPartitionDataBrokerState]  # []BrokerState, v3+
+    LeaderRecoveryState: int  # int8, v1+
+    PartitionEpoch: int  # int32, v0+
+
+
+class AlterPartitionRequestTopicData(TypedDict, total=False):
+    """a TopicData of AlterPartitionRequest"""
+
+    TopicId: uuid.UUID  # uuid, v2+
+    Partitions: list[AlterPartitionRequestTopicDataPartitionData]  # []PartitionData, v0+
+
+
+class AlterPartitionRequest(TypedDict, total=False):
+    """AlterPartitionRequest (api key 56, versions 2-3)"""
+
+    BrokerId: int  # int32, v0+
+    BrokerEpoch: int  # int64, v0+
+    Topics: list[AlterPartitionRequestTopicData]  # []TopicData, v0+
+
+
+class AlterPartitionResponseTopicDataPartitionData(TypedDict, total=False):
+    """a PartitionData of AlterPartitionResponseTopicData"""
+
+    PartitionIndex: int  # int32, v0+
+    ErrorCode: int  # int16, v0+
+    LeaderId: int  # int32, v0+
+    LeaderEpoch: int  # int32, v0+
+    Isr: list[int]  # []int32, v0+
+    LeaderRecoveryState: int  # int8, v1+
+    PartitionEpoch: int  # int32, v0+
+
+
+class AlterPartitionResponseTopicData(TypedDict, total=False):
+    """a TopicData of AlterPartitionResponse"""
+
+    TopicId: uuid.UUID  # uuid, v2+
+    Partitions: list[AlterPartitionResponseTopicDataPartitionData]  # []PartitionData, v0+
+
+
+class AlterPartitionResponse(TypedDict, total=False):
+    """AlterPartitionResponse (api key 56, versions 2-3)"""
+
+    ThrottleTimeMs: int  # int32, v0+
+    ErrorCode: int  # int16, v0+
+    Topics: list[AlterPartitionResponseTopicData]  # []TopicData, v0+
+
+
 class ApiVersionsRequest(TypedDict, total=False):
     """ApiVersionsRequest (api key 18, versions 0-5)"""
 
@@ -257,6 +323,63 @@ class ApiVersionsResponse(TypedDict, total=False):
     FinalizedFeaturesEpoch: int  # int64, v3+
     FinalizedFeatures: list[ApiVersionsResponseFinalizedFeatureKey]  # []FinalizedFeatureKey, v3+
     ZkMigrationReady: bool  # bool, v3+
+
+
+class AssignReplicasToDirsRequestDirectoryDataTopicDataPartitionData(TypedDict, total=False):
+    """a PartitionData of AssignReplicasToDirsRequestDirectoryDataTopicData"""
+
+    PartitionIndex: int  # int32, v0+
+
+
+class AssignReplicasToDirsRequestDirectoryDataTopicData(TypedDict, total=False):
+    """a TopicData of AssignReplicasToDirsRequestDirectoryData"""
+
+    TopicId: uuid.UUID  # uuid, v0+
+    Partitions: list[AssignReplicasToDirsRequestDirectoryDataTopicDataPartitionData]  # []PartitionData, v0+
+
+
+class AssignReplicasToDirsRequestDirectoryData(TypedDict, total=False):
+    """a DirectoryData of AssignReplicasToDirsRequest"""
+
+    Id: uuid.UUID  # uuid, v0+
+    Topics: list[AssignReplicasToDirsRequestDirectoryDataTopicData]  # []TopicData, v0+
+
+
+class AssignReplicasToDirsRequest(TypedDict, total=False):
+    """AssignReplicasToDirsRequest (api key 73, versions 0-0)"""
+
+    BrokerId: int  # int32, v0+
+    BrokerEpoch: int  # int64, v0+
+    Directories: list[AssignReplicasToDirsRequestDirectoryData]  # []DirectoryData, v0+
+
+
+class AssignReplicasToDirsResponseDirectoryDataTopicDataPartitionData(TypedDict, total=False):
+    """a PartitionData of AssignReplicasToDirsResponseDirectoryDataTopicData"""
+
+    PartitionIndex: int  # int32, v0+
+    ErrorCode: int  # int16, v0+
+
+
+class AssignReplicasToDirsResponseDirectoryDataTopicData(TypedDict, total=False):
+    """a TopicData of AssignReplicasToDirsResponseDirectoryData"""
+
+    TopicId: uuid.UUID  # uuid, v0+
+    Partitions: list[AssignReplicasToDirsResponseDirectoryDataTopicDataPartitionData]  # []PartitionData, v0+
+
+
+class AssignReplicasToDirsResponseDirectoryData(TypedDict, total=False):
+    """a DirectoryData of AssignReplicasToDirsResponse"""
+
+    Id: uuid.UUID  # uuid, v0+
+    Topics: list[AssignReplicasToDirsResponseDirectoryDataTopicData]  # []TopicData, v0+
+
+
+class AssignReplicasToDirsResponse(TypedDict, total=False):
+    """AssignReplicasToDirsResponse (api key 73, versions 0-0)"""
+
+    ThrottleTimeMs: int  # int32, v0+
+    ErrorCode: int  # int16, v0+
+    Directories: list[AssignReplicasToDirsResponseDirectoryData]  # []DirectoryData, v0+
 
 
 class BeginQuorumEpochRequestTopicDataPartitionData(TypedDict, total=False):
@@ -780,6 +903,21 @@ class EndQuorumEpochResponse(TypedDict, total=False):
     ErrorCode: int  # int16, v0+
     Topics: list[EndQuorumEpochResponseTopicData]  # []TopicData, v0+
     NodeEndpoints: list[EndQuorumEpochResponseNodeEndpoint]  # []NodeEndpoint, v1+
+
+
+class EnvelopeRequest(TypedDict, total=False):
+    """EnvelopeRequest (api key 58, versions 0-0)"""
+
+    RequestData: bytes  # bytes, v0+
+    RequestPrincipal: bytes | None  # bytes, v0+
+    ClientHostAddress: bytes  # bytes, v0+
+
+
+class EnvelopeResponse(TypedDict, total=False):
+    """EnvelopeResponse (api key 58, versions 0-0)"""
+
+    ResponseData: bytes | None  # bytes, v0+
+    ErrorCode: int  # int16, v0+
 
 
 class FetchRequestReplicaState(TypedDict, total=False):
