@@ -22,6 +22,7 @@ from kraftkit.features.rewrite import RewriteReport, rewrite_image
 from kraftkit.features.validation import FeatureUpdate, NodeFeatures, UpgradeType, validate_updates
 from kraftkit.metadata.image import MetadataImage
 from kraftkit.metadata.snapshot import SnapshotId
+from kraftkit.protocol import types as t
 from kraftkit.protocol.messages import Errors
 
 __all__ = ["FeatureChange", "FeatureControlManager", "local_supported_features"]
@@ -108,7 +109,7 @@ class FeatureControlManager:
             out.append(NodeFeatures.from_registration("broker", bid, b["Features"]))
         return out
 
-    def auto_finalize_request(self, image: MetadataImage) -> dict | None:
+    def auto_finalize_request(self, image: MetadataImage) -> t.UpdateFeaturesRequest | None:
         """The UpdateFeatures request ``--auto-finalize`` makes (KIP-778 thread, point 16), or None:
         once every voter has registered, metadata.version up to the highest production level
         every registered node supports; at the finalized metadata.version, each feature up to its
@@ -214,7 +215,7 @@ class FeatureControlManager:
         return FeatureChange(Errors.NONE, None, records, list(updates), report)
 
 
-def _upgrade_request(levels: Mapping[str, int]) -> dict:
+def _upgrade_request(levels: Mapping[str, int]) -> t.UpdateFeaturesRequest:
     return {
         "timeoutMs": 30000,
         "ValidateOnly": False,

@@ -19,20 +19,18 @@ leader appended is either committed by now (the new leader's log holds it, and i
 new epoch's LeaderChange: the image has a metadata.version, nothing is appended again) or gone
 from every log that can win an election, so it is never committed twice.
 
-**Requests.** While active it turns UpdateFeatures into FeatureLevelRecords and the registration
-RPCs (BrokerRegistration, BrokerHeartbeat, UnregisterBroker, ControllerRegistration) into the
-records of :mod:`kraftkit.controller.cluster` and (Incremental)AlterConfigs of BROKER resources into
-ConfigRecords (:mod:`kraftkit.controller.configs`), one write at a time: each is validated against the
-committed image and answered once its records are committed, so the next one sees them. A node that
-is not the active controller answers NOT_CONTROLLER, as Kafka's controllers do (the client then
-finds the active one). While active it also fences a broker whose session expired, one at a time.
+**Writes.** While active it takes writes (:meth:`QuorumController.submit`) one at a time: each is
+validated against the committed image and settled once its records are committed, so the next one
+sees them; a node that is not the active controller refuses them with NOT_CONTROLLER, as Kafka's
+controllers do (the client then finds the active one). The requests that make them are answered by
+:class:`~kraftkit.controller.apis.ControllerApis` (``self.apis``). While active it also fences a
+broker whose session expired, one at a time, and with ``--auto-finalize`` raises finalized levels.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import functools
 import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -46,14 +44,15 @@ from kraftkit._kafka import (
     UNREGISTER_BROKER,
     UNREGISTER_CONTROLLER,
 )
+from kraftkit.controller.apis import WRITE_TIMEOUT_MS, ControllerApis
 from kraftkit.controller.bootstrap import BootstrapMetadata
 from kraftkit.controller.cluster import BROKER_RECORDS, ClusterControlManager, ControllerError
-from kraftkit.controller.configs import ConfigurationControlManager, alter_response
+from kraftkit.controller.configs import ConfigurationControlManager
 from kraftkit.controller.faults import crash_point
 from kraftkit.controller.features import FeatureControlManager
 from kraftkit.controller.registration import ControllerRegistrationManager
 from kraftkit.features.registry import MV_FEATURE
-from kraftkit.features.rewrite import RewriteReport, loss_line
+from kraftkit.features.rewrite import RewriteReport
 from kraftkit.metadata.image import MetadataImage
 from kraftkit.metadata.snapshot import SnapshotId
 from kraftkit.protocol.messages import Errors
@@ -66,13 +65,8 @@ __all__ = ["QuorumController"]
 
 log = logging.getLogger(__name__)
 
-#: UpdateFeaturesRequest's default timeoutMs
-DEFAULT_TIMEOUT_MS = 60000
 #: broker.session.timeout.ms's default
 DEFAULT_SESSION_TIMEOUT_MS = 9000
-#: how long a registration or heartbeat may wait for its records' commit (Kafka's controller
-#: gives controller-bound requests request.timeout.ms, 30 s by default)
-WRITE_TIMEOUT_MS = 30000
 #: how often a bootstrap that a majority of the voters cannot read yet is tried again
 BOOTSTRAP_RETRY_S = 1.0
 
@@ -110,6 +104,8 @@ class QuorumController:
         self._waiting: collections.deque[Callable[[], None]] = collections.deque()  # writes to run, in order
         #: lossy downgrades appended by this node, by the end offset of their batch: their rewrite
         self._rewrites: dict[int, asyncio.Future] = {}
+        #: the requests this controller answers
+        self.apis = ControllerApis(self)
 
     # ------------------------------------------------------------------ state
     @property
@@ -391,112 +387,6 @@ class QuorumController:
         """:meth:`submit`, awaited."""
         return await self.submit(what, build, timeout_ms, crash_at, hold)
 
-    def _answer(
-        self, what: str, build: Callable[[], tuple[list[bytes], Any]], reply: Callable[..., dict]
-    ) -> asyncio.Future:
-        """The response future of a registration RPC: ``reply(answer)``, or ``reply(None, error)``."""
-        out: asyncio.Future = asyncio.get_running_loop().create_future()
-
-        def done(f: asyncio.Future) -> None:
-            if out.done():
-                return
-            if f.cancelled():
-                out.cancel()
-                return
-            e = f.exception()
-            if e is None:
-                out.set_result(reply(f.result()))
-            elif isinstance(e, ControllerError):
-                if e.code != Errors.NOT_CONTROLLER:
-                    log.warning("node %d: %s refused: %s", self.node.node_id, what, e.message)
-                out.set_result(reply(None, e))
-            else:
-                out.set_exception(e)
-
-        inner = self.submit(what, build, WRITE_TIMEOUT_MS)
-        if inner.done():
-            done(inner)  # answered within the call: no callback round through the loop
-        else:
-            inner.add_done_callback(done)
-        return out
-
-    # ------------------------------------------------------------------ registration RPCs
-    def _kraft_version(self) -> int:
-        return self.image.kraft_version or 0
-
-    def register_broker(self, body: Mapping, version: int) -> asyncio.Future:
-        """Answers a BrokerRegistrationRequest: the broker's epoch once its record is committed."""
-
-        def build() -> tuple[list[bytes], int]:
-            offset = self.node.replica().log.end_offset
-            return self.cluster.register_broker(self.image, body, offset, self._kraft_version())
-
-        def reply(epoch: int | None, error: ControllerError | None = None) -> dict:
-            return {
-                "ThrottleTimeMs": 0,
-                "ErrorCode": error.code if error else Errors.NONE,
-                "BrokerEpoch": -1 if epoch is None else epoch,
-            }
-
-        return self._answer(f"BrokerRegistration of broker {body.get('BrokerId')}", build, reply)
-
-    def broker_heartbeat(self, body: Mapping, version: int) -> asyncio.Future:
-        """Answers a BrokerHeartbeatRequest (unfencing, fencing, shutdown, as the rules say)."""
-
-        def reply(r: Any, error: ControllerError | None = None) -> dict:
-            if r is None:
-                return {
-                    "ThrottleTimeMs": 0,
-                    "ErrorCode": error.code if error else 0,
-                    "IsCaughtUp": False,
-                    "IsFenced": True,
-                    "ShouldShutDown": False,
-                }
-            return {
-                "ThrottleTimeMs": 0,
-                "ErrorCode": 0,
-                "IsCaughtUp": r.is_caught_up,
-                "IsFenced": r.is_fenced,
-                "ShouldShutDown": r.should_shut_down,
-            }
-
-        return self._answer(
-            f"BrokerHeartbeat of broker {body.get('BrokerId')}", lambda: self.cluster.heartbeat(self.image, body), reply
-        )
-
-    def unregister_broker(self, body: Mapping, version: int) -> asyncio.Future:
-        bid = body.get("BrokerId", -1)
-
-        return self._answer(
-            f"UnregisterBroker of broker {bid}",
-            lambda: (self.cluster.unregister_broker(self.image, bid), None),
-            _error_message_reply,
-        )
-
-    def register_controller(self, body: Mapping, version: int) -> asyncio.Future:
-        return self._answer(
-            f"ControllerRegistration of controller {body.get('ControllerId')}",
-            lambda: (self.cluster.register_controller(self.image, body), None),
-            _error_message_reply,
-        )
-
-    # ------------------------------------------------------------------ configs (KIP-919)
-    def describe_configs(self, body: Mapping, version: int) -> asyncio.Future:
-        """Answers DescribeConfigs from this node's committed image (any node, as Kafka's do)."""
-        out: asyncio.Future = asyncio.get_running_loop().create_future()
-        out.set_result(self.configs.describe(self.image, body, version))
-        return out
-
-    def incremental_alter_configs(self, body: Mapping, version: int) -> asyncio.Future:
-        """Answers IncrementalAlterConfigs once its ConfigRecords are committed (none: ValidateOnly)."""
-        build = functools.partial(self.configs.incremental_alter, self.image, body)
-        return self._answer("IncrementalAlterConfigs", build, functools.partial(alter_response, body))
-
-    def alter_configs(self, body: Mapping, version: int) -> asyncio.Future:
-        """Answers the legacy AlterConfigs (the resource's configs replaced by those given)."""
-        build = functools.partial(self.configs.legacy_alter, self.image, body)
-        return self._answer("AlterConfigs", build, functools.partial(alter_response, body))
-
     # ------------------------------------------------------------------ auto-finalize
     def _maybe_auto_finalize(self) -> None:
         """With ``auto_finalize``, the active controller upgrades what every node supports (see
@@ -511,7 +401,7 @@ class QuorumController:
 
         async def finalize() -> None:
             try:
-                answer = await self.update_features(body, 2)
+                answer = await self.apis.update_features(body, 2)
             finally:
                 self._auto_pending = False
             wanted = ", ".join(f"{u['Feature']}={u['MaxVersionLevel']}" for u in body["FeatureUpdates"])
@@ -569,7 +459,7 @@ class QuorumController:
         finally:
             self._schedule_fencing()
 
-    # ------------------------------------------------------------------ UpdateFeatures
+    # ------------------------------------------------------------------ answers
     def _not_controller(self) -> tuple[int, str]:
         leader, epoch = self.node.leader()
         who = f"node {leader}" if leader >= 0 else "unknown"
@@ -578,82 +468,10 @@ class QuorumController:
             f"node {self.node.node_id} is not the active controller (the raft leader of epoch {epoch} is {who})",
         )
 
-    async def update_features(self, body: Mapping, version: int) -> dict:
-        """Answers an UpdateFeatures request (decoded at ``version``): validated against the image,
-        its FeatureLevelRecords committed as one batch unless ``ValidateOnly``; the answer comes
-        once they are committed (or the request's ``timeoutMs`` passed: REQUEST_TIMED_OUT)."""
-        names = [u.get("Feature", "") for u in body.get("FeatureUpdates") or []]
-        # (Kafka's controller sets no deadline on UpdateFeatures; kraftkit honours the request's own
-        # timeoutMs, 60 s when it gives none, so an answer never waits on a commit forever)
-        timeout_ms = body.get("timeoutMs", 0)
-        if timeout_ms <= 0:
-            timeout_ms = DEFAULT_TIMEOUT_MS
-
-        lossy: list[RewriteReport] = []  # the dry run of a lossy metadata.version downgrade, if it is one
-
-        def build() -> tuple[list[bytes], RewriteReport | None]:
-            change = self.features.update_features(self.image, body, version)
-            if change.error_code != Errors.NONE:
-                raise ControllerError(change.error_code, change.message or "")
-            lossy[:] = [change.report] if change.report is not None else []
-            if body.get("ValidateOnly"):
-                return [], change.report
-            return change.records, change.report
-
-        def hold(end: int) -> asyncio.Future | None:
-            # a lossy downgrade is over once this replica has loaded its image rewritten at the new
-            # level: the answer says what the rewrite lost, and the next write sees the new image
-            if not lossy:
-                return None
-            waiter = asyncio.get_running_loop().create_future()
-            self._rewrites[end] = waiter
-            waiter.add_done_callback(lambda _w: self._rewrites.pop(end, None))
-            return waiter
-
-        try:
-            report = await self._write("UpdateFeatures", build, timeout_ms, "feature-update-appended", hold)
-        except ControllerError as e:
-            if e.code != Errors.NOT_CONTROLLER:
-                log.warning("node %d: UpdateFeatures refused: %s", self.node.node_id, e.message)
-            return _update_answer(version, e.code, e.message, names)
-        if not body.get("ValidateOnly"):
-            log.info(
-                "node %d: UpdateFeatures committed: %s",
-                self.node.node_id,
-                ", ".join(f"{u['Feature']}={u['MaxVersionLevel']}" for u in body.get("FeatureUpdates") or []),
-            )
-        # (Kafka's clients read no message from a success; kraftkit's show what the rewrite lost)
-        message = None if report is None else _rewrite_summary(report, bool(body.get("ValidateOnly")))
-        return _update_answer(version, Errors.NONE, message, names)
-
-
-def _error_message_reply(_answer: Any, error: ControllerError | None = None) -> dict:
-    """An UnregisterBroker or ControllerRegistration response. A success carries the schema's
-    default ErrorMessage "", not null: Kafka's ControllerApis answers with a fresh response object."""
-    return {
-        "ThrottleTimeMs": 0,
-        "ErrorCode": error.code if error else 0,
-        "ErrorMessage": error.message if error else "",
-    }
-
-
-def _rewrite_summary(report: RewriteReport, validate_only: bool) -> str:
-    """What a lossy metadata.version downgrade lost (or would lose), in one message."""
-    verb = "would rewrite" if validate_only else "rewrote"
-    lost = "; ".join(loss_line(x) for x in report.losses) or "nothing"
-    changed = [f"{c['name']} {c['from']} -> {c['to']}" for c in report.feature_changes if c["name"] != MV_FEATURE]
-    return (
-        f"kraftkit {verb} the metadata at metadata.version {report.target.name} ({report.counts.get('records_in', 0)} "
-        f"records in, {report.counts.get('records_out', 0)} out); lost: {lost}"
-        + (f"; features lowered: {', '.join(changed)}" if changed else "")
-    )
-
-
-def _update_answer(version: int, error: int, message: str | None, names: list[str]) -> dict:
-    """An UpdateFeaturesResponse: per-feature results only for a success below v2 (Kafka's rule)."""
-    results = (
-        [{"Feature": n, "ErrorCode": 0, "ErrorMessage": None} for n in dict.fromkeys(names)]
-        if error == Errors.NONE and version <= 1
-        else []
-    )
-    return {"ThrottleTimeMs": 0, "ErrorCode": error, "ErrorMessage": message, "Results": results}
+    def rewrite_waiter(self, end: int) -> asyncio.Future:
+        """A future that resolves to the :class:`~kraftkit.features.rewrite.RewriteReport` once this
+        replica loaded its image rewritten by the lossy downgrade whose batch ends at ``end``."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._rewrites[end] = waiter
+        waiter.add_done_callback(lambda _w: self._rewrites.pop(end, None))
+        return waiter

@@ -15,12 +15,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 from kraftkit.controller.features import FeatureControlManager
 from kraftkit.features.registry import registry
 from kraftkit.metadata.image import MetadataImage
+from kraftkit.protocol import types as t
 from kraftkit.protocol.messages import ApiKey, Errors
 from kraftkit.raft.driver import RaftDriver
 from kraftkit.raft.transport import PeerConnection
@@ -32,6 +32,10 @@ log = logging.getLogger(__name__)
 RETRY_S = 1.0
 #: Kafka's SecurityProtocol.PLAINTEXT
 PLAINTEXT = 0
+
+
+class LocalApis(Protocol):
+    def register_controller(self, body: Any, version: int) -> asyncio.Future: ...
 
 
 class Controller(Protocol):
@@ -46,7 +50,8 @@ class Controller(Protocol):
     @property
     def active(self) -> bool: ...
 
-    def register_controller(self, body: Mapping, version: int) -> asyncio.Future: ...
+    @property
+    def apis(self) -> LocalApis: ...
 
 
 class ControllerRegistrationManager:
@@ -59,7 +64,7 @@ class ControllerRegistrationManager:
         self._closed = False
         self._conn: PeerConnection | None = None
 
-    def request_body(self) -> dict:
+    def request_body(self) -> t.ControllerRegistrationRequest:
         node = self.controller.node
         host, port = node.config.voters[node.node_id]
         return {
@@ -95,7 +100,7 @@ class ControllerRegistrationManager:
             if not self.controller.active:
                 self._in_flight = False
                 return  # activation calls again
-            answer = self.controller.register_controller(body, 0)
+            answer = self.controller.apis.register_controller(body, 0)
             answer.add_done_callback(lambda t: self._answered(None if t.cancelled() or t.exception() else t.result()))
             return
         conn = self._connection(leader)

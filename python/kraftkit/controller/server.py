@@ -59,9 +59,9 @@ class ControllerNode(RaftNode):
             self, bootstrap, session_timeout_ms, auto_finalize=auto_finalize, static_config=static_config
         )
         self._extra_listeners.append(self.controller)
-        c = self.controller
+        c = self.controller.apis
         # each answers with an awaitable of the response (a coroutine, run as a task, or a future)
-        self._handlers: dict[int, Callable[[Mapping, int], Awaitable[dict]]] = {
+        self._handlers: dict[int, Callable[[Any, int], Awaitable[Any]]] = {
             ApiKey.UPDATE_FEATURES: c.update_features,
             ApiKey.CONTROLLER_REGISTRATION: c.register_controller,
             ApiKey.BROKER_REGISTRATION: c.register_broker,

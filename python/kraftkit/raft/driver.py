@@ -31,7 +31,7 @@ import random
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from kraftkit._core import RecordBatch
 from kraftkit.errors import KraftkitError
@@ -601,4 +601,4 @@ class RaftDriver:
             else:
                 self._step(rep, Receive(self.now(), o.dest, o.api, body, o.correlation_id, True))
 
-        conn.send(o.api, cast(dict, o.body), on_answer)  # (the codec takes any mapping)
+        conn.send(o.api, o.body, on_answer)

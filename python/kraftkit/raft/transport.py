@@ -31,8 +31,8 @@ import dataclasses
 import itertools
 import logging
 import struct
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, cast
 
 from kraftkit.errors import KraftkitError
 from kraftkit.protocol.messages import ApiKey, decode_response, encode_request, encode_response
@@ -230,7 +230,7 @@ class PeerConnection:
         self.address = (host, port)
         self.client_id = client_id
         self.versions = dict(versions)
-        self._queue: collections.deque[tuple[int, dict, ResponseCallback]] = collections.deque()
+        self._queue: collections.deque[tuple[int, Mapping[str, Any], ResponseCallback]] = collections.deque()
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._closed = False
@@ -241,7 +241,7 @@ class PeerConnection:
         self._on_refused = on_refused
         self._answered_versions = False  # whether the current connection got its ApiVersions answer
 
-    def send(self, api: int, body: dict, callback: ResponseCallback) -> None:
+    def send(self, api: int, body: Mapping[str, Any], callback: ResponseCallback) -> None:
         if self._closed:
             callback(None)
             return
@@ -341,7 +341,8 @@ class PeerConnection:
                         continue
                     cid = next(self._ids) & 0x7FFFFFFF
                     try:
-                        payload = encode_request(api, version, cid, self.client_id, body)
+                        # (a typed body is a dict at run time: the codec reads dicts)
+                        payload = encode_request(api, version, cid, self.client_id, cast(dict, body))
                     except KraftkitError as e:
                         log.error("cannot encode %s v%d for peer %d: %s", api, version, self.node_id, e)
                         cb(None)

@@ -1,0 +1,229 @@
+"""``ControllerApis``: each request a kraftkit controller serves, answered as Kafka's ``ControllerApis``
+answers it. A write (UpdateFeatures, the registration RPCs, (Incremental)AlterConfigs) is validated
+against the committed image and its records committed through
+:meth:`~kraftkit.controller.quorum_controller.QuorumController.submit`, one write at a time; the
+response goes once they are committed (or says why not: NOT_CONTROLLER on a node that is not the
+active controller, Kafka's error for a refused change, REQUEST_TIMED_OUT). A read (DescribeConfigs) is
+answered from this node's committed image.
+
+Bodies are the codec's dicts, typed by :mod:`kraftkit.protocol.types` so that mypy checks every field
+name read or written here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kraftkit.controller.cluster import ControllerError
+from kraftkit.controller.configs import alter_response
+from kraftkit.features.registry import MV_FEATURE
+from kraftkit.features.rewrite import RewriteReport, loss_line
+from kraftkit.protocol import types as t
+from kraftkit.protocol.messages import Errors
+
+if TYPE_CHECKING:
+    from kraftkit.controller.quorum_controller import QuorumController
+
+__all__ = ["ControllerApis"]
+
+log = logging.getLogger(__name__)
+
+#: UpdateFeaturesRequest's default timeoutMs
+DEFAULT_TIMEOUT_MS = 60000
+#: how long a registration or heartbeat may wait for its records' commit (Kafka's controller
+#: gives controller-bound requests request.timeout.ms, 30 s by default)
+WRITE_TIMEOUT_MS = 30000
+
+
+class ControllerApis:
+    """The request handlers of one controller node (each returns an awaitable of its response)."""
+
+    def __init__(self, controller: QuorumController) -> None:
+        self.controller = controller
+        self.node_id = controller.node.node_id
+
+    def _answer(
+        self, what: str, build: Callable[[], tuple[list[bytes], Any]], reply: Callable[..., Any]
+    ) -> asyncio.Future:
+        """The response future of a write: ``reply(answer)``, or ``reply(None, error)``."""
+        out: asyncio.Future = asyncio.get_running_loop().create_future()
+
+        def done(f: asyncio.Future) -> None:
+            if out.done():
+                return
+            if f.cancelled():
+                out.cancel()
+                return
+            e = f.exception()
+            if e is None:
+                out.set_result(reply(f.result()))
+            elif isinstance(e, ControllerError):
+                if e.code != Errors.NOT_CONTROLLER:
+                    log.warning("node %d: %s refused: %s", self.node_id, what, e.message)
+                out.set_result(reply(None, e))
+            else:
+                out.set_exception(e)
+
+        inner = self.controller.submit(what, build, WRITE_TIMEOUT_MS)
+        if inner.done():
+            done(inner)  # answered within the call: no callback round through the loop
+        else:
+            inner.add_done_callback(done)
+        return out
+
+    # ------------------------------------------------------------------ registration RPCs
+    def register_broker(self, body: t.BrokerRegistrationRequest, version: int) -> asyncio.Future:
+        """Answers a BrokerRegistrationRequest: the broker's epoch once its record is committed."""
+        c = self.controller
+
+        def build() -> tuple[list[bytes], int]:
+            offset = c.node.replica().log.end_offset
+            return c.cluster.register_broker(c.image, body, offset, c.image.kraft_version or 0)
+
+        def reply(epoch: int | None, error: ControllerError | None = None) -> t.BrokerRegistrationResponse:
+            return {
+                "ThrottleTimeMs": 0,
+                "ErrorCode": error.code if error else Errors.NONE,
+                "BrokerEpoch": -1 if epoch is None else epoch,
+            }
+
+        return self._answer(f"BrokerRegistration of broker {body.get('BrokerId')}", build, reply)
+
+    def broker_heartbeat(self, body: t.BrokerHeartbeatRequest, version: int) -> asyncio.Future:
+        """Answers a BrokerHeartbeatRequest (unfencing, fencing, shutdown, as the rules say)."""
+        c = self.controller
+
+        def reply(r: Any, error: ControllerError | None = None) -> t.BrokerHeartbeatResponse:
+            if r is None:
+                return {
+                    "ThrottleTimeMs": 0,
+                    "ErrorCode": error.code if error else 0,
+                    "IsCaughtUp": False,
+                    "IsFenced": True,
+                    "ShouldShutDown": False,
+                }
+            return {
+                "ThrottleTimeMs": 0,
+                "ErrorCode": 0,
+                "IsCaughtUp": r.is_caught_up,
+                "IsFenced": r.is_fenced,
+                "ShouldShutDown": r.should_shut_down,
+            }
+
+        return self._answer(
+            f"BrokerHeartbeat of broker {body.get('BrokerId')}", lambda: c.cluster.heartbeat(c.image, body), reply
+        )
+
+    def unregister_broker(self, body: t.UnregisterBrokerRequest, version: int) -> asyncio.Future:
+        c = self.controller
+        bid = body.get("BrokerId", -1)
+        return self._answer(
+            f"UnregisterBroker of broker {bid}",
+            lambda: (c.cluster.unregister_broker(c.image, bid), None),
+            _error_message_reply,
+        )
+
+    def register_controller(self, body: t.ControllerRegistrationRequest, version: int) -> asyncio.Future:
+        c = self.controller
+        return self._answer(
+            f"ControllerRegistration of controller {body.get('ControllerId')}",
+            lambda: (c.cluster.register_controller(c.image, body), None),
+            _error_message_reply,
+        )
+
+    # ------------------------------------------------------------------ configs (KIP-919)
+    def describe_configs(self, body: t.DescribeConfigsRequest, version: int) -> asyncio.Future:
+        """Answers DescribeConfigs from this node's committed image (any node, as Kafka's do)."""
+        c = self.controller
+        out: asyncio.Future = asyncio.get_running_loop().create_future()
+        out.set_result(c.configs.describe(c.image, body, version))
+        return out
+
+    def incremental_alter_configs(self, body: t.IncrementalAlterConfigsRequest, version: int) -> asyncio.Future:
+        """Answers IncrementalAlterConfigs once its ConfigRecords are committed (none: ValidateOnly)."""
+        c = self.controller
+        build = functools.partial(c.configs.incremental_alter, c.image, body)
+        return self._answer("IncrementalAlterConfigs", build, functools.partial(alter_response, body))
+
+    def alter_configs(self, body: t.AlterConfigsRequest, version: int) -> asyncio.Future:
+        """Answers the legacy AlterConfigs (the resource's configs replaced by those given)."""
+        c = self.controller
+        build = functools.partial(c.configs.legacy_alter, c.image, body)
+        return self._answer("AlterConfigs", build, functools.partial(alter_response, body))
+
+    # ------------------------------------------------------------------ UpdateFeatures
+    async def update_features(self, body: t.UpdateFeaturesRequest, version: int) -> t.UpdateFeaturesResponse:
+        """Answers an UpdateFeatures request (decoded at ``version``): validated against the image,
+        its FeatureLevelRecords committed as one batch unless ``ValidateOnly``; the answer comes
+        once they are committed (or the request's ``timeoutMs`` passed: REQUEST_TIMED_OUT). A lossy
+        metadata.version downgrade is over once this replica loaded its image rewritten at the new
+        level: the answer then says what the rewrite lost, and the next write sees the new image."""
+        c = self.controller
+        updates = body.get("FeatureUpdates") or []
+        names = [u.get("Feature", "") for u in updates]
+        # (Kafka's controller sets no deadline on UpdateFeatures; kraftkit honours the request's own
+        # timeoutMs, 60 s when it gives none, so an answer never waits on a commit forever)
+        timeout_ms = body.get("timeoutMs", 0)
+        if timeout_ms <= 0:
+            timeout_ms = DEFAULT_TIMEOUT_MS
+        validate_only = bool(body.get("ValidateOnly"))
+        lossy: list[RewriteReport] = []  # the dry run of a lossy metadata.version downgrade, if it is one
+
+        def build() -> tuple[list[bytes], RewriteReport | None]:
+            change = c.features.update_features(c.image, body, version)
+            if change.error_code != Errors.NONE:
+                raise ControllerError(change.error_code, change.message or "")
+            lossy[:] = [change.report] if change.report is not None else []
+            return ([] if validate_only else change.records), change.report
+
+        def hold(end: int) -> asyncio.Future | None:
+            return c.rewrite_waiter(end) if lossy else None
+
+        try:
+            report = await c.submit("UpdateFeatures", build, timeout_ms, "feature-update-appended", hold)
+        except ControllerError as e:
+            if e.code != Errors.NOT_CONTROLLER:
+                log.warning("node %d: UpdateFeatures refused: %s", self.node_id, e.message)
+            return _update_answer(version, e.code, e.message, names)
+        if not validate_only:
+            changed = ", ".join(f"{u.get('Feature')}={u.get('MaxVersionLevel')}" for u in updates)
+            log.info("node %d: UpdateFeatures committed: %s", self.node_id, changed)
+        # (Kafka's clients read no message from a success; kraftkit's show what the rewrite lost)
+        message = None if report is None else _rewrite_summary(report, validate_only)
+        return _update_answer(version, Errors.NONE, message, names)
+
+
+def _error_message_reply(_answer: Any, error: ControllerError | None = None) -> dict[str, Any]:
+    """An UnregisterBroker or ControllerRegistration response. A success carries the schema's
+    default ErrorMessage "", not null: Kafka's ControllerApis answers with a fresh response object."""
+    return {
+        "ThrottleTimeMs": 0,
+        "ErrorCode": error.code if error else 0,
+        "ErrorMessage": error.message if error else "",
+    }
+
+
+def _rewrite_summary(report: RewriteReport, validate_only: bool) -> str:
+    """What a lossy metadata.version downgrade lost (or would lose), in one message."""
+    verb = "would rewrite" if validate_only else "rewrote"
+    lost = "; ".join(loss_line(x) for x in report.losses) or "nothing"
+    changed = [f"{c['name']} {c['from']} -> {c['to']}" for c in report.feature_changes if c["name"] != MV_FEATURE]
+    return (
+        f"kraftkit {verb} the metadata at metadata.version {report.target.name} ({report.counts.get('records_in', 0)} "
+        f"records in, {report.counts.get('records_out', 0)} out); lost: {lost}"
+        + (f"; features lowered: {', '.join(changed)}" if changed else "")
+    )
+
+
+def _update_answer(version: int, error: int, message: str | None, names: list[str]) -> t.UpdateFeaturesResponse:
+    """An UpdateFeaturesResponse: per-feature results only for a success below v2 (Kafka's rule)."""
+    results: list[t.UpdateFeaturesResponseUpdatableFeatureResult] = (
+        [{"Feature": n, "ErrorCode": 0, "ErrorMessage": None} for n in dict.fromkeys(names)]
+        if error == Errors.NONE and version <= 1
+        else []
+    )
+    return {"ThrottleTimeMs": 0, "ErrorCode": error, "ErrorMessage": message, "Results": results}
