@@ -175,3 +175,25 @@ def test_snapshot_verify(tmp_path: Path) -> None:
     a, b = (json.loads(line) for line in proc.stdout.splitlines())
     assert a["error"] is None and a["snapshot_id"] == "10-2"
     assert "snapshot epoch 3" in b["error"]
+
+
+def test_snapshot_rewrite_out_grammar_is_the_same_with_dry_run_and_never_overwrites(tmp_path: Path) -> None:
+    """`snapshot rewrite IN OUT --dry-run` takes OUT as the output (not a second input) and writes
+    nothing; `OUT/` that does not exist is a directory, made; a second run refuses the existing
+    output (exit 2) instead of replacing it."""
+    snap = Path(__file__).resolve().parents[2] / (
+        "fixtures/kafka-3.9.2/data/__cluster_metadata-0/00000000000000000071-0000000001.checkpoint")
+    out = tmp_path / "out"
+    dry = run("snapshot", "rewrite", str(snap), f"{out}/", "--metadata-version", "3.5", "--dry-run", check=0)
+    assert "(dry run)" in dry.stdout and not out.exists()
+    done = run("snapshot", "rewrite", str(snap), f"{out}/", "--metadata-version", "3.5", check=0)
+    written = out / snap.name
+    assert written.is_file() and f"-> {written}" in done.stdout
+    before = written.read_bytes()
+    again = run("snapshot", "rewrite", str(snap), f"{out}/", "--metadata-version", "3.9", check=2)
+    assert f"{written}: exists" in again.stderr and written.read_bytes() == before
+    # a plain OUT name is a file, and an existing one is refused too
+    file_out = tmp_path / "one.checkpoint"
+    run("snapshot", "rewrite", str(snap), str(file_out), "--metadata-version", "3.5", check=0)
+    assert file_out.is_file()
+    assert "exists" in run("snapshot", "rewrite", str(snap), str(file_out), "--metadata-version", "3.5", check=2).stderr

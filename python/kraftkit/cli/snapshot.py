@@ -81,7 +81,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "0 done, 1 refused (--fail-on-loss and something would be lost), 2 bad input or input "
         "newer than kraftkit knows.",
     )
-    r.add_argument("paths", nargs="+", metavar="PATH", help="IN OUT (a file or directory), or IN... OUTDIR")
+    r.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="IN OUT (a new file, or a directory: an existing one or a name ending in /, made if missing), "
+        "or IN... OUTDIR; with --dry-run, OUT may be left out. An existing output is never overwritten",
+    )
     r.add_argument(
         "--metadata-version",
         "--release-version",
@@ -182,6 +188,7 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def run_rewrite(args: argparse.Namespace) -> int:
+    import os
     from pathlib import Path
 
     from kraftkit.errors import KraftkitError
@@ -189,15 +196,35 @@ def run_rewrite(args: argparse.Namespace) -> int:
 
     paths = [Path(p) for p in args.paths]
     jobs: list[tuple[Path, Path | None]]
-    if args.dry_run:
-        jobs = [(p, None) for p in paths]
+    if len(paths) == 1 and args.dry_run:
+        jobs = [(paths[0], None)]
     elif len(paths) < 2:
-        return fail("snapshot rewrite", "give IN and OUT (or --dry-run)")
+        return fail("snapshot rewrite", "give IN and OUT (or IN and --dry-run)")
     else:
+        # the same grammar with or without --dry-run: the last PATH is where the output goes
         *ins, out = paths
-        if len(ins) > 1 and not out.is_dir():
-            return fail("snapshot rewrite", f"{out}: several inputs need an existing output directory")
-        jobs = [(p, out) for p in ins]
+        as_dir = out.is_dir() or args.paths[-1].endswith(("/", os.sep)) or len(ins) > 1
+        if len(ins) > 1 and not out.is_dir() and out.exists():
+            return fail("snapshot rewrite", f"{out}: several inputs need an output directory, and this is not one")
+        targets = [out / p.name if as_dir else out for p in ins]
+        # (anything but a regular file there, or the input itself, is refused, precisely, by the rewrite)
+        existing = [t for t, p in zip(targets, ins, strict=True) if t.is_file() and not _same_file(t, p)]
+        if existing:
+            return fail(
+                "snapshot rewrite",
+                f"{existing[0]}: exists; kraftkit does not overwrite an output: remove it or write elsewhere",
+            )
+        if args.dry_run:
+            jobs = [(p, None) for p in ins]
+        else:
+            if as_dir and not out.is_dir():
+                try:
+                    out.mkdir(parents=True)
+                except OSError as e:
+                    from kraftkit._fs import error_text
+
+                    return fail("snapshot rewrite", error_text(e))
+            jobs = list(zip(ins, targets, strict=True))
     try:
         from kraftkit.features import registry
 
@@ -223,3 +250,12 @@ def run_rewrite(args: argparse.Namespace) -> int:
         else:
             print(res.text() + ("\n  REFUSED (--fail-on-loss): nothing written" if refused else ""))
     return status
+
+
+def _same_file(a, b) -> bool:
+    import os
+
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
