@@ -11,7 +11,7 @@ import pytest
 from kraftkit.cli.main import main
 from kraftkit.raft.driver import parse_voters
 
-from ._cluster import CLUSTER_ID
+from ._cluster import CLUSTER_ID, free_ports
 
 
 def run_cli(argv: list[str], capsys) -> tuple[int, str]:
@@ -87,16 +87,19 @@ def test_run_node_id_and_addresses_are_checked(tmp_path, capsys):
     assert code == 2 and "not a directory" in err, err
 
 
+BOOTSTRAP = "--bootstrap/--bootstrap-server/--bootstrap-controller"  # (argparse names every alias)
+
+
 @pytest.mark.parametrize(("argv", "option"), [
     (["append", "--bootstrap", "127.0.0.1:1", "--count", "-5"], "--count"),
     (["append", "--bootstrap", "127.0.0.1:1", "--count", "0"], "--count"),
     (["append", "--bootstrap", "127.0.0.1:1", "--batch", "0"], "--batch"),
     (["append", "--bootstrap", "127.0.0.1:1", "--timeout", "-1"], "--timeout"),
     (["append", "--bootstrap", "127.0.0.1:1", "--timeout", "nan"], "--timeout"),
-    (["append", "--bootstrap", "127.0.0.1:99999"], "--bootstrap"),
-    (["append", "--bootstrap", "127.0.0.1:0"], "--bootstrap"),
-    (["append", "--bootstrap", "nohost"], "--bootstrap"),
-    (["describe", "--bootstrap", "127.0.0.1:65536"], "--bootstrap"),
+    (["append", "--bootstrap", "127.0.0.1:99999"], BOOTSTRAP),
+    (["append", "--bootstrap", "127.0.0.1:0"], BOOTSTRAP),
+    (["append", "--bootstrap", "nohost"], BOOTSTRAP),
+    (["describe", "--bootstrap", "127.0.0.1:65536"], BOOTSTRAP),
     (["describe", "--bootstrap", "127.0.0.1:1", "--timeout", "0"], "--timeout"),
     (["describe", "--bootstrap", "127.0.0.1:1", "--timeout", "inf"], "--timeout"),
 ])
@@ -111,3 +114,13 @@ def test_a_bad_argument_in_a_real_process_exits_2_without_a_traceback(tmp_path):
     p = subprocess.run([sys.executable, "-m", "kraftkit.cli.main", *node_args(tmp_path, voters="1@127.0.0.1:99999")],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "port 99999" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_append_and_describe_speak_kafkas_flag_and_an_unreachable_quorum_is_exit_2(capsys):
+    """`--bootstrap-server` / `--bootstrap-controller` as Kafka's tools spell it; no node answering
+    is exit 2 for append as for describe (the quorum refusing an append is 1)."""
+    (port,) = free_ports(1)  # nothing listens there
+    for cmd, flag in (("append", "--bootstrap-server"), ("describe", "--bootstrap-controller")):
+        code, err = run_cli(["quorum", cmd, flag, f"127.0.0.1:{port}", "--timeout", "0.5"], capsys)
+        assert code == 2, (cmd, err)
+        assert f"127.0.0.1:{port}" in err and "no answer from the quorum" in err, err

@@ -91,7 +91,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "default), or one row per replica (--replication). Follows the leader. Exit 2 "
         "if the quorum cannot be reached.",
     )
-    d.add_argument("--bootstrap", required=True, type=_bootstrap, metavar="HOST:PORT", help="any node of the quorum")
+    d.add_argument(
+        "--bootstrap",
+        "--bootstrap-server",
+        "--bootstrap-controller",
+        dest="bootstrap",
+        required=True,
+        type=_bootstrap,
+        metavar="HOST:PORT",
+        help="any node of the quorum (Kafka's tools' flag names work too)",
+    )
     g = d.add_mutually_exclusive_group()
     g.add_argument("--status", action="store_true", help="the quorum summary (default)")
     g.add_argument("--replication", action="store_true", help="one row per voter and observer")
@@ -103,15 +112,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "append",
         help="append metadata records to a kraftkit quorum and wait for the commit",
         description="Produce metadata records to __cluster_metadata on the leader (acks=-1) and print "
-        "the committed offsets: --topic NAME appends a TopicRecord (repeatable), else "
-        "--count NoOpRecords, --batch records per request. Exit 1 if an append fails.",
+        "the committed offsets, one line per request: --topic NAME appends a TopicRecord (repeatable), "
+        "else --count NoOpRecords, --batch records per request. Exit 0 done, 1 the quorum refused an "
+        "append, 2 bad arguments or no node of the quorum answered.",
     )
-    a.add_argument("--bootstrap", required=True, type=_bootstrap, metavar="HOST:PORT")
-    a.add_argument("--topic", action="append", default=[], metavar="NAME")
-    a.add_argument("--count", type=_int_in(1, 1_000_000), default=1, metavar="N")
-    a.add_argument("--batch", type=_int_in(1, 10_000), default=1, metavar="N")
-    a.add_argument("--timeout", type=_seconds, default=10.0, metavar="SECONDS")
-    a.add_argument("--json", action="store_true")
+    a.add_argument(
+        "--bootstrap",
+        "--bootstrap-server",
+        "--bootstrap-controller",
+        dest="bootstrap",
+        required=True,
+        type=_bootstrap,
+        metavar="HOST:PORT",
+        help="any node of the quorum (Kafka's tools' flag names work too)",
+    )
+    a.add_argument("--topic", action="append", default=[], metavar="NAME", help="append a TopicRecord (repeatable)")
+    a.add_argument("--count", type=_int_in(1, 1_000_000), default=1, metavar="N", help="append N NoOpRecords (1)")
+    a.add_argument(
+        "--batch", type=_int_in(1, 10_000), default=1000, metavar="N", help="records per request, at most (1000)"
+    )
+    a.add_argument(
+        "--timeout", type=_seconds, default=10.0, metavar="SECONDS", help="bound on finding the leader and each commit"
+    )
+    a.add_argument("--json", action="store_true", help='print {"committed": [[base, last], ...]}')
     a.set_defaults(func=run_append)
 
 
@@ -406,7 +429,7 @@ def run_append(args: argparse.Namespace) -> int:
     from kraftkit._core import encode_metadata_record
     from kraftkit.errors import KraftkitError
     from kraftkit.metadata.records import record_type
-    from kraftkit.raft.admin import QuorumAdmin
+    from kraftkit.raft.admin import QuorumAdmin, QuorumError
 
     if args.topic:
         values = [
@@ -425,7 +448,9 @@ def run_append(args: argparse.Namespace) -> int:
         print(f"kraftkit quorum append: {e}", file=sys.stderr)
         if args.json:
             print(json.dumps({"committed": [list(x) for x in out], "error": str(e)}))
-        return EXIT_PROBLEMS
+        # no node answered (or a bad address): 2, as describe; the quorum refused an append: 1
+        unreachable = isinstance(e, ValueError) or (isinstance(e, QuorumError) and e.code == -1)
+        return EXIT_USAGE if unreachable else EXIT_PROBLEMS
     if args.json:
         print(json.dumps({"committed": [list(x) for x in out]}))
     else:
