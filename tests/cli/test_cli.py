@@ -197,3 +197,10 @@ def test_snapshot_rewrite_out_grammar_is_the_same_with_dry_run_and_never_overwri
     run("snapshot", "rewrite", str(snap), str(file_out), "--metadata-version", "3.5", check=0)
     assert file_out.is_file()
     assert "exists" in run("snapshot", "rewrite", str(snap), str(file_out), "--metadata-version", "3.5", check=2).stderr
+
+
+def test_snapshot_verify_says_a_missing_file_is_missing(tmp_path: Path) -> None:
+    missing = tmp_path / "nope"
+    proc = run("snapshot", "verify", str(missing), check=2)
+    assert proc.stderr == f"kraftkit snapshot verify: {missing}: No such file or directory\n"
+    assert "is a directory" in run("snapshot", "verify", str(tmp_path), check=2).stderr

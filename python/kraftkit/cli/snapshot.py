@@ -157,15 +157,19 @@ def run_create(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
+    from kraftkit._fs import check_input, error_text
+
     status = EXIT_OK
     for name in args.files:
         try:
+            check_input(name)  # missing, a directory, a FIFO...: said as such, before the name is judged
             reader = SnapshotReader(name)
             rep = reader.verify()
         except (SnapshotError, OSError) as e:  # not a snapshot, unreadable: usage; a damaged name: a problem
+            text = error_text(e) if isinstance(e, OSError) else str(e)
             status = max(
                 status,
-                fail("snapshot verify", str(e), EXIT_PROBLEMS if isinstance(e, SnapshotNameError) else EXIT_USAGE),
+                fail("snapshot verify", text, EXIT_PROBLEMS if isinstance(e, SnapshotNameError) else EXIT_USAGE),
             )
             continue
         err = rep["error"]
