@@ -73,6 +73,13 @@ def test_metadata_version_floor_and_unknown_levels():
     nodes = [node(1, mv=(1, 99))]
     assert "less than 3.3-IV0" in one({MV: L39}, FeatureUpdate(MV, 3, UpgradeType.UNSAFE_DOWNGRADE), nodes).error
     assert "Unknown metadata.version" in one({MV: L39}, FeatureUpdate(MV, 99), nodes).error
+    # disabling it is refused for what it is, not for the nodes' ranges (no release supports level 0)
+    r = one({MV: L39}, FeatureUpdate(MV, 0, UpgradeType.SAFE_DOWNGRADE), [node(1)])
+    assert r.error.endswith("Unable to set a metadata.version less than 3.3-IV0")
+    assert "cannot be disabled" in r.fix and "Upgrade the software" not in r.fix
+    # the lossy downgrade's fix names the flag that asks for it
+    r = one({MV: L37IV2}, FeatureUpdate(MV, L37IV1, UpgradeType.SAFE_DOWNGRADE), nodes)
+    assert "--unsafe" in r.fix
 
 
 def test_dependencies_hold_after_the_whole_request():

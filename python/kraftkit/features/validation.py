@@ -159,6 +159,13 @@ def _check(
             "Use the tools of the Kafka release that wrote the metadata, or a kraftkit whose tables know the level."
         )
         return res
+    if name == MV_FEATURE and level < MINIMUM_SETTABLE_MV:
+        # (before the nodes' support: no release "supports" level 0, and none would help)
+        res.error = f"Invalid metadata.version {level}. Unable to set a metadata.version less than 3.3-IV0"
+        res.fix = (
+            "metadata.version cannot be disabled or set below 3.3-IV0 (level 4): choose a level from 3.3-IV0 on."
+        )
+        return res
     lacking = [n for n in nodes if not n.supports(name, level)]
     if lacking:
 
@@ -190,10 +197,6 @@ def _check_metadata_version(reg: Registry, after: Mapping[str, int], res: Update
         res.error = f"Invalid metadata.version {u.level}. Unknown metadata.version."
         res.fix = f"Use a level between {reg.minimum.level} and {reg.latest.level}."
         return
-    if u.level < MINIMUM_SETTABLE_MV:
-        res.error = f"Invalid metadata.version {u.level}. Unable to set a metadata.version less than 3.3-IV0"
-        res.fix = "Use 3.3-IV0 (level 4) or later."
-        return
     if u.level < cur:
         changes = reg.changes_between(u.level, cur)
         if changes:
@@ -205,7 +208,8 @@ def _check_metadata_version(reg: Registry, after: Mapping[str, int], res: Update
                 )
                 res.fix = (
                     "Downgrade only to a level with no metadata change in between, or ask for an unsafe "
-                    "downgrade (kraftkit rewrites the snapshot and reports what is lost)."
+                    "downgrade (--unsafe, in kraftkit's tools and kafka-features.sh: kraftkit rewrites the "
+                    "metadata and reports what is lost)."
                 )
                 return
             res.notes.append(
