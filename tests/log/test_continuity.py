@@ -279,3 +279,14 @@ def test_the_spark_verify_job_applies_the_same_continuity_rules(logdir: Path) ->
     expected = run("verify-log", str(logdir), check=1).stdout
     assert gaps[0]["reason"] in expected
     assert next(r for r in rows if r["file"] == str(after))["problems"] == 1
+
+
+def test_an_offset_inside_a_batch_names_the_boundaries_that_would_do(logdir: Path) -> None:
+    seg = segments(logdir)[1]
+    b = Segment(seg).read_batches()[2]  # a batch of several records, not the first of the log
+    assert b.last_offset > b.base_offset > 0
+    inside = b.base_offset + 1
+    err = run("snapshot", "create", str(logdir), "--at", str(inside), check=2).stderr
+    assert f"offset {inside} is inside the batch {b.base_offset}..{b.last_offset}" in err
+    assert f"use {b.base_offset} (its start) or {b.last_offset + 1} (its end)" in err, err
+    run("snapshot", "create", str(logdir), "--at", str(b.last_offset + 1), check=0)

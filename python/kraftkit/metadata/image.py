@@ -621,8 +621,9 @@ def batch_ending_at(path: str | os.PathLike[str], offset: int):
         if batch.last_offset + 1 == offset:
             return batch
         if batch.last_offset + 1 > offset:
+            before = f"{batch.base_offset} (its start) or " if batch.base_offset > 0 else ""
             raise MetadataSourceError(
                 f"{d}: offset {offset} is inside the batch {batch.base_offset}..{batch.last_offset}; "
-                "a snapshot must end at a batch boundary"
+                f"a snapshot must end at a batch boundary: use {before}{batch.last_offset + 1} (its end)"
             )
     raise MetadataSourceError(f"{d}: offset {offset} is past the end of the log")
