@@ -127,6 +127,12 @@ def test_version_and_usage_errors(tmp_path: Path) -> None:
     assert "invalid choice: 'nope'" in run("nope", check=2).stderr
     helptext = run("--help", check=0).stdout
     assert all(c in helptext for c in ("dump-log", "verify-log", "snapshot", "quorum", "spark"))
+    # an unknown option is the subcommand's usage error, shown with its own usage line
+    err = run("snapshot", "verify", "--bogus", "x", check=2).stderr
+    assert err.startswith("usage: kraftkit snapshot verify ") and err.endswith(
+        "kraftkit snapshot verify: error: unrecognized arguments: --bogus\n")
+    assert "kraftkit features describe: error: unrecognized arguments: --nope" in run(
+        "features", "describe", "--nope", check=2).stderr
 
 
 def test_verify_log_good_and_bad(partition: Path) -> None:

@@ -75,10 +75,21 @@ def _version() -> str:
     return f"kraftkit {__version__}"
 
 
+class _CommandParser(argparse.ArgumentParser):
+    """A (sub)command's parser: an argument it does not know is its usage error, shown with its own
+    usage line (argparse would hand it up to ``kraftkit``'s, which lists only the commands)."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        ns, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return ns, extras
+
+
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kraftkit", description="Tools for Apache Kafka's KRaft metadata layer.")
     p.add_argument("--version", action="version", version=_version())
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_CommandParser)
     chosen = next((a for a in argv if a in COMMANDS), None)
     # every command's options are only needed for the full --help
     everything = chosen is None and any(a in ("-h", "--help") for a in argv)
