@@ -347,10 +347,27 @@ class QuorumController:
         return await self.submit(what, build, timeout_ms, crash_at)
 
     def _answer(
-        self, what: str, build: Callable[[], tuple[list[bytes], Any]], reply: Callable[..., dict]
+        self, what: str | Callable[[], str], build: Callable[[], tuple[list[bytes], Any]], reply: Callable[..., dict]
     ) -> asyncio.Future:
-        """The response future of a registration RPC: ``reply(answer)``, or ``reply(None, error)``."""
+        """The response future of a registration RPC: ``reply(answer)``, or ``reply(None, error)``
+        (``what`` names the request in a refusal or a timeout; a callable is called only then)."""
         out: asyncio.Future = asyncio.get_running_loop().create_future()
+        if self._in_flight is None and not self._waiting:
+            # nothing ahead of it: validated now, as submit would, and a write without records (a
+            # heartbeat, mostly) is answered at once without a future of its own
+            try:
+                if not self.active:
+                    raise ControllerError(*self._not_controller())
+                records, answer = build()
+            except ControllerError as e:
+                self._refused(what, e)
+                out.set_result(reply(None, e))
+                return out
+            if not records:
+                out.set_result(reply(answer))
+                return out
+            built = (records, answer)
+            build = lambda: built  # noqa: E731  (appended by submit, which runs it at once: nothing is ahead)
 
         def done(f: asyncio.Future) -> None:
             if out.done():
@@ -362,18 +379,23 @@ class QuorumController:
             if e is None:
                 out.set_result(reply(f.result()))
             elif isinstance(e, ControllerError):
-                if e.code != Errors.NOT_CONTROLLER:
-                    log.warning("node %d: %s refused: %s", self.node.node_id, what, e.message)
+                self._refused(what, e)
                 out.set_result(reply(None, e))
             else:
                 out.set_exception(e)
 
-        inner = self.submit(what, build, WRITE_TIMEOUT_MS)
+        inner = self.submit(what if isinstance(what, str) else what(), build, WRITE_TIMEOUT_MS)
         if inner.done():
             done(inner)  # answered within the call: no callback round through the loop
         else:
             inner.add_done_callback(done)
         return out
+
+    def _refused(self, what: str | Callable[[], str], e: ControllerError) -> None:
+        if e.code != Errors.NOT_CONTROLLER:
+            log.warning(
+                "node %d: %s refused: %s", self.node.node_id, what if isinstance(what, str) else what(), e.message
+            )
 
     # ------------------------------------------------------------------ registration RPCs
     def _kraft_version(self) -> int:
@@ -416,7 +438,9 @@ class QuorumController:
             }
 
         return self._answer(
-            f"BrokerHeartbeat of broker {body.get('BrokerId')}", lambda: self.cluster.heartbeat(self.image, body), reply
+            lambda: f"BrokerHeartbeat of broker {body.get('BrokerId')}",
+            lambda: self.cluster.heartbeat(self.image, body),
+            reply,
         )
 
     def unregister_broker(self, body: Mapping, version: int) -> asyncio.Future:
