@@ -87,6 +87,8 @@ class RaftNode(RaftDriver):
         self._conns_per_ip: dict[str, int] = {}
         self._budget = RequestBudget(config.limits.buffered_request_max_bytes)  # type: ignore[arg-type]
         self._produce_pending = 0  # bytes of Produce records accepted and not answered yet
+        self._served = frozenset(self.served)
+        self._versions = supported_versions()
         self.address: tuple[str, int] | None = None
 
     # ------------------------------------------------------------------ life cycle
@@ -168,8 +170,8 @@ class RaftNode(RaftDriver):
     def _handle(self, conn: ServerConnection, frame: bytes) -> None:
         api, version, corr = request_header(frame)
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
-        ours = supported_versions().get(api)
-        if api not in self.served or ours is None:
+        ours = self._versions.get(api)
+        if api not in self._served or ours is None:
             log.warning(
                 "node %d: %s sent apiKey %d, which this node does not serve; closing", self.node_id, conn.peer, api
             )
