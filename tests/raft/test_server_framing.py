@@ -2,9 +2,9 @@
 Protocol) on its own, over a transport double: frames split at every byte or several in one read
 come out whole and in order; a size over the limit or past the node-wide budget closes the
 connection before a body byte is handled; a peer closing inside a frame is a FrameError and
-returns its reservation; the in-flight cap and a full write buffer stop reading at a frame
-boundary; a frame begun has a deadline, an idle connection none; answers keep request order and
-one read's answers leave in one write."""
+returns its reservation; the in-flight cap, a full write buffer and the end of a connection's
+turn stop reading at a frame boundary; a frame begun has a deadline, an idle connection none;
+answers keep request order and one turn's answers leave in one write."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 from kraftkit.protocol import encode_request
 from kraftkit.protocol.messages import ApiKey, decode_response
 from kraftkit.raft.transport import (
+    FRAMES_PER_TURN,
     SMALL_FRAME_BYTES,
     FrameError,
     ListenerLimits,
@@ -144,15 +145,20 @@ def test_every_split_point_of_two_frames_gives_the_same_frames():
         assert frames == [frame(7)[4:], frame(8, pad=20)[4:]]
 
 
-def test_several_frames_in_one_read_are_answered_in_order_in_one_write():
-    def check():
+def test_several_frames_in_one_read_are_answered_in_order_a_turn_at_a_time():
+    async def check():
         h = Harness(answer=True)
         h.feed(b"".join(frame(i) for i in range(1, 51)) + frame(51)[:5])  # and the start of the next
-        return h
+        first = (len(h.frames), len(h.transport.written), h.transport.reading)
+        for _ in range(10):
+            await asyncio.sleep(0)  # the loop's next turns: the other connections' turns come between
+        return h, first
 
-    h = run(check)
-    assert len(h.frames) == 50
-    assert len(h.transport.written) == 1  # one write for the read's fifty answers
+    h, first = asyncio.run(check())
+    # one turn handles FRAMES_PER_TURN requests and answers them in one write, then stops reading
+    assert first == (FRAMES_PER_TURN, 1, False)
+    assert len(h.frames) == 50 and h.transport.reading
+    assert len(h.transport.written) == -(-50 // FRAMES_PER_TURN)
     assert h.answers() == list(range(1, 51))
     assert h.conn._timer is not None  # the frame begun has its deadline
 

@@ -353,6 +353,10 @@ class PeerConnection:
 #: written at once, so a client pipelining small requests cannot make the node hold more than the
 #: transport's write buffer before it stops reading, as a drain after every answer did)
 WRITE_BATCH_BYTES = 64 * 1024
+#: the requests of one connection handled in one turn of the event loop: a client that pipelines
+#: more waits for the next turn, after the other connections ready meanwhile (as Kafka reads one
+#: request of a connection at a time), so an overloaded node still answers its raft peers in time
+FRAMES_PER_TURN = 16
 
 
 class ServerConnection(asyncio.Protocol):
@@ -395,6 +399,7 @@ class ServerConnection(asyncio.Protocol):
         self._write_paused = False
         self._reading_paused = False
         self._processing = False
+        self._next_turn = False  # a _process is scheduled for the next loop turn
         self._admitted = False
         self.error: BaseException | None = None
         self.closed = False
@@ -446,13 +451,13 @@ class ServerConnection(asyncio.Protocol):
             return
         self._processing = True
         self._out = []
-        buf, pos, completed, blocked = self._buf, 0, False, False
+        buf, pos, completed, blocked, turn = self._buf, 0, False, False, FRAMES_PER_TURN
         limits, slots = self.limits, self._slots
         try:
             while not self.closed:
                 size = self._size
                 if size < 0:
-                    if len(slots) >= limits.max_inflight_requests or self._write_paused:
+                    if len(slots) >= limits.max_inflight_requests or self._write_paused or not turn:
                         blocked = True  # (between frames: a frame begun is read to its end first)
                         break
                     if len(buf) - pos < 4:
@@ -475,7 +480,7 @@ class ServerConnection(asyncio.Protocol):
                     break
                 frame = bytes(buf[pos + 4 : pos + 4 + size])
                 pos += 4 + size
-                completed = True
+                completed, turn = True, turn - 1
                 self._size = -1
                 charged, self._charged = self._charged, 0
                 try:
@@ -503,6 +508,9 @@ class ServerConnection(asyncio.Protocol):
             self._cancel_timer()
         if buf and not blocked and self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(limits.request_read_timeout_ms / 1000, self._timed_out)
+        if not turn and not self._next_turn:
+            self._next_turn = True
+            asyncio.get_running_loop().call_soon(self._turn)
         if blocked != self._reading_paused:
             self._reading_paused = blocked
             assert self.transport is not None
@@ -510,6 +518,10 @@ class ServerConnection(asyncio.Protocol):
                 self.transport.pause_reading()
             else:
                 self.transport.resume_reading()
+
+    def _turn(self) -> None:
+        self._next_turn = False
+        self._process()
 
     def _timed_out(self) -> None:
         self._timer = None
