@@ -356,7 +356,7 @@ WRITE_BATCH_BYTES = 64 * 1024
 #: the requests of one connection handled in one turn of the event loop: a client that pipelines
 #: more waits for the next turn, after the other connections ready meanwhile (as Kafka reads one
 #: request of a connection at a time), so an overloaded node still answers its raft peers in time
-FRAMES_PER_TURN = 16
+FRAMES_PER_TURN = 4
 
 
 class ServerConnection(asyncio.Protocol):
