@@ -4,7 +4,8 @@ come out whole and in order; a size over the limit or past the node-wide budget 
 connection before a body byte is handled; a peer closing inside a frame is a FrameError and
 returns its reservation; the in-flight cap, a full write buffer and the end of a connection's
 turn stop reading at a frame boundary; a frame begun has a deadline, an idle connection none;
-answers keep request order and one turn's answers leave in one write."""
+answers keep request order and one turn's answers leave in one write; a half-closed peer has the
+requests it sent handled before the close."""
 
 from __future__ import annotations
 
@@ -302,3 +303,38 @@ def test_a_frame_begun_has_a_deadline_and_an_idle_connection_none():
     assert isinstance(h.conn.error, RequestLimitError)
     assert "was not complete within 5000 ms" in str(h.conn.error)
     assert f"request frame of {len(frame(1)) - 4} bytes" in str(h.conn.error)
+
+
+def test_a_peer_that_half_closes_has_its_buffered_requests_handled_before_the_close():
+    def check():
+        h = Harness(ListenerLimits(max_inflight_requests=2), hold=True)
+        h.feed(b"".join(frame(i) for i in range(1, 6)))
+        assert h.conn.eof_received() is True  # (the transport stays open to write the answers)
+        seen = [(len(h.frames), h.transport.closed)]
+        for i in (0, 1, 2, 3):
+            h.held[i].set_result(body())
+            h.conn._answered(h.held[i])
+            seen.append((len(h.frames), h.transport.closed))
+        return h, seen
+
+    h, seen = run(check)
+    # one more each time an answer makes room; closed once the last whole frame is handled and the
+    # cap no longer holds it back
+    assert seen == [(2, False), (3, False), (4, False), (5, False), (5, True)]
+    assert h.answers() == [1, 2, 3, 4]
+    assert h.held[4].cancelled()  # (answers still pending at the close are dropped, as before)
+
+
+def test_a_peer_that_half_closes_inside_a_frame_is_a_frame_error():
+    def check():
+        h = Harness(answer=True)
+        h.feed(frame(1) + frame(2)[:6])
+        h.conn.eof_received()
+        closed = h.transport.closed
+        h.conn.connection_lost(None)
+        return h, closed
+
+    h, closed = run(check)
+    assert closed and h.answers() == [1]
+    assert len(h.lost) == 1 and isinstance(h.lost[0], FrameError)
+    assert f"after 2 of {len(frame(2)) - 4} frame bytes" in str(h.lost[0])

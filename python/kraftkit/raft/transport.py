@@ -400,6 +400,7 @@ class ServerConnection(asyncio.Protocol):
         self._reading_paused = False
         self._processing = False
         self._next_turn = False  # a _process is scheduled for the next loop turn
+        self._eof = False  # the peer sent its last byte: closed once the frames buffered are handled
         self._admitted = False
         self.error: BaseException | None = None
         self.closed = False
@@ -422,6 +423,12 @@ class ServerConnection(asyncio.Protocol):
         self._buf += data
         self._process()
 
+    def eof_received(self) -> bool:
+        if not self._eof:
+            self._eof = True
+            self._process()
+        return True  # (closed by _process, which may first answer the requests buffered)
+
     def connection_lost(self, exc: Exception | None) -> None:
         if self.error is None:
             if self._size >= 0:
@@ -440,7 +447,7 @@ class ServerConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
-        if self._reading_paused and not self._processing:
+        if (self._reading_paused or self._eof) and not self._processing:
             self._process()
 
     # ------------------------------------------------------------------ requests
@@ -506,11 +513,15 @@ class ServerConnection(asyncio.Protocol):
         # the frame whose first bytes are in (if the connection reads) must be complete by its deadline
         if completed or blocked or not buf:
             self._cancel_timer()
-        if buf and not blocked and self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(limits.request_read_timeout_ms / 1000, self._timed_out)
         if not turn and not self._next_turn:
             self._next_turn = True
             asyncio.get_running_loop().call_soon(self._turn)
+        if self._eof:
+            if not blocked:
+                self.close()  # every whole frame handled: what is left is a frame cut short (or nothing)
+            return
+        if buf and not blocked and self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(limits.request_read_timeout_ms / 1000, self._timed_out)
         if blocked != self._reading_paused:
             self._reading_paused = blocked
             assert self.transport is not None
@@ -563,7 +574,7 @@ class ServerConnection(asyncio.Protocol):
 
     def _answered(self, _fut: asyncio.Future) -> None:
         self.flush()
-        if self._reading_paused and not self._processing and not self.closed:
+        if (self._reading_paused or self._eof) and not self._processing and not self.closed:
             self._process()  # room again: the requests buffered behind the answers
 
     def flush(self) -> None:
