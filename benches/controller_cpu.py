@@ -47,6 +47,11 @@ def _proc(pid: int | str) -> tuple[float, float, float]:
     return cpu, run / 1e9, wait / 1e9
 
 
+def _py_spy() -> str:
+    beside = Path(sys.executable).parent / "py-spy"  # (a virtualenv's, when its bin is not on PATH)
+    return str(beside) if beside.exists() else shutil.which("py-spy") or "py-spy"
+
+
 def _q(lat: list[float], p: float) -> float | None:
     lat = sorted(lat)
     return round(1000 * lat[min(len(lat) - 1, int(len(lat) * p))], 2) if lat else None
@@ -64,7 +69,7 @@ async def _steps(q: KraftkitControllers, rates: list[float], seconds: float, bro
             prof = None
             if spy:
                 out = spy if len(rates) == 1 else f"{spy}.{i}"
-                prof = subprocess.Popen([shutil.which("py-spy") or "py-spy", "record", "-p", str(pid), "-d",
+                prof = subprocess.Popen([_py_spy(), "record", "-p", str(pid), "-d",
                                          str(max(1, int(seconds))), "-r", "200", "-f", "raw", "-o", out, "--nonblocking"],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             st = gen.set_rate(rate, open_loop=True)
