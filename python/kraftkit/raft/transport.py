@@ -395,7 +395,11 @@ class ServerConnection(asyncio.Protocol):
                     self._size = size
                 if len(buf) - pos - 4 < size:
                     break
-                frame = bytes(buf[pos + 4 : pos + 4 + size])
+                if size <= SMALL_FRAME_BYTES:
+                    frame = bytes(buf[pos + 4 : pos + 4 + size])
+                else:  # (one copy, not a slice and its copy, of a frame of up to socket.request.max.bytes)
+                    with memoryview(buf) as view:
+                        frame = bytes(view[pos + 4 : pos + 4 + size])
                 pos += 4 + size
                 completed, turn = True, turn - 1
                 self._size = -1
