@@ -220,6 +220,26 @@ def test_pipelined_requests_are_all_answered_in_order_with_a_small_inflight_cap(
     run(main())
 
 
+def test_a_client_that_half_closes_after_pipelining_gets_every_answer(tmp_path):
+    async def main():
+        node = await one_node(tmp_path, limits=ListenerLimits(max_inflight_requests=2))
+        port = node.address[1]
+        try:
+            def client():
+                with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+                    s.sendall(b"".join(api_versions_frame(i) for i in range(20)))
+                    s.shutdown(socket.SHUT_WR)
+                    answers = [struct.unpack(">i", read_answer(s)[:4])[0] for _ in range(20)]
+                    return answers, closed_by_peer(s)
+
+            answers, closed = await asyncio.get_running_loop().run_in_executor(None, client)
+            assert answers == list(range(20)) and closed
+        finally:
+            await node.stop()
+
+    run(main())
+
+
 def test_produce_refuses_oversized_batches_and_too_many_bytes_waiting_for_commit(tmp_path):
     async def main():
         nodes = make_nodes(tmp_path, snapshot_every_records=0, produce_pending_max_bytes=150)

@@ -47,10 +47,27 @@ class ControllerApis:
         self.node_id = controller.node.node_id
 
     def _answer(
-        self, what: str, build: Callable[[], tuple[list[bytes], Any]], reply: Callable[..., Any]
+        self, what: str | Callable[[], str], build: Callable[[], tuple[list[bytes], Any]], reply: Callable[..., Any]
     ) -> asyncio.Future:
-        """The response future of a write: ``reply(answer)``, or ``reply(None, error)``."""
+        """The response future of a write: ``reply(answer)``, or ``reply(None, error)`` (``what`` names
+        the request in a refusal or a timeout; a callable is called only then)."""
+        c = self.controller
         out: asyncio.Future = asyncio.get_running_loop().create_future()
+        if c.idle:
+            # nothing ahead of it: validated now, as submit would, and a write without records (a
+            # heartbeat, mostly) is answered at once without a future of its own
+            try:
+                c.check_active()
+                records, answer = build()
+            except ControllerError as e:
+                self._refused(what, e)
+                out.set_result(reply(None, e))
+                return out
+            if not records:
+                out.set_result(reply(answer))
+                return out
+            built = (records, answer)
+            build = lambda: built  # noqa: E731  (appended by submit, which runs it at once: nothing is ahead)
 
         def done(f: asyncio.Future) -> None:
             if out.done():
@@ -62,18 +79,21 @@ class ControllerApis:
             if e is None:
                 out.set_result(reply(f.result()))
             elif isinstance(e, ControllerError):
-                if e.code != Errors.NOT_CONTROLLER:
-                    log.warning("node %d: %s refused: %s", self.node_id, what, e.message)
+                self._refused(what, e)
                 out.set_result(reply(None, e))
             else:
                 out.set_exception(e)
 
-        inner = self.controller.submit(what, build, WRITE_TIMEOUT_MS)
+        inner = c.submit(what if isinstance(what, str) else what(), build, WRITE_TIMEOUT_MS)
         if inner.done():
             done(inner)  # answered within the call: no callback round through the loop
         else:
             inner.add_done_callback(done)
         return out
+
+    def _refused(self, what: str | Callable[[], str], e: ControllerError) -> None:
+        if e.code != Errors.NOT_CONTROLLER:
+            log.warning("node %d: %s refused: %s", self.node_id, what if isinstance(what, str) else what(), e.message)
 
     # ------------------------------------------------------------------ registration RPCs
     def register_broker(self, body: t.BrokerRegistrationRequest, version: int) -> asyncio.Future:
@@ -115,7 +135,9 @@ class ControllerApis:
             }
 
         return self._answer(
-            f"BrokerHeartbeat of broker {body.get('BrokerId')}", lambda: c.cluster.heartbeat(c.image, body), reply
+            lambda: f"BrokerHeartbeat of broker {body.get('BrokerId')}",
+            lambda: c.cluster.heartbeat(c.image, body),
+            reply,
         )
 
     def unregister_broker(self, body: t.UnregisterBrokerRequest, version: int) -> asyncio.Future:

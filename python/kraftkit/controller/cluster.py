@@ -41,6 +41,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kraftkit._core import decode_metadata_record, encode_metadata_record
 from kraftkit._kafka import (
@@ -101,8 +102,9 @@ class BrokerSession:
         return self.controlled_shutdown_offset >= 0
 
 
-@dataclass(frozen=True)
-class HeartbeatReply:
+class HeartbeatReply(NamedTuple):
+    """A BrokerHeartbeat's answer (a tuple: made on every heartbeat)."""
+
     is_caught_up: bool
     is_fenced: bool
     in_controlled_shutdown: bool
@@ -368,9 +370,10 @@ class ClusterControlManager:
                 Errors.STALE_BROKER_EPOCH, f"Receive a heartbeat from broker {bid} before registration"
             )
         self.check_broker_epoch(image, bid, epoch)
+        now = self.now()
         s = self.sessions.get(bid)
         if s is None:
-            s = self.sessions[bid] = BrokerSession(bid, epoch, self.brokers[bid]["Fenced"], self.now())
+            s = self.sessions[bid] = BrokerSession(bid, epoch, self.brokers[bid]["Fenced"], now)
         offset = body.get("CurrentMetadataOffset", -1)
         registered_at = self.register_offsets[bid]
         want_fence, want_shutdown = body.get("WantFence", False), body.get("WantShutDown", False)
@@ -401,7 +404,7 @@ class ClusterControlManager:
             )
             records = self.fence_records(image, bid)
             fenced, should_shut_down = True, want_shutdown
-        s.last_contact = self.now()
+        s.last_contact = now
         s.metadata_offset = offset
         s.fenced = fenced
         return records, HeartbeatReply(offset >= registered_at, fenced, False, should_shut_down)

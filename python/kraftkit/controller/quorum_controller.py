@@ -459,6 +459,16 @@ class QuorumController:
         finally:
             self._schedule_fencing()
 
+    @property
+    def idle(self) -> bool:
+        """No write in progress nor waiting: one submitted now is validated at once."""
+        return self._in_flight is None and not self._waiting
+
+    def check_active(self) -> None:
+        """Raises NOT_CONTROLLER (a :class:`ControllerError`) unless this node is the active controller."""
+        if not self.active:
+            raise ControllerError(*self._not_controller())
+
     # ------------------------------------------------------------------ answers
     def _not_controller(self) -> tuple[int, str]:
         leader, epoch = self.node.leader()

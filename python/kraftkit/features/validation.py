@@ -162,9 +162,7 @@ def _check(
     if name == MV_FEATURE and level < MINIMUM_SETTABLE_MV:
         # (before the nodes' support: no release "supports" level 0, and none would help)
         res.error = f"Invalid metadata.version {level}. Unable to set a metadata.version less than 3.3-IV0"
-        res.fix = (
-            "metadata.version cannot be disabled or set below 3.3-IV0 (level 4): choose a level from 3.3-IV0 on."
-        )
+        res.fix = "metadata.version cannot be disabled or set below 3.3-IV0 (level 4): choose a level from 3.3-IV0 on."
         return res
     lacking = [n for n in nodes if not n.supports(name, level)]
     if lacking:

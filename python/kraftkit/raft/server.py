@@ -26,11 +26,9 @@ from kraftkit.raft.file_log import MAX_BATCH_BYTES, ClientBatches
 from kraftkit.raft.messages import Errors, TopicPartition
 from kraftkit.raft.quorum_state import Role
 from kraftkit.raft.transport import (
-    FrameError,
     RequestBudget,
     RequestLimitError,
     ServerConnection,
-    read_request,
     request_header,
 )
 
@@ -89,13 +87,15 @@ class RaftNode(RaftDriver):
         self._conns_per_ip: dict[str, int] = {}
         self._budget = RequestBudget(config.limits.buffered_request_max_bytes)  # type: ignore[arg-type]
         self._produce_pending = 0  # bytes of Produce records accepted and not answered yet
+        self._served = frozenset(self.served)
+        self._versions = supported_versions()
         self.address: tuple[str, int] | None = None
 
     # ------------------------------------------------------------------ life cycle
     async def start(self) -> None:
         self._open_replicas()
         host, port = self.config.listen  # type: ignore[misc]
-        self._server = await asyncio.start_server(self._accept, host, port, reuse_address=True)
+        self._server = await asyncio.get_running_loop().create_server(self._connection, host, port, reuse_address=True)
         sock = self._server.sockets[0].getsockname()
         self.address = (sock[0], sock[1])
         self._start_cores()
@@ -127,8 +127,12 @@ class RaftNode(RaftDriver):
         await self._stopped.wait()
 
     # ------------------------------------------------------------------ the listener
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = ServerConnection(reader, writer)
+    def _connection(self) -> ServerConnection:
+        return ServerConnection(
+            self.config.limits, self._budget, admit=self._admit, handle=self._handle, lost=self._connection_lost
+        )
+
+    def _admit(self, conn: ServerConnection) -> bool:
         limits = self.config.limits
         if len(self._conns) >= limits.max_connections:
             log.warning(
@@ -137,8 +141,7 @@ class RaftNode(RaftDriver):
                 conn.peer,
                 len(self._conns),
             )
-            conn.close()
-            return
+            return False
         if self._conns_per_ip.get(conn.ip, 0) >= limits.max_connections_per_ip:
             log.warning(
                 "node %d: connection from %s refused: %d connections from %s open (max.connections.per.ip)",
@@ -147,46 +150,31 @@ class RaftNode(RaftDriver):
                 self._conns_per_ip[conn.ip],
                 conn.ip,
             )
-            conn.close()
-            return
+            return False
         self._conns.add(conn)
         self._conns_per_ip[conn.ip] = self._conns_per_ip.get(conn.ip, 0) + 1
-        try:
-            while not conn.closed:
-                await conn.wait_for_room(limits.max_inflight_requests)
-                if conn.closed:
-                    break
-                got = await read_request(reader, limits, self._budget)
-                if got is None:
-                    break
-                frame, reserved = got
-                try:
-                    self._handle(conn, frame)
-                finally:
-                    del frame
-                    self._budget.release(reserved)
-                await writer.drain()
-        except RequestLimitError as e:
-            log.warning("node %d: connection from %s closed: %s", self.node_id, conn.peer, e)
-        except (FrameError, OSError, ConnectionError) as e:
-            log.debug("node %d: connection from %s dropped: %s", self.node_id, conn.peer, e)
-        finally:
-            conn.close()
-            self._conns.discard(conn)
-            left = self._conns_per_ip.get(conn.ip, 1) - 1
-            if left:
-                self._conns_per_ip[conn.ip] = left
-            else:
-                self._conns_per_ip.pop(conn.ip, None)
+        return True
+
+    def _connection_lost(self, conn: ServerConnection, error: BaseException | None) -> None:
+        if isinstance(error, RequestLimitError):
+            log.warning("node %d: connection from %s closed: %s", self.node_id, conn.peer, error)
+        elif error is not None:
+            log.debug("node %d: connection from %s dropped: %s", self.node_id, conn.peer, error)
+        self._conns.discard(conn)
+        left = self._conns_per_ip.get(conn.ip, 1) - 1
+        if left:
+            self._conns_per_ip[conn.ip] = left
+        else:
+            self._conns_per_ip.pop(conn.ip, None)
 
     def _handle(self, conn: ServerConnection, frame: bytes) -> None:
         api, version, corr = request_header(frame)
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
-        ours = supported_versions().get(api)
-        if api not in self.served and ours is not None and ours[0] <= version <= ours[1]:
+        ours = self._versions.get(api)
+        if api not in self._served and ours is not None and ours[0] <= version <= ours[1]:
             self._unserved(conn, frame, api, version, corr, fut)
             return
-        if api not in self.served or ours is None:
+        if api not in self._served or ours is None:
             what = f"apiKey {api} v{version}, an API kraftkit does not know"
             if ours is not None:
                 what = (
@@ -199,6 +187,7 @@ class RaftNode(RaftDriver):
             if api == ApiKey.API_VERSIONS:  # KIP-511: answer in v0 with what we support
                 conn.enqueue(fut, api, 0, corr)
                 fut.set_result(self._api_versions_body(Errors.UNSUPPORTED_VERSION, 0))
+                conn.settle(fut)
                 return
             log.warning(
                 "node %d: %s sent %s v%d, outside %s; closing", self.node_id, conn.peer, ApiKey(api).name, version, ours
@@ -236,8 +225,7 @@ class RaftNode(RaftDriver):
             log.exception("node %d: %s request failed", self.node_id, ApiKey(api).name)
             if not fut.done():
                 fut.set_exception(e)
-        if fut.done():
-            conn.flush()  # answered within the call: out now, not a loop round later
+        conn.settle(fut)  # answered within the call: out now, not a loop round later
 
     def _unserved(
         self, conn: ServerConnection, frame: bytes, api: int, version: int, corr: int, fut: asyncio.Future

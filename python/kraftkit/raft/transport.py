@@ -16,7 +16,7 @@ request frame larger than ``socket.request.max.bytes`` closes its connection bef
 read; the bytes of request frames being read and handled are reserved from one node-wide
 :class:`RequestBudget` before a body is read (frames up to :data:`SMALL_FRAME_BYTES`, which is
 everything the raft peers send, are admitted without it: they cost at most the connection limit
-times that size), so N slow connections cannot hold N x 100 MiB; a frame whose size was read must
+times that size), so N slow connections cannot hold N x 100 MiB; a frame whose first byte arrived must
 be complete within ``request_read_timeout_ms`` (slowloris); connections are capped per client
 address (``max.connections.per.ip``) and in all; and a connection has at most
 ``max_inflight_requests`` requests waiting for their answers before the node stops reading it (as
@@ -27,15 +27,25 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import dataclasses
 import itertools
 import logging
 import struct
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from kraftkit.errors import KraftkitError
 from kraftkit.protocol.messages import ApiKey, decode_response, encode_request, encode_response
+from kraftkit.raft.framing import (
+    MAX_FRAME_BYTES,
+    SMALL_FRAME_BYTES,
+    FrameError,
+    ListenerLimits,
+    RequestBudget,
+    RequestLimitError,
+    read_frame,
+    request_header,
+    write_frame,
+)
 
 __all__ = [
     "MAX_FRAME_BYTES",
@@ -45,7 +55,6 @@ __all__ = [
     "ListenerLimits",
     "RequestBudget",
     "read_frame",
-    "read_request",
     "write_frame",
     "PeerConnection",
     "ServerConnection",
@@ -54,158 +63,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: The largest frame accepted (Kafka's ``socket.request.max.bytes`` default is 100 MiB)
-MAX_FRAME_BYTES = 100 * 1024 * 1024
 CONNECT_TIMEOUT_S = 2.0
 RECONNECT_BACKOFF_S = 0.05
-
-
-#: Request frames up to this size are read without reserving from the node-wide budget (every
-#: request a raft peer sends is far smaller): their memory is bounded by the connection limit
-SMALL_FRAME_BYTES = 64 * 1024
-
-
-class FrameError(KraftkitError):
-    """A frame whose size is not plausible, or a connection closed in the middle of one."""
-
-
-class RequestLimitError(FrameError):
-    """A request that breaks one of the listener's limits (its connection is closed)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class ListenerLimits:
-    """What one client can make a node's listener hold (see the module docstring).
-
-    * ``socket_request_max_bytes``: the largest request frame (Kafka's ``socket.request.max.bytes``);
-    * ``buffered_request_max_bytes``: node-wide, the bytes of request frames larger than
-      :data:`SMALL_FRAME_BYTES` being read or handled at once (default: 100 MiB, and never below
-      the request limit, so that one request of the largest size always fits);
-    * ``max_connections_per_ip`` (Kafka's ``max.connections.per.ip``) and ``max_connections``:
-      connections over them are closed at once;
-    * ``request_read_timeout_ms``: the time a connection has to complete a frame once its first
-      byte arrived (idle connections between frames are not cut);
-    * ``max_inflight_requests``: requests of one connection waiting for their answers before the
-      listener stops reading that connection (answers keep request order, so this bounds them).
-    """
-
-    socket_request_max_bytes: int = MAX_FRAME_BYTES
-    buffered_request_max_bytes: int | None = None
-    max_connections_per_ip: int = 64
-    max_connections: int = 1000
-    request_read_timeout_ms: int = 30_000
-    max_inflight_requests: int = 16
-
-    def __post_init__(self) -> None:
-        largest = self.socket_request_max_bytes
-        if not 1 <= largest <= 2**31 - 1:
-            raise ValueError(f"socket request max bytes {largest} is outside 1..{2**31 - 1}")
-        if self.buffered_request_max_bytes is None:
-            object.__setattr__(self, "buffered_request_max_bytes", max(MAX_FRAME_BYTES, largest))
-        elif self.buffered_request_max_bytes < largest:
-            raise ValueError(
-                f"buffered request max bytes {self.buffered_request_max_bytes} is below the socket "
-                f"request max bytes {largest}: a request of the largest size could never be read"
-            )
-        for name in ("max_connections_per_ip", "max_connections", "request_read_timeout_ms", "max_inflight_requests"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name.replace('_', ' ')} must be at least 1, not {getattr(self, name)}")
-
-
-class RequestBudget:
-    """The node-wide bytes of request frames being read or handled (:class:`ListenerLimits`)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.used = 0
-
-    def try_reserve(self, n: int) -> bool:
-        if self.used + n > self.limit:
-            return False
-        self.used += n
-        return True
-
-    def release(self, n: int) -> None:
-        self.used -= n
-        assert self.used >= 0
-
-
-async def read_request(
-    reader: asyncio.StreamReader, limits: ListenerLimits, budget: RequestBudget
-) -> tuple[bytes, int] | None:
-    """One request frame read within the listener's limits: ``(bytes, bytes reserved from the
-    budget)`` (the caller releases them once the request is handled), or None at a clean end of
-    stream. Raises :class:`RequestLimitError` for a frame over a limit, :class:`FrameError` for
-    a connection closed inside one."""
-    try:
-        first = await reader.readexactly(1)  # a connection may idle between frames as long as it likes
-    except asyncio.IncompleteReadError:
-        return None
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + limits.request_read_timeout_ms / 1000
-    size = -1
-    charged = 0
-    try:
-        async with asyncio.timeout_at(deadline):  # (no task per read, unlike wait_for)
-            try:
-                head = first + await reader.readexactly(3)
-            except asyncio.IncompleteReadError as e:
-                raise FrameError(f"connection closed after {1 + len(e.partial)} of 4 frame size bytes") from None
-            (size,) = struct.unpack(">i", head)
-            if not 0 <= size <= limits.socket_request_max_bytes:
-                raise RequestLimitError(
-                    f"request frame of {size} bytes: the limit (socket.request.max.bytes) is "
-                    f"{limits.socket_request_max_bytes}"
-                )
-            if size > SMALL_FRAME_BYTES:
-                if not budget.try_reserve(size):
-                    raise RequestLimitError(
-                        f"request frame of {size} bytes would take the bytes of requests being "
-                        f"read past the node-wide {budget.limit} ({budget.used} in use)"
-                    )
-                charged = size
-            try:
-                data = await reader.readexactly(size)
-            except asyncio.IncompleteReadError as e:
-                raise FrameError(f"connection closed after {len(e.partial)} of {size} frame bytes") from None
-        return data, charged
-    except TimeoutError:
-        budget.release(charged)
-        raise RequestLimitError(
-            f"a request frame{'' if size < 0 else f' of {size} bytes'} was not complete "
-            f"within {limits.request_read_timeout_ms} ms"
-        ) from None
-    except BaseException:
-        budget.release(charged)
-        raise
-
-
-async def read_frame(reader: asyncio.StreamReader) -> bytes | None:
-    """One frame's bytes, or None at a clean end of stream (the node's own connections to its peers)."""
-    try:
-        head = await reader.readexactly(4)
-    except asyncio.IncompleteReadError as e:
-        if not e.partial:
-            return None
-        raise FrameError(f"connection closed inside a frame size ({len(e.partial)} of 4 bytes)") from None
-    (size,) = struct.unpack(">i", head)
-    if not 0 <= size <= MAX_FRAME_BYTES:
-        raise FrameError(f"frame size {size} is not plausible (limit {MAX_FRAME_BYTES})")
-    try:
-        return await reader.readexactly(size)
-    except asyncio.IncompleteReadError as e:
-        raise FrameError(f"connection closed after {len(e.partial)} of {size} frame bytes") from None
-
-
-def write_frame(writer: asyncio.StreamWriter, payload: bytes) -> None:
-    writer.write(struct.pack(">i", len(payload)) + payload)
-
-
-def request_header(frame: bytes) -> tuple[int, int, int]:
-    """``(api key, api version, correlation id)`` from the fixed start of any request header."""
-    if len(frame) < 8:
-        raise FrameError(f"a request of {len(frame)} bytes has no header")
-    return struct.unpack(">hhi", frame[:8])
 
 
 ResponseCallback = Callable[[dict[str, Any] | None], None]
@@ -401,46 +260,243 @@ class PeerConnection:
             cb(body)
 
 
-Handler = Callable[[int, int, dict, "ServerConnection"], Awaitable[dict | None] | dict | None]
+#: the answers to one read's requests are gathered into one write up to this many bytes (then
+#: written at once, so a client pipelining small requests cannot make the node hold more than the
+#: transport's write buffer before it stops reading, as a drain after every answer did)
+WRITE_BATCH_BYTES = 64 * 1024
+#: the requests of one connection handled in one turn of the event loop: a client that pipelines
+#: more waits for the next turn, after the other connections ready meanwhile (as Kafka reads one
+#: request of a connection at a time), so an overloaded node still answers its raft peers in time
+FRAMES_PER_TURN = 4
 
 
-class ServerConnection:
-    """One accepted connection: answers go out in request order, whatever order they complete in."""
+class ServerConnection(asyncio.Protocol):
+    """One accepted connection, an :class:`asyncio.Protocol`: frames are cut out of the bytes as
+    they arrive and handed to ``handle(conn, frame)`` in order; answers go out in request order,
+    whatever order they complete in (those of one read's requests in one write).
+
+    The limits hold as they did with a stream reader: a frame's size is checked (and, over
+    :data:`SMALL_FRAME_BYTES`, reserved from ``budget``) once its 4 bytes are in, before its body;
+    a frame begun must be complete within ``request_read_timeout_ms``; with ``max_inflight_requests``
+    answers waiting, or the write buffer full, reading stops at the next frame boundary. It buffers
+    at most the frame being read and one read of the socket. ``admit(conn)`` is asked once connected
+    (False: closed at once); ``lost(conn, error)`` is told when an admitted connection ends (the
+    :class:`FrameError` that closed it, the socket's error, or None)."""
 
     _ids = itertools.count(1)
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
+    def __init__(
+        self,
+        limits: ListenerLimits,
+        budget: RequestBudget,
+        *,
+        admit: Callable[[ServerConnection], bool],
+        handle: Callable[[ServerConnection, bytes], None],
+        lost: Callable[[ServerConnection, BaseException | None], None],
+    ) -> None:
         self.id = next(ServerConnection._ids)
-        peer = writer.get_extra_info("peername")
-        self.ip = str(peer[0]) if peer else "?"
-        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.limits = limits
+        self.budget = budget
+        self._admit, self._handle, self._lost = admit, handle, lost
+        self.transport: asyncio.Transport | None = None
+        self.ip = self.peer = "?"
+        self._buf = bytearray()
+        self._size = -1  # the size of the frame being read, once its 4 size bytes are in
+        self._charged = 0  # the bytes of that frame reserved from the budget
+        self._timer: asyncio.TimerHandle | None = None  # the deadline of the frame being read
         self._slots: collections.deque[tuple[asyncio.Future, int, int, int]] = collections.deque()
-        self._room = asyncio.Event()
+        self._out: list[bytes] | None = None  # answers gathered while a read is handled
+        self._out_bytes = 0
+        self._write_paused = False
+        self._reading_paused = False
+        self._processing = False
+        self._next_turn = False  # a _process is scheduled for the next loop turn
+        self._eof = False  # the peer sent its last byte: closed once the frames buffered are handled
+        self._admitted = False
+        self.error: BaseException | None = None
         self.closed = False
 
+    # ------------------------------------------------------------------ asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.ip, self.peer = str(peer[0]), f"{peer[0]}:{peer[1]}"
+        if self._admit(self):
+            self._admitted = True
+        else:
+            self.close()
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self._buf += data
+        self._process()
+
+    def eof_received(self) -> bool:
+        if not self._eof:
+            self._eof = True
+            self._process()
+        return True  # (closed by _process, which may first answer the requests buffered)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.error is None:
+            if self._size >= 0:
+                self.error = FrameError(f"connection closed after {len(self._buf) - 4} of {self._size} frame bytes")
+            elif 0 < len(self._buf) < 4 and not self._reading_paused:
+                self.error = FrameError(f"connection closed after {len(self._buf)} of 4 frame size bytes")
+            else:
+                self.error = exc
+        self.close()
+        if self._admitted:
+            self._admitted = False
+            self._lost(self, self.error)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if (self._reading_paused or self._eof) and not self._processing:
+            self._process()
+
+    # ------------------------------------------------------------------ requests
+    def _process(self) -> None:
+        """Hands every complete frame buffered to ``handle`` while the connection may take more,
+        then reads on (or stops reading, or arms the deadline of the frame begun)."""
+        if self._processing or self.closed:
+            return
+        self._processing = True
+        self._out = []
+        buf, pos, completed, blocked, turn = self._buf, 0, False, False, FRAMES_PER_TURN
+        limits, slots = self.limits, self._slots
+        try:
+            while not self.closed:
+                size = self._size
+                if size < 0:
+                    if len(slots) >= limits.max_inflight_requests or self._write_paused or not turn:
+                        blocked = True  # (between frames: a frame begun is read to its end first)
+                        break
+                    if len(buf) - pos < 4:
+                        break
+                    size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+                    if not 0 <= size <= limits.socket_request_max_bytes:
+                        raise RequestLimitError(
+                            f"request frame of {size} bytes: the limit (socket.request.max.bytes) is "
+                            f"{limits.socket_request_max_bytes}"
+                        )
+                    if size > SMALL_FRAME_BYTES:
+                        if not self.budget.try_reserve(size):
+                            raise RequestLimitError(
+                                f"request frame of {size} bytes would take the bytes of requests being "
+                                f"read past the node-wide {self.budget.limit} ({self.budget.used} in use)"
+                            )
+                        self._charged = size
+                    self._size = size
+                if len(buf) - pos - 4 < size:
+                    break
+                if size <= SMALL_FRAME_BYTES:
+                    frame = bytes(buf[pos + 4 : pos + 4 + size])
+                else:  # (one copy, not a slice and its copy, of a frame of up to socket.request.max.bytes)
+                    with memoryview(buf) as view:
+                        frame = bytes(view[pos + 4 : pos + 4 + size])
+                pos += 4 + size
+                completed, turn = True, turn - 1
+                self._size = -1
+                charged, self._charged = self._charged, 0
+                try:
+                    self._handle(self, frame)
+                finally:
+                    del frame
+                    if charged:
+                        self.budget.release(charged)
+        except FrameError as e:
+            self._fail(e)
+        except Exception as e:  # a defect: it costs this connection, not the node
+            log.exception("%s: request handling failed", self.peer)
+            self._fail(e)
+        finally:
+            if pos:
+                del buf[:pos]
+            self._processing = False
+            out, self._out = self._out, None
+            if out and not self.closed:
+                self._send(out)
+        if self.closed:
+            return
+        # the frame whose first bytes are in (if the connection reads) must be complete by its deadline
+        if completed or blocked or not buf:
+            self._cancel_timer()
+        if not turn and not self._next_turn:
+            self._next_turn = True
+            asyncio.get_running_loop().call_soon(self._turn)
+        if self._eof:
+            if not blocked:
+                self.close()  # every whole frame handled: what is left is a frame cut short (or nothing)
+            return
+        if buf and not blocked and self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(limits.request_read_timeout_ms / 1000, self._timed_out)
+        if blocked != self._reading_paused:
+            self._reading_paused = blocked
+            assert self.transport is not None
+            if blocked:
+                self.transport.pause_reading()
+            else:
+                self.transport.resume_reading()
+
+    def _turn(self) -> None:
+        self._next_turn = False
+        self._process()
+
+    def _timed_out(self) -> None:
+        self._timer = None
+        size = self._size
+        self._fail(
+            RequestLimitError(
+                f"a request frame{'' if size < 0 else f' of {size} bytes'} was not complete "
+                f"within {self.limits.request_read_timeout_ms} ms"
+            )
+        )
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _fail(self, error: BaseException) -> None:
+        if self.error is None:
+            self.error = error
+        self.close()
+
+    # ------------------------------------------------------------------ answers
     @property
     def inflight(self) -> int:
         """Requests read whose answers have not gone out yet."""
         return len(self._slots)
 
-    async def wait_for_room(self, max_inflight: int) -> None:
-        """Waits until fewer than ``max_inflight`` requests wait for their answers (or the connection closed)."""
-        while len(self._slots) >= max_inflight and not self.closed:
-            self._room.clear()
-            await self._room.wait()
-
     def enqueue(self, fut: asyncio.Future, api: int, version: int, corr: int) -> None:
-        """Reserves the next answer slot; ``fut`` resolves to the body (None: send nothing)."""
+        """Reserves the next answer slot; ``fut`` resolves to the body (None: send nothing). The
+        caller then calls :meth:`settle` once it has started the answer."""
         self._slots.append((fut, api, version, corr))
-        fut.add_done_callback(lambda _f: self.flush())
+
+    def settle(self, fut: asyncio.Future) -> None:
+        """Writes ``fut``'s answer (and those ready behind it) now if it is done, else once it is."""
+        if fut.done():
+            self.flush()
+        else:
+            fut.add_done_callback(self._answered)
+
+    def _answered(self, _fut: asyncio.Future) -> None:
+        self.flush()
+        if (self._reading_paused or self._eof) and not self._processing and not self.closed:
+            self._process()  # room again: the requests buffered behind the answers
 
     def flush(self) -> None:
         """Writes the answers that are ready, in request order."""
-        while self._slots and self._slots[0][0].done():
-            fut, api, version, corr = self._slots.popleft()
-            self._room.set()
+        slots = self._slots
+        while slots and slots[0][0].done():
+            fut, api, version, corr = slots.popleft()
             if fut.cancelled() or self.closed:
                 continue
             exc = fut.exception()
@@ -452,17 +508,42 @@ class ServerConnection:
             if body is None:
                 continue
             try:
-                write_frame(self.writer, encode_response(api, version, corr, body))
+                payload = encode_response(api, version, corr, body)
             except (KraftkitError, ValueError, TypeError, OverflowError) as e:  # a body the codec refuses
                 log.error("%s: cannot encode the %s v%d answer: %s", self.peer, api, version, e)
                 self.close()
                 return
+            self.write_answer(payload)
+
+    def write_answer(self, payload: bytes) -> None:
+        """Writes one answer frame (gathered with the others of the read being handled)."""
+        head = len(payload).to_bytes(4, "big")
+        out = self._out
+        if out is None:
+            assert self.transport is not None
+            self.transport.write(head + payload)
+            return
+        out += (head, payload)
+        self._out_bytes += 4 + len(payload)
+        if self._out_bytes >= WRITE_BATCH_BYTES:
+            self._send(out)
+            out.clear()
+
+    def _send(self, out: list[bytes]) -> None:
+        self._out_bytes = 0
+        assert self.transport is not None
+        self.transport.write(out[0] + out[1] if len(out) == 2 else b"".join(out))
 
     def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            for fut, *_ in self._slots:
-                fut.cancel()
-            self._slots.clear()
-            self._room.set()
-            self.writer.close()
+        if self.closed:
+            return
+        self.closed = True
+        self._cancel_timer()
+        if self._charged:
+            self.budget.release(self._charged)
+            self._charged = 0
+        for fut, *_ in self._slots:
+            fut.cancel()
+        self._slots.clear()
+        if self.transport is not None:
+            self.transport.close()
