@@ -30,7 +30,7 @@ pub fn to_pyerr(py: Python<'_>, e: &Error, file: Option<&str>) -> PyErr {
         msg.push_str(f);
         msg.push_str(": ");
     }
-    msg.push_str(&e.to_string());
+    msg.push_str(&without_os_error(&e.to_string()));
     let err = match e.kind {
         ErrorKind::Corrupt => CorruptRecordError::new_err(msg),
         ErrorKind::Truncated => TruncatedError::new_err(msg),
@@ -48,8 +48,32 @@ pub fn to_pyerr(py: Python<'_>, e: &Error, file: Option<&str>) -> PyErr {
     err
 }
 
+/// An I/O error on `path` as Python's own OSError for it (errno, reason, file name: the subclass
+/// follows the errno, e.g. FileNotFoundError), without Rust's " (os error N)" suffix.
 pub fn io_err(path: &str, e: std::io::Error) -> PyErr {
-    pyo3::exceptions::PyOSError::new_err(format!("{path}: {e}"))
+    match e.raw_os_error() {
+        Some(errno) => pyo3::exceptions::PyOSError::new_err((errno, without_os_error(&e.to_string()), path.to_owned())),
+        None => pyo3::exceptions::PyOSError::new_err(format!("{path}: {}", without_os_error(&e.to_string()))),
+    }
+}
+
+/// `text` without the " (os error N)" Rust's io::Error display appends (anywhere in it).
+pub fn without_os_error(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(" (os error ") {
+        let tail = &rest[i + " (os error ".len()..];
+        let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 0 && tail[digits..].starts_with(')') {
+            out.push_str(&rest[..i]);
+            rest = &tail[digits + 1..];
+        } else {
+            out.push_str(&rest[..i + 1]);
+            rest = &rest[i + 1..];
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// An output that could not be written, as Python's own OSError for it: the errno (so the

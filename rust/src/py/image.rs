@@ -53,7 +53,9 @@ fn load_err(py: Python<'_>, e: &ImageLoadError) -> PyErr {
             err
         }
         ImageLoadError::Replay(r) => replay_err(py, r),
-        ImageLoadError::Io { file, error } => pyo3::exceptions::PyOSError::new_err(format!("{file}: {error}")),
+        ImageLoadError::Io { file, error } => {
+            pyo3::exceptions::PyOSError::new_err(format!("{file}: {}", crate::py::errors::without_os_error(error)))
+        }
     }
 }
 
@@ -62,7 +64,7 @@ fn write_err(py: Python<'_>, e: &WriteError) -> PyErr {
         WriteError::Unwritable(u) => unwritable_err(py, u),
         WriteError::Encode(c) => codec_err(py, c, None),
         WriteError::Refused(m) => image_error(py, "snapshot", m, |v| v.setattr("reason", m.as_str())),
-        WriteError::Io(m) => pyo3::exceptions::PyOSError::new_err(m.clone()),
+        WriteError::Io(m) => pyo3::exceptions::PyOSError::new_err(crate::py::errors::without_os_error(m)),
     }
 }
 
