@@ -52,6 +52,7 @@ from kraftkit.controller.configs import ConfigurationControlManager, alter_respo
 from kraftkit.controller.faults import crash_point
 from kraftkit.controller.features import FeatureControlManager
 from kraftkit.controller.registration import ControllerRegistrationManager
+from kraftkit.controller.replication import ReplicationControlManager, create_topics_response
 from kraftkit.features.registry import MV_FEATURE
 from kraftkit.features.rewrite import RewriteReport, loss_line
 from kraftkit.metadata.image import MetadataImage
@@ -98,6 +99,7 @@ class QuorumController:
         self.features = FeatureControlManager(node.node_id, node.config.voters)
         self.cluster = ClusterControlManager(node.config.cluster_id, session_timeout_ms)
         self.configs = ConfigurationControlManager(node.node_id, node.config.voters, static_config)
+        self.replication = ReplicationControlManager(self.cluster, static_config)
         self._fence_timer: asyncio.TimerHandle | None = None
         self.registration = ControllerRegistrationManager(self, CONTROLLER_LISTENER)
         #: the leader epoch in which this node is the active controller (-1: it is not)
@@ -496,6 +498,13 @@ class QuorumController:
         """Answers the legacy AlterConfigs (the resource's configs replaced by those given)."""
         build = functools.partial(self.configs.legacy_alter, self.image, body)
         return self._answer("AlterConfigs", build, functools.partial(alter_response, body))
+
+    # ------------------------------------------------------------------ topics
+    def create_topics(self, body: Mapping, version: int) -> asyncio.Future:
+        """Answers CreateTopics (:mod:`kraftkit.controller.replication`) once its records are committed
+        as one batch (none: validateOnly, or every topic refused)."""
+        build = functools.partial(self.replication.create_topics, self.image, body)
+        return self._answer("CreateTopics", build, functools.partial(create_topics_response, body))
 
     # ------------------------------------------------------------------ auto-finalize
     def _maybe_auto_finalize(self) -> None:
