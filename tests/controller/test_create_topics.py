@@ -236,14 +236,24 @@ def test_validate_only_answers_the_same_and_writes_nothing():
     assert (results[0]["NumPartitions"], results[0]["ReplicationFactor"]) == (3, 2)
 
 
-def test_a_request_over_ten_thousand_records_is_refused_whole_without_placing():
-    c = Cluster(THREE)
+def test_a_request_over_ten_thousand_partitions_or_records_is_refused_whole_without_placing():
+    c = Cluster(THREE, config={"num.partitions": "3"})
+    for topics in ([topic("small", 5), topic("huge", 2**31 - 1)],
+                   [topic("a", 9999), topic("b", -1)],  # 9999 + the default 3
+                   [topic("a", 9998), topic("m", -1, -1, assignments=[(0, [1]), (1, [2]), (2, [3])])]):
+        with pytest.raises(ControllerError) as e:
+            c.create(*topics)
+        assert (e.value.code, e.value.message) == (Errors.POLICY_VIOLATION,
+                                                   "Excessively large number of partitions per request."), topics
+    # 10000 partitions pass that check, not the bound on one write's records (each topic adds its TopicRecord)
     with pytest.raises(ControllerError) as e:
-        c.create(topic("small", 5), topic("huge", 2**31 - 1))
+        c.create(topic("a", 5000), topic("b", 5000))
     assert (e.value.code, e.value.message) == (Errors.POLICY_VIOLATION,
                                                "Unable to perform excessively large batch operation.")
-    _records, (ok,) = c.create(topic("fits", 9999))  # one TopicRecord and 9999 PartitionRecords
-    assert ok["ErrorCode"] == Errors.NONE
+    # refused, invalid or duplicated topics count as Kafka counts them: a non-positive count adds nothing
+    _records, results = c.create(topic("fits", 9999), topic("bad", 0), topic("neg", -7))
+    assert [r["ErrorCode"] for r in results] == [Errors.NONE, Errors.INVALID_PARTITIONS, Errors.INVALID_PARTITIONS]
+    assert len(c.image.topic("fits").partitions) == 9999  # one TopicRecord and 9999 PartitionRecords
 
 
 def test_not_the_active_controller():

@@ -17,8 +17,10 @@ Kafka 4.4's ``ControllerApis.createTopics`` and ``ReplicationControlManager.crea
   (INVALID_PARTITIONS), the replicas placed by :mod:`kraftkit.controller.placement`
   (INVALID_REPLICATION_FACTOR when they cannot be, or when a partition would have no active
   replica);
-* a request whose records would pass 10000: POLICY_VIOLATION for every topic (Kafka's bounded
-  record list), checked before any placement, so a request for two billion partitions costs nothing.
+* a request for more than 10000 partitions in all (Kafka 4.4's ``validateTotalNumberOfPartitions``,
+  before any other check) or whose records would pass 10000 (Kafka's bounded record list, checked
+  before each topic's placement): POLICY_VIOLATION for every topic, so a request for two billion
+  partitions costs nothing.
 
 A created topic is a TopicRecord (a random id), then its ConfigRecords (resource type TOPIC, in
 the order Kafka's HashMap of them iterates), then a PartitionRecord per partition at the version
@@ -194,6 +196,7 @@ class ReplicationControlManager:
         counts = Counter(t.get("Name") or "" for t in topics)
         # ControllerApis.createTopics: the duplicates and __cluster_metadata never reach the manager
         wanted = [t for t in topics if counts[t.get("Name") or ""] == 1 and t.get("Name") != CLUSTER_METADATA_TOPIC]
+        self._check_total_partitions(wanted)
         records, results = self._create(image, mv, wanted)
         for name in dict.fromkeys(t.get("Name") or "" for t in topics):
             if counts[name] > 1:
@@ -265,6 +268,22 @@ class ReplicationControlManager:
             for name in (t.get("Name") or "" for t in topics)
         ]
         return records, results
+
+    def _check_total_partitions(self, topics: list[Mapping]) -> None:
+        """Kafka 4.4's ``validateTotalNumberOfPartitions``: the partitions the request asks for (the
+        default for -1, a manual assignment's count; a non-positive count adds none) are at most 10000."""
+        total = 0
+        for t in topics:
+            assignments = t.get("Assignments") or []
+            parts = t.get("NumPartitions", -1)
+            if assignments:
+                total += len(assignments)
+            elif parts == -1:
+                total += self.default_partitions
+            elif parts > 0:
+                total += parts
+            if total > MAX_RECORDS:
+                raise ControllerError(Errors.POLICY_VIOLATION, "Excessively large number of partitions per request.")
 
     def _check_room(self, records: list[bytes], more: int) -> None:
         if len(records) + more > MAX_RECORDS:
