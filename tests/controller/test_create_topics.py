@@ -114,7 +114,8 @@ def test_replication_factor_and_partition_rules():
     _r, results = c.create(topic("rf0", rf=0), topic("rfneg", rf=-2), topic("p0", partitions=0),
                            topic("pneg", partitions=-5), topic("rf5", rf=5), topic("nulls", configs={"a": None,
                                                                                                     "b": "1", "c": None}),
-                           topic("big", configs={"x": "v" * 32768}))
+                           topic("big", configs={"x": "v" * 32768}), topic("wide", configs={"x": "é" * 20000}),
+                           topic("long", configs={"n" * 32768: "1"}))
     assert errors(results) == [
         ("rf0", Errors.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0, or -1 to use the default "
                                                    "value."),
@@ -128,6 +129,11 @@ def test_replication_factor_and_partition_rules():
         ("nulls", Errors.INVALID_CONFIG, "Null value not supported for topic configs: a,c"),
         ("big", Errors.INVALID_CONFIG, "The configuration value cannot be added because it exceeds the maximum value "
                                        "size of 32767 bytes."),
+        # 20000 characters, 40000 bytes: no ConfigRecord can hold it (Kafka's serializer would throw)
+        ("wide", Errors.INVALID_CONFIG, "The configuration value is 40000 bytes in UTF-8; a ConfigRecord holds at "
+                                        "most 32767."),
+        ("long", Errors.INVALID_CONFIG, "The configuration name is 32768 bytes in UTF-8; a ConfigRecord holds at "
+                                        "most 32767."),
     ]
 
 
@@ -262,3 +268,23 @@ def test_not_the_active_controller():
     with pytest.raises(ControllerError) as e:
         c.create(topic("t"))
     assert e.value.code == Errors.NOT_CONTROLLER
+
+
+def test_a_record_the_codec_refuses_fails_its_topic_only_and_leaves_no_partial_records(monkeypatch):
+    import kraftkit.controller.replication as replication
+
+    real = replication.encode_metadata_record
+
+    def refusing(key, version, data):
+        if key == CONFIG and data["Name"] == "refused":
+            raise ValueError("ConfigRecord.Name: refused by the codec")
+        return real(key, version, data)
+
+    monkeypatch.setattr(replication, "encode_metadata_record", refusing)
+    c = Cluster(THREE)
+    records, results = c.create(topic("a"), topic("b", configs={"refused": "1"}), topic("c"))
+    assert errors(results) == [("a", Errors.NONE, None), ("b", Errors.INVALID_REQUEST,
+                                "Topic 'b' cannot be written: ConfigRecord.Name: refused by the codec"),
+                               ("c", Errors.NONE, None)]
+    assert [d["Name"] for k, _v, d in records if k == TOPIC] == ["a", "c"]
+    assert [k for k, _v, _d in records] == [TOPIC, PARTITION, TOPIC, PARTITION]

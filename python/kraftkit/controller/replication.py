@@ -120,6 +120,19 @@ def _random_topic_id(taken: Mapping[uuid.UUID, Any]) -> uuid.UUID:
             return u
 
 
+def _unencodable(configs: list[Mapping]) -> str | None:
+    """Why a config of a topic cannot be a ConfigRecord: a name or value over 32767 bytes in UTF-8
+    (a record's string; Kafka's serializer fails on it), None if every one can."""
+    for c in configs:
+        for field in ("Name", "Value"):
+            size = len((c.get(field) or "").encode("utf-8", "surrogatepass"))
+            if size > MAX_VALUE_CHARS:
+                return (
+                    f"The configuration {field.lower()} is {size} bytes in UTF-8; a ConfigRecord holds at most 32767."
+                )
+    return None
+
+
 def _int_config(config: Mapping[str, str], name: str, default: int, bound: int) -> int:
     raw = config.get(name)
     if raw is None:
@@ -248,6 +261,8 @@ class ReplicationControlManager:
                     Errors.INVALID_CONFIG,
                     "The configuration value cannot be added because it exceeds the maximum value size of 32767 bytes.",
                 )
+            elif (why := _unencodable(given)) is not None:
+                errors[name] = (Errors.INVALID_CONFIG, why)
             else:
                 configs[name] = {c.get("Name") or "": c["Value"] for c in given}
         records: list[bytes] = []
@@ -257,12 +272,16 @@ class ReplicationControlManager:
             name = t.get("Name") or ""
             if name in errors:
                 continue
+            before = len(records)
             try:
                 successes[name] = self._create_topic(image, mv, t, configs.get(name, {}), records, taken)
             except ControllerError as e:
                 if e.code == Errors.POLICY_VIOLATION:
                     raise  # the whole request (Kafka's BoundedListTooLongException)
                 errors[name] = (e.code, e.message)
+            except ValueError as e:  # a record the codec cannot write (the checks above should prevent it)
+                del records[before:]
+                errors[name] = (Errors.INVALID_REQUEST, f"Topic '{name}' cannot be written: {e}")
         results = [
             _error(name, *errors[name]) if name in errors else successes[name]
             for name in (t.get("Name") or "" for t in topics)
