@@ -111,6 +111,12 @@ def test_a_real_broker_creates_a_topic_on_kraftkit_and_clients_produce_and_consu
         broker.stop()
         codes = [p.stop() for p in procs]
     assert codes == [0, 0, 0], tails()
+    # the broker serves the partitions without asking the controller to assign their directories
+    # (AssignReplicasToDirs): the PartitionRecords name the one it registered
+    controller_logs = "".join((tmp_path / f"c{i}.log").read_text(errors="replace") for i in ports)
+    assert "CreateTopics result(s): t: SUCCESS" in controller_logs
+    assert "ASSIGN_REPLICAS_TO_DIRS" not in controller_logs
+    assert " ERROR " not in broker.server_log.read_text(errors="replace"), tails()
 
     # every controller committed the same TopicRecord and three PartitionRecords: the broker the
     # only replica, leader and ISR, in the directory kafka-storage wrote into its meta.properties
