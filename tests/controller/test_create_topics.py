@@ -157,7 +157,8 @@ def test_records_their_order_and_the_answer():
     assert (res["ErrorCode"], res["NumPartitions"], res["ReplicationFactor"], res["TopicConfigErrorCode"]) == \
         (Errors.NONE, 4, 3, Errors.NONE)
     # ConfigRecords of the TOPIC resource, in the order Java's HashMap iterates them (by bucket of the
-    # String hash: "cleanup.policy" and "retention.ms" in a 16-bucket table)
+    # String hash: "cleanup.policy" and "retention.ms" in a 16-bucket table; what java.util.HashMap
+    # iterates for these two keys, checked with a JDK)
     assert [(d["ResourceType"], d["ResourceName"], d["Name"], d["Value"]) for _k, _v, d in records[1:3]] == \
         [(2, "t", "cleanup.policy", "compact"), (2, "t", "retention.ms", "1000")]
     assert c.image.configs[(2, "t")] == {"retention.ms": "1000", "cleanup.policy": "compact"}
