@@ -139,6 +139,9 @@ def test_create_topics_direct_and_forwarded_then_replayed_after_a_restart(tmp_pa
         restarted = [controller(n.config.voters, n.config.log_dir, n.node_id) for n in nodes]
         async with running(restarted):
             await wait_for(lambda: active_of(restarted), what="an active controller after the restart")
+            # (a follower replays what it fetched once it learns the high watermark from the leader)
+            await wait_for(lambda: all(n.controller.image.topic(name) is not None for n in restarted for name in want),
+                           what="the topics replayed on every node")
             for n in restarted:
                 for name, t in want.items():
                     again = n.controller.image.topic(name)
