@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from kraftkit.controller.cluster import ControllerError
 from kraftkit.controller.configs import alter_response
+from kraftkit.controller.replication import create_topics_response
 from kraftkit.features.registry import MV_FEATURE
 from kraftkit.features.rewrite import RewriteReport, loss_line
 from kraftkit.protocol import types as t
@@ -176,6 +177,14 @@ class ControllerApis:
         c = self.controller
         build = functools.partial(c.configs.legacy_alter, c.image, body)
         return self._answer("AlterConfigs", build, functools.partial(alter_response, body))
+
+    # ------------------------------------------------------------------ topics
+    def create_topics(self, body: t.CreateTopicsRequest, version: int) -> asyncio.Future:
+        """Answers CreateTopics (:mod:`kraftkit.controller.replication`) once its records are committed
+        as one batch (none: validateOnly, or every topic refused)."""
+        c = self.controller
+        build = functools.partial(c.replication.create_topics, c.image, body)
+        return self._answer("CreateTopics", build, functools.partial(create_topics_response, body))
 
     # ------------------------------------------------------------------ UpdateFeatures
     async def update_features(self, body: t.UpdateFeaturesRequest, version: int) -> t.UpdateFeaturesResponse:

@@ -51,6 +51,7 @@ from kraftkit.controller.configs import ConfigurationControlManager
 from kraftkit.controller.faults import crash_point
 from kraftkit.controller.features import FeatureControlManager
 from kraftkit.controller.registration import ControllerRegistrationManager
+from kraftkit.controller.replication import ReplicationControlManager
 from kraftkit.features.registry import MV_FEATURE
 from kraftkit.features.rewrite import RewriteReport
 from kraftkit.metadata.image import MetadataImage
@@ -92,6 +93,7 @@ class QuorumController:
         self.features = FeatureControlManager(node.node_id, node.config.voters)
         self.cluster = ClusterControlManager(node.config.cluster_id, session_timeout_ms)
         self.configs = ConfigurationControlManager(node.node_id, node.config.voters, static_config)
+        self.replication = ReplicationControlManager(self.cluster, static_config)
         self._fence_timer: asyncio.TimerHandle | None = None
         self.registration = ControllerRegistrationManager(self, CONTROLLER_LISTENER)
         #: the leader epoch in which this node is the active controller (-1: it is not)

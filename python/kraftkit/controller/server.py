@@ -2,28 +2,34 @@
 
 Besides the quorum RPCs, DescribeQuorum and DescribeCluster it answers UpdateFeatures and the
 registration RPCs (ControllerRegistration, BrokerRegistration, BrokerHeartbeat, UnregisterBroker)
-and the BROKER config RPCs (DescribeConfigs, IncrementalAlterConfigs, AlterConfigs: KIP-919)
-through its :class:`~kraftkit.controller.quorum_controller.QuorumController`, and its ApiVersions
+the BROKER config RPCs (DescribeConfigs, IncrementalAlterConfigs, AlterConfigs: KIP-919) and
+CreateTopics through its :class:`~kraftkit.controller.quorum_controller.QuorumController`, and its ApiVersions
 carries the feature fields of KIP-584: SupportedFeatures (this node's ranges), FinalizedFeatures (from the
 committed log, eventually consistent on a follower) and FinalizedFeaturesEpoch (the offset of the
-last committed feature change, -1 if none). It does not take Produce: the metadata log changes only
+last committed feature change, -1 if none). Brokers forward their clients' admin requests inside
+Envelope (KIP-590): see :meth:`ControllerNode.envelope`. It does not take Produce: the metadata log changes only
 through the controller's records, as on Kafka's controllers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from kraftkit._core import encode_response
 from kraftkit.controller.bootstrap import BootstrapMetadata
 from kraftkit.controller.quorum_controller import DEFAULT_SESSION_TIMEOUT_MS, QuorumController
-from kraftkit.protocol.messages import ApiKey, Errors
+from kraftkit.errors import KraftkitError
+from kraftkit.protocol.messages import ApiKey, Errors, decode_request, error_response, supported_versions
 from kraftkit.raft.driver import NodeConfig
 from kraftkit.raft.server import SERVED, RaftNode
-from kraftkit.raft.transport import ServerConnection
+from kraftkit.raft.transport import FrameError, ServerConnection, request_header
 
 __all__ = ["ControllerNode"]
+
+log = logging.getLogger(__name__)
 
 CONTROLLER_APIS = (
     *(a for a in SERVED if a != ApiKey.PRODUCE),
@@ -35,7 +41,20 @@ CONTROLLER_APIS = (
     ApiKey.DESCRIBE_CONFIGS,
     ApiKey.INCREMENTAL_ALTER_CONFIGS,
     ApiKey.ALTER_CONFIGS,
+    ApiKey.CREATE_TOPICS,
+    ApiKey.ENVELOPE,
 )
+
+#: the APIs a broker may forward inside an Envelope (Kafka's ``ApiKeys.forwardable``), by api key
+FORWARDABLE = {
+    19: "CreateTopics", 20: "DeleteTopics", 30: "CreateAcls", 31: "DeleteAcls", 33: "AlterConfigs",
+    37: "CreatePartitions", 38: "CreateDelegationToken", 39: "RenewDelegationToken", 40: "ExpireDelegationToken",
+    43: "ElectLeaders", 44: "IncrementalAlterConfigs", 45: "AlterPartitionReassignments",
+    46: "ListPartitionReassignments", 49: "AlterClientQuotas", 51: "AlterUserScramCredentials", 55: "DescribeQuorum",
+    57: "UpdateFeatures", 64: "UnregisterBroker", 67: "AllocateProducerIds", 80: "AddRaftVoter", 81: "RemoveRaftVoter",
+}  # fmt: skip
+#: how deep an answer's error codes are looked for (the responses of the forwardable APIs nest two or three levels)
+_MAX_ERROR_DEPTH = 8
 
 
 class ControllerNode(RaftNode):
@@ -70,6 +89,8 @@ class ControllerNode(RaftNode):
             ApiKey.DESCRIBE_CONFIGS: c.describe_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: c.incremental_alter_configs,
             ApiKey.ALTER_CONFIGS: c.alter_configs,
+            ApiKey.CREATE_TOPICS: c.create_topics,
+            ApiKey.ENVELOPE: self.envelope,
         }
 
     async def stop(self, *, resign: bool = True, timeout: float = 1.0) -> None:
@@ -95,6 +116,69 @@ class ControllerNode(RaftNode):
             }
         return super()._describe_cluster(body)
 
+    async def envelope(self, body: Mapping, version: int) -> dict:
+        """Answers an EnvelopeRequest (KIP-590: a broker forwarding its client's request): the request
+        in RequestData (a request header and body, no size prefix; already inside this frame's size
+        bound) is answered by this node's handler for its API, and ResponseData is that answer with
+        its response header (the inner version and correlation id), ErrorCode NONE. As Kafka's
+        ``RequestChannel.buildResponseSend`` does, an inner answer carrying NOT_CONTROLLER becomes an
+        Envelope-level NOT_CONTROLLER without ResponseData (the broker then finds the active
+        controller). As Kafka's ``EnvelopeUtils``: an inner request whose header or body cannot be
+        decoded at a version this node speaks is UNSUPPORTED_VERSION; an API that is not forwardable
+        (an Envelope inside an Envelope among them) or a client address that is not 4 or 16 bytes is
+        INVALID_REQUEST, each logged with the reason (EnvelopeResponse has no message field). A
+        forwardable API this node does not serve is answered inside ResponseData with its own
+        UNSUPPORTED_VERSION response naming it. RequestPrincipal is not interpreted: kraftkit's
+        controller has no ACLs yet, so the forwarded principal is neither checked nor used."""
+        data = body.get("RequestData") or b""
+        peer = f"the envelope of {len(data)} bytes"
+
+        def refuse(code: int, why: str) -> dict:
+            log.warning("node %d: %s refused (%s): %s", self.node_id, peer, Errors(code).name, why)
+            return {"ResponseData": None, "ErrorCode": code}
+
+        address = body.get("ClientHostAddress") or b""
+        if len(address) not in (4, 16):
+            return refuse(
+                Errors.INVALID_REQUEST, f"Failed to parse client address from envelope ({len(address)} bytes)"
+            )
+        try:
+            api, inner_version, corr = request_header(data)
+        except FrameError as e:
+            return refuse(Errors.UNSUPPORTED_VERSION, f"Failed to parse request header from envelope: {e}")
+        if api not in FORWARDABLE:
+            return refuse(Errors.INVALID_REQUEST, f"API key {api} is not enabled or is not eligible for forwarding")
+        name = FORWARDABLE[api]
+        ours = supported_versions().get(api)
+        if ours is None or not ours[0] <= inner_version <= ours[1]:
+            speaks = "no version" if ours is None else f"v{ours[0]}..{ours[1]}"
+            return refuse(Errors.UNSUPPORTED_VERSION, f"forwarded {name} v{inner_version}: this node speaks {speaks}")
+        try:
+            inner = decode_request(data)[4]
+        except KraftkitError as e:
+            return refuse(Errors.UNSUPPORTED_VERSION, f"Failed to parse forwarded {name} v{inner_version}: {e}")
+        handler = self._handlers.get(api)
+        if api == ApiKey.DESCRIBE_QUORUM:
+            answer = self._describe_quorum(inner, inner_version)
+            not_controller = Errors.NOT_LEADER_OR_FOLLOWER in _error_codes(answer)
+        elif handler is None or api not in self.served:
+            log.info("node %d: forwarded %s v%d, which this node does not serve: UNSUPPORTED_VERSION", self.node_id,
+                     name, inner_version)  # fmt: skip
+            msg = f"node {self.node_id} does not serve {name} (not in its ApiVersions)"
+            answer = error_response(api, inner_version, Errors.UNSUPPORTED_VERSION, msg)
+            not_controller = False
+        else:
+            answer = await handler(inner, inner_version)
+            not_controller = Errors.NOT_CONTROLLER in _error_codes(answer)
+        if not_controller:
+            return {"ResponseData": None, "ErrorCode": Errors.NOT_CONTROLLER}
+        try:
+            out = encode_response(api, inner_version, corr, answer)
+        except Exception as e:  # a bug of this node, not of the request: said, not raised into the loop
+            log.error("node %d: cannot encode the forwarded %s v%d answer: %s", self.node_id, name, inner_version, e)
+            return {"ResponseData": None, "ErrorCode": Errors.UNKNOWN_SERVER_ERROR}
+        return {"ResponseData": out, "ErrorCode": Errors.NONE}
+
     def _feature_fields(self, version: int) -> dict:
         return self.controller.features.api_versions_fields(self.controller.image, version)
 
@@ -119,3 +203,20 @@ class ControllerNode(RaftNode):
             answered(task)  # answered within the call (a heartbeat that writes nothing)
         else:
             task.add_done_callback(answered)
+
+
+def _error_codes(answer: Any, depth: int = 0) -> set[int]:
+    """Every ``...ErrorCode`` value of a response body (Kafka's ``errorCounts``), to a bounded depth."""
+    out: set[int] = set()
+    if depth > _MAX_ERROR_DEPTH:
+        return out
+    if isinstance(answer, Mapping):
+        for k, v in answer.items():
+            if isinstance(v, int) and isinstance(k, str) and k.endswith("ErrorCode"):
+                out.add(v)
+            elif isinstance(v, (list, Mapping)):
+                out |= _error_codes(v, depth + 1)
+    elif isinstance(answer, list):
+        for v in answer:
+            out |= _error_codes(v, depth + 1)
+    return out
