@@ -146,6 +146,10 @@ def test_alter_validate_describe_and_restart(tmp_path):
                 # (only an APPEND can make a value longer than a request's string may be)
                 (alter(lid, ("sasl.enabled.mechanisms", APPEND, "v" * 32767)), Errors.INVALID_CONFIG,
                  "The configuration value cannot be added because it exceeds the maximum value size of 32767 bytes."),
+                # the bound is on UTF-8 bytes (a ConfigRecord string's): an APPEND of 16383 two-byte characters
+                # (32766 bytes, as much as a request string holds) to a non-empty value is over it
+                (alter(lid, ("sasl.enabled.mechanisms", APPEND, "é" * 16383)), Errors.INVALID_CONFIG,
+                 "The configuration value cannot be added because it exceeds the maximum value size of 32767 bytes."),
                 (alter("abc", ("k", SET, "v")), Errors.INVALID_REQUEST, "Unable to parse broker name as a base 10 number."),
                 (alter("-1", ("k", SET, "v")), Errors.INVALID_REQUEST, "Invalid negative broker ID."),
                 (alter("7", ("k", SET, "v")), Errors.BROKER_ID_NOT_REGISTERED, "No node with id 7 found."),

@@ -19,7 +19,7 @@ The rules are Kafka 4.4's:
   records are written at; the same incarnation keeps its epoch, fencing and shutdown state.
 * **BrokerHeartbeat**: a broker fenced unfences once its metadata offset reached its registration
   and it does not ask to stay fenced; an unfenced broker that wants to shut down is fenced at once
-  (it leads no partition: kraftkit's controller places none yet); a fenced broker that wants to
+  (its partition leaderships do not move yet: see :mod:`kraftkit.controller.replication`); a fenced broker that wants to
   shut down is told to, and its fencing is written again (as Kafka's is). A broker whose last
   heartbeat at its epoch is older than ``broker.session.timeout.ms`` is fenced, one at a time, as
   Kafka's ``maybeFenceOneStaleBroker`` does, even if it is fenced already: Kafka's
@@ -254,7 +254,8 @@ class ClusterControlManager:
         return registry().metadata_version(level)
 
     def fence_records(self, image: MetadataImage, bid: int) -> list[bytes]:
-        """The records fencing broker ``bid`` (Kafka's ``handleBrokerFenced``; it leads no partition)."""
+        """The records fencing broker ``bid`` (Kafka's ``handleBrokerFenced``, without moving the
+        leadership of its partitions: a later step of the controller)."""
         mv = self._mv(image)
         epoch = self.brokers[bid]["BrokerEpoch"]
         if mv.supported("broker_registration_change_record"):

@@ -6,7 +6,7 @@ controller keeps them.
 value. Kafka 4.4's controller checks little of a BROKER change (``ConfigurationControlManager``,
 ``ControllerConfigurationValidator``, ``QuorumController.ConfigResourceExistenceChecker``), and so does
 this module: the name must be ``""`` or a non-negative base-10 id of a registered broker or a
-controller; APPEND and SUBTRACT only apply to LIST keys; a value is at most 32767 characters; while
+controller; APPEND and SUBTRACT only apply to LIST keys; a name or value is at most 32767 bytes; while
 eligible leader replicas are enabled a broker-level ``min.insync.replicas`` cannot change and the
 cluster-level one cannot be removed; ``cordoned.log.dirs`` needs metadata.version 4.3-IV0 and may only
 shrink. Anything else is accepted as it is, even a name Kafka does not know, a value of the wrong type
@@ -437,10 +437,15 @@ class ConfigurationControlManager:
                             "When updating cordoned.log.dirs via controllers,  the new value must be a subset of "
                             "the current configuration value.",
                         )
-            if value is not None and len(value) > MAX_VALUE_CHARS:
+            if value is not None and len(value.encode("utf-8", "surrogatepass")) > MAX_VALUE_CHARS:
                 raise ControllerError(
                     Errors.INVALID_CONFIG,
                     "The configuration value cannot be added because it exceeds the maximum value size of 32767 bytes.",
+                )
+            if len(name.encode("utf-8", "surrogatepass")) > MAX_VALUE_CHARS:
+                # (a ConfigRecord's Name is a string of at most 32767 bytes too: refused, not a failed encoding)
+                raise ControllerError(
+                    Errors.INVALID_CONFIG, f"The configuration name {name[:80]!r}... is over 32767 bytes in UTF-8."
                 )
         if rname:  # ControllerConfigurationValidator, then the existence check
             if not re.fullmatch(r"[+-]?[0-9]+", rname) or not -(2**31) <= int(rname) < 2**31:
