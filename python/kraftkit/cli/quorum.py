@@ -91,16 +91,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "default), or one row per replica (--replication). Follows the leader. Exit 2 "
         "if the quorum cannot be reached.",
     )
-    d.add_argument(
-        "--bootstrap",
-        "--bootstrap-server",
-        "--bootstrap-controller",
-        dest="bootstrap",
-        required=True,
-        type=_bootstrap,
-        metavar="HOST:PORT",
-        help="any node of the quorum (Kafka's tools' flag names work too)",
-    )
+    _add_bootstrap(d)
     g = d.add_mutually_exclusive_group()
     g.add_argument("--status", action="store_true", help="the quorum summary (default)")
     g.add_argument("--replication", action="store_true", help="one row per voter and observer")
@@ -116,16 +107,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "else --count NoOpRecords, --batch records per request. Exit 0 done, 1 the quorum refused an "
         "append, 2 bad arguments or no node of the quorum answered.",
     )
-    a.add_argument(
-        "--bootstrap",
-        "--bootstrap-server",
-        "--bootstrap-controller",
-        dest="bootstrap",
-        required=True,
-        type=_bootstrap,
-        metavar="HOST:PORT",
-        help="any node of the quorum (Kafka's tools' flag names work too)",
-    )
+    _add_bootstrap(a)
     a.add_argument("--topic", action="append", default=[], metavar="NAME", help="append a TopicRecord (repeatable)")
     a.add_argument("--count", type=_int_in(1, 1_000_000), default=1, metavar="N", help="append N NoOpRecords (1)")
     a.add_argument(
@@ -423,6 +405,19 @@ def run_describe(args: argparse.Namespace) -> int:
     print(f"CurrentVoters:          {[v['id'] for v in info['voters']]}")
     print(f"CurrentObservers:       {[o['id'] for o in info['observers']]}")
     return EXIT_OK
+
+
+def _add_bootstrap(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--bootstrap",
+        "--bootstrap-server",
+        "--bootstrap-controller",
+        dest="bootstrap",
+        required=True,
+        type=_bootstrap,
+        metavar="HOST:PORT",
+        help="any node of the quorum (Kafka's tools' flag names work too)",
+    )
 
 
 def run_append(args: argparse.Namespace) -> int:
