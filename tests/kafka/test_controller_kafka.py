@@ -162,7 +162,9 @@ def test_kafka_features_tool_describes_and_upgrades_a_kraftkit_controller_quorum
     activation = (["BEGIN_TRANSACTION_RECORD"] + ["FEATURE_LEVEL_RECORD"] * n_boot
                   + ["CONFIG_RECORD"] * elr + ["END_TRANSACTION_RECORD"])
     for d in dirs.values():
-        everything = kafka_dump_records(jars.KAFKA_NEWEST, d / METADATA / "00000000000000000000.log")
+        # (every segment: the log rolls a segment after each batch that sets metadata.version)
+        everything = [rec for seg in sorted((d / METADATA).glob("*.log"))
+                      for rec in kafka_dump_records(jars.KAFKA_NEWEST, seg)]
         # (each controller also registered itself once: RegisterControllerRecord, KIP-919)
         assert [r["type"] for _o, r in everything if r["type"] != "REGISTER_CONTROLLER_RECORD"] == \
             activation + ["FEATURE_LEVEL_RECORD"] * 2
