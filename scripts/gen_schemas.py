@@ -87,6 +87,8 @@ RPC_MESSAGES = [
     # served by the controller: topics (brokers forward admin requests inside Envelope)
     "EnvelopeRequest", "EnvelopeResponse",
     "CreateTopicsRequest", "CreateTopicsResponse",
+    # served by the controller: producer id blocks for brokers (idempotent and transactional producers)
+    "AllocateProducerIdsRequest", "AllocateProducerIdsResponse",
     # not served: known so that a request for one is answered with UNSUPPORTED_VERSION at its own
     # version rather than by closing the connection (the admin tools' common requests to a controller)
     "MetadataRequest", "MetadataResponse",

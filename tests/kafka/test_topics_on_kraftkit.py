@@ -5,8 +5,8 @@ PartitionRecords led by the broker (its only log directory named in them), the b
 partitions (``--describe`` shows them, led by it), and records a producer writes come back to a
 consumer.
 
-The producer is not idempotent: an idempotent one asks the broker for a producer id, which the
-broker gets from the controller (AllocateProducerIds), which kraftkit's controller does not serve yet."""
+The producer is idempotent (Kafka's default): the broker gets a block of producer ids from the
+controller (AllocateProducerIds), which commits a ProducerIdsRecord for it: the first block, 0..999."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import uuid
 import pytest
 
 from kraftkit._core import decode_metadata_record
-from kraftkit._kafka import PARTITION, TOPIC
+from kraftkit._kafka import PARTITION, PRODUCER_IDS, TOPIC
 from kraftkit.errors import KraftkitError
 from kraftkit.features.storage import MetaProperties, parse_uuid
 from kraftkit.features.storage.format import CLUSTER_METADATA_DIR
@@ -34,9 +34,9 @@ pytestmark = [pytest.mark.kafka, pytest.mark.timeout(400)]
 V = jars.KAFKA_NEWEST
 
 
-def topic_records(metadata_dir) -> list[tuple[int, int, dict]]:
-    """(api key, version, fields) of the TopicRecords and PartitionRecords of a controller's log
-    ([] while its last batch is half written)."""
+def topic_records(metadata_dir, keys=(TOPIC, PARTITION)) -> list[tuple[int, int, dict]]:
+    """(api key, version, fields) of the TopicRecords and PartitionRecords (or other ``keys``) of a
+    controller's log ([] while its last batch is half written)."""
     out = []
     try:
         for seg in sorted(metadata_dir.glob("*.log")):
@@ -45,7 +45,7 @@ def topic_records(metadata_dir) -> list[tuple[int, int, dict]]:
                     continue
                 for r in batch.records():
                     key, version, data = decode_metadata_record(r.value)
-                    if key in (TOPIC, PARTITION):
+                    if key in keys:
                         out.append((key, version, data))
     except KraftkitError:
         return []
@@ -96,7 +96,7 @@ def test_a_real_broker_creates_a_topic_on_kraftkit_and_clients_produce_and_consu
 
         sent = [{"key": f"k{i}".encode(), "value": f"value {i}".encode(), "partition": i % 3} for i in range(9)]
         acks = tools.produce(V, broker.bootstrap, [{"topic": "t", "records": sent,
-                                                   "props": {"enable.idempotence": "false", "acks": "all"}}])
+                                                   "props": {"enable.idempotence": "true", "acks": "all"}}])
         assert sorted((a["partition"], a["offset"]) for a in acks) == sorted(
             (p, o) for p in range(3) for o in range(3))
         got = tools.consume(V, broker.bootstrap, "t")
@@ -123,6 +123,10 @@ def test_a_real_broker_creates_a_topic_on_kraftkit_and_clients_produce_and_consu
     dir_id = uuid.UUID(bytes=parse_uuid(MetaProperties.read(broker.log_dirs[0] / "meta.properties").directory_id))
     seqs = [topic_records(d / CLUSTER_METADATA_DIR) for d in dirs.values()]
     assert seqs[0] == seqs[1] == seqs[2]
+    # the idempotent producer's id came from the first block the controller handed the broker
+    pids = [topic_records(d / CLUSTER_METADATA_DIR, (PRODUCER_IDS,)) for d in dirs.values()]
+    assert pids[0] == pids[1] == pids[2] and [(p["BrokerId"], p["NextProducerId"]) for _k, _v, p in pids[0]] == [
+        (BROKER_ID, 1000)]
     (k, _v, topic), *parts = seqs[0]
     assert k == TOPIC and topic["Name"] == "t"
     assert [(k, p["PartitionId"], p["TopicId"], p["Replicas"], p["Isr"], p["Leader"], p["Directories"])

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from kraftkit.controller.cluster import ControllerError
 from kraftkit.controller.configs import alter_response
+from kraftkit.controller.producer_ids import ProducerIdsBlock
 from kraftkit.controller.replication import create_topics_response
 from kraftkit.features.registry import MV_FEATURE
 from kraftkit.features.rewrite import RewriteReport, loss_line
@@ -185,6 +186,26 @@ class ControllerApis:
         c = self.controller
         build = functools.partial(c.replication.create_topics, c.image, body)
         return self._answer("CreateTopics", build, functools.partial(create_topics_response, body))
+
+    # ------------------------------------------------------------------ producer ids
+    def allocate_producer_ids(self, body: t.AllocateProducerIdsRequest, version: int) -> asyncio.Future:
+        """Answers AllocateProducerIds with the next block of producer ids once its ProducerIdsRecord
+        is committed (:mod:`kraftkit.controller.producer_ids`)."""
+        c = self.controller
+        bid, epoch = body.get("BrokerId", -1), body.get("BrokerEpoch", -1)
+
+        def reply(
+            block: ProducerIdsBlock | None, error: ControllerError | None = None
+        ) -> t.AllocateProducerIdsResponse:
+            return {
+                "ThrottleTimeMs": 0,
+                "ErrorCode": error.code if error else Errors.NONE,
+                "ProducerIdStart": block.first if block else 0,
+                "ProducerIdLen": block.size if block else 0,
+            }
+
+        build = functools.partial(c.producer_ids.generate_next_block, c.image, bid, epoch)
+        return self._answer(f"AllocateProducerIds of broker {bid}", build, reply)
 
     # ------------------------------------------------------------------ UpdateFeatures
     async def update_features(self, body: t.UpdateFeaturesRequest, version: int) -> t.UpdateFeaturesResponse:

@@ -50,6 +50,7 @@ from kraftkit.controller.cluster import BROKER_RECORDS, ClusterControlManager, C
 from kraftkit.controller.configs import ConfigurationControlManager
 from kraftkit.controller.faults import crash_point
 from kraftkit.controller.features import FeatureControlManager
+from kraftkit.controller.producer_ids import ProducerIdControlManager
 from kraftkit.controller.registration import ControllerRegistrationManager
 from kraftkit.controller.replication import ReplicationControlManager
 from kraftkit.features.registry import MV_FEATURE
@@ -94,6 +95,7 @@ class QuorumController:
         self.cluster = ClusterControlManager(node.config.cluster_id, session_timeout_ms)
         self.configs = ConfigurationControlManager(node.node_id, node.config.voters, static_config)
         self.replication = ReplicationControlManager(self.cluster, static_config)
+        self.producer_ids = ProducerIdControlManager(self.cluster)
         self._fence_timer: asyncio.TimerHandle | None = None
         self.registration = ControllerRegistrationManager(self, CONTROLLER_LISTENER)
         #: the leader epoch in which this node is the active controller (-1: it is not)

@@ -42,6 +42,7 @@ CONTROLLER_APIS = (
     ApiKey.INCREMENTAL_ALTER_CONFIGS,
     ApiKey.ALTER_CONFIGS,
     ApiKey.CREATE_TOPICS,
+    ApiKey.ALLOCATE_PRODUCER_IDS,
     ApiKey.ENVELOPE,
 )
 
@@ -90,6 +91,7 @@ class ControllerNode(RaftNode):
             ApiKey.INCREMENTAL_ALTER_CONFIGS: c.incremental_alter_configs,
             ApiKey.ALTER_CONFIGS: c.alter_configs,
             ApiKey.CREATE_TOPICS: c.create_topics,
+            ApiKey.ALLOCATE_PRODUCER_IDS: c.allocate_producer_ids,
             ApiKey.ENVELOPE: self.envelope,
         }
 

@@ -13,6 +13,8 @@ from typing import Any, TypedDict
 __all__ = [
     "AddRaftVoterRequest",
     "AddRaftVoterResponse",
+    "AllocateProducerIdsRequest",
+    "AllocateProducerIdsResponse",
     "AlterClientQuotasRequest",
     "AlterClientQuotasResponse",
     "AlterConfigsRequest",
@@ -129,6 +131,22 @@ class AddRaftVoterResponse(TypedDict, total=False):
     ThrottleTimeMs: int  # int32, v0+
     ErrorCode: int  # int16, v0+
     ErrorMessage: str | None  # string, v0+
+
+
+class AllocateProducerIdsRequest(TypedDict, total=False):
+    """AllocateProducerIdsRequest (api key 67, versions 0-0)"""
+
+    BrokerId: int  # int32, v0+
+    BrokerEpoch: int  # int64, v0+
+
+
+class AllocateProducerIdsResponse(TypedDict, total=False):
+    """AllocateProducerIdsResponse (api key 67, versions 0-0)"""
+
+    ThrottleTimeMs: int  # int32, v0+
+    ErrorCode: int  # int16, v0+
+    ProducerIdStart: int  # int64, v0+
+    ProducerIdLen: int  # int32, v0+
 
 
 class AlterClientQuotasRequestEntryDataEntityData(TypedDict, total=False):

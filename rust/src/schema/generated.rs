@@ -9690,6 +9690,120 @@ pub static M_CREATE_TOPICS_RESPONSE: MessageSchema = MessageSchema {
     source: "kafka-clients-4.4.0.jar!common/message/CreateTopicsResponse.json",
 };
 
+static S_ALLOCATE_PRODUCER_IDS_REQUEST: StructSchema = StructSchema {
+    name: "AllocateProducerIdsRequest",
+    versions: Versions::new(0, 0),
+    fields: &[
+        Field {
+            name: "BrokerId",
+            json_name: "brokerId",
+            type_name: "int32",
+            ty: FieldType::Int32,
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+        Field {
+            name: "BrokerEpoch",
+            json_name: "brokerEpoch",
+            type_name: "int64",
+            ty: FieldType::Int64,
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Int(-1),
+            ignorable: false,
+        },
+    ],
+};
+
+pub static M_ALLOCATE_PRODUCER_IDS_REQUEST: MessageSchema = MessageSchema {
+    name: "AllocateProducerIdsRequest",
+    api_key: 67,
+    kind: "request",
+    type_name: "ALLOCATE_PRODUCER_IDS_REQUEST",
+    valid_versions: Versions::new(0, 0),
+    flexible_versions: Versions::new(0, 32767),
+    body: &S_ALLOCATE_PRODUCER_IDS_REQUEST,
+    source: "kafka-clients-4.4.0.jar!common/message/AllocateProducerIdsRequest.json",
+};
+
+static S_ALLOCATE_PRODUCER_IDS_RESPONSE: StructSchema = StructSchema {
+    name: "AllocateProducerIdsResponse",
+    versions: Versions::new(0, 0),
+    fields: &[
+        Field {
+            name: "ThrottleTimeMs",
+            json_name: "throttleTimeMs",
+            type_name: "int32",
+            ty: FieldType::Int32,
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+        Field {
+            name: "ErrorCode",
+            json_name: "errorCode",
+            type_name: "int16",
+            ty: FieldType::Int16,
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+        Field {
+            name: "ProducerIdStart",
+            json_name: "producerIdStart",
+            type_name: "int64",
+            ty: FieldType::Int64,
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+        Field {
+            name: "ProducerIdLen",
+            json_name: "producerIdLen",
+            type_name: "int32",
+            ty: FieldType::Int32,
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+    ],
+};
+
+pub static M_ALLOCATE_PRODUCER_IDS_RESPONSE: MessageSchema = MessageSchema {
+    name: "AllocateProducerIdsResponse",
+    api_key: 67,
+    kind: "response",
+    type_name: "ALLOCATE_PRODUCER_IDS_RESPONSE",
+    valid_versions: Versions::new(0, 0),
+    flexible_versions: Versions::new(0, 32767),
+    body: &S_ALLOCATE_PRODUCER_IDS_RESPONSE,
+    source: "kafka-clients-4.4.0.jar!common/message/AllocateProducerIdsResponse.json",
+};
+
 static S_METADATA_REQUEST_METADATA_REQUEST_TOPIC: StructSchema = StructSchema {
     name: "MetadataRequestTopic",
     versions: Versions::new(0, 32767),
@@ -11696,6 +11810,8 @@ pub static RPC_MESSAGES: &[&MessageSchema] = &[
     &M_ENVELOPE_RESPONSE,
     &M_CREATE_TOPICS_REQUEST,
     &M_CREATE_TOPICS_RESPONSE,
+    &M_ALLOCATE_PRODUCER_IDS_REQUEST,
+    &M_ALLOCATE_PRODUCER_IDS_RESPONSE,
     &M_METADATA_REQUEST,
     &M_METADATA_RESPONSE,
     &M_ASSIGN_REPLICAS_TO_DIRS_REQUEST,
@@ -11766,6 +11882,7 @@ pub mod rpc_api_keys {
     pub const BROKER_REGISTRATION: i16 = 62;
     pub const BROKER_HEARTBEAT: i16 = 63;
     pub const UNREGISTER_BROKER: i16 = 64;
+    pub const ALLOCATE_PRODUCER_IDS: i16 = 67;
     pub const CONTROLLER_REGISTRATION: i16 = 70;
     pub const ASSIGN_REPLICAS_TO_DIRS: i16 = 73;
     pub const ADD_RAFT_VOTER: i16 = 80;
