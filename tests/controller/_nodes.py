@@ -9,10 +9,17 @@ from kraftkit._core import decode_metadata_record
 from kraftkit._kafka import FEATURE_LEVEL
 from kraftkit.controller import ControllerNode, read_bootstrap_metadata
 from kraftkit.features.storage.format import format_storage
+from kraftkit.protocol import KafkaConnection
 from kraftkit.raft.core import RaftConfig
 from kraftkit.raft.driver import NodeConfig
 from kraftkit.raft.quorum_state import Role
 from tests.raft._cluster import CLUSTER_ID, FAST, free_ports, running  # noqa: F401  (the tests take running from here)
+
+
+def call_port(port: int, api: int, body: dict, timeout: float = 20) -> dict:
+    """One request to a node on loopback, at the highest version both sides speak (blocking)."""
+    with KafkaConnection("127.0.0.1", port, timeout=timeout) as conn:
+        return conn.request(api, conn.version_for(api), body)
 
 
 def format_dirs(root: Path, n: int = 3, **kw) -> tuple[dict[int, tuple[str, int]], list[Path]]:

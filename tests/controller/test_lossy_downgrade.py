@@ -11,42 +11,27 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 
 import pytest
 
 from kraftkit._core import decode_metadata_record
 from kraftkit._kafka import REGISTER_BROKER
-from kraftkit.controller import local_supported_features
 from kraftkit.features.registry import registry
 from kraftkit.log import list_segments
-from kraftkit.protocol import KafkaConnection
 from kraftkit.protocol.messages import ApiKey, Errors
-from tests.raft._cluster import CLUSTER_ID, wait_for
+from tests.raft._cluster import wait_for
 
-from ._nodes import active_of, controller, format_dirs, running
+from ._nodes import active_of, call_port, controller, format_dirs, running
+from .test_registration import registration
 
 pytestmark = pytest.mark.timeout(120)
 
 FROM, TO = "3.9", "3.5-IV2"  # RegisterControllerRecord (3.7-IV0) and broker log directories (3.7-IV2) lost
 
 
-def call(port: int, api: int, body: dict) -> dict:
-    with KafkaConnection("127.0.0.1", port, timeout=20) as conn:
-        return conn.request(api, conn.version_for(api), body)
-
-
 def downgrade(level: int, upgrade_type: int, validate_only: bool = False) -> dict:
     return {"timeoutMs": 15000, "ValidateOnly": validate_only,
             "FeatureUpdates": [{"Feature": "metadata.version", "MaxVersionLevel": level, "UpgradeType": upgrade_type}]}
-
-
-def broker(bid: int) -> dict:
-    feats = [{"Name": n, "MinSupportedVersion": lo, "MaxSupportedVersion": hi}
-             for n, (lo, hi) in local_supported_features().items()]
-    return {"BrokerId": bid, "ClusterId": CLUSTER_ID, "IncarnationId": uuid.uuid4(),
-            "Listeners": [{"Name": "PLAINTEXT", "Host": "127.0.0.1", "Port": 9000 + bid, "SecurityProtocol": 0}],
-            "Features": feats, "Rack": None, "LogDirs": [uuid.uuid4()]}
 
 
 def test_an_unsafe_downgrade_is_rewritten_live_on_every_replica(tmp_path):
@@ -59,12 +44,12 @@ def test_an_unsafe_downgrade_is_rewritten_live_on_every_replica(tmp_path):
         loop = asyncio.get_running_loop()
 
         async def rpc(api: int, body: dict) -> dict:
-            return await loop.run_in_executor(None, call, leader.address[1], api, body)
+            return await loop.run_in_executor(None, call_port, leader.address[1], api, body)
 
         async with running(nodes):
             leader = await wait_for(lambda: active_of(nodes), what="an active controller")
             await wait_for(lambda: len(leader.controller.image.controllers) == 3, what="controller registrations")
-            assert (await rpc(ApiKey.BROKER_REGISTRATION, broker(100)))["ErrorCode"] == Errors.NONE
+            assert (await rpc(ApiKey.BROKER_REGISTRATION, registration(100)))["ErrorCode"] == Errors.NONE
             await wait_for(lambda: all(100 in n.controller.image.brokers for n in nodes), what="the registration")
             before = leader.controller.image.metadata_version
 
@@ -104,7 +89,7 @@ def test_an_unsafe_downgrade_is_rewritten_live_on_every_replica(tmp_path):
             assert all(b.is_control or b.base_offset > sid.end_offset - 1 for b in fl)
 
             # what is written afterwards is at the lower level's record versions
-            assert (await rpc(ApiKey.BROKER_REGISTRATION, broker(101)))["ErrorCode"] == Errors.NONE
+            assert (await rpc(ApiKey.BROKER_REGISTRATION, registration(101)))["ErrorCode"] == Errors.NONE
             versions = [decode_metadata_record(r.value)[1] for b in leader.committed_batches(sid.end_offset)
                         if not b.is_control for r in b.records()
                         if decode_metadata_record(r.value)[0] == REGISTER_BROKER]

@@ -6,33 +6,18 @@ twice after a restart of the whole quorum."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 import pytest
 
 from kraftkit._core import decode_metadata_record
 from kraftkit._kafka import PRODUCER_IDS
-from kraftkit.controller import local_supported_features
-from kraftkit.protocol import KafkaConnection
 from kraftkit.protocol.messages import ApiKey, Errors
-from tests.raft._cluster import CLUSTER_ID, wait_for
+from tests.raft._cluster import wait_for
 
-from ._nodes import active_of, controller, format_dirs, running
+from ._nodes import active_of, call_port, controller, format_dirs, running
+from .test_registration import registration
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def call(port: int, api: int, body: dict) -> dict:
-    with KafkaConnection("127.0.0.1", port, timeout=20) as conn:
-        return conn.request(api, conn.version_for(api), body)
-
-
-def registration(bid: int) -> dict:
-    feats = [{"Name": n, "MinSupportedVersion": lo, "MaxSupportedVersion": hi}
-             for n, (lo, hi) in local_supported_features().items()]
-    return {"BrokerId": bid, "ClusterId": CLUSTER_ID, "IncarnationId": uuid.uuid4(),
-            "Listeners": [{"Name": "PLAINTEXT", "Host": "127.0.0.1", "Port": 9000 + bid, "SecurityProtocol": 0}],
-            "Features": feats, "Rack": None, "LogDirs": [uuid.uuid4()]}
 
 
 def producer_ids_records(node) -> list[dict]:
@@ -50,7 +35,7 @@ def test_blocks_of_a_thousand_ids_committed_before_the_answer(tmp_path):
             leader = await wait_for(lambda: active_of(nodes), what="an active controller")
 
             async def rpc(node, api, body):
-                return await loop.run_in_executor(None, call, node.address[1], api, body)
+                return await loop.run_in_executor(None, call_port, node.address[1], api, body)
 
             reg = await rpc(leader, ApiKey.BROKER_REGISTRATION, registration(7))
             assert reg["ErrorCode"] == Errors.NONE
@@ -82,7 +67,7 @@ def test_blocks_of_a_thousand_ids_committed_before_the_answer(tmp_path):
         async with running(again):
             leader = await wait_for(lambda: active_of(again), what="an active controller after the restart")
             await wait_for(lambda: 7 in leader.controller.image.brokers, what="the registration replayed")
-            return await loop.run_in_executor(None, call, leader.address[1], ApiKey.ALLOCATE_PRODUCER_IDS,
+            return await loop.run_in_executor(None, call_port, leader.address[1], ApiKey.ALLOCATE_PRODUCER_IDS,
                                               {"BrokerId": 7, "BrokerEpoch": epoch})
 
     third = asyncio.run(after_restart())

@@ -12,15 +12,13 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
-import uuid
 
 import pytest
 
-from kraftkit.controller import local_supported_features
 from kraftkit.features.registry import registry
-from kraftkit.protocol import KafkaConnection
 from kraftkit.protocol.messages import ApiKey, Errors
-from tests.controller._nodes import active_of, controller, format_dirs, running
+from tests.controller._nodes import active_of, call_port, controller, format_dirs, running
+from tests.controller.test_registration import registration
 from tests.harness import jars, tools
 from tests.harness.node import KafkaNode
 from tests.raft._cluster import CLUSTER_ID, wait_for
@@ -28,11 +26,6 @@ from tests.raft._cluster import CLUSTER_ID, wait_for
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
 VERSION = jars.KAFKA_NEWEST
-
-
-def call(port: int, api: int, body: dict) -> dict:
-    with KafkaConnection("127.0.0.1", port) as conn:
-        return conn.request(api, conn.version_for(api), body)
 
 
 def test_a_real_kafka_node_boots_from_a_kraftkit_controller_quorums_log(kafka_jars, tmp_path):
@@ -45,16 +38,11 @@ def test_a_real_kafka_node_boots_from_a_kraftkit_controller_quorums_log(kafka_ja
             leader = await wait_for(lambda: active_of(nodes), what="an active controller")
             await wait_for(lambda: len(leader.controller.image.controllers) == 3, what="controller registrations")
             port = leader.address[1]
-            up = await loop.run_in_executor(None, call, port, ApiKey.UPDATE_FEATURES, {
+            up = await loop.run_in_executor(None, call_port, port, ApiKey.UPDATE_FEATURES, {
                 "timeoutMs": 10000, "ValidateOnly": False,
                 "FeatureUpdates": [{"Feature": "group.version", "MaxVersionLevel": 1, "UpgradeType": 1}]})
             assert up["ErrorCode"] == Errors.NONE, up
-            feats = [{"Name": n, "MinSupportedVersion": lo, "MaxSupportedVersion": hi}
-                     for n, (lo, hi) in {**local_supported_features(), "kraft.version": (0, 1)}.items()]
-            reg = await loop.run_in_executor(None, call, port, ApiKey.BROKER_REGISTRATION, {
-                "BrokerId": 100, "ClusterId": CLUSTER_ID, "IncarnationId": uuid.uuid4(),
-                "Listeners": [{"Name": "PLAINTEXT", "Host": "127.0.0.1", "Port": 1, "SecurityProtocol": 0}],
-                "Features": feats, "Rack": None, "LogDirs": [uuid.uuid4()]})
+            reg = await loop.run_in_executor(None, call_port, port, ApiKey.BROKER_REGISTRATION, registration(100))
             assert reg["ErrorCode"] == Errors.NONE, reg
             await wait_for(lambda: all(100 in n.controller.image.brokers for n in nodes), what="the registration")
             return {k: v for k, v in nodes[0].controller.image.finalized_features.items() if v}
@@ -99,12 +87,7 @@ def test_a_real_kafka_3_5_boots_from_a_quorum_downgraded_live_to_its_level(kafka
             leader = await wait_for(lambda: active_of(nodes), what="an active controller")
             await wait_for(lambda: len(leader.controller.image.controllers) == 3, what="controller registrations")
             port = leader.address[1]
-            feats = [{"Name": n, "MinSupportedVersion": lo, "MaxSupportedVersion": hi}
-                     for n, (lo, hi) in local_supported_features().items()]
-            reg = await loop.run_in_executor(None, call, port, ApiKey.BROKER_REGISTRATION, {
-                "BrokerId": 100, "ClusterId": CLUSTER_ID, "IncarnationId": uuid.uuid4(),
-                "Listeners": [{"Name": "PLAINTEXT", "Host": "127.0.0.1", "Port": 1, "SecurityProtocol": 0}],
-                "Features": feats, "Rack": None, "LogDirs": [uuid.uuid4()]})
+            reg = await loop.run_in_executor(None, call_port, port, ApiKey.BROKER_REGISTRATION, registration(100))
             assert reg["ErrorCode"] == Errors.NONE, reg
             # Kafka's own tool asks for it, as the README shows
             feature_command = tools.find_class(VERSION, "org.apache.kafka.tools.FeatureCommand")

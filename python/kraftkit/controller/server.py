@@ -22,7 +22,7 @@ from kraftkit._core import encode_response
 from kraftkit.controller.bootstrap import BootstrapMetadata
 from kraftkit.controller.quorum_controller import DEFAULT_SESSION_TIMEOUT_MS, QuorumController
 from kraftkit.errors import KraftkitError
-from kraftkit.protocol.messages import ApiKey, Errors, decode_request, error_response, supported_versions
+from kraftkit.protocol.messages import ApiKey, Errors, decode_request, error_response
 from kraftkit.raft.driver import NodeConfig
 from kraftkit.raft.server import SERVED, RaftNode
 from kraftkit.raft.transport import FrameError, ServerConnection, request_header
@@ -151,7 +151,7 @@ class ControllerNode(RaftNode):
         if api not in FORWARDABLE:
             return refuse(Errors.INVALID_REQUEST, f"API key {api} is not enabled or is not eligible for forwarding")
         name = FORWARDABLE[api]
-        ours = supported_versions().get(api)
+        ours = self._versions.get(api)
         if ours is None or not ours[0] <= inner_version <= ours[1]:
             speaks = "no version" if ours is None else f"v{ours[0]}..{ours[1]}"
             return refuse(Errors.UNSUPPORTED_VERSION, f"forwarded {name} v{inner_version}: this node speaks {speaks}")

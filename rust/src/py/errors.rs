@@ -82,11 +82,7 @@ pub fn without_os_error(text: &str) -> String {
 pub fn output_err(e: &crate::fsutil::OutputError) -> PyErr {
     let path = e.path.to_string_lossy().into_owned();
     match e.error.raw_os_error() {
-        Some(errno) => {
-            let text = e.error.to_string();
-            let reason = text.strip_suffix(&format!(" (os error {errno})")).unwrap_or(&text).to_owned();
-            pyo3::exceptions::PyOSError::new_err((errno, reason, path))
-        }
+        Some(errno) => pyo3::exceptions::PyOSError::new_err((errno, without_os_error(&e.error.to_string()), path)),
         None => pyo3::exceptions::PyOSError::new_err(e.to_string()),
     }
 }
