@@ -97,6 +97,14 @@ RPC_MESSAGES = [
     "DeleteTopicsRequest", "DeleteTopicsResponse",
     "DescribeAclsRequest", "DescribeAclsResponse",
     "AlterClientQuotasRequest", "AlterClientQuotasResponse",
+    # the rest of the admin requests brokers forward to the controller, and partition leadership
+    "CreatePartitionsRequest", "CreatePartitionsResponse",
+    "ElectLeadersRequest", "ElectLeadersResponse",
+    "AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse",
+    "ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse",
+    "CreateAclsRequest", "CreateAclsResponse",
+    "DeleteAclsRequest", "DeleteAclsResponse",
+    "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse",
 ]
 
 # The control record types that carry a schema, by their ControlRecordType name (the type ids

@@ -19,8 +19,12 @@ __all__ = [
     "AlterClientQuotasResponse",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
+    "AlterPartitionReassignmentsRequest",
+    "AlterPartitionReassignmentsResponse",
     "AlterPartitionRequest",
     "AlterPartitionResponse",
+    "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "AssignReplicasToDirsRequest",
@@ -33,8 +37,14 @@ __all__ = [
     "BrokerRegistrationResponse",
     "ControllerRegistrationRequest",
     "ControllerRegistrationResponse",
+    "CreateAclsRequest",
+    "CreateAclsResponse",
+    "CreatePartitionsRequest",
+    "CreatePartitionsResponse",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
+    "DeleteAclsRequest",
+    "DeleteAclsResponse",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
     "DescribeAclsRequest",
@@ -45,6 +55,8 @@ __all__ = [
     "DescribeConfigsResponse",
     "DescribeQuorumRequest",
     "DescribeQuorumResponse",
+    "ElectLeadersRequest",
+    "ElectLeadersResponse",
     "EndQuorumEpochRequest",
     "EndQuorumEpochResponse",
     "EnvelopeRequest",
@@ -55,6 +67,8 @@ __all__ = [
     "FetchSnapshotResponse",
     "IncrementalAlterConfigsRequest",
     "IncrementalAlterConfigsResponse",
+    "ListPartitionReassignmentsRequest",
+    "ListPartitionReassignmentsResponse",
     "MetadataRequest",
     "MetadataResponse",
     "ProduceRequest",
@@ -238,6 +252,53 @@ class AlterConfigsResponse(TypedDict, total=False):
     Responses: list[AlterConfigsResponseAlterConfigsResourceResponse]  # []AlterConfigsResourceResponse, v0+
 
 
+class AlterPartitionReassignmentsRequestReassignableTopicReassignablePartition(TypedDict, total=False):
+    """a ReassignablePartition of AlterPartitionReassignmentsRequestReassignableTopic"""
+
+    PartitionIndex: int  # int32, v0+
+    Replicas: list[int] | None  # []int32, v0+
+
+
+class AlterPartitionReassignmentsRequestReassignableTopic(TypedDict, total=False):
+    """a ReassignableTopic of AlterPartitionReassignmentsRequest"""
+
+    Name: str  # string, v0+
+    Partitions: list[AlterPartitionReassignmentsRequestReassignableTopicReassignablePartition]  # []ReassignablePartition, v0+
+
+
+class AlterPartitionReassignmentsRequest(TypedDict, total=False):
+    """AlterPartitionReassignmentsRequest (api key 45, versions 0-1)"""
+
+    TimeoutMs: int  # int32, v0+
+    AllowReplicationFactorChange: bool  # bool, v1+
+    Topics: list[AlterPartitionReassignmentsRequestReassignableTopic]  # []ReassignableTopic, v0+
+
+
+class AlterPartitionReassignmentsResponseReassignableTopicResponseReassignablePartitionResponse(TypedDict, total=False):
+    """a ReassignablePartitionResponse of AlterPartitionReassignmentsResponseReassignableTopicResponse"""
+
+    PartitionIndex: int  # int32, v0+
+    ErrorCode: int  # int16, v0+
+    ErrorMessage: str | None  # string, v0+
+
+
+class AlterPartitionReassignmentsResponseReassignableTopicResponse(TypedDict, total=False):
+    """a ReassignableTopicResponse of AlterPartitionReassignmentsResponse"""
+
+    Name: str  # string, v0+
+    Partitions: list[AlterPartitionReassignmentsResponseReassignableTopicResponseReassignablePartitionResponse]  # []ReassignablePartitionResponse, v0+
+
+
+class AlterPartitionReassignmentsResponse(TypedDict, total=False):
+    """AlterPartitionReassignmentsResponse (api key 45, versions 0-1)"""
+
+    ThrottleTimeMs: int  # int32, v0+
+    AllowReplicationFactorChange: bool  # bool, v1+
+    ErrorCode: int  # int16, v0+
+    ErrorMessage: str | None  # string, v0+
+    Responses: list[AlterPartitionReassignmentsResponseReassignableTopicResponse]  # []ReassignableTopicResponse, v0+
+
+
 class AlterPartitionRequestTopicDataPartitionDataBrokerState(TypedDict, total=False):
     """a BrokerState of AlterPartitionRequestTopicDataPartitionData"""
 
@@ -296,6 +357,45 @@ class AlterPartitionResponse(TypedDict, total=False):
     ThrottleTimeMs: int  # int32, v0+
     ErrorCode: int  # int16, v0+
     Topics: list[AlterPartitionResponseTopicData]  # []TopicData, v0+
+
+
+class AlterUserScramCredentialsRequestScramCredentialDeletion(TypedDict, total=False):
+    """a ScramCredentialDeletion of AlterUserScramCredentialsRequest"""
+
+    Name: str  # string, v0+
+    Mechanism: int  # int8, v0+
+
+
+class AlterUserScramCredentialsRequestScramCredentialUpsertion(TypedDict, total=False):
+    """a ScramCredentialUpsertion of AlterUserScramCredentialsRequest"""
+
+    Name: str  # string, v0+
+    Mechanism: int  # int8, v0+
+    Iterations: int  # int32, v0+
+    Salt: bytes  # bytes, v0+
+    SaltedPassword: bytes  # bytes, v0+
+
+
+class AlterUserScramCredentialsRequest(TypedDict, total=False):
+    """AlterUserScramCredentialsRequest (api key 51, versions 0-0)"""
+
+    Deletions: list[AlterUserScramCredentialsRequestScramCredentialDeletion]  # []ScramCredentialDeletion, v0+
+    Upsertions: list[AlterUserScramCredentialsRequestScramCredentialUpsertion]  # []ScramCredentialUpsertion, v0+
+
+
+class AlterUserScramCredentialsResponseAlterUserScramCredentialsResult(TypedDict, total=False):
+    """a AlterUserScramCredentialsResult of AlterUserScramCredentialsResponse"""
+
+    User: str  # string, v0+
+    ErrorCode: int  # int16, v0+
+    ErrorMessage: str | None  # string, v0+
+
+
+class AlterUserScramCredentialsResponse(TypedDict, total=False):
+    """AlterUserScramCredentialsResponse (api key 51, versions 0-0)"""
+
+    ThrottleTimeMs: int  # int32, v0+
+    Results: list[AlterUserScramCredentialsResponseAlterUserScramCredentialsResult]  # []AlterUserScramCredentialsResult, v0+
 
 
 class ApiVersionsRequest(TypedDict, total=False):
@@ -561,6 +661,75 @@ class ControllerRegistrationResponse(TypedDict, total=False):
     ErrorMessage: str | None  # string, v0+
 
 
+class CreateAclsRequestAclCreation(TypedDict, total=False):
+    """a AclCreation of CreateAclsRequest"""
+
+    ResourceType: int  # int8, v0+
+    ResourceName: str  # string, v0+
+    ResourcePatternType: int  # int8, v1+
+    Principal: str  # string, v0+
+    Host: str  # string, v0+
+    Operation: int  # int8, v0+
+    PermissionType: int  # int8, v0+
+
+
+class CreateAclsRequest(TypedDict, total=False):
+    """CreateAclsRequest (api key 30, versions 1-3)"""
+
+    Creations: list[CreateAclsRequestAclCreation]  # []AclCreation, v0+
+
+
+class CreateAclsResponseAclCreationResult(TypedDict, total=False):
+    """a AclCreationResult of CreateAclsResponse"""
+
+    ErrorCode: int  # int16, v0+
+    ErrorMessage: str | None  # string, v0+
+
+
+class CreateAclsResponse(TypedDict, total=False):
+    """CreateAclsResponse (api key 30, versions 1-3)"""
+
+    ThrottleTimeMs: int  # int32, v0+
+    Results: list[CreateAclsResponseAclCreationResult]  # []AclCreationResult, v0+
+
+
+class CreatePartitionsRequestCreatePartitionsTopicCreatePartitionsAssignment(TypedDict, total=False):
+    """a CreatePartitionsAssignment of CreatePartitionsRequestCreatePartitionsTopic"""
+
+    BrokerIds: list[int]  # []int32, v0+
+
+
+class CreatePartitionsRequestCreatePartitionsTopic(TypedDict, total=False):
+    """a CreatePartitionsTopic of CreatePartitionsRequest"""
+
+    Name: str  # string, v0+
+    Count: int  # int32, v0+
+    Assignments: list[CreatePartitionsRequestCreatePartitionsTopicCreatePartitionsAssignment] | None  # []CreatePartitionsAssignment, v0+
+
+
+class CreatePartitionsRequest(TypedDict, total=False):
+    """CreatePartitionsRequest (api key 37, versions 0-3)"""
+
+    Topics: list[CreatePartitionsRequestCreatePartitionsTopic]  # []CreatePartitionsTopic, v0+
+    TimeoutMs: int  # int32, v0+
+    ValidateOnly: bool  # bool, v0+
+
+
+class CreatePartitionsResponseCreatePartitionsTopicResult(TypedDict, total=False):
+    """a CreatePartitionsTopicResult of CreatePartitionsResponse"""
+
+    Name: str  # string, v0+
+    ErrorCode: int  # int16, v0+
+    ErrorMessage: str | None  # string, v0+
+
+
+class CreatePartitionsResponse(TypedDict, total=False):
+    """CreatePartitionsResponse (api key 37, versions 0-3)"""
+
+    ThrottleTimeMs: int  # int32, v0+
+    Results: list[CreatePartitionsResponseCreatePartitionsTopicResult]  # []CreatePartitionsTopicResult, v0+
+
+
 class CreateTopicsRequestCreatableTopicCreatableReplicaAssignment(TypedDict, total=False):
     """a CreatableReplicaAssignment of CreateTopicsRequestCreatableTopic"""
 
@@ -621,6 +790,53 @@ class CreateTopicsResponse(TypedDict, total=False):
 
     ThrottleTimeMs: int  # int32, v2+
     Topics: list[CreateTopicsResponseCreatableTopicResult]  # []CreatableTopicResult, v0+
+
+
+class DeleteAclsRequestDeleteAclsFilter(TypedDict, total=False):
+    """a DeleteAclsFilter of DeleteAclsRequest"""
+
+    ResourceTypeFilter: int  # int8, v0+
+    ResourceNameFilter: str | None  # string, v0+
+    PatternTypeFilter: int  # int8, v1+
+    PrincipalFilter: str | None  # string, v0+
+    HostFilter: str | None  # string, v0+
+    Operation: int  # int8, v0+
+    PermissionType: int  # int8, v0+
+
+
+class DeleteAclsRequest(TypedDict, total=False):
+    """DeleteAclsRequest (api key 31, versions 1-3)"""
+
+    Filters: list[DeleteAclsRequestDeleteAclsFilter]  # []DeleteAclsFilter, v0+
+
+
+class DeleteAclsResponseDeleteAclsFilterResultDeleteAclsMatchingAcl(TypedDict, total=False):
+    """a DeleteAclsMatchingAcl of DeleteAclsResponseDeleteAclsFilterResult"""
+
+    ErrorCode: int  # int16, v0+
+    ErrorMessage: str | None  # string, v0+
+    ResourceType: int  # int8, v0+
+    ResourceName: str  # string, v0+
+    PatternType: int  # int8, v1+
+    Principal: str  # string, v0+
+    Host: str  # string, v0+
+    Operation: int  # int8, v0+
+    PermissionType: int  # int8, v0+
+
+
+class DeleteAclsResponseDeleteAclsFilterResult(TypedDict, total=False):
+    """a DeleteAclsFilterResult of DeleteAclsResponse"""
+
+    ErrorCode: int  # int16, v0+
+    ErrorMessage: str | None  # string, v0+
+    MatchingAcls: list[DeleteAclsResponseDeleteAclsFilterResultDeleteAclsMatchingAcl]  # []DeleteAclsMatchingAcl, v0+
+
+
+class DeleteAclsResponse(TypedDict, total=False):
+    """DeleteAclsResponse (api key 31, versions 1-3)"""
+
+    ThrottleTimeMs: int  # int32, v0+
+    FilterResults: list[DeleteAclsResponseDeleteAclsFilterResult]  # []DeleteAclsFilterResult, v0+
 
 
 class DeleteTopicsRequestDeleteTopicState(TypedDict, total=False):
@@ -849,6 +1065,44 @@ class DescribeQuorumResponse(TypedDict, total=False):
     ErrorMessage: str | None  # string, v2+
     Topics: list[DescribeQuorumResponseTopicData]  # []TopicData, v0+
     Nodes: list[DescribeQuorumResponseNode]  # []Node, v2+
+
+
+class ElectLeadersRequestTopicPartitions(TypedDict, total=False):
+    """a TopicPartitions of ElectLeadersRequest"""
+
+    Topic: str  # string, v0+
+    Partitions: list[int]  # []int32, v0+
+
+
+class ElectLeadersRequest(TypedDict, total=False):
+    """ElectLeadersRequest (api key 43, versions 0-2)"""
+
+    ElectionType: int  # int8, v1+
+    TopicPartitions: list[ElectLeadersRequestTopicPartitions] | None  # []TopicPartitions, v0+
+    TimeoutMs: int  # int32, v0+
+
+
+class ElectLeadersResponseReplicaElectionResultPartitionResult(TypedDict, total=False):
+    """a PartitionResult of ElectLeadersResponseReplicaElectionResult"""
+
+    PartitionId: int  # int32, v0+
+    ErrorCode: int  # int16, v0+
+    ErrorMessage: str | None  # string, v0+
+
+
+class ElectLeadersResponseReplicaElectionResult(TypedDict, total=False):
+    """a ReplicaElectionResult of ElectLeadersResponse"""
+
+    Topic: str  # string, v0+
+    PartitionResult: list[ElectLeadersResponseReplicaElectionResultPartitionResult]  # []PartitionResult, v0+
+
+
+class ElectLeadersResponse(TypedDict, total=False):
+    """ElectLeadersResponse (api key 43, versions 0-2)"""
+
+    ThrottleTimeMs: int  # int32, v0+
+    ErrorCode: int  # int16, v1+
+    ReplicaElectionResults: list[ElectLeadersResponseReplicaElectionResult]  # []ReplicaElectionResult, v0+
 
 
 class EndQuorumEpochRequestTopicDataPartitionDataReplicaInfo(TypedDict, total=False):
@@ -1182,6 +1436,45 @@ class IncrementalAlterConfigsResponse(TypedDict, total=False):
 
     ThrottleTimeMs: int  # int32, v0+
     Responses: list[IncrementalAlterConfigsResponseAlterConfigsResourceResponse]  # []AlterConfigsResourceResponse, v0+
+
+
+class ListPartitionReassignmentsRequestListPartitionReassignmentsTopics(TypedDict, total=False):
+    """a ListPartitionReassignmentsTopics of ListPartitionReassignmentsRequest"""
+
+    Name: str  # string, v0+
+    PartitionIndexes: list[int]  # []int32, v0+
+
+
+class ListPartitionReassignmentsRequest(TypedDict, total=False):
+    """ListPartitionReassignmentsRequest (api key 46, versions 0-0)"""
+
+    TimeoutMs: int  # int32, v0+
+    Topics: list[ListPartitionReassignmentsRequestListPartitionReassignmentsTopics] | None  # []ListPartitionReassignmentsTopics, v0+
+
+
+class ListPartitionReassignmentsResponseOngoingTopicReassignmentOngoingPartitionReassignment(TypedDict, total=False):
+    """a OngoingPartitionReassignment of ListPartitionReassignmentsResponseOngoingTopicReassignment"""
+
+    PartitionIndex: int  # int32, v0+
+    Replicas: list[int]  # []int32, v0+
+    AddingReplicas: list[int]  # []int32, v0+
+    RemovingReplicas: list[int]  # []int32, v0+
+
+
+class ListPartitionReassignmentsResponseOngoingTopicReassignment(TypedDict, total=False):
+    """a OngoingTopicReassignment of ListPartitionReassignmentsResponse"""
+
+    Name: str  # string, v0+
+    Partitions: list[ListPartitionReassignmentsResponseOngoingTopicReassignmentOngoingPartitionReassignment]  # []OngoingPartitionReassignment, v0+
+
+
+class ListPartitionReassignmentsResponse(TypedDict, total=False):
+    """ListPartitionReassignmentsResponse (api key 46, versions 0-0)"""
+
+    ThrottleTimeMs: int  # int32, v0+
+    ErrorCode: int  # int16, v0+
+    ErrorMessage: str | None  # string, v0+
+    Topics: list[ListPartitionReassignmentsResponseOngoingTopicReassignment]  # []OngoingTopicReassignment, v0+
 
 
 class MetadataRequestMetadataRequestTopic(TypedDict, total=False):
