@@ -104,7 +104,7 @@ class ControllerApis:
 
         def build() -> tuple[list[bytes], int]:
             offset = c.node.replica().log.end_offset
-            return c.cluster.register_broker(c.image, body, offset, c.image.kraft_version or 0)
+            return c.cluster.register_broker(c.image, body, offset, c.image.kraft_version or 0, c.partitions)
 
         def reply(epoch: int | None, error: ControllerError | None = None) -> t.BrokerRegistrationResponse:
             return {
@@ -138,7 +138,7 @@ class ControllerApis:
 
         return self._answer(
             lambda: f"BrokerHeartbeat of broker {body.get('BrokerId')}",
-            lambda: c.cluster.heartbeat(c.image, body),
+            lambda: c.cluster.heartbeat(c.image, body, c.partitions, c.node.replica().log.end_offset),
             reply,
         )
 
@@ -147,7 +147,7 @@ class ControllerApis:
         bid = body.get("BrokerId", -1)
         return self._answer(
             f"UnregisterBroker of broker {bid}",
-            lambda: (c.cluster.unregister_broker(c.image, bid), None),
+            lambda: (c.partitions.broker_unregistered(c.image, bid), None),
             _error_message_reply,
         )
 
@@ -186,6 +186,43 @@ class ControllerApis:
         c = self.controller
         build = functools.partial(c.replication.create_topics, c.image, body)
         return self._answer("CreateTopics", build, functools.partial(create_topics_response, body))
+
+    # ------------------------------------------------------------------ partition leadership
+    def alter_partition(self, body: t.AlterPartitionRequest, version: int) -> asyncio.Future:
+        """Answers AlterPartition (ISR changes from partition leaders, :mod:`kraftkit.controller.partitions`)
+        once its PartitionChangeRecords are committed."""
+        c = self.controller
+
+        def reply(answer: Any, error: ControllerError | None = None) -> t.AlterPartitionResponse:
+            if error is not None:
+                return {"ThrottleTimeMs": 0, "ErrorCode": error.code, "Topics": []}
+            return answer
+
+        build = functools.partial(c.partitions.alter_partition, c.image, body, version)
+        return self._answer(lambda: f"AlterPartition of broker {body.get('BrokerId')}", build, reply)
+
+    def elect_leaders(self, body: t.ElectLeadersRequest, version: int) -> asyncio.Future:
+        """Answers ElectLeaders (preferred or unclean) once its PartitionChangeRecords are committed."""
+        c = self.controller
+
+        def reply(answer: Any, error: ControllerError | None = None) -> t.ElectLeadersResponse:
+            if error is None:
+                return answer
+            # Kafka's ElectLeadersRequest.getErrorResponse: every partition asked for carries the error
+            results: list[t.ElectLeadersResponseReplicaElectionResult] = [
+                {
+                    "Topic": tp.get("Topic") or "",
+                    "PartitionResult": [
+                        {"PartitionId": p, "ErrorCode": error.code, "ErrorMessage": error.message}
+                        for p in tp.get("Partitions") or []
+                    ],
+                }
+                for tp in body.get("TopicPartitions") or []
+            ]
+            return {"ThrottleTimeMs": 0, "ErrorCode": error.code, "ReplicaElectionResults": results}
+
+        build = functools.partial(c.partitions.elect_leaders, c.image, body)
+        return self._answer("ElectLeaders", build, reply)
 
     # ------------------------------------------------------------------ producer ids
     def allocate_producer_ids(self, body: t.AllocateProducerIdsRequest, version: int) -> asyncio.Future:

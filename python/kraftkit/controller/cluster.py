@@ -41,7 +41,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from kraftkit._core import decode_metadata_record, encode_metadata_record
 from kraftkit._kafka import (
@@ -72,6 +72,10 @@ BROKER_RECORDS = frozenset(
 FENCE, UNFENCE = 1, -1
 #: and its InControlledShutdown value (BrokerRegistrationInControlledShutdownChange)
 IN_CONTROLLED_SHUTDOWN = 1
+
+
+#: a broker's state on the active controller (Kafka's BrokerControlState)
+FENCED, UNFENCED, CONTROLLED_SHUTDOWN, SHUTDOWN_NOW = "FENCED", "UNFENCED", "CONTROLLED_SHUTDOWN", "SHUTDOWN_NOW"
 
 
 class ControllerError(Exception):
@@ -109,6 +113,43 @@ class HeartbeatReply(NamedTuple):
     is_fenced: bool
     in_controlled_shutdown: bool
     should_shut_down: bool
+
+
+class BrokerChanges(Protocol):
+    """The records of a broker's change of state, its partitions included
+    (:class:`~kraftkit.controller.partitions.PartitionControlManager`)."""
+
+    def broker_fenced(self, image: MetadataImage, bid: int) -> list[bytes]: ...
+
+    def broker_unfenced(self, image: MetadataImage, bid: int, epoch: int) -> list[bytes]: ...
+
+    def broker_in_controlled_shutdown(self, image: MetadataImage, bid: int, epoch: int) -> list[bytes]: ...
+
+    def broker_shutdown(self, image: MetadataImage, bid: int, clean: bool) -> list[bytes]: ...
+
+    def has_leaderships(self, image: MetadataImage, bid: int) -> bool: ...
+
+
+class _NoPartitions:
+    """:class:`BrokerChanges` of a cluster without partitions: the registration records alone."""
+
+    def __init__(self, cluster: ClusterControlManager) -> None:
+        self.cluster = cluster
+
+    def broker_fenced(self, image: MetadataImage, bid: int) -> list[bytes]:
+        return self.cluster.fence_records(image, bid)
+
+    def broker_unfenced(self, image: MetadataImage, bid: int, epoch: int) -> list[bytes]:
+        return self.cluster.unfence_records(image, bid, epoch)
+
+    def broker_in_controlled_shutdown(self, image: MetadataImage, bid: int, epoch: int) -> list[bytes]:
+        return []
+
+    def broker_shutdown(self, image: MetadataImage, bid: int, clean: bool) -> list[bytes]:
+        return []
+
+    def has_leaderships(self, image: MetadataImage, bid: int) -> bool:
+        return False
 
 
 def _is_type(value: bytes | None, api_key: int) -> bool:
@@ -278,10 +319,17 @@ class ClusterControlManager:
 
     # ------------------------------------------------------------------ BrokerRegistration
     def register_broker(
-        self, image: MetadataImage, body: Mapping, next_offset: int, kraft_version: int
+        self,
+        image: MetadataImage,
+        body: Mapping,
+        next_offset: int,
+        kraft_version: int,
+        changes: BrokerChanges | None = None,
     ) -> tuple[list[bytes], int]:
         """The records registering the broker of ``body`` (a BrokerRegistrationRequest) and its
-        broker epoch, or :class:`ControllerError`."""
+        broker epoch, or :class:`ControllerError`. A new incarnation first leaves its partitions'
+        ISRs (``changes.broker_shutdown``: clean when it gives back the epoch of the registration it
+        replaces)."""
         if self.sessions is None:
             raise ControllerError(Errors.NOT_CONTROLLER, "ClusterControlManager is not active.")
         if body.get("ClusterId") != self.cluster_id:
@@ -332,6 +380,7 @@ class ClusterControlManager:
             "Rack": body.get("Rack"),
             "LogDirs": dirs if mv.supported("directory_assignment") else [],
         }
+        shutdown: list[bytes] = []
         if existing is not None and existing["IncarnationId"] == incarnation:
             epoch = existing["BrokerEpoch"]
             record.update(Fenced=existing["Fenced"], InControlledShutdown=existing["InControlledShutdown"])
@@ -344,11 +393,20 @@ class ClusterControlManager:
         else:
             epoch = next_offset
             record.update(Fenced=True, InControlledShutdown=False)
-            log.info("Registering broker %d, incarnation ID %s: broker epoch %d.", bid, incarnation, epoch)
+            clean = existing is not None and existing["BrokerEpoch"] == body.get("PreviousBrokerEpoch", -1)
+            shutdown = (changes or _NoPartitions(self)).broker_shutdown(image, bid, clean)
+            log.info(
+                "Registering broker %d, incarnation ID %s: broker epoch %d (%d record(s) to clean up previous "
+                "incarnations).",
+                bid,
+                incarnation,
+                epoch,
+                len(shutdown),
+            )
         record["BrokerEpoch"] = epoch
         version = record_versions(mv)[REGISTER_BROKER]
         assert version is not None
-        return [encode_metadata_record(REGISTER_BROKER, version, record)], epoch
+        return [*shutdown, encode_metadata_record(REGISTER_BROKER, version, record)], epoch
 
     # ------------------------------------------------------------------ BrokerHeartbeat
     def check_broker_epoch(self, image: MetadataImage, bid: int, epoch: int) -> None:
@@ -360,9 +418,19 @@ class ClusterControlManager:
                 Errors.STALE_BROKER_EPOCH, f"Expected broker epoch {reg['BrokerEpoch']}, but got broker epoch {epoch}"
             )
 
-    def heartbeat(self, image: MetadataImage, body: Mapping) -> tuple[list[bytes], HeartbeatReply]:
-        """The records a BrokerHeartbeat leads to (none, usually) and its answer (Kafka's
-        ``processBrokerHeartbeat`` and ``calculateNextBrokerState``; no broker leads a partition)."""
+    def lowest_active_offset(self) -> float:
+        """The lowest metadata offset an active broker (unfenced, not shutting down) reported, inf when none is."""
+        offsets = [s.metadata_offset for s in (self.sessions or {}).values() if not s.fenced and not s.shutting_down]
+        return min(offsets) if offsets else float("inf")
+
+    def heartbeat(
+        self, image: MetadataImage, body: Mapping, changes: BrokerChanges | None = None, next_offset: int = 0
+    ) -> tuple[list[bytes], HeartbeatReply]:
+        """The records a BrokerHeartbeat leads to (none, usually) and its answer: Kafka's
+        ``processBrokerHeartbeat`` and ``calculateNextBrokerState``. ``changes`` gives the records of a
+        change of the broker's state, partitions included (without it, no partition moves: the broker
+        leads none); ``next_offset`` is where the records would be appended (a controlled shutdown
+        completes once every active broker has caught up to the end of its batch)."""
         if self.sessions is None:
             raise ControllerError(Errors.NOT_CONTROLLER, "ClusterControlManager is not active.")
         bid, epoch = body["BrokerId"], body["BrokerEpoch"]
@@ -371,6 +439,7 @@ class ClusterControlManager:
                 Errors.STALE_BROKER_EPOCH, f"Receive a heartbeat from broker {bid} before registration"
             )
         self.check_broker_epoch(image, bid, epoch)
+        ch = changes if changes is not None else _NoPartitions(self)
         now = self.now()
         s = self.sessions.get(bid)
         if s is None:
@@ -378,15 +447,12 @@ class ClusterControlManager:
         offset = body.get("CurrentMetadataOffset", -1)
         registered_at = self.register_offsets[bid]
         want_fence, want_shutdown = body.get("WantFence", False), body.get("WantShutDown", False)
-        records: list[bytes] = []
-        fenced, should_shut_down = s.fenced, False
-        if s.fenced:
+        current = CONTROLLED_SHUTDOWN if s.shutting_down else FENCED if s.fenced else UNFENCED
+        nxt = current
+        if current == FENCED:
             if want_shutdown:
                 log.info("Fenced broker %d has requested and been granted an immediate shutdown.", bid)
-                # FENCED -> SHUTDOWN_NOW is a change of state, and Kafka's processBrokerHeartbeat
-                # fences on any change to SHUTDOWN_NOW (handleBrokerFenced): one more fencing record
-                records = self.fence_records(image, bid)
-                should_shut_down = True
+                nxt = SHUTDOWN_NOW
             elif not want_fence and offset >= registered_at:
                 log.info(
                     "The request from broker %d to unfence has been granted because it has caught up with the "
@@ -394,21 +460,48 @@ class ClusterControlManager:
                     bid,
                     registered_at,
                 )
-                records = self.unfence_records(image, bid, epoch)
-                fenced = False
-        elif want_fence or want_shutdown:
-            # an unfenced broker that asks to be fenced, or to shut down while leading no partition
-            log.info(
-                "Unfenced broker %d has requested and been granted %s.",
-                bid,
-                "an immediate shutdown" if want_shutdown else "fencing",
-            )
-            records = self.fence_records(image, bid)
-            fenced, should_shut_down = True, want_shutdown
+                nxt = UNFENCED
+        elif current == UNFENCED:
+            if want_fence:
+                what = "an immediate shutdown" if want_shutdown else "fencing"
+                log.info("Unfenced broker %d has requested and been granted %s.", bid, what)
+                nxt = SHUTDOWN_NOW if want_shutdown else FENCED
+            elif want_shutdown:
+                if ch.has_leaderships(image, bid):
+                    log.info("Unfenced broker %d has requested and been granted a controlled shutdown.", bid)
+                    nxt = CONTROLLED_SHUTDOWN
+                else:
+                    log.info("Unfenced broker %d has requested and been granted an immediate shutdown.", bid)
+                    nxt = SHUTDOWN_NOW
+        elif not ch.has_leaderships(image, bid):
+            lowest = self.lowest_active_offset()
+            if s.controlled_shutdown_offset <= lowest:
+                log.info(
+                    "The request from broker %d to shut down has been granted since the lowest active offset %s "
+                    "is now greater than the broker's controlled shutdown offset %d.",
+                    bid,
+                    lowest,
+                    s.controlled_shutdown_offset,
+                )
+                nxt = SHUTDOWN_NOW
+        records: list[bytes] = []
+        if nxt != current:
+            # (FENCED -> SHUTDOWN_NOW is a change too: Kafka writes the fencing once more)
+            if nxt in (FENCED, SHUTDOWN_NOW):
+                records = ch.broker_fenced(image, bid)
+            elif nxt == UNFENCED:
+                records = ch.broker_unfenced(image, bid, epoch)
+            else:
+                records = ch.broker_in_controlled_shutdown(image, bid, epoch)
+        fenced = nxt in (FENCED, SHUTDOWN_NOW)
         s.last_contact = now
         s.metadata_offset = offset
         s.fenced = fenced
-        return records, HeartbeatReply(offset >= registered_at, fenced, False, should_shut_down)
+        if fenced:
+            s.controlled_shutdown_offset = -1
+        elif nxt == CONTROLLED_SHUTDOWN and s.controlled_shutdown_offset < 0:
+            s.controlled_shutdown_offset = next_offset + len(records) - 1  # the end of this write's batch
+        return records, HeartbeatReply(offset >= registered_at, fenced, nxt == CONTROLLED_SHUTDOWN, nxt == SHUTDOWN_NOW)
 
     # ------------------------------------------------------------------ UnregisterBroker
     def unregister_broker(self, image: MetadataImage, bid: int) -> list[bytes]:

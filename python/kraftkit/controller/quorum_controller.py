@@ -50,6 +50,7 @@ from kraftkit.controller.cluster import BROKER_RECORDS, ClusterControlManager, C
 from kraftkit.controller.configs import ConfigurationControlManager
 from kraftkit.controller.faults import crash_point
 from kraftkit.controller.features import FeatureControlManager
+from kraftkit.controller.partitions import PartitionControlManager
 from kraftkit.controller.producer_ids import ProducerIdControlManager
 from kraftkit.controller.registration import ControllerRegistrationManager
 from kraftkit.controller.replication import ReplicationControlManager
@@ -95,6 +96,7 @@ class QuorumController:
         self.cluster = ClusterControlManager(node.config.cluster_id, session_timeout_ms)
         self.configs = ConfigurationControlManager(node.node_id, node.config.voters, static_config)
         self.replication = ReplicationControlManager(self.cluster, static_config)
+        self.partitions = PartitionControlManager(self.replication, node.node_id)
         self.producer_ids = ProducerIdControlManager(self.cluster)
         self._fence_timer: asyncio.TimerHandle | None = None
         self.registration = ControllerRegistrationManager(self, CONTROLLER_LISTENER)
@@ -452,8 +454,9 @@ class QuorumController:
                 def build(bid: int = bid) -> tuple[list[bytes], None]:
                     if self.cluster.stale_broker() != bid:
                         return [], None  # it heartbeated while the previous fencing committed
+                    records = self.partitions.broker_fenced(self.image, bid)
                     self.cluster.mark_fenced(bid)
-                    return self.cluster.fence_records(self.image, bid), None
+                    return records, None
 
                 try:
                     await self._write(f"fencing broker {bid}", build, WRITE_TIMEOUT_MS)

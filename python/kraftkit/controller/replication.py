@@ -163,6 +163,7 @@ class ReplicationControlManager:
         self.cluster = cluster
         self.random = rng if rng is not None else random.Random()
         config = static_config or {}
+        self.static_config: Mapping[str, str] = config
         self.default_partitions = _int_config(config, "num.partitions", 1, 2**31)
         self.default_replication_factor = _int_config(config, "default.replication.factor", 1, 2**15)
 

@@ -43,6 +43,8 @@ CONTROLLER_APIS = (
     ApiKey.ALTER_CONFIGS,
     ApiKey.CREATE_TOPICS,
     ApiKey.ALLOCATE_PRODUCER_IDS,
+    ApiKey.ALTER_PARTITION,
+    ApiKey.ELECT_LEADERS,
     ApiKey.ENVELOPE,
 )
 
@@ -92,6 +94,8 @@ class ControllerNode(RaftNode):
             ApiKey.ALTER_CONFIGS: c.alter_configs,
             ApiKey.CREATE_TOPICS: c.create_topics,
             ApiKey.ALLOCATE_PRODUCER_IDS: c.allocate_producer_ids,
+            ApiKey.ALTER_PARTITION: c.alter_partition,
+            ApiKey.ELECT_LEADERS: c.elect_leaders,
             ApiKey.ENVELOPE: self.envelope,
         }
 
