@@ -71,7 +71,10 @@ class Generator:
                 py += " | None"
             lo, hi = f["versions"]
             where = f"v{lo}+" if hi >= 32767 else f"v{lo}-{hi}"
-            lines.append(f"    {f['name']}: {py}  # {f['type_name']}, {where}")
+            line = f"    {f['name']}: {py}  # {f['type_name']}, {where}"
+            if len(line) > 120:  # the comment goes above a long line
+                line = f"    # {f['type_name']}, {where}\n    {f['name']}: {py}"
+            lines.append(line)
         self.classes.append("\n".join(lines))
         return name
 

@@ -263,7 +263,8 @@ class AlterPartitionReassignmentsRequestReassignableTopic(TypedDict, total=False
     """a ReassignableTopic of AlterPartitionReassignmentsRequest"""
 
     Name: str  # string, v0+
-    Partitions: list[AlterPartitionReassignmentsRequestReassignableTopicReassignablePartition]  # []ReassignablePartition, v0+
+    # []ReassignablePartition, v0+
+    Partitions: list[AlterPartitionReassignmentsRequestReassignableTopicReassignablePartition]
 
 
 class AlterPartitionReassignmentsRequest(TypedDict, total=False):
@@ -286,7 +287,8 @@ class AlterPartitionReassignmentsResponseReassignableTopicResponse(TypedDict, to
     """a ReassignableTopicResponse of AlterPartitionReassignmentsResponse"""
 
     Name: str  # string, v0+
-    Partitions: list[AlterPartitionReassignmentsResponseReassignableTopicResponseReassignablePartitionResponse]  # []ReassignablePartitionResponse, v0+
+    # []ReassignablePartitionResponse, v0+
+    Partitions: list[AlterPartitionReassignmentsResponseReassignableTopicResponseReassignablePartitionResponse]
 
 
 class AlterPartitionReassignmentsResponse(TypedDict, total=False):
@@ -395,7 +397,8 @@ class AlterUserScramCredentialsResponse(TypedDict, total=False):
     """AlterUserScramCredentialsResponse (api key 51, versions 0-0)"""
 
     ThrottleTimeMs: int  # int32, v0+
-    Results: list[AlterUserScramCredentialsResponseAlterUserScramCredentialsResult]  # []AlterUserScramCredentialsResult, v0+
+    # []AlterUserScramCredentialsResult, v0+
+    Results: list[AlterUserScramCredentialsResponseAlterUserScramCredentialsResult]
 
 
 class ApiVersionsRequest(TypedDict, total=False):
@@ -704,7 +707,8 @@ class CreatePartitionsRequestCreatePartitionsTopic(TypedDict, total=False):
 
     Name: str  # string, v0+
     Count: int  # int32, v0+
-    Assignments: list[CreatePartitionsRequestCreatePartitionsTopicCreatePartitionsAssignment] | None  # []CreatePartitionsAssignment, v0+
+    # []CreatePartitionsAssignment, v0+
+    Assignments: list[CreatePartitionsRequestCreatePartitionsTopicCreatePartitionsAssignment] | None
 
 
 class CreatePartitionsRequest(TypedDict, total=False):
@@ -972,7 +976,8 @@ class DescribeConfigsResponseDescribeConfigsResultDescribeConfigsResourceResult(
     ReadOnly: bool  # bool, v0+
     ConfigSource: int  # int8, v1+
     IsSensitive: bool  # bool, v0+
-    Synonyms: list[DescribeConfigsResponseDescribeConfigsResultDescribeConfigsResourceResultDescribeConfigsSynonym]  # []DescribeConfigsSynonym, v1+
+    # []DescribeConfigsSynonym, v1+
+    Synonyms: list[DescribeConfigsResponseDescribeConfigsResultDescribeConfigsResourceResultDescribeConfigsSynonym]
     ConfigType: int  # int8, v3+
     Documentation: str | None  # string, v3+
 
@@ -984,7 +989,8 @@ class DescribeConfigsResponseDescribeConfigsResult(TypedDict, total=False):
     ErrorMessage: str | None  # string, v0+
     ResourceType: int  # int8, v0+
     ResourceName: str  # string, v0+
-    Configs: list[DescribeConfigsResponseDescribeConfigsResultDescribeConfigsResourceResult]  # []DescribeConfigsResourceResult, v0+
+    # []DescribeConfigsResourceResult, v0+
+    Configs: list[DescribeConfigsResponseDescribeConfigsResultDescribeConfigsResourceResult]
 
 
 class DescribeConfigsResponse(TypedDict, total=False):
@@ -1284,7 +1290,8 @@ class FetchResponseFetchableTopicResponsePartitionData(TypedDict, total=False):
     DivergingEpoch: FetchResponseFetchableTopicResponsePartitionDataEpochEndOffset  # EpochEndOffset, v12+
     CurrentLeader: FetchResponseFetchableTopicResponsePartitionDataLeaderIdAndEpoch  # LeaderIdAndEpoch, v12+
     SnapshotId: FetchResponseFetchableTopicResponsePartitionDataSnapshotId  # SnapshotId, v12+
-    AbortedTransactions: list[FetchResponseFetchableTopicResponsePartitionDataAbortedTransaction] | None  # []AbortedTransaction, v4+
+    # []AbortedTransaction, v4+
+    AbortedTransactions: list[FetchResponseFetchableTopicResponsePartitionDataAbortedTransaction] | None
     PreferredReadReplica: int  # int32, v11+
     Records: Any | None  # records, v0+
 
@@ -1449,7 +1456,8 @@ class ListPartitionReassignmentsRequest(TypedDict, total=False):
     """ListPartitionReassignmentsRequest (api key 46, versions 0-0)"""
 
     TimeoutMs: int  # int32, v0+
-    Topics: list[ListPartitionReassignmentsRequestListPartitionReassignmentsTopics] | None  # []ListPartitionReassignmentsTopics, v0+
+    # []ListPartitionReassignmentsTopics, v0+
+    Topics: list[ListPartitionReassignmentsRequestListPartitionReassignmentsTopics] | None
 
 
 class ListPartitionReassignmentsResponseOngoingTopicReassignmentOngoingPartitionReassignment(TypedDict, total=False):
@@ -1465,7 +1473,8 @@ class ListPartitionReassignmentsResponseOngoingTopicReassignment(TypedDict, tota
     """a OngoingTopicReassignment of ListPartitionReassignmentsResponse"""
 
     Name: str  # string, v0+
-    Partitions: list[ListPartitionReassignmentsResponseOngoingTopicReassignmentOngoingPartitionReassignment]  # []OngoingPartitionReassignment, v0+
+    # []OngoingPartitionReassignment, v0+
+    Partitions: list[ListPartitionReassignmentsResponseOngoingTopicReassignmentOngoingPartitionReassignment]
 
 
 class ListPartitionReassignmentsResponse(TypedDict, total=False):
@@ -1583,7 +1592,8 @@ class ProduceResponseTopicProduceResponsePartitionProduceResponse(TypedDict, tot
     BaseOffset: int  # int64, v0+
     LogAppendTimeMs: int  # int64, v2+
     LogStartOffset: int  # int64, v5+
-    RecordErrors: list[ProduceResponseTopicProduceResponsePartitionProduceResponseBatchIndexAndErrorMessage]  # []BatchIndexAndErrorMessage, v8+
+    # []BatchIndexAndErrorMessage, v8+
+    RecordErrors: list[ProduceResponseTopicProduceResponsePartitionProduceResponseBatchIndexAndErrorMessage]
     ErrorMessage: str | None  # string, v8+
     CurrentLeader: ProduceResponseTopicProduceResponsePartitionProduceResponseLeaderIdAndEpoch  # LeaderIdAndEpoch, v10+
 
@@ -1593,7 +1603,8 @@ class ProduceResponseTopicProduceResponse(TypedDict, total=False):
 
     Name: str  # string, v0-12
     TopicId: uuid.UUID  # uuid, v13+
-    PartitionResponses: list[ProduceResponseTopicProduceResponsePartitionProduceResponse]  # []PartitionProduceResponse, v0+
+    # []PartitionProduceResponse, v0+
+    PartitionResponses: list[ProduceResponseTopicProduceResponsePartitionProduceResponse]
 
 
 class ProduceResponseNodeEndpoint(TypedDict, total=False):
