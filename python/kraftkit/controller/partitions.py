@@ -29,8 +29,9 @@ The rules are Kafka 4.4's:
   exists, ELIGIBLE_LEADERS_NOT_AVAILABLE when none can be found); all partitions when none is named,
   leaving out those that need no election.
 * **Rebalance** (``auto.leader.rebalance.enable``, every ``leader.imbalance.check.interval.seconds``):
-  a preferred election for each partition not led by its first replica, at most
-  ``max.elections.per.imbalance`` records a round (Kafka's default, 1000).
+  a preferred election for each partition not led by its first replica, at most 1000 records a
+  round; and every ``unclean.leader.election.interval.ms``, an unclean election for each leaderless
+  partition of a topic that allows one.
 
 ``min.insync.replicas`` and ``unclean.leader.election.enable`` are the topic's, else this controller
 node's dynamic broker config, else the cluster-wide dynamic default, else the node's
@@ -450,6 +451,24 @@ class PartitionControlManager:
             change = self._builder(image, mv, topic, pid, election=Election.PREFERRED).build()
             if change is not None:
                 records.append(self._encode(mv, change))
+        return records
+
+    def elect_unclean(self, image: MetadataImage, limit: int = MAX_ELECTIONS_PER_IMBALANCE) -> list[bytes]:
+        """Kafka's ``maybeElectUncleanLeaders``: an unclean election for each leaderless partition of a
+        topic that allows one, at most ``limit`` records."""
+        mv = self._mv(image)
+        records: list[bytes] = []
+        for topic, pid in list(self._partitions(image, lambda p: p["Leader"] == NO_LEADER)):
+            if len(records) >= limit:
+                break
+            if not self.unclean_enabled(image, topic.name):
+                continue
+            code, _message = self._elect_one(image, mv, topic.name, pid, UNCLEAN_ELECTION, records)
+            if code == Errors.NONE:
+                log.error("Triggering unclean leader election for offline partition %s-%d.", topic.name, pid)
+            else:
+                log.warning("Cannot trigger unclean leader election for offline partition %s-%d: %s", topic.name,
+                            pid, Errors(code).name)  # fmt: skip
         return records
 
 

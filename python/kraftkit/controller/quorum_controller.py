@@ -50,7 +50,7 @@ from kraftkit.controller.cluster import BROKER_RECORDS, ClusterControlManager, C
 from kraftkit.controller.configs import ConfigurationControlManager
 from kraftkit.controller.faults import crash_point
 from kraftkit.controller.features import FeatureControlManager
-from kraftkit.controller.partitions import PartitionControlManager
+from kraftkit.controller.partitions import MAX_ELECTIONS_PER_IMBALANCE, PartitionControlManager
 from kraftkit.controller.producer_ids import ProducerIdControlManager
 from kraftkit.controller.registration import ControllerRegistrationManager
 from kraftkit.controller.replication import ReplicationControlManager
@@ -72,6 +72,19 @@ log = logging.getLogger(__name__)
 DEFAULT_SESSION_TIMEOUT_MS = 9000
 #: how often a bootstrap that a majority of the voters cannot read yet is tried again
 BOOTSTRAP_RETRY_S = 1.0
+
+
+def _positive(config: Mapping[str, str], name: str, default: float, unit: float) -> float:
+    """A positive number of ``unit`` seconds from the static config, ``default`` units when absent or bad."""
+    raw = config.get(name)
+    try:
+        value = float(raw) if raw is not None else default
+    except ValueError:
+        value = default
+    if value <= 0:
+        log.error("%s=%r is not positive: the controller uses %s", name, raw, default)
+        value = default
+    return value * unit
 
 
 class QuorumController:
@@ -99,6 +112,11 @@ class QuorumController:
         self.partitions = PartitionControlManager(self.replication, node.node_id)
         self.producer_ids = ProducerIdControlManager(self.cluster)
         self._fence_timer: asyncio.TimerHandle | None = None
+        config = static_config or {}
+        self.auto_rebalance = str(config.get("auto.leader.rebalance.enable", "true")).strip().lower() == "true"
+        self.rebalance_interval = _positive(config, "leader.imbalance.check.interval.seconds", 300.0, 1.0)
+        self.unclean_interval = _positive(config, "unclean.leader.election.interval.ms", 300000.0, 0.001)
+        self._election_timers: dict[str, asyncio.TimerHandle] = {}
         self.registration = ControllerRegistrationManager(self, CONTROLLER_LISTENER)
         #: the leader epoch in which this node is the active controller (-1: it is not)
         self.active_epoch = -1
@@ -190,6 +208,7 @@ class QuorumController:
             self.active_epoch = epoch
             self.cluster.activate(self.image)
             self._schedule_fencing()
+            self._schedule_elections()
             asyncio.get_running_loop().call_soon(self.registration.maybe_register)
             asyncio.get_running_loop().call_soon(self._maybe_auto_finalize)
             log.info("node %d: active controller in epoch %d at metadata.version %d", self.node.node_id, epoch, mv)
@@ -288,6 +307,9 @@ class QuorumController:
         if self._fence_timer is not None:
             self._fence_timer.cancel()
             self._fence_timer = None
+        for t in self._election_timers.values():
+            t.cancel()
+        self._election_timers = {}
 
     # ------------------------------------------------------------------ writes
     def submit(
@@ -465,6 +487,46 @@ class QuorumController:
                     break
         finally:
             self._schedule_fencing()
+
+    # ------------------------------------------------------------------ background elections
+    def _schedule_elections(self) -> None:
+        """While active: the preferred-leader rebalance every ``leader.imbalance.check.interval.seconds``
+        (with ``auto.leader.rebalance.enable``) and unclean elections every
+        ``unclean.leader.election.interval.ms``, as Kafka's periodic controller tasks. A round that
+        wrote as many elections as one may is followed by another at once."""
+        for t in self._election_timers.values():
+            t.cancel()
+        self._election_timers = {}
+        if not self.active:
+            return
+        self._next_elections("unclean leader elections", self.unclean_interval, self.partitions.elect_unclean)
+        if self.auto_rebalance:
+            self._next_elections("preferred leader rebalance", self.rebalance_interval, self.partitions.balance)
+
+    def _next_elections(
+        self, what: str, delay: float, make: Callable[[MetadataImage], list[bytes]], interval: float | None = None
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        every = delay if interval is None else interval
+        self._election_timers[what] = loop.call_later(delay, self._run_elections, what, every, make)
+
+    def _run_elections(self, what: str, interval: float, make: Callable[[MetadataImage], list[bytes]]) -> None:
+        def build() -> tuple[list[bytes], int]:
+            records = make(self.image)
+            return records, len(records)
+
+        async def run() -> None:
+            written = 0
+            try:
+                written = await self._write(what, build, WRITE_TIMEOUT_MS)
+            except ControllerError as e:
+                if e.code != Errors.NOT_CONTROLLER:
+                    log.warning("node %d: %s failed: %s", self.node.node_id, what, e.message)
+            if self.active:
+                more = written >= MAX_ELECTIONS_PER_IMBALANCE
+                self._next_elections(what, 0.0 if more else interval, make, interval)
+
+        asyncio.get_running_loop().create_task(run())
 
     @property
     def idle(self) -> bool:
