@@ -10,6 +10,9 @@ on both (made with ``kafka-topics``), an idempotent ``acks=all`` producer:
   the leaderships back to the preferred replicas (ElectLeaders, forwarded in an Envelope).
 * **controlled shutdown** of the other broker (SIGTERM): the controller moves its leaderships
   before it lets it go, so its partitions never lose their leader.
+* **kill -9 of the active controller**: another controller takes over from the log; the broker
+  finds it, a topic is created through it and the producer goes on; the killed controller comes
+  back and catches up.
 
 Every controller holds the same log at the end, and no broker logged an error."""
 
@@ -67,6 +70,15 @@ def wait_for(what: str, check, tails, timeout: float = 60.0):
             return got
         assert time.monotonic() < deadline, f"{what} not reached in {timeout:.0f} s\n{tails()}"
         time.sleep(0.5)
+
+
+def active_controller(tmp_path, ports) -> int:
+    """The node whose log says it became the active controller in the highest epoch."""
+    def last_epoch(i: int) -> int:
+        text = "".join(p.read_text(errors="replace") for p in tmp_path.glob(f"c{i}*.log"))
+        return max(map(int, re.findall(r"active controller in epoch (\d+)", text)), default=-1)
+
+    return max(ports, key=last_epoch)
 
 
 def records(n0: int, n: int, parts: int) -> list[dict]:
@@ -145,9 +157,25 @@ def test_leaderships_move_on_broker_failure_restart_and_controlled_shutdown(kafk
             d if len(d := describe(b1.bootstrap)) == 4 and all(v[0] == 101 for v in d.values()) else None), tails)
         assert all(v[2] == [101] for v in after.values())
         acks += tools.produce(V, b1.bootstrap, [{"topic": "t", "records": records(80, 20, 4), "props": props}])
+
+        # kill -9 of the active controller: another takes over from the log, the broker finds it, and
+        # its forwarded CreateTopics and the producer's writes go on; the killed one comes back and catches up
+        active = active_controller(tmp_path, ports)
+        procs[active - 1].proc.kill()
+        assert procs[active - 1].stop() == -9
+        out = tools.topic_command(V, b1.bootstrap, ["--create", "--topic", "u", "--partitions", "2",
+                                                    "--replication-factor", "1"])
+        assert "Created topic u." in out, (out, tails())
+        assert active_controller(tmp_path, ports) != active
+        acks += tools.produce(V, b1.bootstrap, [{"topic": "t", "records": records(100, 20, 4), "props": props},
+                                                {"topic": "u", "records": [{"key": b"u", "value": b"v"}], "props": props}])
         got = tools.consume(V, b1.bootstrap, "t")
         assert sorted((r["partition"], r["key"], r["value"]) for r in got) == sorted(
-            (s["partition"], s["key"], s["value"]) for s in records(0, 100, 4))
+            (s["partition"], s["key"], s["value"]) for s in records(0, 120, 4))
+        assert len(acks) == 121
+        procs[active - 1] = KraftkitProcess(["controller", "run"], [
+            "--node-id", str(active), "--voters", voters, "--log-dir", str(dirs[active]),
+            "--broker-session-timeout-ms", str(SESSION_MS)], tmp_path / f"c{active}-restarted.log")
 
         deadline = time.monotonic() + 30
         while len({len(topic_records(d / CLUSTER_METADATA_DIR, (PARTITION_CHANGE,))) for d in dirs.values()}) != 1:
@@ -160,7 +188,7 @@ def test_leaderships_move_on_broker_failure_restart_and_controlled_shutdown(kafk
     assert codes == [0, 0, 0], tails()
     changes = [topic_records(d / CLUSTER_METADATA_DIR, (PARTITION_CHANGE,)) for d in dirs.values()]
     assert changes[0] == changes[1] == changes[2] and changes[0]
-    logs = "".join((tmp_path / f"c{i}.log").read_text(errors="replace") for i in ports)
+    logs = "".join(p.read_text(errors="replace") for p in tmp_path.glob("c*.log"))
     assert "because its session has timed out" in logs  # the kill -9 was noticed by the session, not by luck
     assert "controlled shutdown" in logs
     for b in brokers.values():
