@@ -30,7 +30,7 @@ def test_generate_then_scan(spark, tmp_path, capsys):
     lines = json_lines(capsys.readouterr().out)
     total = lines[-1]
     want = sum(b.count for p in sorted(root.rglob("*")) if p.suffix in (".log", ".checkpoint") for b in Segment(p).batches())
-    assert total["rows"] == want and total["damaged_rows"] == 0
+    assert total["rows"] == want and total["damagedRows"] == 0  # camelCase JSON since the one JSON style
     assert {x["cluster"] for x in lines[:-1]} == {"cluster-000", "cluster-001"}
 
 

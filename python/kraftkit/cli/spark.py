@@ -3,19 +3,28 @@
 On a laptop they start a local SparkSession (``--master local[2]`` by default); under
 ``spark-submit`` (``kraftkit/cli/spark_submit.py``) they use the session spark-submit made, so the
 same command runs on YARN, Kubernetes or a standalone cluster with paths on HDFS or S3.
-Results go to Parquet under ``--out``; a short summary goes to stdout (``--json``: JSON lines).
+Results go to Parquet under ``--out``; a short summary goes to stdout (``--json``: JSON lines,
+field names in Kafka's camelCase). Spark's own log lines stay off the output (a quiet log4j2
+configuration for the sessions the CLI starts: errors only).
 Exit codes: 0 all good, 1 damage found (corrupt batches, problems, failed rewrites),
-2 usage error or no metadata files.
+2 usage error, no metadata files, or no Spark here (pyspark, pyarrow or Java missing).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import re
 import sys
 from typing import Any
 
-from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, fail
+from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
+from kraftkit.errors import KraftkitError
+
+#: the packages of the ``spark`` extra the jobs import (pyspark[sql] brings pyarrow and pandas)
+SPARK_PACKAGES = ("pyspark", "pyarrow", "pandas", "py4j")
+INSTALL_HINT = "pip install 'kraftkit[spark]'"
 
 HELP = "fleet jobs on Spark: audit, verify and rewrite every cluster's metadata; scan; generate a synthetic fleet"
 
@@ -58,7 +67,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--kind", choices=["all", "snapshots", "logs"], default="all")
     q.set_defaults(func=run_scan)
     q = jobs.add_parser("generate", help="write a synthetic fleet (for tests, benchmarks and demos)")
-    q.add_argument("root", help="directory to write <cluster>/<node>/__cluster_metadata-0/ under")
+    q.add_argument(
+        "root", metavar="PATH", help="directory to write <cluster>/<node>/__cluster_metadata-0/ and fleet.json under"
+    )
     q.add_argument("--clusters", type=int, default=8)
     q.add_argument("--nodes", type=int, default=3)
     q.add_argument("--topics", default="50:400", help="topics per cluster, MIN:MAX (default 50:400)")
@@ -66,13 +77,39 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--segment-bytes", type=int, default=1 << 20)
     q.add_argument("--corrupt", type=int, default=0, help="damage one node of this many clusters")
     q.add_argument("--seed", type=int, default=42)
-    q.add_argument("--json", action="store_true")
+    q.add_argument("--json", action="store_true", help="one JSON object instead of the text summary")
     q.set_defaults(func=run_generate)
+
+
+class SparkUnavailable(KraftkitError):
+    """No Spark here: a package of the ``spark`` extra or Java is missing (exit code 2)."""
+
+
+def _missing(e: ImportError) -> str | None:
+    """The package of the ``spark`` extra an import error is about, if it is one."""
+    name = (e.name or "").split(".")[0]
+    return name if name in SPARK_PACKAGES else None
+
+
+def _unavailable(package: str) -> SparkUnavailable:
+    return SparkUnavailable(f"needs {package}, which this Python cannot import ({INSTALL_HINT})")
+
+
+def require_spark() -> None:
+    """Raises :class:`SparkUnavailable` naming the first package of the ``spark`` extra that
+    cannot be imported (checked before a session starts, so no traceback reaches the user)."""
+    for name in ("pyspark", "pyarrow"):
+        try:
+            importlib.import_module(name)
+        except ImportError as e:
+            raise _unavailable(_missing(e) or name) from None
 
 
 def session(args: argparse.Namespace) -> Any:
     """The session a job runs in: spark-submit's when ``args.ambient_session`` (set by
-    ``kraftkit.cli.spark_submit``, no command-line option), else a local one at ``--master``."""
+    ``kraftkit.cli.spark_submit``, no command-line option), else a local one at ``--master``
+    with Spark's log lines below ERROR kept off the output."""
+    require_spark()
     if getattr(args, "ambient_session", False):
         from kraftkit.spark.session import ambient_session
 
@@ -80,26 +117,46 @@ def session(args: argparse.Namespace) -> Any:
     from kraftkit.spark.session import java_available, local_session
 
     if not java_available():
-        # exit 1 (as SystemExit with a message always was), though this is no problem in the data
-        raise SystemExit(fail("spark", "Spark needs Java 17+ (set JAVA_HOME or put java on PATH)", EXIT_PROBLEMS))
-    return local_session(args.master or "local[2]")
+        raise SparkUnavailable("Spark needs Java 17+ (set JAVA_HOME or put java on PATH)")
+    return local_session(args.master or "local[2]", quiet=True)
+
+
+_CAMEL = re.compile(r"_([a-z0-9])")
+
+
+def camel(value: Any) -> Any:
+    """``value`` with every dict key in camelCase (``invalid_batches`` -> ``invalidBatches``),
+    the style of Kafka's JSON; lists and nested dicts too."""
+    if isinstance(value, dict):
+        return {_CAMEL.sub(lambda m: m.group(1).upper(), str(k)): camel(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [camel(v) for v in value]
+    return value
+
+
+def _print_json(obj: dict[str, Any]) -> None:
+    print(json.dumps(camel(obj), default=str))
 
 
 def _emit_rows(df: Any, kind: str) -> None:
     for r in df.toLocalIterator():
-        print(json.dumps({"type": kind, **r.asDict(recursive=True)}, default=str))
+        _print_json({"type": kind, **r.asDict(recursive=True)})
 
 
 def _guard(fn):
-    """Runs a job; a bad fleet layout or argument (any kraftkit error) is exit code 2."""
+    """Runs a job; a bad fleet layout or argument (any kraftkit error) is exit code 2, and so is
+    a package of the ``spark`` extra missing (one line naming it and how to install it)."""
 
     def run(args: argparse.Namespace) -> int:
-        from kraftkit.errors import KraftkitError
-
         try:
             return fn(args)
         except KraftkitError as e:
             return fail(f"spark {args.job}", str(e))
+        except ImportError as e:
+            package = _missing(e)
+            if package is None:
+                raise
+            return fail(f"spark {args.job}", str(_unavailable(package)), EXIT_USAGE)
 
     return run
 
@@ -169,8 +226,8 @@ def run_scan(args: argparse.Namespace) -> int:
     total = sum(r["count"] for r in rows)
     if args.json:
         for r in rows:
-            print(json.dumps({"type": "count", **r.asDict()}))
-        print(json.dumps({"type": "total", "rows": total, "damaged_rows": bad, "seconds": round(secs, 3)}))
+            _print_json({"type": "count", **r.asDict()})
+        _print_json({"type": "total", "rows": total, "damaged_rows": bad, "seconds": round(secs, 3)})
     else:
         for r in rows:
             print(f"{r['cluster']:<20} {r['record_type']!s:<36} {r['count']:>10}")
@@ -205,16 +262,14 @@ def run_generate(args: argparse.Namespace) -> int:
     )
     size = fleet.bytes
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "root": fleet.root,
-                    "clusters": len(fleet.clusters),
-                    "bytes": size,
-                    "records": sum(c.records for c in fleet.clusters),
-                    "damage": [d for c in fleet.clusters for d in c.damage],
-                }
-            )
+        _print_json(
+            {
+                "root": fleet.root,
+                "clusters": len(fleet.clusters),
+                "bytes": size,
+                "records": sum(c.records for c in fleet.clusters),
+                "damage": [d for c in fleet.clusters for d in c.damage],
+            }
         )
     else:
         print(
