@@ -39,6 +39,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         )
         if out:
             q.add_argument("--out", default=None, help="write the results as Parquet under this directory or URI")
+        q.add_argument(
+            "--naming",
+            choices=["auto", "meta", "path"],
+            default="auto",
+            help="how clusters and nodes are named: meta = cluster.id and node.id of each log directory's "
+            "meta.properties; path = <cluster>/<node>/ directory names; auto (default) = meta where a "
+            "meta.properties has both ids, else path (the output says which named each)",
+        )
         q.add_argument("--master", default=None, help="Spark master when not under spark-submit (default local[2])")
         q.add_argument("--json", action="store_true", help="JSON lines instead of the text summary")
         q.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
@@ -165,8 +173,31 @@ def _progress(args: argparse.Namespace) -> bool | None:
     return False if args.no_progress else None
 
 
-def _report(args: argparse.Namespace, res: Any, *tables: tuple[Any, str]) -> None:
-    """The job's result: its tables as JSON lines with --json, else its summary."""
+def _fleet(args: argparse.Namespace, kind: str = "all") -> list[Any]:
+    """The fleet's files as the job will find them (a path without metadata files fails here,
+    before a Spark session starts), named by ``--naming``."""
+    from kraftkit.spark.layout import discover
+
+    return discover(args.path, kind, args.naming)
+
+
+def _report_naming(args: argparse.Namespace, files: list[Any]) -> None:
+    """Which rule named each node's cluster and node: meta.properties or the directory names
+    (--json: one ``naming`` line per log directory)."""
+    from kraftkit.spark.layout import naming_lines, naming_table
+
+    if args.json:
+        for entry in naming_table(files):
+            _print_json({"type": "naming", **entry})
+    else:
+        for line in naming_lines(files):
+            print(line)
+
+
+def _report(args: argparse.Namespace, res: Any, files: list[Any], *tables: tuple[Any, str]) -> None:
+    """How the clusters and nodes were named, then the job's result: its tables as JSON lines
+    with --json, else its summary."""
+    _report_naming(args, files)
     if args.json:
         for df, kind in tables:
             _emit_rows(df, kind)
@@ -178,9 +209,10 @@ def _report(args: argparse.Namespace, res: Any, *tables: tuple[Any, str]) -> Non
 def run_audit(args: argparse.Namespace) -> int:
     from kraftkit.spark import jobs
 
-    res = jobs.audit(session(args), args.path, args.out, progress=_progress(args))
+    files = _fleet(args)
+    res = jobs.audit(session(args), args.path, args.out, progress=_progress(args), naming=args.naming)
     rows = res.clusters.collect()
-    _report(args, res, (res.clusters, "cluster"), (res.downgrades, "downgrade"), (res.corrupt, "corrupt_batch"))
+    _report(args, res, files, (res.clusters, "cluster"), (res.downgrades, "downgrade"), (res.corrupt, "corrupt_batch"))
     return EXIT_PROBLEMS if any(r["corrupt_batches"] or r["error"] for r in rows) else EXIT_OK
 
 
@@ -188,9 +220,10 @@ def run_audit(args: argparse.Namespace) -> int:
 def run_verify(args: argparse.Namespace) -> int:
     from kraftkit.spark import jobs
 
-    res = jobs.verify(session(args), args.path, args.out, progress=_progress(args))
+    files = _fleet(args)
+    res = jobs.verify(session(args), args.path, args.out, progress=_progress(args), naming=args.naming)
     n = res.problems.count()
-    _report(args, res, (res.files, "file"), (res.problems, "problem"))
+    _report(args, res, files, (res.files, "file"), (res.problems, "problem"))
     return EXIT_PROBLEMS if n else EXIT_OK
 
 
@@ -200,11 +233,18 @@ def run_rewrite(args: argparse.Namespace) -> int:
 
     if args.out is None and not args.dry_run:
         return fail("spark rewrite", "--out is required (or --dry-run)")
+    files = _fleet(args, "snapshots")
     res = jobs.rewrite(
-        session(args), args.path, args.metadata_version, args.out, dry_run=args.dry_run, progress=_progress(args)
+        session(args),
+        args.path,
+        args.metadata_version,
+        args.out,
+        dry_run=args.dry_run,
+        progress=_progress(args),
+        naming=args.naming,
     )
     rows = res.report.collect()
-    _report(args, res, (res.report, "rewrite"))
+    _report(args, res, files, (res.report, "rewrite"))
     return EXIT_PROBLEMS if any(r["error"] for r in rows) else EXIT_OK
 
 
@@ -212,18 +252,21 @@ def run_rewrite(args: argparse.Namespace) -> int:
 def run_scan(args: argparse.Namespace) -> int:
     import time
 
+    files = _fleet(args, args.kind)
     spark = session(args)
     t0 = time.perf_counter()
     df = (
         spark.read.format("kraft")
         .option("columns", "cluster,record_type,crc_valid,error")
         .option("kind", args.kind)
+        .option("naming", args.naming)
         .load(args.path)
     )
     rows = df.groupBy("cluster", "record_type").count().orderBy("cluster", "record_type").collect()
     bad = df.where("crc_valid = false or error is not null").count()
     secs = time.perf_counter() - t0
     total = sum(r["count"] for r in rows)
+    _report_naming(args, files)
     if args.json:
         for r in rows:
             _print_json({"type": "count", **r.asDict()})
