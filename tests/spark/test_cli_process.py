@@ -84,3 +84,12 @@ def test_no_log4j_lines_on_stderr_and_camel_case_json(fleet):
     for x in lines:
         assert all(re.fullmatch(r"[a-z][a-zA-Z0-9]*", k) for k in x), x
     assert {"cluster", "recordType", "count"} <= set(counts[0])
+
+
+def test_json_field_names_are_camel_case_but_data_map_keys_are_kept():
+    from kraftkit.cli.spark import camel
+
+    row = {"type": "cluster", "corrupt_batches": 0, "metadata_version_level": 21, "features": {"metadata.version": 21},
+           "damage": [{"base_offset": 7, "kind": "crc"}]}
+    assert camel(row) == {"type": "cluster", "corruptBatches": 0, "metadataVersionLevel": 21,
+                          "features": {"metadata.version": 21}, "damage": [{"baseOffset": 7, "kind": "crc"}]}

@@ -130,13 +130,19 @@ def session(args: argparse.Namespace) -> Any:
 
 
 _CAMEL = re.compile(r"_([a-z0-9])")
+#: fields whose value is a map of data (feature name -> level): its keys are kept as they are
+_DATA_MAPS = frozenset({"features"})
 
 
 def camel(value: Any) -> Any:
-    """``value`` with every dict key in camelCase (``invalid_batches`` -> ``invalidBatches``),
-    the style of Kafka's JSON; lists and nested dicts too."""
+    """``value`` with every field name in camelCase (``invalid_batches`` -> ``invalidBatches``),
+    the style of Kafka's JSON; lists and nested dicts too, but not the keys of data maps
+    (``features``: feature names)."""
     if isinstance(value, dict):
-        return {_CAMEL.sub(lambda m: m.group(1).upper(), str(k)): camel(v) for k, v in value.items()}
+        return {
+            _CAMEL.sub(lambda m: m.group(1).upper(), str(k)): v if k in _DATA_MAPS else camel(v)
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         return [camel(v) for v in value]
     return value
