@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +31,7 @@ def test_generate_then_scan(spark, tmp_path, capsys):
     lines = json_lines(capsys.readouterr().out)
     total = lines[-1]
     want = sum(b.count for p in sorted(root.rglob("*")) if p.suffix in (".log", ".checkpoint") for b in Segment(p).batches())
-    assert total["rows"] == want and total["damaged_rows"] == 0
+    assert total["rows"] == want and total["damagedRows"] == 0  # camelCase JSON since the one JSON style
     assert {x["cluster"] for x in lines[:-1]} == {"cluster-000", "cluster-001"}
 
 
@@ -66,3 +67,34 @@ def test_format_kraft_works_in_a_fresh_session_without_register(fleet, tmp_path)
     want = sum(b.count for f in sorted(Path(node).rglob("*")) if f.suffix in (".log", ".checkpoint")
                for b in Segment(f).batches())
     assert f"ROWS {want}" in proc.stdout
+
+
+def test_clusters_named_by_meta_properties_and_the_output_says_so(spark, formatted_fleet, fleet, capsys):
+    """A fleet at .../data/ux/{demo,other} formatted by `kraftkit storage format`: scan and verify
+    name cluster <cluster.id> and nodes 1 and 2, and say which rule named them."""
+    root, cid, nodes = formatted_fleet
+    want = sum(b.count for d in nodes for f in sorted(d.rglob("*")) if f.suffix in (".log", ".checkpoint")
+               and f.parent.name == "__cluster_metadata-0" for b in Segment(f).batches())
+    assert main(["spark", "scan", str(root), "--json"]) == 0
+    lines = json_lines(capsys.readouterr().out)
+    assert [x for x in lines if x["type"] == "naming"] == [
+        {"type": "naming", "directory": str(d), "cluster": cid, "node": str(n), "namedBy": "meta.properties"}
+        for d, n in nodes.items()]
+    assert {x["cluster"] for x in lines if x["type"] == "count"} == {cid}
+    assert lines[-1]["rows"] == want
+    assert main(["spark", "scan", str(root)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("2 node(s) named by meta.properties (cluster.id, node.id): ")
+    assert main(["spark", "scan", str(root), "--naming", "path", "--json"]) == 0
+    lines = json_lines(capsys.readouterr().out)
+    assert {x["cluster"] for x in lines if x["type"] == "count"} == {"ux"}
+    assert {x["namedBy"] for x in lines if x["type"] == "naming"} == {"path"}
+    assert main(["spark", "verify", str(root), "--json", "--no-progress"]) == 0
+    files = [x for x in json_lines(capsys.readouterr().out) if x["type"] == "file"]
+    assert {(x["cluster"], x["node"]) for x in files} == {(cid, "1"), (cid, "2")}
+    # a node directory without meta.properties: named by path, or refused with --naming meta
+    bare = root / "ux" / "bare" / "__cluster_metadata-0"
+    shutil.copytree(root / "ux" / "demo" / "__cluster_metadata-0", bare)
+    assert main(["spark", "verify", str(root), "--naming", "meta"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"kraftkit spark verify: {root}/ux/bare/meta.properties: no meta.properties with cluster.id")

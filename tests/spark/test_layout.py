@@ -1,14 +1,20 @@
 """Fleet discovery and the Arrow scan without Spark: URIs through pyarrow.fs, file bytes, byte
-ranges cut at batch boundaries."""
+ranges cut at batch boundaries, clusters and nodes named by meta.properties or by path."""
 
 from __future__ import annotations
 
+import os
+import shutil
+from pathlib import Path
+
 import pyarrow as pa
+import pytest
 
 from kraftkit._core import batch_splits
 from kraftkit.log import Segment
 from kraftkit.spark.datasource import ReadOptions, pack, plan_ranges
-from kraftkit.spark.layout import discover, read_bytes
+from kraftkit.spark.layout import FleetError, discover, naming_lines, naming_table, read_bytes
+from kraftkit.spark.runner import partition_dirs
 from kraftkit.spark.scan import FileRange, scan_source
 
 
@@ -40,3 +46,70 @@ def test_ranges_cut_at_batch_boundaries_cover_the_file_once(fleet):
     ranges = plan_ranges(discover(fleet.root), opts)
     assert sum(r.size for r in ranges) == sum(x.size for x in discover(fleet.root))
     assert [r for g in pack(ranges, 1 << 20) for r in g] == ranges
+
+
+def names(files) -> set[tuple[str, str, str]]:
+    return {(f.cluster, f.node, f.named_by) for f in files}
+
+
+def test_meta_properties_name_clusters_and_nodes(formatted_fleet):
+    """A fleet at .../ux/demo is cluster <cluster.id>, node <node.id> (what Kafka wrote), not
+    cluster "ux", node "demo"; the directory names only when asked for."""
+    root, cid, nodes = formatted_fleet
+    assert (root / "ux" / "demo" / "meta.properties").read_text().count(f"cluster.id={cid}") == 1
+    files = discover(str(root))
+    assert names(files) == {(cid, "1", "meta.properties"), (cid, "2", "meta.properties")}
+    assert {f.node_dir for f in files} == {str(d) for d in nodes}
+    assert names(discover(f"file://{root}")) == names(files)
+    # one node's directory named directly: still its meta.properties
+    assert names(discover(str(root / "ux" / "demo" / "__cluster_metadata-0"))) == {(cid, "1", "meta.properties")}
+    assert names(discover(str(root), naming="path")) == {("ux", "demo", "path"), ("ux", "other", "path")}
+    assert names(discover(str(root), naming="meta")) == names(files)
+    lines = naming_lines(files)
+    assert len(lines) == 1 and lines[0].startswith("2 node(s) named by meta.properties (cluster.id, node.id): ")
+    assert f"{root}/ux/demo -> cluster {cid}, node 1" in lines[0]
+
+
+def test_without_meta_properties_auto_names_by_path_and_says_so(formatted_fleet, fleet):
+    root, cid, _ = formatted_fleet
+    bare = root / "ux" / "bare" / "__cluster_metadata-0"
+    shutil.copytree(sorted((Path(fleet.root) / fleet.clusters[2].name).glob("node-*/__cluster_metadata-0"))[1], bare)
+    files = discover(str(root))
+    assert names(files) == {(cid, "1", "meta.properties"), (cid, "2", "meta.properties"), ("ux", "bare", "path")}
+    table = naming_table(files)
+    assert [(e["cluster"], e["node"], e["named_by"]) for e in table] == [
+        (cid, "1", "meta.properties"), (cid, "2", "meta.properties"), ("ux", "bare", "path")]
+    lines = naming_lines(files)
+    assert lines[1] == (f"1 node(s) named by directory names <cluster>/<node>/ (no meta.properties with both ids): "
+                        f"{root}/ux/bare -> cluster ux, node bare")
+    with pytest.raises(FleetError) as e:
+        discover(str(root), naming="meta")
+    assert str(e.value).startswith(f"{root}/ux/bare/meta.properties: no meta.properties with cluster.id and node.id")
+    assert "--naming path" in str(e.value)
+
+
+def test_unreadable_meta_properties_is_an_error_naming_it(formatted_fleet):
+    root, _, _ = formatted_fleet
+    meta = root / "ux" / "demo" / "meta.properties"
+    meta.write_text("version=7\ncluster.id=x\nnode.id=1\n")
+    with pytest.raises(FleetError, match=f"^{meta}: Unknown meta.properties version number 7$"):
+        discover(str(root))
+    meta.unlink()
+    os.mkfifo(meta)  # never opened for reading: no hang
+    with pytest.raises(FleetError) as e:
+        discover(str(root))
+    assert str(e.value).startswith(f"{meta}: ") and "FIFO" in str(e.value)
+    assert names(discover(str(root), naming="path")) == {("ux", "demo", "path"), ("ux", "other", "path")}
+
+
+def test_two_directories_of_one_node_are_refused_by_the_jobs(formatted_fleet):
+    """Two log directories claiming one node of one cluster: a job names both instead of
+    reading one of them."""
+    root, cid, _ = formatted_fleet
+    copy = root / "backup" / "demo"
+    shutil.copytree(root / "ux" / "demo", copy)
+    files = discover(str(root))
+    with pytest.raises(FleetError) as e:
+        partition_dirs(files)
+    assert str(e.value) == (f"{root}/backup/demo/__cluster_metadata-0 and {root}/ux/demo/__cluster_metadata-0 are both "
+                            f"node 1 of cluster {cid} (named by meta.properties); give the job one of them")

@@ -250,7 +250,7 @@ def _spark_audit(part: Path) -> None:
     from kraftkit.spark.session import local_session
 
     t0 = time.perf_counter()
-    spark = local_session("local[2]", app="kraftkit-demo")
+    spark = local_session("local[2]", app="kraftkit-demo", quiet=True)
     t_start = time.perf_counter() - t0
     try:
         t0 = time.perf_counter()

@@ -22,7 +22,11 @@ Options:
   multiple of ``minPartitions`` partitions of at most about ``partitionBytes`` each; larger local
   files are cut at batch boundaries, so one big segment spreads over several tasks. Few large
   partitions are best: a Python data source task costs Spark about 80 ms whatever it reads;
-* ``chunkRows``: rows per Arrow batch (default 65536).
+* ``chunkRows``: rows per Arrow batch (default 65536);
+* ``naming``: how the ``cluster`` and ``node`` columns are named: ``auto`` (default: from each
+  log directory's ``meta.properties``, ``cluster.id`` and ``node.id``, where it has one, else
+  from the ``<cluster>/<node>/`` directory names), ``meta`` (``meta.properties`` required) or
+  ``path`` (directory names only); see :mod:`kraftkit.spark.layout`.
 
 With the option ``pushFilters=true`` and ``spark.sql.python.filterPushdown.enabled`` (Spark
 4.1+; Spark refuses a reader that pushes filters without that setting), ``where`` clauses on ``offset``
@@ -68,6 +72,7 @@ class ReadOptions:
     min_partitions: int = 2
     chunk_rows: int = 65536
     push_filters: bool = False
+    naming: str = "auto"
 
     @classmethod
     def parse(cls, options: dict[str, str], default_min_partitions: int = 2) -> ReadOptions:
@@ -86,6 +91,9 @@ class ReadOptions:
             kind = "logs"
         if kind not in layout.KINDS:
             raise ValueError(f"kraft: kind must be one of {', '.join(layout.KINDS)}, not {kind!r}")
+        naming = o.get("naming", "auto").lower()
+        if naming not in layout.NAMINGS:
+            raise ValueError(f"kraft: naming must be one of {', '.join(layout.NAMINGS)}, not {naming!r}")
         cols = [c.strip() for c in o["columns"].split(",") if c.strip()] if o.get("columns") else None
         if cols is not None:
             ddl(cols)  # checks the names
@@ -99,6 +107,7 @@ class ReadOptions:
             min_partitions=int(o.get("minpartitions", default_min_partitions)),
             chunk_rows=int(o.get("chunkrows", 65536)),
             push_filters=o.get("pushfilters", "").lower() in _TRUE,
+            naming=naming,
         )
 
 
@@ -215,7 +224,7 @@ class KraftReader(DataSourceReader):
         self.pushed_in: dict[str, set] = {}
 
     def partitions(self) -> list[InputPartition]:
-        files = layout.discover(self.opts.paths, self.opts.kind)
+        files = layout.discover(self.opts.paths, self.opts.kind, self.opts.naming)
         files = [f for f in files if all(getattr(f, c) in vals for c, vals in self.pushed_in.items())]
         if self.pushed_hi is not None or self.pushed_lo is not None:
             # segments hold log offsets: those wholly outside the pushed range are not read

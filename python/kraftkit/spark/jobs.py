@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kraftkit.spark import layout
+from kraftkit.spark.layout import FleetFile, discover
 from kraftkit.spark.rewrite_job import (  # noqa: F401  (the fleet jobs' API in one place)
     REWRITE_SCHEMA,
     RewriteResult,
@@ -214,7 +214,7 @@ def _n(v: Any) -> str:
     return "-" if v is None else str(v)
 
 
-def corrupt_batches(spark: Any, paths: str | list[str]) -> Any:
+def corrupt_batches(spark: Any, paths: str | list[str], naming: str = "auto") -> Any:
     """Per file: the batches whose CRC does not match or that cannot be read, from the ``kraft``
     source (``cluster, node, file, position, base_offset, error``), one row per batch."""
     from pyspark.sql import functions as F
@@ -222,6 +222,7 @@ def corrupt_batches(spark: Any, paths: str | list[str]) -> Any:
     df = (
         spark.read.format("kraft")
         .option("columns", "cluster,node,file,offset,position,base_offset,crc_valid,error")
+        .option("naming", naming)
         .load(paths if isinstance(paths, str) else ",".join(paths))
     )
     bad = df.where((F.col("crc_valid") == F.lit(False)) | (F.col("offset").isNull() & F.col("error").isNotNull()))
@@ -230,11 +231,14 @@ def corrupt_batches(spark: Any, paths: str | list[str]) -> Any:
     )
 
 
-def audit(spark: Any, paths: str | list[str], out: str | None = None, *, progress: bool | None = None) -> AuditResult:
-    """Audits every cluster under ``paths`` (see the module docstring)."""
+def audit(
+    spark: Any, paths: str | list[str], out: str | None = None, *, progress: bool | None = None, naming: str = "auto"
+) -> AuditResult:
+    """Audits every cluster under ``paths`` (see the module docstring; ``naming``: how clusters
+    and nodes are named, :data:`kraftkit.spark.layout.NAMINGS`)."""
     from pyspark.sql import functions as F
 
-    files = layout.discover(paths)
+    files = discover(paths, naming=naming)
     clusters = partition_dirs(files)
     with Progress(spark, "audit", progress):
         rdd = task_rdd(spark, list(clusters.items()), _audit_task).cache()
@@ -242,7 +246,7 @@ def audit(spark: Any, paths: str | list[str], out: str | None = None, *, progres
         downs = spark.createDataFrame(
             rdd.filter(lambda kv: kv[0] == "downgrade").map(lambda kv: kv[1]), DOWNGRADE_SCHEMA
         )
-        bad = corrupt_batches(spark, paths).cache()
+        bad = corrupt_batches(spark, paths, naming).cache()
         counts = bad.groupBy("cluster").agg(F.count(F.lit(1)).alias("n"))
         rows = (
             rows.drop("corrupt_batches")
@@ -405,10 +409,13 @@ class VerifyResult:
         return "\n".join(lines)
 
 
-def verify(spark: Any, paths: str | list[str], out: str | None = None, *, progress: bool | None = None) -> VerifyResult:
-    """Verifies every metadata file under ``paths`` (see the module docstring)."""
-    files = layout.discover(paths)
-    dirs: dict[str, list[layout.FleetFile]] = defaultdict(list)
+def verify(
+    spark: Any, paths: str | list[str], out: str | None = None, *, progress: bool | None = None, naming: str = "auto"
+) -> VerifyResult:
+    """Verifies every metadata file under ``paths`` (see the module docstring; ``naming``: how
+    clusters and nodes are named, :data:`kraftkit.spark.layout.NAMINGS`)."""
+    files = discover(paths, naming=naming)
+    dirs: dict[str, list[FleetFile]] = defaultdict(list)
     for f in files:
         dirs[f.partition_dir].append(f)
     items = [(fs[0].cluster, fs[0].node, d, [(f.path, f.kind) for f in fs]) for d, fs in sorted(dirs.items())]

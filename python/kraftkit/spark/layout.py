@@ -8,8 +8,19 @@ URIs (``hdfs://``, ``s3://``, ``file://``, ``viewfs://``...) through ``pyarrow.f
 
 Below a directory, only files in ``__cluster_metadata-*`` directories are taken (a Kafka log
 directory also holds topic partitions); a directory that itself holds segments or snapshots is
-taken as a metadata partition. The node is the name of the partition directory's parent, the
-cluster the name of the one above.
+taken as a metadata partition. Its parent is the node's log directory.
+
+Which cluster and node the files belong to (``naming``, see :data:`NAMINGS`):
+
+* ``meta``: the ``cluster.id`` and ``node.id`` (``broker.id`` in a v0 file) of the log
+  directory's ``meta.properties``, which Kafka (and ``kraftkit storage format``) writes there;
+  a log directory without one is an error;
+* ``path``: the log directory's name is the node, its parent's the cluster
+  (``<root>/<cluster>/<node>/__cluster_metadata-0/``), whatever ``meta.properties`` says;
+* ``auto`` (the default): ``meta`` where the log directory's ``meta.properties`` has both ids,
+  else ``path``. :attr:`FleetFile.named_by` says which rule named each file's cluster and node.
+
+A ``meta.properties`` that cannot be read (a FIFO, over 1 MiB, malformed) is an error naming it.
 """
 
 from __future__ import annotations
@@ -18,7 +29,7 @@ import fnmatch
 import glob
 import os
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
 from kraftkit.errors import KraftkitError
@@ -26,6 +37,14 @@ from kraftkit.metadata.source import classify
 
 METADATA_PREFIX = "__cluster_metadata"
 KINDS = ("all", "snapshots", "logs")
+#: how clusters and nodes are named (see the module docstring)
+NAMINGS = ("auto", "meta", "path")
+#: :attr:`FleetFile.named_by` values
+BY_META = "meta.properties"
+BY_PATH = "path"
+META_PROPERTIES = "meta.properties"
+#: meta.properties files larger than this are refused (Kafka's are about 150 bytes)
+META_LIMIT = 1 << 20
 
 
 class FleetError(KraftkitError):
@@ -44,6 +63,10 @@ class FleetFile:
     offset: int | None
     #: a snapshot's epoch
     epoch: int | None = None
+    #: the node's log directory (the metadata partition directory's parent)
+    node_dir: str = ""
+    #: the rule that named ``cluster`` and ``node``: "meta.properties" or "path"
+    named_by: str = BY_PATH
 
     @property
     def partition_dir(self) -> str:
@@ -69,8 +92,9 @@ def _file(path: str, size: int, partition_named: bool) -> FleetFile | None:
     else:
         return None
     node, cluster = node_dir.name, node_dir.parent.name
+    ndir = f"{path.split('://', 1)[0]}://{node_dir}" if is_uri(path) else str(node_dir)
     if f.kind == "segment":
-        return FleetFile(path, cluster, node, "segment", size, f.base_offset)
+        return FleetFile(path, cluster, node, "segment", size, f.base_offset, node_dir=ndir)
     sid = f.snapshot_id
     return FleetFile(
         path,
@@ -80,7 +104,100 @@ def _file(path: str, size: int, partition_named: bool) -> FleetFile | None:
         size,
         None if sid is None else sid.end_offset,
         None if sid is None else sid.epoch,
+        node_dir=ndir,
     )
+
+
+def _join(directory: str, name: str) -> str:
+    return f"{directory.rstrip('/')}/{name}" if is_uri(directory) else os.path.join(directory, name)
+
+
+def read_meta(node_dir: str) -> tuple[str, str] | None:
+    """(cluster.id, node id) of a log directory's ``meta.properties``; None when there is none,
+    or when it lacks either id (a v0 file of a ZooKeeper-era broker may have no cluster.id).
+    Raises :class:`FleetError` naming the file when it cannot be read or parsed."""
+    from kraftkit.features.storage.properties import MetaProperties, parse_properties
+
+    path = _join(node_dir, META_PROPERTIES)
+    try:
+        if is_uri(path):
+            from pyarrow import fs as pafs
+
+            filesystem, p = pafs.FileSystem.from_uri(path)
+            info = filesystem.get_file_info(p)
+            if info.type == pafs.FileType.NotFound:
+                return None
+            if info.type != pafs.FileType.File or info.size > META_LIMIT:
+                raise FleetError(f"{path}: not a regular file of at most {META_LIMIT} bytes")
+            data = read_bytes(path)
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                text = data.decode("latin-1")
+            meta = MetaProperties.from_properties(parse_properties(text), path)
+        else:
+            if not os.path.lexists(path):
+                return None
+            meta = MetaProperties.read(path)
+    except FleetError:
+        raise
+    except (OSError, KraftkitError) as e:
+        reason = str(e)
+        raise FleetError(reason if path in reason else f"{path}: {reason}") from None
+    if meta.cluster_id is None or meta.node_id is None:
+        return None
+    return meta.cluster_id, str(meta.node_id)
+
+
+def name_files(files: list[FleetFile], naming: str = "auto") -> list[FleetFile]:
+    """``files`` with cluster and node named by the ``naming`` rule (one ``meta.properties``
+    read per log directory)."""
+    if naming not in NAMINGS:
+        raise FleetError(f"unknown naming {naming!r} (one of {', '.join(NAMINGS)})")
+    if naming == "path":
+        return files
+    metas: dict[str, tuple[str, str] | None] = {}
+    out = []
+    for f in files:
+        if f.node_dir not in metas:
+            metas[f.node_dir] = read_meta(f.node_dir)
+            if metas[f.node_dir] is None and naming == "meta":
+                raise FleetError(
+                    f"{_join(f.node_dir, META_PROPERTIES)}: no meta.properties with cluster.id and node.id "
+                    "(--naming path names clusters and nodes by their <cluster>/<node>/ directories)"
+                )
+        ids = metas[f.node_dir]
+        out.append(f if ids is None else replace(f, cluster=ids[0], node=ids[1], named_by=BY_META))
+    return out
+
+
+def naming_table(files: list[FleetFile]) -> list[dict[str, str]]:
+    """One entry per log directory: its ``directory``, the ``cluster`` and ``node`` it was
+    named and the rule that named them (``named_by``: "meta.properties" or "path")."""
+    seen: dict[str, dict[str, str]] = {}
+    for f in files:
+        seen.setdefault(
+            f.node_dir, {"directory": f.node_dir, "cluster": f.cluster, "node": f.node, "named_by": f.named_by}
+        )
+    return [seen[d] for d in sorted(seen, key=lambda d: (seen[d]["cluster"], seen[d]["node"], d))]
+
+
+def naming_lines(files: list[FleetFile], limit: int = 3) -> list[str]:
+    """How the clusters and nodes of ``files`` were named, one line per rule used, with up
+    to ``limit`` examples each."""
+    lines = []
+    entries = naming_table(files)
+    for rule, how in (
+        (BY_META, "by meta.properties (cluster.id, node.id)"),
+        (BY_PATH, "by directory names <cluster>/<node>/ (no meta.properties with both ids)"),
+    ):
+        hit = [e for e in entries if e["named_by"] == rule]
+        if not hit:
+            continue
+        shown = ", ".join(f"{e['directory']} -> cluster {e['cluster']}, node {e['node']}" for e in hit[:limit])
+        more = f" and {len(hit) - limit} more" if len(hit) > limit else ""
+        lines.append(f"{len(hit)} node(s) named {how}: {shown}{more}")
+    return lines
 
 
 def _local(pattern: str) -> list[tuple[str, int]]:
@@ -141,12 +258,15 @@ def _remote(pattern: str) -> list[tuple[str, int]]:
     return out
 
 
-def discover(paths: str | list[str], kind: str = "all") -> list[FleetFile]:
+def discover(paths: str | list[str], kind: str = "all", naming: str = "auto") -> list[FleetFile]:
     """The metadata files under ``paths`` (comma-separated or a list), sorted by cluster, node,
-    then snapshots by end offset before segments by base offset. ``kind``: all, snapshots, logs.
+    then snapshots by end offset before segments by base offset. ``kind``: all, snapshots, logs;
+    ``naming``: how clusters and nodes are named (:data:`NAMINGS`, see the module docstring).
     Raises :class:`FleetError` when nothing matches."""
     if kind not in KINDS:
         raise FleetError(f"unknown kind {kind!r} (one of {', '.join(KINDS)})")
+    if naming not in NAMINGS:
+        raise FleetError(f"unknown naming {naming!r} (one of {', '.join(NAMINGS)})")
     if isinstance(paths, str):
         paths = [p.strip() for p in paths.split(",") if p.strip()]
     seen: dict[str, FleetFile] = {}
@@ -165,7 +285,7 @@ def discover(paths: str | list[str], kind: str = "all") -> list[FleetFile]:
             f"{', '.join(paths)}: no metadata log segments or snapshots{'' if kind == 'all' else f' ({kind} only)'}"
         )
     return sorted(
-        seen.values(),
+        name_files(list(seen.values()), naming),
         key=lambda f: (
             f.cluster,
             f.node,

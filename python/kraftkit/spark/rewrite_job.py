@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kraftkit.spark import layout
+from kraftkit.spark.layout import discover
 from kraftkit.spark.runner import Progress, task_rdd, write_result
 
 REWRITE_SCHEMA = (
@@ -144,15 +145,17 @@ def rewrite(
     *,
     dry_run: bool = False,
     progress: bool | None = None,
+    naming: str = "auto",
 ) -> RewriteResult:
     """Rewrites every cluster's latest snapshot at ``metadata_version`` into
-    ``<out>/snapshots/<cluster>/`` (see the module docstring); ``dry_run`` writes no snapshot."""
+    ``<out>/snapshots/<cluster>/`` (see the module docstring); ``dry_run`` writes no snapshot;
+    ``naming``: how clusters and nodes are named (:data:`kraftkit.spark.layout.NAMINGS`)."""
     from kraftkit.features.registry import registry
 
     target = registry().metadata_version(metadata_version).name  # fails early on an unknown version
     if out is None and not dry_run:
         raise ValueError("rewrite needs an output directory (or dry_run=True)")
-    snaps = latest_snapshots(layout.discover(paths, "snapshots"))
+    snaps = latest_snapshots(discover(paths, "snapshots", naming))
     items = [
         (c, f.node, f.path, None if dry_run or out is None else f"{out.rstrip('/')}/snapshots/{c}", target)
         for c, f in snaps.items()

@@ -15,10 +15,16 @@ from kraftkit.spark import layout
 
 
 def partition_dirs(files: list[layout.FleetFile]) -> dict[str, dict[str, str]]:
-    """cluster -> node -> metadata partition directory."""
+    """cluster -> node -> metadata partition directory. Two directories named the same node of
+    the same cluster are a :class:`~kraftkit.spark.layout.FleetError` (a job would read one)."""
     out: dict[str, dict[str, str]] = defaultdict(dict)
     for f in files:
-        out[f.cluster].setdefault(f.node, f.partition_dir)
+        have = out[f.cluster].setdefault(f.node, f.partition_dir)
+        if have != f.partition_dir:
+            raise layout.FleetError(
+                f"{have} and {f.partition_dir} are both node {f.node} of cluster {f.cluster} "
+                f"(named by {f.named_by}); give the job one of them"
+            )
     return {c: dict(sorted(n.items())) for c, n in sorted(out.items())}
 
 

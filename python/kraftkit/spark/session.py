@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -18,8 +19,24 @@ def java_available() -> bool:
     return shutil.which("java") is not None
 
 
-def local_session(master: str = "local[2]", app: str = "kraftkit", conf: dict[str, str] | None = None) -> Any:
-    """A SparkSession on this machine (``master`` like ``local[2]``) with ``kraft`` registered."""
+#: a log4j2 configuration that lets only errors through (to stderr)
+QUIET_LOG4J2 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2-quiet.properties")
+
+
+def local_session(
+    master: str = "local[2]", app: str = "kraftkit", conf: dict[str, str] | None = None, quiet: bool = False
+) -> Any:
+    """A SparkSession on this machine (``master`` like ``local[2]``) with ``kraft`` registered.
+    ``quiet``: the driver's JVM logs errors only (:data:`QUIET_LOG4J2`) from its start, so none
+    of Spark's WARN and INFO lines reach the output (a new JVM only: an existing session keeps
+    its logging)."""
+    conf = dict(conf or {})
+    if quiet:
+        opts = conf.get("spark.driver.extraJavaOptions", "")
+        if "log4j2.configurationFile" not in opts:
+            conf["spark.driver.extraJavaOptions"] = (
+                f"-Dlog4j2.configurationFile={Path(QUIET_LOG4J2).as_uri()} {opts}".strip()
+            )
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -42,7 +59,7 @@ def local_session(master: str = "local[2]", app: str = "kraftkit", conf: dict[st
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.driver.memory", "2g")
     )
-    for k, v in (conf or {}).items():
+    for k, v in conf.items():
         b = b.config(k, v)
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
