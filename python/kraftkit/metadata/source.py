@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kraftkit._core import RecordBatch, Segment, decode_metadata_batch
-from kraftkit._fs import check_input, error_text
+from kraftkit._fs import check_input, error_text, not_regular_reason
 from kraftkit.errors import KraftkitError
 from kraftkit.log.checkpoint import FILE_NAME as EPOCH_FILE
 from kraftkit.log.checkpoint import read_leader_epochs
@@ -103,6 +103,12 @@ def expand(paths: list[str | os.PathLike[str]]) -> list[MetadataFile]:
                 )
             out.append(f)
         else:
+            try:
+                mode = p.stat().st_mode
+            except OSError:
+                mode = None  # not there (or a dangling link, a loop): said as such below
+            if mode is not None:  # a FIFO, a device, a socket: never opened (a read could block or not end)
+                raise MetadataSourceError(f"{p}: {not_regular_reason(mode)}")
             raise MetadataSourceError(f"{p}: no such file or directory")
     return out
 
