@@ -22,7 +22,7 @@ out="${1:-dist}"
 py=.venv/bin/python
 [ -x "$py" ] || { echo "build_wheels: no .venv (run ./dev test or ./dev demo once)" >&2; exit 2; }
 command -v cargo >/dev/null || { echo "build_wheels: cargo (Rust) is required" >&2; exit 2; }
-"$py" -m pip install -q --disable-pip-version-check "maturin>=1.7,<2" ziglang auditwheel
+"$py" -m pip install -q --disable-pip-version-check "maturin>=1.9,<2" ziglang auditwheel
 # maturin finds zig as `python -m ziglang` of the first python on PATH
 export PATH="$PWD/.venv/bin:$PATH"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target/wheels}"

@@ -9,7 +9,8 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+PROJECT = PYPROJECT["project"]
 #: sha256 of the Apache License 2.0 text as apache.org publishes it (LICENSE-2.0.txt)
 APACHE_2_SHA256 = "cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc523d30"
 
@@ -22,6 +23,8 @@ def test_license_is_the_apache_2_text_and_notice_names_kafka() -> None:
     assert notice.startswith("kraftkit\n") and "Apache Kafka" in notice and "The Apache Software Foundation" in notice
     # PEP 639: license classifiers are superseded by the expression, and refused beside it
     assert not [c for c in PROJECT["classifiers"] if c.startswith("License ::")]
+    # maturin writes License-Expression and ships license-files from 1.9 (older ones fail or leave them out)
+    assert PYPROJECT["build-system"]["requires"] == ["maturin>=1.9,<2"]
 
 
 def test_the_pythons_claimed_are_those_the_wheels_are_built_for() -> None:
