@@ -275,7 +275,8 @@ def run_records(args: argparse.Namespace) -> int:
                 )
     except KraftkitError as e:
         out.flush()
-        msg = str(e) if e.file is not None and e.file in str(e) else f"{e.file or args.path}: {e}"
+        where = getattr(e, "file", None) or args.path  # the core's errors name their file; others may not
+        msg = str(e) if str(where) in str(e) else f"{where}: {e}"
         return fail("metadata", msg, EXIT_PROBLEMS)
     except BrokenPipeError:
         raise
