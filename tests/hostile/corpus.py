@@ -204,15 +204,16 @@ DUMP_DEEP = "dump-log --deep"
 DUMP_DATA = "dump-log --deep --print-data"
 VERIFY = "verify-log --deep"
 MDUMP = "metadata dump"
+MRECORDS = "metadata records"
 IMAGE = "metadata image"
 SVERIFY = "snapshot verify"
 CREATE = "snapshot create"
 REWRITE = "snapshot rewrite"
 STORAGE = "storage info"
 DESCRIBE = "features describe"
-ALL_COMMANDS = (DUMP, DUMP_DEEP, DUMP_DATA, VERIFY, MDUMP, IMAGE, SVERIFY, CREATE, REWRITE, STORAGE, DESCRIBE)
+ALL_COMMANDS = (DUMP, DUMP_DEEP, DUMP_DATA, VERIFY, MDUMP, MRECORDS, IMAGE, SVERIFY, CREATE, REWRITE, STORAGE, DESCRIBE)
 #: commands that read the whole log directory
-LOG_READERS = (VERIFY, MDUMP, IMAGE, CREATE, DESCRIBE)
+LOG_READERS = (VERIFY, MDUMP, MRECORDS, IMAGE, CREATE, DESCRIBE)
 #: commands whose documented output is a report that lists the problems on stdout
 REPORTS = frozenset({VERIFY, SVERIFY, STORAGE})
 
@@ -436,7 +437,7 @@ def first_segment_truncated(base: Base, root: Path) -> Damage:
     return Damage(seg, (seg.name, seg_name(base.bases[1])), (gap, gap - 1, base.bases[1]))
 
 
-@case("segment-duplicate", "duplicates", "data", (VERIFY, MDUMP, IMAGE, DESCRIBE))
+@case("segment-duplicate", "duplicates", "data", (VERIFY, MDUMP, MRECORDS, IMAGE, DESCRIBE))
 def segment_duplicate(base: Base, root: Path) -> Damage:
     """A copy of the last segment under the next base offset's name (the log end): the same
     offsets twice. (``snapshot create`` is not run: no batch ends past the log end.)"""
@@ -482,7 +483,7 @@ def snapshot_wrong_epoch(base: Base, root: Path) -> Damage:
     return Damage(wrong, (wrong.name,), snapshot=wrong)
 
 
-@case("snapshot-epoch-overflow", "wrong names", "data", (*_SNAPSHOT_READERS, VERIFY, MDUMP))
+@case("snapshot-epoch-overflow", "wrong names", "data", (*_SNAPSHOT_READERS, VERIFY, MDUMP, MRECORDS))
 def snapshot_epoch_overflow(base: Base, root: Path) -> Damage:
     """The snapshot renamed with an epoch of ten digits above Kafka's int32 (9999999999)."""
     snap = _snapshot(base, root)
@@ -491,7 +492,7 @@ def snapshot_epoch_overflow(base: Base, root: Path) -> Damage:
     return Damage(wrong, (wrong.name,), snapshot=wrong)
 
 
-@case("snapshot-base-offset", "lying lengths", "data", (*_SNAPSHOT_READERS, DUMP_DEEP, VERIFY, MDUMP))
+@case("snapshot-base-offset", "lying lengths", "data", (*_SNAPSHOT_READERS, DUMP_DEEP, VERIFY, MDUMP, MRECORDS))
 def snapshot_base_offset(base: Base, root: Path) -> Damage:
     """The snapshot's second batch given the first batch's base offset (outside the CRC, so
     the CRC stays valid): its offsets overlap the first batch's."""
@@ -502,7 +503,7 @@ def snapshot_base_offset(base: Base, root: Path) -> Damage:
     return Damage(snap, (snap.name,), (b.base_offset,), (b.position,), snapshot=snap)
 
 
-@case("snapshot-footer-delta", "deltas", "data", (*_SNAPSHOT_READERS, DUMP_DEEP, DUMP_DATA, VERIFY, MDUMP))
+@case("snapshot-footer-delta", "deltas", "data", (*_SNAPSHOT_READERS, DUMP_DEEP, DUMP_DATA, VERIFY, MDUMP, MRECORDS))
 def snapshot_footer_delta(base: Base, root: Path) -> Damage:
     """The snapshot's footer batch (one record) says lastOffsetDelta 2^31-1 (CRC valid)."""
     snap = _snapshot(base, root)
@@ -543,8 +544,8 @@ case("dangling-symlink-segment", "special files", "special", _SEG_SPECIAL, direc
     _replace_segment(lambda p: os.symlink("gone.log", p), DANGLING_REASON))
 
 
-@case("directory-named-like-segment", "special files", "special", (DUMP, VERIFY, MDUMP, IMAGE, DESCRIBE),
-      direct=(DUMP,), may_skip=(VERIFY, MDUMP, IMAGE, DESCRIBE))
+@case("directory-named-like-segment", "special files", "special", (DUMP, VERIFY, MDUMP, MRECORDS, IMAGE, DESCRIBE),
+      direct=(DUMP,), may_skip=(VERIFY, MDUMP, MRECORDS, IMAGE, DESCRIBE))
 def directory_named_like_segment(base: Base, root: Path) -> Damage:
     """A directory named like the next segment (at the log end: skipping it loses nothing)."""
     d = _segment(root, base.log_end)

@@ -10,7 +10,7 @@ position and the reason, never a crash, hang, traceback or exit 0 on damage:
   ("out of memory", MemoryError): hitting the runner's 1 GiB limit means the tool did not bound
   the work the input causes;
 * damaged data: exit 1 from the checkers whose documentation says so (dump-log, verify-log,
-  metadata dump, snapshot verify); 1 or 2 from the commands that build an image from the input
+  metadata dump, metadata records, snapshot verify); 1 or 2 from the commands that build an image from the input
   (metadata image, snapshot create, features describe: their exit code for damage is not
   spelled out); 2 from snapshot rewrite ("2 bad input"; 1 means refused for a loss);
 * a special file named on the command line: exit 2 (unreadable input); found while scanning a
@@ -39,7 +39,7 @@ from tests.hostile.runner import Result, run_kraftkit
 PAIRS = [(name, command) for name, spec in C.REGISTRY.items() for command in spec.commands]
 REPORTS = C.REPORTS
 #: commands documented to exit 1 on damaged data
-CHECKERS = {C.DUMP, C.DUMP_DEEP, C.DUMP_DATA, C.VERIFY, C.MDUMP, C.SVERIFY}
+CHECKERS = {C.DUMP, C.DUMP_DEEP, C.DUMP_DATA, C.VERIFY, C.MDUMP, C.MRECORDS, C.SVERIFY}
 #: commands that build a metadata image from their input
 BUILDERS = {C.IMAGE, C.CREATE, C.DESCRIBE}
 #: what a correct command needs is well under a second; a special file must be refused at once
@@ -55,6 +55,7 @@ def argv(case: C.Case, command: str, out: Path) -> list[str]:
         C.DUMP_DATA: ["dump-log", "--deep", "--print-data", f],
         C.VERIFY: ["verify-log", "--deep", root],
         C.MDUMP: ["metadata", "dump", root],
+        C.MRECORDS: ["metadata", "records", root],
         C.IMAGE: ["metadata", "image", root, "--json"],
         C.SVERIFY: ["snapshot", "verify", str(case.snapshot)],
         C.CREATE: ["snapshot", "create", root, "--at", str(case.at), "--out", str(out)],

@@ -1,6 +1,8 @@
 """``kraftkit metadata``: decoded KRaft metadata records and the metadata image.
 
 * ``dump PATH...``: every record of metadata log segments and snapshots, decoded.
+* ``records PATH``: the same records as one stream, each with its batch (file, base offset, byte
+  position, leader epoch): :func:`kraftkit.metadata.records` on the command line.
 * ``image PATH``: the metadata image (what kafka-metadata-shell shows) after replaying a
   snapshot and the log after it.
 """
@@ -15,6 +17,10 @@ from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
 from kraftkit.cli.main import LONG_MAX, add_max_batch_bytes, int_arg
 from kraftkit.errors import KraftkitError
 from kraftkit.log.control import control_type_name
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from kraftkit.metadata.iterate import MetadataRecord
 
 HELP = "KRaft metadata records and the metadata image"
 
@@ -63,6 +69,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_max_batch_bytes(d)
     d.set_defaults(func=run_dump)
 
+    add_records_parser(msub)
+
     i = msub.add_parser(
         "image",
         help="the metadata image: ls/cat of the kafka-metadata-shell tree",
@@ -99,35 +107,10 @@ def report_refusal(prog: str, problems: list) -> None:
 
 
 def dump_problems(paths: list[str]) -> list:
-    """Continuity of what ``metadata dump`` is given: directories whole (segments and
-    snapshots), files each on its own. Unreadable segment bytes (but batches out of offset
-    order) are left to the dump, which reports them where it reaches them."""
-    from pathlib import Path
+    """Continuity of what ``metadata dump`` is given (see :func:`kraftkit.metadata.iterate.check_paths`)."""
+    from kraftkit.metadata.iterate import check_paths
 
-    from kraftkit.log.continuity import check_segments
-    from kraftkit.metadata.source import (
-        check_log,
-        classify,
-        metadata_dir,
-        order_errors,
-        scan_segments,
-        snapshot_problem,
-    )
-
-    out = []
-    for name in paths:
-        p = Path(name)
-        if p.is_dir():
-            out += check_log(metadata_dir(p))
-        elif p.is_file():
-            f = classify(p)
-            if p.suffix == ".checkpoint" or (f is not None and f.kind == "snapshot"):
-                x = snapshot_problem(p)
-                out += [x] if x is not None else []
-            else:
-                reps = scan_segments([p])
-                out += check_segments(reps, dense=True) + order_errors(reps)
-    return out
+    return check_paths(list(paths))
 
 
 def run_dump(args: argparse.Namespace) -> int:
@@ -226,3 +209,98 @@ def run_image(args: argparse.Namespace) -> int:
     sys.stdout.write(text)
     sys.stdout.flush()
     return EXIT_OK
+
+
+def add_records_parser(msub: argparse._SubParsersAction) -> None:
+    r = msub.add_parser(
+        "records",
+        help="every decoded metadata record of a file or directory, with its batch",
+        description="Print the decoded records of a metadata log segment, a snapshot, a __cluster_metadata-0 "
+        "directory or a log directory holding one (its snapshots, oldest first, then its segments in offset "
+        "order), one line per record with the batch it is in: kraftkit.metadata.records(PATH) on the command "
+        "line. Exits 1 on corrupt data, 2 on unreadable input." + CONTINUITY,
+    )
+    r.add_argument("path", metavar="PATH", help="a .log segment, a .checkpoint snapshot or a directory")
+    r.add_argument(
+        "--json",
+        action="store_true",
+        help='JSON lines, one per record: {"file":F,"offset":N,"baseOffset":B,"lastOffset":L,"position":P,'
+        '"partitionLeaderEpoch":E,"control":false,"type":"TOPIC_RECORD","version":0,"data":{...}} (data as '
+        "kafka-dump-log --cluster-metadata-decoder prints it)",
+    )
+    r.add_argument("--allow-gaps", action="store_true", help=GAPS_HELP)
+    add_max_batch_bytes(r)
+    r.set_defaults(func=run_records)
+
+
+def run_records(args: argparse.Namespace) -> int:
+    from kraftkit.metadata.iterate import records
+    from kraftkit.metadata.snapshot import SnapshotError, SnapshotNameError
+    from kraftkit.metadata.source import ContinuityError, MetadataSourceError
+
+    gaps: list = []
+    try:
+        it = records(args.path, allow_gaps=args.allow_gaps, gaps=gaps)
+    except ContinuityError as e:
+        report_refusal("metadata", e.problems)
+        return EXIT_PROBLEMS
+    except (MetadataSourceError, SnapshotError) as e:  # a damaged snapshot name is a problem in the data
+        return fail("metadata", str(e), EXIT_PROBLEMS if isinstance(e, SnapshotNameError) else EXIT_USAGE)
+    except OSError as e:
+        return fail("metadata", str(e))
+    except KraftkitError as e:
+        return fail("metadata", str(e), EXIT_PROBLEMS)
+    report_gaps("metadata", gaps)
+    out = sys.stdout
+    file = None
+    try:
+        for r in it:
+            b = r.batch
+            if args.json:
+                body = _body_json(r)
+                out.write(
+                    f'{{"file":{json.dumps(b.file)},"offset":{r.offset},"baseOffset":{b.base_offset},'
+                    f'"lastOffset":{b.last_offset},"position":{b.position},'
+                    f'"partitionLeaderEpoch":{b.partition_leader_epoch},'
+                    f'"control":{"true" if r.is_control else "false"},"type":"{r.type}","version":{r.version},'
+                    f'"data":{body}}}\n'
+                )
+            else:
+                if b.file != file:
+                    file = b.file
+                    out.write(f"# {file}\n")
+                out.write(
+                    f"{r.offset}  {r.type} v{r.version}  batch {b.base_offset}..{b.last_offset} at byte "
+                    f"{b.position}, epoch {b.partition_leader_epoch}  {_body_json(r)}\n"
+                )
+    except KraftkitError as e:
+        out.flush()
+        where = getattr(e, "file", None) or args.path  # the core's errors name their file; others may not
+        msg = str(e) if str(where) in str(e) else f"{where}: {e}"
+        return fail("metadata", msg, EXIT_PROBLEMS)
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        out.flush()
+        return fail("metadata", str(e))
+    out.flush()
+    return EXIT_OK
+
+
+def _body_json(r: MetadataRecord) -> str:
+    """A record's body as kafka-dump-log --cluster-metadata-decoder prints it (camelCase names, uuids
+    in Kafka's base64 text): encoded again (the codec gives back the bytes it decoded) and printed."""
+    from kraftkit.metadata.records import (
+        control_record_json,
+        encode_control_record,
+        encode_metadata_record,
+        metadata_record_json,
+    )
+
+    if r.data is None:
+        return "null"
+    if r.control_type is not None:
+        return control_record_json(r.control_type, encode_control_record(r.control_type, r.data))[1]
+    assert r.api_key is not None
+    text = metadata_record_json(encode_metadata_record(r.api_key, r.version, r.data))
+    return text[text.index(',"data":') + 8 : -1]

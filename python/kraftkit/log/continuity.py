@@ -20,6 +20,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kraftkit._fs import not_regular_reason
 from kraftkit.errors import LogError
@@ -73,7 +74,7 @@ def _span(first: int, last: int) -> str:
     return f"offset {first} is" if first == last else f"offsets {first}..{last} are"
 
 
-def check_segments(reports: Iterable[dict], *, dense: bool) -> list[Discontinuity]:
+def check_segments(reports: Iterable[dict[str, Any]], *, dense: bool) -> list[Discontinuity]:
     """Checks the scan reports of one partition's ``.log`` files, given in base-offset order.
 
     Always: a first batch below the segment's base offset, a segment that overlaps the one

@@ -10,7 +10,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 from kraftkit._core import RecordBatch, Segment, SegmentWriter, truncate_segment
 from kraftkit.errors import LogError
@@ -59,7 +59,7 @@ class Log:
         initial_offset: int = 0,
         truncate_corrupt_tail: bool = False,
     ) -> None:
-        self.dir = Path(directory)
+        self.dir: Path = Path(directory)
         if segment_bytes < 1:
             raise ValueError("segment_bytes must be positive")
         self.segment_bytes = segment_bytes
@@ -70,7 +70,7 @@ class Log:
             raise LogError(f"{self.dir}: not a directory")
         self._bases = list_segments(self.dir)
         self._epochs = read_leader_epochs(self.dir / EPOCH_FILE)
-        self.recovery: dict | None = None
+        self.recovery: dict[str, Any] | None = None
         if not self._bases:
             if not create:
                 raise LogError(f"{self.dir}: no segment files (*.log); pass create=True to start a log")
@@ -108,7 +108,7 @@ class Log:
         return self._epochs[-1][0] if self._epochs else None
 
     # -- writing ---------------------------------------------------------------------------
-    def append(self, data: bytes) -> dict:
+    def append(self, data: bytes) -> dict[str, Any]:
         """Appends one set of complete v2 batches (one Kafka append call) whose first offset
         is the log end offset. Rolls to a new segment first when the active one would exceed
         ``segment_bytes``. Returns the append info (offsets, position, segment)."""

@@ -44,9 +44,9 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
 
-from kraftkit._core import ImageError, ImageState, encode_control_record, zk_migration_states
+from kraftkit._core import ImageError, ImageState, RecordBatch, encode_control_record, zk_migration_states
 from kraftkit._kafka import (  # noqa: F401  (metadata record api keys, importable from here)
     ABORT_TRANSACTION,
     ACCESS_CONTROL_ENTRY,
@@ -79,6 +79,10 @@ from kraftkit._kafka import (  # noqa: F401  (metadata record api keys, importab
 from kraftkit.errors import KraftkitError
 from kraftkit.log.control import ControlType
 from kraftkit.metadata.versions import MINIMUM_KRAFT_MV, check_known, mv_name
+
+if TYPE_CHECKING:
+    from kraftkit.log.continuity import Discontinuity
+    from kraftkit.metadata.snapshot import SnapshotId
 
 ZERO_UUID = uuid.UUID(int=0)
 #: DirectoryId.MIGRATING
@@ -259,7 +263,7 @@ class MetadataImage:
         return self._state.voters()
 
     @_view
-    def pending_transaction(self) -> list[tuple[int, int, dict, int | None]] | None:
+    def pending_transaction(self) -> list[tuple[int, int, dict[str, Any], int | None]] | None:
         """Records of an open metadata transaction (BeginTransactionRecord seen, no End yet)."""
         return self._state.pending_transaction()
 
@@ -297,7 +301,7 @@ class MetadataImage:
             return NotImplemented
         return self.sections() == other.sections()
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__: ClassVar[None] = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return (
@@ -306,7 +310,7 @@ class MetadataImage:
         )
 
     # ------------------------------------------------------------------ replay
-    def replay_batch(self, batch) -> None:
+    def replay_batch(self, batch: RecordBatch) -> None:
         """Applies every record of one KRaft batch (data or control) and moves the
         provenance to its last offset."""
         self._views.clear()
@@ -315,7 +319,7 @@ class MetadataImage:
         except ImageError as e:
             _raise(e)
 
-    def replay_control(self, control_type: int, data: dict | None) -> None:
+    def replay_control(self, control_type: int, data: dict[str, Any] | None) -> None:
         self._views.clear()
         try:
             self._state.replay_control(control_type, data)
@@ -391,7 +395,7 @@ class MetadataImage:
     def write_snapshot(
         self,
         directory: str | os.PathLike[str],
-        snapshot_id=None,
+        snapshot_id: SnapshotId | None = None,
         *,
         last_contained_log_timestamp: int | None = None,
         metadata_version: int | None = None,
@@ -532,7 +536,7 @@ def load_image(
     *,
     use_snapshots: bool = True,
     allow_gaps: bool = False,
-    gaps: list | None = None,
+    gaps: list[Discontinuity] | None = None,
 ) -> MetadataImage:
     """The image at ``at`` (an exclusive end offset; default: the end of the log) of a
     log directory or ``__cluster_metadata-0`` directory: the newest snapshot whose end offset
@@ -607,7 +611,7 @@ def load_image(
     return img
 
 
-def batch_ending_at(path: str | os.PathLike[str], offset: int):
+def batch_ending_at(path: str | os.PathLike[str], offset: int) -> RecordBatch:
     """The log batch whose last offset is ``offset - 1`` in a metadata partition directory
     (a snapshot may only end at a batch boundary). Raises ``MetadataSourceError`` otherwise."""
     from kraftkit.log.log import list_segments

@@ -27,9 +27,18 @@ version), with ``position`` (byte in the value), ``field`` (e.g.
 ``"PartitionRecord.Replicas[2]"``) and ``reason``; Kafka's messages are kept
 (``"Unknown metadata id 13"``, ``"Found 3 byte(s) of garbage after 12"``...). Values that
 cannot be encoded raise ``ValueError``/``TypeError``.
+
+**Records of files.** The module is callable: ``kraftkit.metadata.records(path)`` iterates the
+decoded records of a metadata log segment, a snapshot or a directory
+(:func:`kraftkit.metadata.iterate.records`), while its attributes stay the codec above.
 """
 
 from __future__ import annotations
+
+import os
+import sys
+import types
+from collections.abc import Iterator
 
 from kraftkit._core import (
     control_record_json,
@@ -42,6 +51,11 @@ from kraftkit._core import (
     metadata_record_types,
     metadata_schema,
 )
+
+TYPE_CHECKING = False  # (not typing's: importing typing takes longer than this module)
+if TYPE_CHECKING:
+    from kraftkit.log.continuity import Discontinuity
+    from kraftkit.metadata.iterate import MetadataRecord
 
 __all__ = [
     "CONTROL_TYPES",
@@ -88,3 +102,19 @@ def _snake(name: str) -> str:
             prev_cap = False
         out.append(c.upper())
     return "".join(out)
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable: ``kraftkit.metadata.records(path)`` is :func:`kraftkit.metadata.iterate.records`,
+    the decoded records of a metadata file or directory, while ``kraftkit.metadata.records.<name>``
+    stays this module's codec API (the package attribute and the module are one object)."""
+
+    def __call__(
+        self, path: str | os.PathLike[str], *, allow_gaps: bool = False, gaps: list[Discontinuity] | None = None
+    ) -> Iterator[MetadataRecord]:
+        from kraftkit.metadata.iterate import records
+
+        return records(path, allow_gaps=allow_gaps, gaps=gaps)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -42,7 +42,7 @@ class ShellPathError(KraftkitError):
     """A path that is not in the tree."""
 
 
-class Leaf(dict):
+class Leaf(dict[str, Any]):
     """A leaf whose value is a JSON object (a broker, a partition...), not a directory."""
 
 

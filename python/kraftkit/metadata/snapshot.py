@@ -15,7 +15,8 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple, Self
+from types import TracebackType
+from typing import Any, NamedTuple, Self
 
 from kraftkit._core import (
     RecordBatch,
@@ -114,7 +115,7 @@ class SnapshotReader:
     ``check()`` raises the first problem instead."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
+        self.path: Path = Path(path)
         parsed = parse_snapshot_name(str(self.path))
         if self.path.name == BOOTSTRAP_FILE:
             self.snapshot_id: SnapshotId | None = None
@@ -125,7 +126,7 @@ class SnapshotReader:
             self.snapshot_id, _ = parsed
             self.epoch = self.snapshot_id.epoch
 
-    def verify(self) -> dict:
+    def verify(self) -> dict[str, Any]:
         rep = validate_snapshot(self.path, self.epoch)
         if rep["error"] is None and self.snapshot_id is not None and self.snapshot_id != BOOTSTRAP_SNAPSHOT_ID:
             # The name's end offset is a log offset; nothing inside can be checked against it
@@ -144,7 +145,7 @@ class SnapshotReader:
                 )
         return rep
 
-    def check(self) -> dict:
+    def check(self) -> dict[str, Any]:
         rep = self.verify()
         if rep["error"] is not None:
             raise rep["error"]
@@ -187,9 +188,9 @@ class SnapshotWriter:
         max_batch_bytes: int = MAX_BATCH_BYTES,
         file_name: str | None = None,
     ) -> None:
-        self.dir = Path(directory)
+        self.dir: Path = Path(directory)
         self.snapshot_id = snapshot_id
-        self.final_path = self.dir / (file_name or snapshot_id.file_name)
+        self.final_path: Path = self.dir / (file_name or snapshot_id.file_name)
         if self.final_path.exists():
             raise SnapshotError(f"{self.final_path}: already exists")
         if kraft_version == 0 and voters_value is not None:
@@ -198,14 +199,14 @@ class SnapshotWriter:
         self.max_batch_bytes = max_batch_bytes
         prefix = f"{snapshot_id.end_offset:020d}-{snapshot_id.epoch:010d}-"
         fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=PARTIAL_SUFFIX, dir=self.dir)
-        self.part_path = Path(tmp)
+        self.part_path: Path = Path(tmp)
         self._file = os.fdopen(fd, "wb")
         self._next_offset = 0
         self._pending: list[bytes] = []
         self._pending_bytes = 0
         self._pending_ts = 0
-        self.frozen = False
-        self.records = 0
+        self.frozen: bool = False
+        self.records: int = 0
         header = [(control_record_key(SNAPSHOT_HEADER), snapshot_header_value(last_contained_log_timestamp))]
         if kraft_version >= 1:
             header.append((control_record_key(KRAFT_VERSION), kraft_version_value(kraft_version)))
@@ -279,7 +280,9 @@ class SnapshotWriter:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if exc_type is None:
             self.freeze()
         else:

@@ -12,9 +12,10 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kraftkit._core import RecordBatch, Segment, decode_metadata_batch
-from kraftkit._fs import check_input, error_text
+from kraftkit._fs import check_input, error_text, not_regular_reason
 from kraftkit.errors import KraftkitError
 from kraftkit.log.checkpoint import FILE_NAME as EPOCH_FILE
 from kraftkit.log.checkpoint import read_leader_epochs
@@ -103,6 +104,12 @@ def expand(paths: list[str | os.PathLike[str]]) -> list[MetadataFile]:
                 )
             out.append(f)
         else:
+            try:
+                mode = p.stat().st_mode
+            except OSError:
+                mode = None  # not there (or a dangling link, a loop): said as such below
+            if mode is not None:  # a FIFO, a device, a socket: never opened (a read could block or not end)
+                raise MetadataSourceError(f"{p}: {not_regular_reason(mode)}")
             raise MetadataSourceError(f"{p}: no such file or directory")
     return out
 
@@ -112,7 +119,7 @@ def batches(path: Path, start: int = 0) -> Iterator[RecordBatch]:
     return iter(Segment(path).batches(start=start, verify_crc=True))
 
 
-def records(path: Path) -> Iterator[tuple[RecordBatch, list]]:
+def records(path: Path) -> Iterator[tuple[RecordBatch, list[tuple[int, int | None, int, dict[str, Any] | None]]]]:
     """(batch, decoded records) for each batch of a file; see ``decode_metadata_batch``."""
     for batch in batches(path):
         yield batch, decode_metadata_batch(batch)
@@ -121,7 +128,7 @@ def records(path: Path) -> Iterator[tuple[RecordBatch, list]]:
 # ---------------------------------------------------------------------- continuity
 
 
-def scan_segments(paths: list[Path]) -> list[dict]:
+def scan_segments(paths: list[Path]) -> list[dict[str, Any]]:
     """Header scans (no CRC: the readers check that) of metadata log segments, in order, as
     :func:`kraftkit.log.continuity.check_segments` takes them."""
     out = []
@@ -134,7 +141,7 @@ def scan_segments(paths: list[Path]) -> list[dict]:
     return out
 
 
-def known_epochs(directory: Path, reports: list[dict]) -> set[int]:
+def known_epochs(directory: Path, reports: list[dict[str, Any]]) -> set[int]:
     """Leader epochs of the log: those its batches carry and those of its leader-epoch-checkpoint
     (which keeps the epoch of offsets whose segments were deleted)."""
     epochs = {e for rep in reports for e, _ in rep["epochs"]}
@@ -266,7 +273,7 @@ def check_log(
     return out
 
 
-def order_errors(reports: list[dict]) -> list[Discontinuity]:
+def order_errors(reports: list[dict[str, Any]]) -> list[Discontinuity]:
     """The scan errors a replay would not notice: a batch below the offset after the one before
     it, or below its segment's base offset (the replay applies batches in file order; other
     unreadable bytes it reports itself, where it reaches them). Kind "corrupt": always refused."""
