@@ -125,11 +125,11 @@ def test_create_topics_direct_and_forwarded_then_replayed_after_a_restart(tmp_pa
                 assert env == {"ResponseData": None, "ErrorCode": code}, data
             assert leader.controller.image.topic("h") is None
             # a forwardable API this node does not serve: its own answer, inside the envelope
-            delete = encode_request(ApiKey.DELETE_TOPICS, 6, 9, "b", {"Topics": [], "TimeoutMs": 1000})
-            env = await call(leader, ApiKey.ENVELOPE, envelope(delete))
+            quotas = encode_request(ApiKey.ALTER_CLIENT_QUOTAS, 1, 9, "b", {"Entries": [], "ValidateOnly": False})
+            env = await call(leader, ApiKey.ENVELOPE, envelope(quotas))
             assert env["ErrorCode"] == Errors.NONE
-            assert decode_response(ApiKey.DELETE_TOPICS, 6, env["ResponseData"]) == \
-                (9, {"ThrottleTimeMs": 0, "Responses": []})
+            assert decode_response(ApiKey.ALTER_CLIENT_QUOTAS, 1, env["ResponseData"]) == \
+                (9, {"ThrottleTimeMs": 0, "Entries": []})
 
             want = {name: leader.controller.image.topic(name) for name in ("t", "w", "x")}
             await wait_for(lambda: all(n.controller.image.topic("x") is not None for n in nodes),

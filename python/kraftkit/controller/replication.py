@@ -65,6 +65,7 @@ MAX_NAME_LENGTH = 249
 #: Kafka's DirectoryId.MIGRATING and DirectoryId.UNASSIGNED
 MIGRATING_DIR = uuid.UUID(int=0)
 UNASSIGNED_DIR = uuid.UUID(int=1)
+_JAVA_SPACE = "".join(map(chr, range(33)))  # what Java's String.trim strips
 _LEGAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
@@ -147,12 +148,25 @@ def _int_config(config: Mapping[str, str], name: str, default: int, bound: int) 
     return value
 
 
+def _bool_config(config: Mapping[str, str], name: str, default: bool) -> bool:
+    """A boolean as Kafka's ConfigDef reads one: ``true`` or ``false`` in any case, trimmed."""
+    raw = config.get(name)
+    if raw is None:
+        return default
+    value = str(raw).strip(_JAVA_SPACE).lower()
+    if value not in ("true", "false"):
+        log.error("%s=%r is neither true nor false: the controller uses %s", name, raw, str(default).lower())
+        return default
+    return value == "true"
+
+
 class ReplicationControlManager:
     """The topics of the active controller: CreateTopics validated against the committed image and
     the registrations ``cluster`` keeps; ``static_config`` (the node's server.properties) gives
-    ``num.partitions`` and ``default.replication.factor`` (Kafka's defaults, 1 and 1, when absent:
-    Kafka's controller takes both from its KafkaConfig, whose defaults they are); ``rng`` drives
-    the placement."""
+    ``num.partitions``, ``default.replication.factor`` and ``delete.topic.enable`` (Kafka's defaults,
+    1, 1 and true, when absent: Kafka's controller takes them from its KafkaConfig, whose defaults
+    they are); ``rng`` drives the placement. DeleteTopics and CreatePartitions use it too
+    (:mod:`kraftkit.controller.topic_changes`)."""
 
     def __init__(
         self,
@@ -165,6 +179,8 @@ class ReplicationControlManager:
         config = static_config or {}
         self.default_partitions = _int_config(config, "num.partitions", 1, 2**31)
         self.default_replication_factor = _int_config(config, "default.replication.factor", 1, 2**15)
+        #: ``delete.topic.enable`` (Kafka's default: true): DeleteTopics is refused when false
+        self.delete_topic_enable = _bool_config(config, "delete.topic.enable", True)
 
     # ------------------------------------------------------------------ brokers
     def is_active(self, bid: int) -> bool:
@@ -342,7 +358,7 @@ class ReplicationControlManager:
                         Errors.INVALID_REPLICA_ASSIGNMENT,
                         f"Found multiple manual partition assignments for partition {index}",
                     )
-                self._validate_manual(replicas, size)
+                self.validate_manual(replicas, size)
                 size = len(replicas)
                 if not any(self.is_active(b) for b in replicas):
                     raise ControllerError(
@@ -396,26 +412,8 @@ class ReplicationControlManager:
                         {"ResourceType": TOPIC_RESOURCE, "ResourceName": name, "Name": key, "Value": configs[key]},
                     )
                 )
-        version = mv.partition_record_version
-        directories = mv.supported("directory_assignment")
         for index in sorted(new):
-            replicas = new[index]
-            isr = [b for b in replicas if self.is_active(b)]
-            record: dict[str, Any] = {
-                "PartitionId": index,
-                "TopicId": topic_id,
-                "Replicas": replicas,
-                "Isr": isr,
-                "RemovingReplicas": [],
-                "AddingReplicas": [],
-                "Leader": isr[0],
-                "LeaderRecoveryState": 0,
-                "LeaderEpoch": 0,
-                "PartitionEpoch": 0,
-            }
-            if directories:
-                record["Directories"] = [self.default_dir(b) for b in replicas]
-            records.append(encode_metadata_record(PARTITION, version, record))
+            records.append(self.partition_record(mv, topic_id, index, new[index]))
         return {
             "Name": name,
             "TopicId": topic_id,
@@ -427,7 +425,28 @@ class ReplicationControlManager:
             "Configs": [],
         }
 
-    def _validate_manual(self, replicas: list[int], size: int | None) -> None:
+    def partition_record(self, mv: Any, topic_id: uuid.UUID, index: int, replicas: list[int]) -> bytes:
+        """The PartitionRecord of a new partition at the version ``mv`` writes: ISR = the active
+        replicas (the caller checked that there is one), leader = the first of them, epochs 0, and
+        from 3.7-IV2 each replica's :meth:`default_dir`."""
+        isr = [b for b in replicas if self.is_active(b)]
+        record: dict[str, Any] = {
+            "PartitionId": index,
+            "TopicId": topic_id,
+            "Replicas": replicas,
+            "Isr": isr,
+            "RemovingReplicas": [],
+            "AddingReplicas": [],
+            "Leader": isr[0],
+            "LeaderRecoveryState": 0,
+            "LeaderEpoch": 0,
+            "PartitionEpoch": 0,
+        }
+        if mv.supported("directory_assignment"):
+            record["Directories"] = [self.default_dir(b) for b in replicas]
+        return encode_metadata_record(PARTITION, mv.partition_record_version, record)
+
+    def validate_manual(self, replicas: list[int], size: int | None) -> None:
         """Kafka's ``validateManualPartitionAssignment``."""
         if not replicas:
             raise ControllerError(

@@ -33,6 +33,8 @@ __all__ = [
     "BrokerRegistrationResponse",
     "ControllerRegistrationRequest",
     "ControllerRegistrationResponse",
+    "CreatePartitionsRequest",
+    "CreatePartitionsResponse",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
     "DeleteTopicsRequest",
@@ -559,6 +561,43 @@ class ControllerRegistrationResponse(TypedDict, total=False):
     ThrottleTimeMs: int  # int32, v0+
     ErrorCode: int  # int16, v0+
     ErrorMessage: str | None  # string, v0+
+
+
+class CreatePartitionsRequestCreatePartitionsTopicCreatePartitionsAssignment(TypedDict, total=False):
+    """a CreatePartitionsAssignment of CreatePartitionsRequestCreatePartitionsTopic"""
+
+    BrokerIds: list[int]  # []int32, v0+
+
+
+class CreatePartitionsRequestCreatePartitionsTopic(TypedDict, total=False):
+    """a CreatePartitionsTopic of CreatePartitionsRequest"""
+
+    Name: str  # string, v0+
+    Count: int  # int32, v0+
+    Assignments: list[CreatePartitionsRequestCreatePartitionsTopicCreatePartitionsAssignment] | None  # []CreatePartitionsAssignment, v0+
+
+
+class CreatePartitionsRequest(TypedDict, total=False):
+    """CreatePartitionsRequest (api key 37, versions 0-3)"""
+
+    Topics: list[CreatePartitionsRequestCreatePartitionsTopic]  # []CreatePartitionsTopic, v0+
+    TimeoutMs: int  # int32, v0+
+    ValidateOnly: bool  # bool, v0+
+
+
+class CreatePartitionsResponseCreatePartitionsTopicResult(TypedDict, total=False):
+    """a CreatePartitionsTopicResult of CreatePartitionsResponse"""
+
+    Name: str  # string, v0+
+    ErrorCode: int  # int16, v0+
+    ErrorMessage: str | None  # string, v0+
+
+
+class CreatePartitionsResponse(TypedDict, total=False):
+    """CreatePartitionsResponse (api key 37, versions 0-3)"""
+
+    ThrottleTimeMs: int  # int32, v0+
+    Results: list[CreatePartitionsResponseCreatePartitionsTopicResult]  # []CreatePartitionsTopicResult, v0+
 
 
 class CreateTopicsRequestCreatableTopicCreatableReplicaAssignment(TypedDict, total=False):

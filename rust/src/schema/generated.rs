@@ -9804,6 +9804,219 @@ pub static M_ALLOCATE_PRODUCER_IDS_RESPONSE: MessageSchema = MessageSchema {
     source: "kafka-clients-4.4.0.jar!common/message/AllocateProducerIdsResponse.json",
 };
 
+static S_CREATE_PARTITIONS_REQUEST_CREATE_PARTITIONS_ASSIGNMENT: StructSchema = StructSchema {
+    name: "CreatePartitionsAssignment",
+    versions: Versions::new(0, 32767),
+    fields: &[
+        Field {
+            name: "BrokerIds",
+            json_name: "brokerIds",
+            type_name: "[]int32",
+            ty: FieldType::Array(&FieldType::Int32),
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+    ],
+};
+
+static S_CREATE_PARTITIONS_REQUEST_CREATE_PARTITIONS_TOPIC: StructSchema = StructSchema {
+    name: "CreatePartitionsTopic",
+    versions: Versions::new(0, 32767),
+    fields: &[
+        Field {
+            name: "Name",
+            json_name: "name",
+            type_name: "string",
+            ty: FieldType::String,
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+        Field {
+            name: "Count",
+            json_name: "count",
+            type_name: "int32",
+            ty: FieldType::Int32,
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+        Field {
+            name: "Assignments",
+            json_name: "assignments",
+            type_name: "[]CreatePartitionsAssignment",
+            ty: FieldType::Array(&FieldType::Struct(&S_CREATE_PARTITIONS_REQUEST_CREATE_PARTITIONS_ASSIGNMENT)),
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::new(0, 32767),
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+    ],
+};
+
+static S_CREATE_PARTITIONS_REQUEST: StructSchema = StructSchema {
+    name: "CreatePartitionsRequest",
+    versions: Versions::new(0, 3),
+    fields: &[
+        Field {
+            name: "Topics",
+            json_name: "topics",
+            type_name: "[]CreatePartitionsTopic",
+            ty: FieldType::Array(&FieldType::Struct(&S_CREATE_PARTITIONS_REQUEST_CREATE_PARTITIONS_TOPIC)),
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+        Field {
+            name: "TimeoutMs",
+            json_name: "timeoutMs",
+            type_name: "int32",
+            ty: FieldType::Int32,
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+        Field {
+            name: "ValidateOnly",
+            json_name: "validateOnly",
+            type_name: "bool",
+            ty: FieldType::Bool,
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+    ],
+};
+
+pub static M_CREATE_PARTITIONS_REQUEST: MessageSchema = MessageSchema {
+    name: "CreatePartitionsRequest",
+    api_key: 37,
+    kind: "request",
+    type_name: "CREATE_PARTITIONS_REQUEST",
+    valid_versions: Versions::new(0, 3),
+    flexible_versions: Versions::new(2, 32767),
+    body: &S_CREATE_PARTITIONS_REQUEST,
+    source: "kafka-clients-4.4.0.jar!common/message/CreatePartitionsRequest.json",
+};
+
+static S_CREATE_PARTITIONS_RESPONSE_CREATE_PARTITIONS_TOPIC_RESULT: StructSchema = StructSchema {
+    name: "CreatePartitionsTopicResult",
+    versions: Versions::new(0, 32767),
+    fields: &[
+        Field {
+            name: "Name",
+            json_name: "name",
+            type_name: "string",
+            ty: FieldType::String,
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+        Field {
+            name: "ErrorCode",
+            json_name: "errorCode",
+            type_name: "int16",
+            ty: FieldType::Int16,
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+        Field {
+            name: "ErrorMessage",
+            json_name: "errorMessage",
+            type_name: "string",
+            ty: FieldType::String,
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::new(0, 32767),
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Null,
+            ignorable: false,
+        },
+    ],
+};
+
+static S_CREATE_PARTITIONS_RESPONSE: StructSchema = StructSchema {
+    name: "CreatePartitionsResponse",
+    versions: Versions::new(0, 3),
+    fields: &[
+        Field {
+            name: "ThrottleTimeMs",
+            json_name: "throttleTimeMs",
+            type_name: "int32",
+            ty: FieldType::Int32,
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+        Field {
+            name: "Results",
+            json_name: "results",
+            type_name: "[]CreatePartitionsTopicResult",
+            ty: FieldType::Array(&FieldType::Struct(&S_CREATE_PARTITIONS_RESPONSE_CREATE_PARTITIONS_TOPIC_RESULT)),
+            versions: Versions::new(0, 32767),
+            nullable_versions: Versions::NONE,
+            tagged_versions: Versions::NONE,
+            tag: None,
+            flexible_versions: None,
+            default: DefaultValue::Zero,
+            ignorable: false,
+        },
+    ],
+};
+
+pub static M_CREATE_PARTITIONS_RESPONSE: MessageSchema = MessageSchema {
+    name: "CreatePartitionsResponse",
+    api_key: 37,
+    kind: "response",
+    type_name: "CREATE_PARTITIONS_RESPONSE",
+    valid_versions: Versions::new(0, 3),
+    flexible_versions: Versions::new(2, 32767),
+    body: &S_CREATE_PARTITIONS_RESPONSE,
+    source: "kafka-clients-4.4.0.jar!common/message/CreatePartitionsResponse.json",
+};
+
 static S_METADATA_REQUEST_METADATA_REQUEST_TOPIC: StructSchema = StructSchema {
     name: "MetadataRequestTopic",
     versions: Versions::new(0, 32767),
@@ -11812,6 +12025,8 @@ pub static RPC_MESSAGES: &[&MessageSchema] = &[
     &M_CREATE_TOPICS_RESPONSE,
     &M_ALLOCATE_PRODUCER_IDS_REQUEST,
     &M_ALLOCATE_PRODUCER_IDS_RESPONSE,
+    &M_CREATE_PARTITIONS_REQUEST,
+    &M_CREATE_PARTITIONS_RESPONSE,
     &M_METADATA_REQUEST,
     &M_METADATA_RESPONSE,
     &M_ASSIGN_REPLICAS_TO_DIRS_REQUEST,
@@ -11868,6 +12083,7 @@ pub mod rpc_api_keys {
     pub const DESCRIBE_ACLS: i16 = 29;
     pub const DESCRIBE_CONFIGS: i16 = 32;
     pub const ALTER_CONFIGS: i16 = 33;
+    pub const CREATE_PARTITIONS: i16 = 37;
     pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
     pub const ALTER_CLIENT_QUOTAS: i16 = 49;
     pub const VOTE: i16 = 52;
