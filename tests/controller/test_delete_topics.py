@@ -38,7 +38,7 @@ def delete(c: Cluster, names=(), ids=(), *, version: int = 6, commit: bool = Tru
 
 
 def answers(results: list[dict]) -> list[tuple]:
-    return sorted(((r["Name"] or "", str(r["TopicId"]), r["ErrorCode"], r["ErrorMessage"] or "") for r in results))
+    return sorted((r["Name"] or "", str(r["TopicId"]), r["ErrorCode"], r["ErrorMessage"] or "") for r in results)
 
 
 def add_topic(c: Cluster, name: str, tid: uuid.UUID, partitions: int = 1) -> None:
