@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from kraftkit._core import decode_metadata_record, encode_metadata_record
-from kraftkit._kafka import PARTITION, TOPIC
+from kraftkit._kafka import BROKER_REGISTRATION_CHANGE, PARTITION, TOPIC
 from kraftkit.controller.cluster import ControllerError
 from kraftkit.controller.replication import UNASSIGNED_DIR
 from kraftkit.controller.topic_changes import create_partitions, create_partitions_response
@@ -179,3 +179,25 @@ def test_a_whole_request_error_lists_every_topic_and_not_the_active_controller()
     with pytest.raises(ControllerError) as e:
         grow(c, ("t", 2))
     assert e.value.code == Errors.NOT_CONTROLLER
+
+
+def test_a_broker_whose_log_directories_are_all_cordoned_takes_no_new_partition():
+    # Kafka 4.4 (KIP-1066): such a broker is neither usable by a placement nor valid in a manual assignment,
+    # for CreateTopics and CreatePartitions alike; one with a directory left uncordoned still is
+    c = Cluster({1: (None, False, [DIRS[1]]), 2: (None, False, [DIRS[2], DIRS[5]]), 3: (None, False, [DIRS[3]])})
+    c.create(topic("t", 1, 1))
+    for bid, cordoned in ((1, [DIRS[1]]), (2, [DIRS[2]])):
+        c.apply([encode_metadata_record(BROKER_REGISTRATION_CHANGE, 3, {"BrokerId": bid, "BrokerEpoch": 10 + bid,
+                                                                         "CordonedLogDirs": cordoned})])
+    records, results = grow(c, ("t", 9))
+    assert errors(results) == [("t", Errors.NONE, None)]
+    assert {b for _k, _v, d in records for b in d["Replicas"]} == {2, 3}
+    _records, created = c.create(topic("x", 3, 3))
+    assert errors(created)[0] == ("x", Errors.INVALID_REPLICATION_FACTOR, "Unable to replicate the partition 3 "
+                                  "time(s): The target replication factor of 3 cannot be reached because only 2 "
+                                  "broker(s) are registered.")
+    refused = "The manual partition assignment includes broker 1, but all its log directories are cordoned."
+    _records, results = grow(c, ("t", 10, [[1]]))
+    assert errors(results) == [("t", Errors.INVALID_REPLICA_ASSIGNMENT, refused)]
+    _records, created = c.create(topic("y", -1, -1, assignments=[(0, [3, 1])]))
+    assert errors(created) == [("y", Errors.INVALID_REPLICA_ASSIGNMENT, refused)]

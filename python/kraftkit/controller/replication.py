@@ -11,12 +11,13 @@ Kafka 4.4's ``ControllerApis.createTopics`` and ``ReplicationControlManager.crea
   collides); an existing name: TOPIC_ALREADY_EXISTS;
 * a config with a null value: INVALID_CONFIG; a value over 32767 characters: INVALID_CONFIG;
 * with manual assignments, ReplicationFactor and NumPartitions must be -1, each partition given
-  once, its brokers registered, distinct, as many for every partition, at least one of them active
-  (unfenced, not in controlled shutdown), the partitions 0..n-1; else a replication factor of -1
-  (the default) or > 0 (INVALID_REPLICATION_FACTOR), a partition count of -1 (the default) or > 0
-  (INVALID_PARTITIONS), the replicas placed by :mod:`kraftkit.controller.placement`
-  (INVALID_REPLICATION_FACTOR when they cannot be, or when a partition would have no active
-  replica);
+  once, its brokers registered, not with all their log directories cordoned (KIP-1066), distinct,
+  as many for every partition, at least one of them active (unfenced, not in controlled shutdown),
+  the partitions 0..n-1; else a replication factor of -1 (the default) or > 0
+  (INVALID_REPLICATION_FACTOR), a partition count of -1 (the default) or > 0 (INVALID_PARTITIONS),
+  the replicas placed by :mod:`kraftkit.controller.placement` over the brokers that are not shutting
+  down and have a directory that is not cordoned (INVALID_REPLICATION_FACTOR when they cannot be, or
+  when a partition would have no active replica);
 * a request for more than 10000 partitions in all (Kafka 4.4's ``validateTotalNumberOfPartitions``,
   before any other check) or whose records would pass 10000 (Kafka's bounded record list, checked
   before each topic's placement): POLICY_VIOLATION for every topic, so a request for two billion
@@ -189,7 +190,8 @@ class ReplicationControlManager:
 
     def usable_brokers(self, image: MetadataImage) -> list[UsableBroker]:
         """The brokers a placement may use: those with a session on the active controller that are
-        not shutting down (Kafka's ``BrokerHeartbeatManager.usableBrokers``), with their racks."""
+        not shutting down and have a log directory that is not cordoned (Kafka 4.4's
+        ``BrokerHeartbeatManager.usableBrokers``), with their racks."""
         sessions = self.cluster.sessions or {}
         out = []
         for bid in sorted(sessions):
@@ -197,8 +199,18 @@ class ReplicationControlManager:
             reg = self.cluster.brokers.get(bid)
             if reg is None or s.shutting_down or reg["InControlledShutdown"]:
                 continue
+            if not self.has_uncordoned_dirs(image, bid):
+                continue
             out.append(UsableBroker(bid, (image.brokers.get(bid) or {}).get("Rack"), s.fenced))
         return out
+
+    @staticmethod
+    def has_uncordoned_dirs(image: MetadataImage, bid: int) -> bool:
+        """Kafka 4.4's ``BrokerRegistration.hasUncordonedDirs``: the broker registered no log directory,
+        or no cordoned ones (KIP-1066), or one of its directories is not cordoned."""
+        b = image.brokers.get(bid) or {}
+        dirs, cordoned = b.get("LogDirs") or [], b.get("CordonedLogDirs")
+        return not dirs or cordoned is None or bool(set(dirs) - set(cordoned))
 
     def default_dir(self, bid: int) -> uuid.UUID:
         """Kafka's ``ClusterControlManager.defaultDir``: the broker's only log directory, else UNASSIGNED
@@ -358,7 +370,7 @@ class ReplicationControlManager:
                         Errors.INVALID_REPLICA_ASSIGNMENT,
                         f"Found multiple manual partition assignments for partition {index}",
                     )
-                self.validate_manual(replicas, size)
+                self.validate_manual(image, replicas, size)
                 size = len(replicas)
                 if not any(self.is_active(b) for b in replicas):
                     raise ControllerError(
@@ -446,8 +458,8 @@ class ReplicationControlManager:
             record["Directories"] = [self.default_dir(b) for b in replicas]
         return encode_metadata_record(PARTITION, mv.partition_record_version, record)
 
-    def validate_manual(self, replicas: list[int], size: int | None) -> None:
-        """Kafka's ``validateManualPartitionAssignment``."""
+    def validate_manual(self, image: MetadataImage, replicas: list[int], size: int | None) -> None:
+        """Kafka 4.4's ``validateManualPartitionAssignment`` (``size``: the replica count every partition must have)."""
         if not replicas:
             raise ControllerError(
                 Errors.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."
@@ -458,6 +470,11 @@ class ReplicationControlManager:
                 raise ControllerError(
                     Errors.INVALID_REPLICA_ASSIGNMENT,
                     f"The manual partition assignment includes broker {b}, but no such broker is registered.",
+                )
+            if not self.has_uncordoned_dirs(image, b):
+                raise ControllerError(
+                    Errors.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes broker {b}, but all its log directories are cordoned.",
                 )
             if b == prev:
                 raise ControllerError(

@@ -355,7 +355,7 @@ def _create_partitions(
         for i, a in enumerate(assignments):
             replicas = list(a.get("BrokerIds") or [])
             try:
-                rc.validate_manual(replicas, rf)
+                rc.validate_manual(image, replicas, rf)
             except ControllerError as e:
                 raise _Refused(e.code, e.message) from None
             if not any(rc.is_active(b) for b in replicas):
