@@ -5,7 +5,7 @@ count, delete, and the refusals of each) through a real Kafka 4.4.0 broker, once
 its output and the exception it reports must be the same (topic ids and ports normalized); so must
 the topic records each quorum committed, in order (TopicRecords, topic ConfigRecords,
 PartitionRecords, RemoveTopicRecords, each topic id replaced by its topic's name and the broker's
-log directory by a placeholder), and the topics and topic configs of the images their logs replay
+log directory by a placeholder; and the record types of every batch holding one), and the topics and topic configs of the images their logs replay
 into. After each change the script waits until the broker's metadata shows it (Metadata requests),
 so that the tool's own checks see the same state in both runs."""
 
@@ -85,7 +85,8 @@ def run_steps(broker: BrokerOnly) -> list[tuple[int, str, str]]:
 
 def topic_records(metadata_dir: Path, broker_dir: uuid.UUID) -> tuple[list[tuple], int]:
     """The topic records of a controller's log, in order, ids replaced by names and ``broker_dir`` by "D",
-    and the end offset of the last batch holding one."""
+    each batch holding some preceded by the api keys of all its records; and the end offset of the last
+    such batch."""
     names: dict[uuid.UUID, str] = {}
     out: list[tuple] = []
     end = 0
@@ -94,8 +95,10 @@ def topic_records(metadata_dir: Path, broker_dir: uuid.UUID) -> tuple[list[tuple
             if batch.is_control:
                 continue
             before = len(out)
+            kinds = []
             for r in batch.records():
                 key, version, data = decode_metadata_record(r.value)
+                kinds.append(key)
                 if key == TOPIC:
                     names[data["TopicId"]] = data["Name"]
                     out.append(("TopicRecord", data["Name"]))
@@ -107,7 +110,8 @@ def topic_records(metadata_dir: Path, broker_dir: uuid.UUID) -> tuple[list[tuple
                     out.append(("PartitionRecord", version, names[data["TopicId"]], sorted(fields.items())))
                 elif key == REMOVE_TOPIC:
                     out.append(("RemoveTopicRecord", names[data["TopicId"]]))
-            if len(out) > before:
+            if len(out) > before:  # the batch's record types too: a change writes nothing else alongside
+                out.insert(before, ("batch", tuple(kinds)))
                 end = batch.last_offset + 1
     return out, end
 
