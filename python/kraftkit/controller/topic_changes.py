@@ -91,7 +91,9 @@ class _Refused(Exception):
 
 def _java_hash_order(keys: list[_K], hash32: Callable[[_K], int]) -> list[_K]:
     """The iteration order of a ``java.util.HashMap`` (default capacity) the distinct ``keys`` were
-    put in, in order, given each key's ``hashCode``: by bucket, then by insertion within a bucket."""
+    put in, in order, given each key's ``hashCode``: by bucket, then by insertion within a bucket (a
+    bucket of eight keys or more, which Java reorganizes, is not modelled: random topic ids make one
+    as good as impossible)."""
     keys = list(dict.fromkeys(keys))
     cap = 16
     while len(keys) > cap * 3 // 4:
