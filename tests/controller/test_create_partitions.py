@@ -4,18 +4,19 @@ directories), manual assignments, validateOnly, the 10000 bound and the order of
 
 from __future__ import annotations
 
+import random
 import uuid
 
 import pytest
 
-from kraftkit._core import decode_metadata_record, encode_metadata_record
+from kraftkit._core import decode_metadata_record, encode_metadata_record, encode_response
 from kraftkit._kafka import BROKER_REGISTRATION_CHANGE, PARTITION, TOPIC
 from kraftkit.controller.cluster import ControllerError
 from kraftkit.controller.replication import UNASSIGNED_DIR
 from kraftkit.controller.topic_changes import create_partitions, create_partitions_response
 from kraftkit.features.registry import registry
 from kraftkit.metadata.mv_levels import MV_3_7_IV1, MV_4_3_IV0
-from kraftkit.protocol.messages import Errors
+from kraftkit.protocol.messages import ApiKey, Errors
 
 from .test_create_topics import DIRS, THREE, Cluster, errors, topic
 
@@ -201,3 +202,25 @@ def test_a_broker_whose_log_directories_are_all_cordoned_takes_no_new_partition(
     assert errors(results) == [("t", Errors.INVALID_REPLICA_ASSIGNMENT, refused)]
     _records, created = c.create(topic("y", -1, -1, assignments=[(0, [3, 1])]))
     assert errors(created) == [("y", Errors.INVALID_REPLICA_ASSIGNMENT, refused)]
+
+
+def test_arbitrary_requests_get_an_answer_the_codec_encodes_and_records_the_image_replays():
+    rng = random.Random(5)
+    c = Cluster({**THREE, 4: (None, True, [DIRS[4]])})
+    c.create(topic("a", 2, 2), topic("b", 1, 3), topic("c.d", 1, 1))
+    names = ["a", "b", "c.d", "c_d", "", "zz", "a" * 300]
+    for _ in range(300):
+        topics = [(rng.choice(names), rng.choice([-(2**31), -1, 0, 1, 2, 3, 5, 40, 2**31 - 1]),
+                   rng.choice([None, [], [[rng.randrange(-2, 6) for _ in range(rng.randrange(4))]
+                                          for _ in range(rng.randrange(4))]]))
+                  for _ in range(rng.randrange(5))]
+        try:
+            records, results = grow(c, *topics, validate_only=rng.random() < 0.3, commit=True)
+        except ControllerError as e:
+            assert e.code == Errors.POLICY_VIOLATION
+            continue
+        assert sorted(r["Name"] for r in results) == sorted(set(t[0] for t in topics))
+        for version in (0, 3):
+            encode_response(ApiKey.CREATE_PARTITIONS, version, 1, create_partitions_response({}, results))
+        assert all(k == PARTITION for k, _v, _d in records)
+    assert all(sorted(t.partitions) == list(range(len(t.partitions))) for t in c.image.topics.values())

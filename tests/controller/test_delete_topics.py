@@ -207,3 +207,21 @@ def test_past_ten_thousand_records_a_topic_is_an_unknown_server_error_and_stays(
     left = sorted(x["Name"] for x in results if x["ErrorCode"] == Errors.UNKNOWN_SERVER_ERROR)
     assert sorted(c.image.topic_ids) == left
     assert all(x["ErrorMessage"] is None for x in results)
+
+
+def test_arbitrary_requests_get_an_answer_the_codec_encodes_and_records_the_image_replays():
+    rng = random.Random(9)
+    c = Cluster(THREE)
+    for round_ in range(60):
+        if len(c.image.topic_ids) < 3:
+            c.create(*(topic(f"t{round_}-{i}") for i in range(4)))
+        known = list(c.image.topic_ids.items())
+        pool_names = [n for n, _ in known] + ["", "nope", "__cluster_metadata", None]
+        pool_ids = [i for _, i in known] + [ZERO, uuid.UUID(int=rng.getrandbits(128))]
+        version = rng.choice([1, 2, 3, 4, 5, 6])
+        state = [{"Name": rng.choice(pool_names), "TopicId": rng.choice(pool_ids)} for _ in range(rng.randrange(6))]
+        names = [n for n in (rng.choice(pool_names) for _ in range(rng.randrange(5))) if n is not None]
+        records, results = delete(c, names, version=version, state=state)
+        assert all(k == REMOVE_TOPIC for k, _v, _d in records)
+        out = encode_response(ApiKey.DELETE_TOPICS, version, 1, delete_topics_response({}, version, results))
+        assert len(decode_response(ApiKey.DELETE_TOPICS, version, out)[1]["Responses"]) == len(results)
