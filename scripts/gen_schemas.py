@@ -89,6 +89,8 @@ RPC_MESSAGES = [
     "CreateTopicsRequest", "CreateTopicsResponse",
     # served by the controller: producer id blocks for brokers (idempotent and transactional producers)
     "AllocateProducerIdsRequest", "AllocateProducerIdsResponse",
+    # served by the controller: more partitions for a topic (DeleteTopics, below, is served too)
+    "CreatePartitionsRequest", "CreatePartitionsResponse",
     # not served: known so that a request for one is answered with UNSUPPORTED_VERSION at its own
     # version rather than by closing the connection (the admin tools' common requests to a controller)
     "MetadataRequest", "MetadataResponse",
@@ -98,7 +100,6 @@ RPC_MESSAGES = [
     "DescribeAclsRequest", "DescribeAclsResponse",
     "AlterClientQuotasRequest", "AlterClientQuotasResponse",
     # the rest of the admin requests brokers forward to the controller, and partition leadership
-    "CreatePartitionsRequest", "CreatePartitionsResponse",
     "ElectLeadersRequest", "ElectLeadersResponse",
     "AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse",
     "ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse",

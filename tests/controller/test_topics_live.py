@@ -7,11 +7,12 @@ the topics are in every node's image after a restart."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import pytest
 
 from kraftkit._core import decode_metadata_record
-from kraftkit._kafka import PARTITION, TOPIC
+from kraftkit._kafka import PARTITION, REMOVE_TOPIC, TOPIC
 from kraftkit.protocol.messages import ApiKey, Errors, decode_response, encode_request
 from tests.raft._cluster import wait_for
 
@@ -125,11 +126,11 @@ def test_create_topics_direct_and_forwarded_then_replayed_after_a_restart(tmp_pa
                 assert env == {"ResponseData": None, "ErrorCode": code}, data
             assert leader.controller.image.topic("h") is None
             # a forwardable API this node does not serve: its own answer, inside the envelope
-            delete = encode_request(ApiKey.DELETE_TOPICS, 6, 9, "b", {"Topics": [], "TimeoutMs": 1000})
-            env = await call(leader, ApiKey.ENVELOPE, envelope(delete))
+            quotas = encode_request(ApiKey.ALTER_CLIENT_QUOTAS, 1, 9, "b", {"Entries": [], "ValidateOnly": False})
+            env = await call(leader, ApiKey.ENVELOPE, envelope(quotas))
             assert env["ErrorCode"] == Errors.NONE
-            assert decode_response(ApiKey.DELETE_TOPICS, 6, env["ResponseData"]) == \
-                (9, {"ThrottleTimeMs": 0, "Responses": []})
+            assert decode_response(ApiKey.ALTER_CLIENT_QUOTAS, 1, env["ResponseData"]) == \
+                (9, {"ThrottleTimeMs": 0, "Entries": []})
 
             want = {name: leader.controller.image.topic(name) for name in ("t", "w", "x")}
             await wait_for(lambda: all(n.controller.image.topic("x") is not None for n in nodes),
@@ -146,4 +147,65 @@ def test_create_topics_direct_and_forwarded_then_replayed_after_a_restart(tmp_pa
                 for name, t in want.items():
                     again = n.controller.image.topic(name)
                     assert again is not None and again.id == t.id and again.partitions == t.partitions
+    asyncio.run(main())
+
+
+def test_delete_topics_and_create_partitions_direct_and_forwarded(tmp_path):
+    async def main():
+        nodes = make_controllers(tmp_path, release_version="4.3")
+        async with running(nodes):
+            leader = await quiet_leader(nodes)
+            follower = next(n for n in nodes if n is not leader)
+            await two_unfenced_brokers(leader)
+            got = await call(leader, ApiKey.CREATE_TOPICS, create(("t", 2, 2), ("u", 1, 1)))
+            ids = {r["Name"]: r["TopicId"] for r in got["Topics"]}
+
+            # in ApiVersions at the versions Kafka 4.4's controller serves (DeleteTopics 1-6, CreatePartitions 0-3)
+            versions = await call(leader, ApiKey.API_VERSIONS, {"ClientSoftwareName": "t",
+                                                                "ClientSoftwareVersion": "1"})
+            listed = {k["ApiKey"]: (k["MinVersion"], k["MaxVersion"]) for k in versions["ApiKeys"]}
+            assert (listed[ApiKey.DELETE_TOPICS], listed[ApiKey.CREATE_PARTITIONS]) == ((1, 6), (0, 3))
+
+            # CreatePartitions direct: one batch of two PartitionRecords, committed before the answer
+            grow = {"Topics": [{"Name": "t", "Count": 4, "Assignments": None}], "TimeoutMs": 10000,
+                    "ValidateOnly": False}
+            got = await call(leader, ApiKey.CREATE_PARTITIONS, grow)
+            assert got["Results"] == [{"Name": "t", "ErrorCode": Errors.NONE, "ErrorMessage": None}]
+            batch = topic_batches(leader)[-1]
+            assert [(k, d["PartitionId"], d["TopicId"]) for k, d in batch] == [(PARTITION, 2, ids["t"]),
+                                                                               (PARTITION, 3, ids["t"])]
+            assert sorted(leader.controller.image.topic("t").partitions) == [0, 1, 2, 3]
+            # forwarded, validateOnly: the answer inside the envelope, nothing written
+            end = leader.replica().log.end_offset
+            inner = encode_request(ApiKey.CREATE_PARTITIONS, 3, 77, "broker-100",
+                                   {**grow, "Topics": [{"Name": "t", "Count": 6, "Assignments": None},
+                                                       {"Name": "t", "Count": 7, "Assignments": None}],
+                                    "ValidateOnly": True})
+            env = await call(leader, ApiKey.ENVELOPE, envelope(inner))
+            duplicate = {"Name": "t", "ErrorCode": Errors.INVALID_REQUEST, "ErrorMessage": "Duplicate topic name."}
+            assert decode_response(ApiKey.CREATE_PARTITIONS, 3, env["ResponseData"]) == \
+                (77, {"ThrottleTimeMs": 0, "Results": [duplicate]})
+            assert leader.replica().log.end_offset == end
+
+            # DeleteTopics forwarded by id, then direct by name: a RemoveTopicRecord each
+            inner = encode_request(ApiKey.DELETE_TOPICS, 6, 78, "broker-100",
+                                   {"Topics": [{"Name": None, "TopicId": ids["u"]}], "TimeoutMs": 10000})
+            env = await call(leader, ApiKey.ENVELOPE, envelope(inner))
+            deleted = {"Name": "u", "TopicId": ids["u"], "ErrorCode": Errors.NONE, "ErrorMessage": None}
+            assert decode_response(ApiKey.DELETE_TOPICS, 6, env["ResponseData"]) == \
+                (78, {"ThrottleTimeMs": 0, "Responses": [deleted]})
+            by_name = [{"Name": n, "TopicId": uuid.UUID(int=0)} for n in ("t", "nope")]
+            got = await call(leader, ApiKey.DELETE_TOPICS, {"Topics": by_name, "TimeoutMs": 10000})
+            assert sorted((r["Name"], r["ErrorCode"]) for r in got["Responses"]) == [
+                ("nope", Errors.UNKNOWN_TOPIC_OR_PARTITION), ("t", Errors.NONE)]
+            removed = [d["TopicId"] for b in leader.committed_batches(0) if not b.is_control for r in b.records()
+                       for k, _v, d in [decode_metadata_record(r.value)] if k == REMOVE_TOPIC]
+            assert removed == [ids["u"], ids["t"]] and leader.controller.image.topic_ids == {}
+
+            # a follower: NOT_CONTROLLER, lifted to the envelope when forwarded
+            got = await call(follower, ApiKey.CREATE_PARTITIONS, grow)
+            assert [(r["Name"], r["ErrorCode"]) for r in got["Results"]] == [("t", Errors.NOT_CONTROLLER)]
+            env = await call(follower, ApiKey.ENVELOPE, envelope(inner))
+            assert env == {"ResponseData": None, "ErrorCode": Errors.NOT_CONTROLLER}
+            await wait_for(lambda: all(n.controller.image.topic_ids == {} for n in nodes), what="deleted everywhere")
     asyncio.run(main())

@@ -69,8 +69,8 @@ def test_unserved_apis_are_answered_or_closed_with_a_reason(tmp_path, caplog):
                 with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
                     s.sendall(frame(ApiKey.DESCRIBE_ACLS, 3, 7, acls))
                     out["acls"] = decode_response(ApiKey.DESCRIBE_ACLS, 3, read_answer(s))
-                    s.sendall(frame(ApiKey.DELETE_TOPICS, 6, 8, {"Topics": [], "TimeoutMs": 1000}))
-                    out["topics"] = decode_response(ApiKey.DELETE_TOPICS, 6, read_answer(s))
+                    s.sendall(frame(ApiKey.ALTER_CLIENT_QUOTAS, 1, 8, {"Entries": [], "ValidateOnly": False}))
+                    out["quotas"] = decode_response(ApiKey.ALTER_CLIENT_QUOTAS, 1, read_answer(s))
                     # acks=0: no answer; the next request's answer is the next frame
                     s.sendall(frame(ApiKey.PRODUCE, 9, 9, produce))
                     s.sendall(frame(ApiKey.API_VERSIONS, 0, 10, {}))
@@ -93,7 +93,7 @@ def test_unserved_apis_are_answered_or_closed_with_a_reason(tmp_path, caplog):
     assert corr == 7
     assert acls_answer["ErrorCode"] == Errors.UNSUPPORTED_VERSION and acls_answer["Resources"] == []
     assert "does not serve DESCRIBE_ACLS" in acls_answer["ErrorMessage"]
-    assert out["topics"] == (8, {"ThrottleTimeMs": 0, "Responses": []})  # (DeleteTopics has no top-level ErrorCode)
+    assert out["quotas"] == (8, {"ThrottleTimeMs": 0, "Entries": []})  # (AlterClientQuotas has no top-level ErrorCode)
     corr, versions = out["after_acks0"]
     assert corr == 10 and versions["ErrorCode"] == Errors.NONE
     assert ApiKey.DESCRIBE_ACLS not in {k["ApiKey"] for k in versions["ApiKeys"]}  # not listed

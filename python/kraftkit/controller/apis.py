@@ -22,6 +22,12 @@ from kraftkit.controller.cluster import ControllerError
 from kraftkit.controller.configs import alter_response
 from kraftkit.controller.producer_ids import ProducerIdsBlock
 from kraftkit.controller.replication import create_topics_response
+from kraftkit.controller.topic_changes import (
+    create_partitions,
+    create_partitions_response,
+    delete_topics,
+    delete_topics_response,
+)
 from kraftkit.features.registry import MV_FEATURE
 from kraftkit.features.rewrite import RewriteReport, loss_line
 from kraftkit.protocol import types as t
@@ -223,6 +229,20 @@ class ControllerApis:
 
         build = functools.partial(c.partitions.elect_leaders, c.image, body)
         return self._answer("ElectLeaders", build, reply)
+
+    def delete_topics(self, body: t.DeleteTopicsRequest, version: int) -> asyncio.Future:
+        """Answers DeleteTopics (:mod:`kraftkit.controller.topic_changes`) once its RemoveTopicRecords
+        are committed as one batch (none: every topic refused)."""
+        c = self.controller
+        build = functools.partial(delete_topics, c.replication, c.image, body, version)
+        return self._answer("DeleteTopics", build, functools.partial(delete_topics_response, body, version))
+
+    def create_partitions(self, body: t.CreatePartitionsRequest, version: int) -> asyncio.Future:
+        """Answers CreatePartitions (:mod:`kraftkit.controller.topic_changes`) once its PartitionRecords
+        are committed as one batch (none: ValidateOnly, or every topic refused)."""
+        c = self.controller
+        build = functools.partial(create_partitions, c.replication, c.image, body)
+        return self._answer("CreatePartitions", build, functools.partial(create_partitions_response, body))
 
     # ------------------------------------------------------------------ producer ids
     def allocate_producer_ids(self, body: t.AllocateProducerIdsRequest, version: int) -> asyncio.Future:

@@ -16,7 +16,10 @@ list is split at commas with the whitespace around them), for the keys kraftkit 
   ``/tmp/kafka-logs``;
 * ``controller.quorum.election.timeout.ms``, ``controller.quorum.fetch.timeout.ms``,
   ``socket.request.max.bytes``, ``max.connections.per.ip``, ``max.connections``,
-  ``broker.session.timeout.ms``.
+  ``broker.session.timeout.ms``;
+* ``num.partitions``, ``default.replication.factor`` and ``delete.topic.enable``, read by the topic
+  managers (:class:`~kraftkit.controller.replication.ReplicationControlManager`, which log a value
+  they cannot read and use Kafka's default).
 
 Other keys are not used (:attr:`ControllerConfig.ignored`). A value kraftkit uses but cannot honour is
 a :class:`ControllerConfigError` ``FILE: key=value: reason``; a file ``Properties.load`` refuses is
@@ -66,6 +69,9 @@ READ_KEYS = frozenset(
         "metadata.log.dir",
         "log.dirs",
         "log.dir",
+        "num.partitions",
+        "default.replication.factor",
+        "delete.topic.enable",
         *INT_KEYS,
     }
 )

@@ -11,12 +11,13 @@ Kafka 4.4's ``ControllerApis.createTopics`` and ``ReplicationControlManager.crea
   collides); an existing name: TOPIC_ALREADY_EXISTS;
 * a config with a null value: INVALID_CONFIG; a value over 32767 characters: INVALID_CONFIG;
 * with manual assignments, ReplicationFactor and NumPartitions must be -1, each partition given
-  once, its brokers registered, distinct, as many for every partition, at least one of them active
-  (unfenced, not in controlled shutdown), the partitions 0..n-1; else a replication factor of -1
-  (the default) or > 0 (INVALID_REPLICATION_FACTOR), a partition count of -1 (the default) or > 0
-  (INVALID_PARTITIONS), the replicas placed by :mod:`kraftkit.controller.placement`
-  (INVALID_REPLICATION_FACTOR when they cannot be, or when a partition would have no active
-  replica);
+  once, its brokers registered, not with all their log directories cordoned (KIP-1066), distinct,
+  as many for every partition, at least one of them active (unfenced, not in controlled shutdown),
+  the partitions 0..n-1; else a replication factor of -1 (the default) or > 0
+  (INVALID_REPLICATION_FACTOR), a partition count of -1 (the default) or > 0 (INVALID_PARTITIONS),
+  the replicas placed by :mod:`kraftkit.controller.placement` over the brokers that are not shutting
+  down and have a directory that is not cordoned (INVALID_REPLICATION_FACTOR when they cannot be, or
+  when a partition would have no active replica);
 * a request for more than 10000 partitions in all (Kafka 4.4's ``validateTotalNumberOfPartitions``,
   before any other check) or whose records would pass 10000 (Kafka's bounded record list, checked
   before each topic's placement): POLICY_VIOLATION for every topic, so a request for two billion
@@ -65,6 +66,7 @@ MAX_NAME_LENGTH = 249
 #: Kafka's DirectoryId.MIGRATING and DirectoryId.UNASSIGNED
 MIGRATING_DIR = uuid.UUID(int=0)
 UNASSIGNED_DIR = uuid.UUID(int=1)
+_JAVA_SPACE = "".join(map(chr, range(33)))  # what Java's String.trim strips
 _LEGAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
@@ -147,12 +149,25 @@ def _int_config(config: Mapping[str, str], name: str, default: int, bound: int) 
     return value
 
 
+def _bool_config(config: Mapping[str, str], name: str, default: bool) -> bool:
+    """A boolean as Kafka's ConfigDef reads one: ``true`` or ``false`` in any case, trimmed."""
+    raw = config.get(name)
+    if raw is None:
+        return default
+    value = str(raw).strip(_JAVA_SPACE).lower()
+    if value not in ("true", "false"):
+        log.error("%s=%r is neither true nor false: the controller uses %s", name, raw, str(default).lower())
+        return default
+    return value == "true"
+
+
 class ReplicationControlManager:
     """The topics of the active controller: CreateTopics validated against the committed image and
     the registrations ``cluster`` keeps; ``static_config`` (the node's server.properties) gives
-    ``num.partitions`` and ``default.replication.factor`` (Kafka's defaults, 1 and 1, when absent:
-    Kafka's controller takes both from its KafkaConfig, whose defaults they are); ``rng`` drives
-    the placement."""
+    ``num.partitions``, ``default.replication.factor`` and ``delete.topic.enable`` (Kafka's defaults,
+    1, 1 and true, when absent: Kafka's controller takes them from its KafkaConfig, whose defaults
+    they are); ``rng`` drives the placement. DeleteTopics and CreatePartitions use it too
+    (:mod:`kraftkit.controller.topic_changes`)."""
 
     def __init__(
         self,
@@ -166,6 +181,8 @@ class ReplicationControlManager:
         self.static_config: Mapping[str, str] = config
         self.default_partitions = _int_config(config, "num.partitions", 1, 2**31)
         self.default_replication_factor = _int_config(config, "default.replication.factor", 1, 2**15)
+        #: ``delete.topic.enable`` (Kafka's default: true): DeleteTopics is refused when false
+        self.delete_topic_enable = _bool_config(config, "delete.topic.enable", True)
 
     # ------------------------------------------------------------------ brokers
     def is_active(self, bid: int) -> bool:
@@ -174,7 +191,8 @@ class ReplicationControlManager:
 
     def usable_brokers(self, image: MetadataImage) -> list[UsableBroker]:
         """The brokers a placement may use: those with a session on the active controller that are
-        not shutting down (Kafka's ``BrokerHeartbeatManager.usableBrokers``), with their racks."""
+        not shutting down and have a log directory that is not cordoned (Kafka 4.4's
+        ``BrokerHeartbeatManager.usableBrokers``), with their racks."""
         sessions = self.cluster.sessions or {}
         out = []
         for bid in sorted(sessions):
@@ -182,8 +200,18 @@ class ReplicationControlManager:
             reg = self.cluster.brokers.get(bid)
             if reg is None or s.shutting_down or reg["InControlledShutdown"]:
                 continue
+            if not self.has_uncordoned_dirs(image, bid):
+                continue
             out.append(UsableBroker(bid, (image.brokers.get(bid) or {}).get("Rack"), s.fenced))
         return out
+
+    @staticmethod
+    def has_uncordoned_dirs(image: MetadataImage, bid: int) -> bool:
+        """Kafka 4.4's ``BrokerRegistration.hasUncordonedDirs``: the broker registered no log directory,
+        or no cordoned ones (KIP-1066), or one of its directories is not cordoned."""
+        b = image.brokers.get(bid) or {}
+        dirs, cordoned = b.get("LogDirs") or [], b.get("CordonedLogDirs")
+        return not dirs or cordoned is None or bool(set(dirs) - set(cordoned))
 
     def default_dir(self, bid: int) -> uuid.UUID:
         """Kafka's ``ClusterControlManager.defaultDir``: the broker's only log directory, else UNASSIGNED
@@ -343,7 +371,7 @@ class ReplicationControlManager:
                         Errors.INVALID_REPLICA_ASSIGNMENT,
                         f"Found multiple manual partition assignments for partition {index}",
                     )
-                self._validate_manual(replicas, size)
+                self.validate_manual(image, replicas, size)
                 size = len(replicas)
                 if not any(self.is_active(b) for b in replicas):
                     raise ControllerError(
@@ -397,26 +425,8 @@ class ReplicationControlManager:
                         {"ResourceType": TOPIC_RESOURCE, "ResourceName": name, "Name": key, "Value": configs[key]},
                     )
                 )
-        version = mv.partition_record_version
-        directories = mv.supported("directory_assignment")
         for index in sorted(new):
-            replicas = new[index]
-            isr = [b for b in replicas if self.is_active(b)]
-            record: dict[str, Any] = {
-                "PartitionId": index,
-                "TopicId": topic_id,
-                "Replicas": replicas,
-                "Isr": isr,
-                "RemovingReplicas": [],
-                "AddingReplicas": [],
-                "Leader": isr[0],
-                "LeaderRecoveryState": 0,
-                "LeaderEpoch": 0,
-                "PartitionEpoch": 0,
-            }
-            if directories:
-                record["Directories"] = [self.default_dir(b) for b in replicas]
-            records.append(encode_metadata_record(PARTITION, version, record))
+            records.append(self.partition_record(mv, topic_id, index, new[index]))
         return {
             "Name": name,
             "TopicId": topic_id,
@@ -428,8 +438,29 @@ class ReplicationControlManager:
             "Configs": [],
         }
 
-    def _validate_manual(self, replicas: list[int], size: int | None) -> None:
-        """Kafka's ``validateManualPartitionAssignment``."""
+    def partition_record(self, mv: Any, topic_id: uuid.UUID, index: int, replicas: list[int]) -> bytes:
+        """The PartitionRecord of a new partition at the version ``mv`` writes: ISR = the active
+        replicas (the caller checked that there is one), leader = the first of them, epochs 0, and
+        from 3.7-IV2 each replica's :meth:`default_dir`."""
+        isr = [b for b in replicas if self.is_active(b)]
+        record: dict[str, Any] = {
+            "PartitionId": index,
+            "TopicId": topic_id,
+            "Replicas": replicas,
+            "Isr": isr,
+            "RemovingReplicas": [],
+            "AddingReplicas": [],
+            "Leader": isr[0],
+            "LeaderRecoveryState": 0,
+            "LeaderEpoch": 0,
+            "PartitionEpoch": 0,
+        }
+        if mv.supported("directory_assignment"):
+            record["Directories"] = [self.default_dir(b) for b in replicas]
+        return encode_metadata_record(PARTITION, mv.partition_record_version, record)
+
+    def validate_manual(self, image: MetadataImage, replicas: list[int], size: int | None) -> None:
+        """Kafka 4.4's ``validateManualPartitionAssignment`` (``size``: the replica count every partition must have)."""
         if not replicas:
             raise ControllerError(
                 Errors.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."
@@ -440,6 +471,11 @@ class ReplicationControlManager:
                 raise ControllerError(
                     Errors.INVALID_REPLICA_ASSIGNMENT,
                     f"The manual partition assignment includes broker {b}, but no such broker is registered.",
+                )
+            if not self.has_uncordoned_dirs(image, b):
+                raise ControllerError(
+                    Errors.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes broker {b}, but all its log directories are cordoned.",
                 )
             if b == prev:
                 raise ControllerError(

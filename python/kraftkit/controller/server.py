@@ -2,11 +2,12 @@
 
 Besides the quorum RPCs, DescribeQuorum and DescribeCluster it answers UpdateFeatures and the
 registration RPCs (ControllerRegistration, BrokerRegistration, BrokerHeartbeat, UnregisterBroker)
-the BROKER config RPCs (DescribeConfigs, IncrementalAlterConfigs, AlterConfigs: KIP-919) and
-CreateTopics through its :class:`~kraftkit.controller.quorum_controller.QuorumController`, and its ApiVersions
-carries the feature fields of KIP-584: SupportedFeatures (this node's ranges), FinalizedFeatures (from the
-committed log, eventually consistent on a follower) and FinalizedFeaturesEpoch (the offset of the
-last committed feature change, -1 if none). Brokers forward their clients' admin requests inside
+the BROKER config RPCs (DescribeConfigs, IncrementalAlterConfigs, AlterConfigs: KIP-919),
+CreateTopics, DeleteTopics and CreatePartitions through its
+:class:`~kraftkit.controller.quorum_controller.QuorumController`, and its ApiVersions carries the
+feature fields of KIP-584: SupportedFeatures (this node's ranges), FinalizedFeatures (from the committed
+log, eventually consistent on a follower) and FinalizedFeaturesEpoch (the offset of the last committed
+feature change, -1 if none). Brokers forward their clients' admin requests inside
 Envelope (KIP-590): see :meth:`ControllerNode.envelope`. It does not take Produce: the metadata log changes only
 through the controller's records, as on Kafka's controllers.
 """
@@ -42,6 +43,8 @@ CONTROLLER_APIS = (
     ApiKey.INCREMENTAL_ALTER_CONFIGS,
     ApiKey.ALTER_CONFIGS,
     ApiKey.CREATE_TOPICS,
+    ApiKey.DELETE_TOPICS,
+    ApiKey.CREATE_PARTITIONS,
     ApiKey.ALLOCATE_PRODUCER_IDS,
     ApiKey.ALTER_PARTITION,
     ApiKey.ELECT_LEADERS,
@@ -93,6 +96,8 @@ class ControllerNode(RaftNode):
             ApiKey.INCREMENTAL_ALTER_CONFIGS: c.incremental_alter_configs,
             ApiKey.ALTER_CONFIGS: c.alter_configs,
             ApiKey.CREATE_TOPICS: c.create_topics,
+            ApiKey.DELETE_TOPICS: c.delete_topics,
+            ApiKey.CREATE_PARTITIONS: c.create_partitions,
             ApiKey.ALLOCATE_PRODUCER_IDS: c.allocate_producer_ids,
             ApiKey.ALTER_PARTITION: c.alter_partition,
             ApiKey.ELECT_LEADERS: c.elect_leaders,
