@@ -553,7 +553,7 @@ def test_cli_format_info_random(tmp_path, capsys):
     assert "is already formatted" in capsys.readouterr().err
     assert main(["storage", "format", "-t", cid, "--node-id", "2", "-d", str(d), "-g", "--json"]) == 0
     j = json.loads(capsys.readouterr().out)
-    assert j["directories"][0]["formatted_now"] is False and j["metadata_version"]["name"] == LATEST.name
+    assert j["directories"][0]["formattedNow"] is False and j["metadataVersion"]["name"] == LATEST.name
 
 
 @pytest.mark.parametrize("args,msg", [

@@ -49,9 +49,9 @@ def _describe(path: str) -> str | None:
 
 
 def _json_line(obj: dict) -> str:
-    import json  # not at the top: start-up is most of the time of a small dump, and JSON is optional
+    from kraftkit.cli.jsonout import dumps  # not at the top: start-up is most of a small dump's time
 
-    return json.dumps(obj) + "\n"
+    return dumps(obj) + "\n"
 
 
 #: bytes per entry of the offset index and the time index
@@ -224,7 +224,9 @@ def run(args: argparse.Namespace) -> int:
         if dense:  # a KRaft log is never compacted: a gap in its offsets is damage
             problems, notes = problems + notes, []
         if args.json:
-            s = {k: v for k, v in summary.items() if k != "error"}
+            from kraftkit.cli.jsonout import camel_keys
+
+            s = camel_keys({k: v for k, v in summary.items() if k != "error"})
             s["error"] = str(err) if err else None
             out_bin.write(_json_line({"type": "summary", "file": path, **s}).encode())
         elif summary["trailing_bytes"] and args.max_bytes is None:

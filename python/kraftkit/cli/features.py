@@ -4,11 +4,11 @@ upgrades, downgrades and disabling (KIP-584, KIP-778)."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
+from kraftkit.cli.jsonout import emit
 from kraftkit.cli.main import add_max_batch_bytes
 
 HELP = "finalized features and metadata.version: describe (offline or live), upgrade, downgrade, disable (offline)"
@@ -166,11 +166,15 @@ def run_describe(args: argparse.Namespace) -> int:
         print(f"kraftkit features describe: {_error_text(e)}", file=sys.stderr)
         # unreadable input or a path that holds no metadata: 2; damaged metadata: 1
         return EXIT_USAGE if isinstance(e, (OSError, MetadataSourceError, SnapshotError)) else EXIT_PROBLEMS
-    print(json.dumps(st.to_json()) if args.json else _state_text(st))
+    if args.json:
+        emit(st.to_json())
+    else:
+        print(_state_text(st))
     return EXIT_OK
 
 
 def run_change(args: argparse.Namespace) -> int:
+    from kraftkit.cli.snapshot import rewrite_json
     from kraftkit.errors import KraftkitError
     from kraftkit.features.offline import FeatureChangeError, change, requested_updates, state_of
     from kraftkit.features.validation import UpgradeType
@@ -216,7 +220,7 @@ def run_change(args: argparse.Namespace) -> int:
         res = change(d, updates, dry_run=args.dry_run, backup=args.backup, image=image)
     except FeatureChangeError as e:
         if args.json:
-            print(json.dumps({"ok": False, "error": str(e), "results": [str(r) for r in e.results]}))
+            emit({"ok": False, "error": str(e), "results": [str(r) for r in e.results]})
         else:
             print(f"{prog}: {e}", file=sys.stderr)
             for r in e.results:
@@ -230,19 +234,17 @@ def run_change(args: argparse.Namespace) -> int:
         print(f"{prog}: {_error_text(e)}", file=sys.stderr)
         return EXIT_USAGE
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "ok": True,
-                    "dryRun": args.dry_run,
-                    "results": [str(r) for r in res.results],
-                    "snapshot": res.snapshot,
-                    "backup": res.backup,
-                    "moved": res.moved,
-                    "bootstrapRewritten": res.bootstrap_rewritten,
-                    "report": res.report.to_json() if res.report else None,
-                }
-            )
+        emit(
+            {
+                "ok": True,
+                "dryRun": args.dry_run,
+                "results": [str(r) for r in res.results],
+                "snapshot": res.snapshot,
+                "backup": res.backup,
+                "moved": res.moved,
+                "bootstrapRewritten": res.bootstrap_rewritten,
+                "report": rewrite_json(res.report) if res.report else None,
+            }
         )
         return EXIT_OK
     for r in res.results:
@@ -283,17 +285,15 @@ def _change_live(args: argparse.Namespace, prog: str, release: str | None, feats
     message = answer.get("ErrorMessage")
     changes = [{"feature": f, "from": finalized.get(f, 0), "to": lv, "upgradeType": utype.name} for f, lv, _t in asked]
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "ok": ok,
-                    "dryRun": args.dry_run,
-                    "controller": addr,
-                    "changes": changes,
-                    "errorCode": answer["ErrorCode"],
-                    "message": message,
-                }
-            )
+        emit(
+            {
+                "ok": ok,
+                "dryRun": args.dry_run,
+                "controller": addr,
+                "changes": changes,
+                "errorCode": answer["ErrorCode"],
+                "message": message,
+            }
         )
     elif ok:
         verb = "would change" if args.dry_run else "changed"
@@ -362,41 +362,37 @@ def _describe_live(args: argparse.Namespace) -> int:
     reg = registry()
     if args.json:
         mv = finalized.get("metadata.version")
-        print(
-            json.dumps(
-                {
-                    "source": args.bootstrap_controller,
-                    "metadataVersion": None
-                    if mv is None or not level_known("metadata.version", mv)
-                    else reg.by_level(mv).name,
-                    "metadataVersionLevel": mv,
-                    "finalized": dict(sorted(finalized.items())),
-                    "unknownLevels": unknown_levels(finalized),
-                    "finalizedFeaturesEpoch": epoch,
-                    "finalizedFrom": newest.address if newest else None,
-                    "nodes": [
-                        {
-                            "id": n.node_id,
-                            "role": "controller",
-                            "address": n.address,
-                            "supported": {k: list(v) for k, v in sorted(n.answer.supported.items())}
-                            if n.answer
-                            else None,
-                            "finalizedFeaturesEpoch": n.answer.epoch if n.answer else None,
-                            "error": n.error,
-                        }
-                        for n in nodes
-                    ],
-                    "nextLevels": {
-                        name: {
-                            "level": b["level"],
-                            "blockedBy": [n.node_id if n.node_id is not None else n.address for n in b["blockedBy"]],
-                        }
-                        for name, b in blocking.items()
-                    },
-                    "kraftkitSupports": {k: list(v) for k, v in reg.supported_ranges().items()},
-                }
-            )
+        emit(
+            {
+                "source": args.bootstrap_controller,
+                "metadataVersion": None
+                if mv is None or not level_known("metadata.version", mv)
+                else reg.by_level(mv).name,
+                "metadataVersionLevel": mv,
+                "finalized": dict(sorted(finalized.items())),
+                "unknownLevels": unknown_levels(finalized),
+                "finalizedFeaturesEpoch": epoch,
+                "finalizedFrom": newest.address if newest else None,
+                "nodes": [
+                    {
+                        "id": n.node_id,
+                        "role": "controller",
+                        "address": n.address,
+                        "supported": {k: list(v) for k, v in sorted(n.answer.supported.items())} if n.answer else None,
+                        "finalizedFeaturesEpoch": n.answer.epoch if n.answer else None,
+                        "error": n.error,
+                    }
+                    for n in nodes
+                ],
+                "nextLevels": {
+                    name: {
+                        "level": b["level"],
+                        "blockedBy": [n.node_id if n.node_id is not None else n.address for n in b["blockedBy"]],
+                    }
+                    for name, b in blocking.items()
+                },
+                "kraftkitSupports": {k: list(v) for k, v in reg.supported_ranges().items()},
+            }
         )
         return EXIT_OK
     src = f" (newest answer: {_printable(newest.address)})" if newest else " (none finalized yet)"

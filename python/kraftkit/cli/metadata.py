@@ -12,6 +12,7 @@ import json
 import sys
 
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
+from kraftkit.cli.jsonout import emit, record_fields
 from kraftkit.cli.main import LONG_MAX, add_max_batch_bytes, int_arg
 from kraftkit.errors import KraftkitError
 from kraftkit.log.control import control_type_name
@@ -150,7 +151,7 @@ def run_dump(args: argparse.Namespace) -> int:
     status = EXIT_OK
     for f in files:
         if args.json:
-            out.write(json.dumps({"type": "file", "file": str(f.path), "kind": f.kind}) + "\n")
+            emit({"type": "file", "file": str(f.path), "kind": f.kind}, out)
         else:
             out.write(f"Dumping {f.path}\n")
         n = 0
@@ -196,14 +197,14 @@ def run_dump(args: argparse.Namespace) -> int:
             out.flush()
             status = max(status, fail("metadata", f"{f.path}: {e}"))
         if args.json:
-            out.write(json.dumps({"type": "summary", "file": str(f.path), "records": n}) + "\n")
+            emit({"type": "summary", "file": str(f.path), "records": n}, out)
     out.flush()
     return status
 
 
 def run_image(args: argparse.Namespace) -> int:
     from kraftkit.metadata.image import load_image
-    from kraftkit.metadata.shell import ShellPathError, render
+    from kraftkit.metadata.shell import ShellPathError, lookup
     from kraftkit.metadata.source import ContinuityError, MetadataSourceError
 
     gaps: list = []
@@ -220,9 +221,34 @@ def run_image(args: argparse.Namespace) -> int:
         return fail("metadata", str(e), EXIT_PROBLEMS)
     report_gaps("metadata", gaps)
     try:
-        text = render(image, args.node, as_json=args.json)
+        _, node = lookup(image, args.node)
     except ShellPathError as e:
         return fail("metadata", str(e))
-    sys.stdout.write(text)
+    node = image_json(node)
+    if args.json:
+        emit(node)
+    elif isinstance(node, dict) and not getattr(node, "is_leaf", False):
+        sys.stdout.write("".join(f"{k}\n" for k in node))  # ls of a directory
+    else:
+        sys.stdout.write(json.dumps(node, indent=2, ensure_ascii=False) + "\n")  # cat of a leaf
     sys.stdout.flush()
     return EXIT_OK
+
+
+class _Leaf(dict):
+    """A leaf of the image tree (a record's fields), after :func:`image_json`."""
+
+    is_leaf = True
+
+
+def image_json(node):
+    """A node of the image tree with the record fields of its leaves named as Kafka's
+    JsonConverter names them (``LeaderEpoch`` -> ``leaderEpoch``); directory names (topics,
+    config keys, quota entities) are data and stay as they are."""
+    from kraftkit.metadata.shell import Leaf
+
+    if isinstance(node, Leaf):
+        return _Leaf(record_fields(dict(node)))
+    if isinstance(node, dict):
+        return {k: image_json(v) for k, v in node.items()}
+    return node

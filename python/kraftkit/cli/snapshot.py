@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
+from kraftkit.cli.jsonout import camel_keys, emit, record_type_name
 from kraftkit.cli.main import add_max_batch_bytes
 from kraftkit.cli.metadata import offset_arg
 from kraftkit.metadata.snapshot import SnapshotError, SnapshotNameError, SnapshotReader
@@ -137,16 +137,14 @@ def run_create(args: argparse.Namespace) -> int:
         return fail("snapshot create", str(e), EXIT_PROBLEMS)
     rep = SnapshotReader(path).check()
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "path": str(path),
-                    "snapshot_id": str(sid),
-                    "data_records": rep["data_records"],
-                    "last_contained_log_timestamp": batch.max_timestamp,
-                    "kraft_version": rep["kraft_version"],
-                }
-            )
+        emit(
+            {
+                "path": str(path),
+                "snapshotId": str(sid),
+                "dataRecords": rep["data_records"],
+                "lastContainedLogTimestamp": batch.max_timestamp,
+                "kraftVersion": rep["kraft_version"],
+            }
         )
     else:
         print(
@@ -176,10 +174,10 @@ def run_verify(args: argparse.Namespace) -> int:
         if err is not None:
             status = max(status, EXIT_PROBLEMS)
         if args.json:
-            out = {k: v for k, v in rep.items() if k != "error"}
-            out["snapshot_id"] = str(reader.snapshot_id) if reader.snapshot_id else None
+            out = camel_keys({k: v for k, v in rep.items() if k != "error"})
+            out["snapshotId"] = str(reader.snapshot_id) if reader.snapshot_id else None
             out["error"] = str(err) if err is not None else None
-            print(json.dumps(out))
+            emit(out)
         elif err is None:
             kv = f", kraft.version {rep['kraft_version']}" if rep["kraft_version"] is not None else ""
             print(
@@ -250,10 +248,25 @@ def run_rewrite(args: argparse.Namespace) -> int:
         else:
             refused = False
         if args.json:
-            print(json.dumps({**res.to_json(), "refused": refused}))
+            emit({**rewrite_json(res), "refused": refused})
         else:
             print(res.text() + ("\n  REFUSED (--fail-on-loss): nothing written" if refused else ""))
     return status
+
+
+def rewrite_json(report) -> dict:
+    """A RewriteReport as --json prints it: camelCase counts, each loss's record type as dump-log
+    names it (``PARTITION_RECORD``) and its field as Kafka's JsonConverter does (``directories``)."""
+    out = camel_keys(report.to_json())
+    out["losses"] = [
+        {
+            **camel_keys(loss),
+            "record": record_type_name(loss["record"]),
+            "field": loss["field"][:1].lower() + loss["field"][1:] if loss["field"] else loss["field"],
+        }
+        for loss in report.losses
+    ]
+    return out
 
 
 def _same_file(a, b) -> bool:

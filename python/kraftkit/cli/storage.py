@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from kraftkit.cli.jsonout import camel_keys, emit
 from kraftkit.cli.main import add_max_batch_bytes, int_arg
 
 HELP = "format KRaft storage directories as kafka-storage does; show their meta.properties and bootstrap metadata"
@@ -154,7 +154,9 @@ def run_format(args: argparse.Namespace) -> int:
         print(f"kraftkit storage format: {error_text(e)}", file=sys.stderr)
         return EXIT_USAGE
     if args.json:
-        print(json.dumps(result.to_dict()))
+        out = camel_keys(result.to_dict())
+        out["directories"] = [camel_keys(d) for d in out["directories"]]
+        emit(out)
         return EXIT_OK
     boot = ", ".join(f"{n}={lv}" for n, lv in result.features.bootstrap_levels().items())
     print(f"Bootstrap metadata: {boot} ({result.features.metadata_version.name})")
@@ -168,7 +170,7 @@ def run_info(args: argparse.Namespace) -> int:
 
     info = storage_info(args.directories)
     if args.json:
-        print(json.dumps(info))
+        emit(info_json(info))
     else:
         sys.stdout.write(info_text(info))
     sys.stdout.flush()
@@ -177,6 +179,16 @@ def run_info(args: argparse.Namespace) -> int:
     if info["unreadable"]:
         return EXIT_USAGE  # unreadable input, not problems found in the data
     return EXIT_PROBLEMS if info["problems"] else EXIT_OK
+
+
+def info_json(info: dict) -> dict:
+    """``storage_info``'s dict in --json's camelCase (meta.properties keys stay Kafka's property names)."""
+    out = camel_keys(info)
+    out["directories"] = [
+        {**camel_keys(d), "bootstrap": None if d["bootstrap"] is None else camel_keys(d["bootstrap"])}
+        for d in info["directories"]
+    ]
+    return out
 
 
 def run_random_uuid(args: argparse.Namespace) -> int:

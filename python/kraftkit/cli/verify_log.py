@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, fail
+from kraftkit.cli.jsonout import emit
 from kraftkit.cli.main import add_max_batch_bytes
 from kraftkit.log import verify_segments
 from kraftkit.log.continuity import check_leader_epochs, check_segments, is_metadata_partition
@@ -170,22 +170,20 @@ def run(args: argparse.Namespace) -> int:
         total["bytes"] += p.bytes
         total["problems"] += len(p.problems)
         if args.json:
-            print(
-                json.dumps(
-                    {
-                        "type": "partition",
-                        "path": str(p.path),
-                        "segments": p.segments,
-                        "files": len(p.files),
-                        "batches": p.batches,
-                        "records": p.records,
-                        "bytes": p.bytes,
-                        "first_offset": p.first_offset,
-                        "last_offset": p.last_offset,
-                        "problems": p.problems,
-                        "notes": p.notes,
-                    }
-                )
+            emit(
+                {
+                    "type": "partition",
+                    "path": str(p.path),
+                    "segments": p.segments,
+                    "files": len(p.files),
+                    "batches": p.batches,
+                    "records": p.records,
+                    "bytes": p.bytes,
+                    "firstOffset": p.first_offset,
+                    "lastOffset": p.last_offset,
+                    "problems": p.problems,
+                    "notes": p.notes,
+                }
             )
             continue
         status = "OK" if not p.problems else f"{len(p.problems)} PROBLEM(S)"
@@ -199,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
         for note in p.notes:
             print(f"  note: {note}")
     if args.json:
-        print(json.dumps({"type": "total", **total}))
+        emit({"type": "total", **total})
     else:
         verdict = "all valid" if not total["problems"] else f"{total['problems']} problem(s)"
         print(
