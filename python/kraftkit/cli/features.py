@@ -160,8 +160,17 @@ def run_describe(args: argparse.Namespace) -> int:
     from kraftkit.metadata.snapshot import SnapshotError
     from kraftkit.metadata.source import MetadataSourceError
 
+    note = None
     try:
-        st = describe(args.path)
+        try:
+            st = describe(args.path)
+        except MetadataSourceError:
+            if _bootstrap_file(args.path) is None:
+                raise
+            st = None  # a formatted node that never ran: no metadata log yet
+        boot = _bootstrap_file(args.path) if st is None or "metadata.version" not in st.finalized else None
+        if boot is not None:
+            st, note = _with_bootstrap(args.path, st, describe(boot)), boot
     except (KraftkitError, OSError) as e:
         print(f"kraftkit features describe: {_error_text(e)}", file=sys.stderr)
         # unreadable input or a path that holds no metadata: 2; damaged metadata: 1
@@ -170,7 +179,36 @@ def run_describe(args: argparse.Namespace) -> int:
         emit(st.to_json())
     else:
         print(_state_text(st))
+        if note is not None:
+            print(f"  (no metadata.version in the log yet: the levels of {note}, which the node bootstraps from)")
     return EXIT_OK
+
+
+def _bootstrap_file(path: str):
+    """The ``bootstrap.checkpoint`` of a log directory (or of the one holding a metadata
+    partition directory), or None."""
+    from pathlib import Path
+
+    from kraftkit.metadata.source import metadata_dir
+
+    p = Path(path)
+    if not p.is_dir():
+        return None
+    for d in (p, metadata_dir(p).parent):
+        f = d / "bootstrap.checkpoint"
+        if f.is_file():
+            return f
+    return None
+
+
+def _with_bootstrap(path: str, log, boot):
+    """What a node that never ran starts from: the bootstrap file's levels, with what its log
+    already holds (kraft.version and the voters of a bootstrap snapshot) on top."""
+    from kraftkit.features.offline import FeatureState
+
+    if log is None:
+        return FeatureState(path, dict(boot.finalized), [], 0, boot.epoch)
+    return FeatureState(path, {**boot.finalized, **log.finalized}, log.nodes, log.end_offset, log.epoch)
 
 
 def run_change(args: argparse.Namespace) -> int:

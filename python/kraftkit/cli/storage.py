@@ -29,7 +29,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "bootstrap-file): a bootstrap.checkpoint in every directory, and with --standalone or "
         "--initial-controllers the KRaftVersion/Voters bootstrap snapshot. Features not given take their "
         "default level for the release version (kraft.version: 0, or 1 with a dynamic quorum). Exit 2 on "
-        "bad input, 1 if the directories refuse (already formatted, another cluster or node).",
+        "bad input or an existing output (a directory formatted already, for this or another cluster or node), "
+        "1 if what is on disk is damaged (an unreadable meta.properties, a reserved or duplicate directory id).",
     )
     f.add_argument("--cluster-id", "-t", required=True, metavar="ID", help="22-character cluster id (see random-uuid)")
     f.add_argument("--node-id", type=int_arg(0, 2**31 - 1), required=True, metavar="N", help="the node.id of this node")
