@@ -175,6 +175,7 @@ def run_describe(args: argparse.Namespace) -> int:
         print(f"kraftkit features describe: {_error_text(e)}", file=sys.stderr)
         # unreadable input or a path that holds no metadata: 2; damaged metadata: 1
         return EXIT_USAGE if isinstance(e, (OSError, MetadataSourceError, SnapshotError)) else EXIT_PROBLEMS
+    assert st is not None  # (no metadata log: the bootstrap file's levels, else the error above)
     if args.json:
         emit(st.to_json())
     else:
