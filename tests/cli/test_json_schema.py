@@ -9,6 +9,7 @@ type; field names camelCase; record types named as kafka-dump-log names them."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import select
@@ -271,24 +272,23 @@ def test_every_offline_command_prints_the_schemas_json(tmp_path):
     assert seen == set(schema()["commands"]) - {"quorum describe", "quorum append"}
 
 
-@pytest.fixture(scope="module", params=["controller", "quorum"])
-def node(request, tmp_path_factory):
-    """One ``kraftkit controller run`` (or ``quorum run``, which takes appends) on 127.0.0.1, a
-    formatted 3.9 node: (which, its HOST:PORT)."""
+@contextlib.contextmanager
+def running_node(kind: str, d: Path):
+    """``kraftkit controller run`` or ``quorum run`` (which takes appends) of one formatted 3.9 node
+    in ``d`` on 127.0.0.1; yields its HOST:PORT, stops it (SIGTERM, then kill) afterwards."""
     from tests.raft._cluster import CLUSTER_ID, free_ports
 
-    d = tmp_path_factory.mktemp(request.param)
     assert kraftkit("storage", "format", "-t", CLUSTER_ID, "--node-id", 1, "-d", d, "-r", "3.9",
                     "--layout", "bootstrap-file").returncode == 0
     (port,) = free_ports(1)
-    proc = subprocess.Popen([sys.executable, "-m", "kraftkit.cli.main", request.param, "run", "--node-id", "1",
+    proc = subprocess.Popen([sys.executable, "-m", "kraftkit.cli.main", kind, "run", "--node-id", "1",
                              "--voters", f"1@127.0.0.1:{port}", "--log-dir", str(d)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 60)
         assert ready, "no start-up line within 60 s"
         assert json.loads(proc.stdout.readline())["port"] == port  # type: ignore[union-attr]
-        yield request.param, f"127.0.0.1:{port}"
+        yield f"127.0.0.1:{port}"
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -296,6 +296,13 @@ def node(request, tmp_path_factory):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate(timeout=30)
+
+
+@pytest.fixture(scope="module", params=["controller", "quorum"])
+def node(request, tmp_path_factory):
+    """A controller node and a quorum node: (which, its HOST:PORT)."""
+    with running_node(request.param, tmp_path_factory.mktemp(request.param)) as address:
+        yield request.param, address
 
 
 def test_every_command_that_asks_a_running_quorum_prints_the_schemas_json(node):

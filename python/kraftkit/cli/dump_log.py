@@ -17,7 +17,14 @@ HELP = "print the batches (and with --deep the records) of segment, snapshot and
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("dump-log", help=HELP, description=HELP + ". Output matches kafka-dump-log's text format.")
-    p.add_argument("files", nargs="+", metavar="FILE", help=".log, .checkpoint, .index or .timeindex files")
+    p.add_argument("files", nargs="*", metavar="FILE", help=".log, .checkpoint, .index or .timeindex files")
+    add_files_option(p)
+    p.add_argument(
+        "--cluster-metadata-decoder",
+        action="store_true",
+        help="decode KRaft metadata records, as kafka-dump-log's flag does: the output of "
+        "`kraftkit metadata dump` (offset, record type, version, fields; --json: its JSON lines)",
+    )
     p.add_argument("--deep", "--deep-iteration", action="store_true", help="print every record, not only batches")
     p.add_argument(
         "--print-data", "--print-data-log", action="store_true", help="print record keys and values (implies --deep)"
@@ -31,7 +38,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="read at most N bytes of each file",
     )
     add_max_batch_bytes(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, parser=p)
+
+
+def add_files_option(p: argparse.ArgumentParser) -> None:
+    """``--files A,B`` as kafka-dump-log spells it (comma-separated, repeatable), next to the FILE arguments."""
+    p.add_argument(
+        "--files",
+        action="append",
+        default=[],
+        metavar="FILE[,FILE...]",
+        dest="files_option",
+        help="files to read, comma-separated, as kafka-dump-log takes them (with or instead of FILE...)",
+    )
+
+
+def files_given(args: argparse.Namespace, positional: str) -> list[str]:
+    """The FILE arguments, then those of every --files; a usage error (exit 2) if there are none."""
+    files = list(getattr(args, positional)) + [f for opt in args.files_option for f in opt.split(",") if f]
+    if not files:
+        args.parser.error("give the files to read (FILE... or --files FILE[,FILE...])")
+    return files
 
 
 def _describe(path: str) -> str | None:
@@ -174,9 +201,14 @@ def _fileno(f: object) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    files = files_given(args, "files")
+    if args.cluster_metadata_decoder:
+        from kraftkit.cli.metadata import run_dump
+
+        return run_dump(argparse.Namespace(paths=files, json=args.json, allow_gaps=False))
     out_bin = sys.stdout.buffer
     status = EXIT_OK
-    for path in args.files:
+    for path in files:
         sys.stdout.flush()
         why = _unreadable(path)
         if why is not None:

@@ -10,8 +10,12 @@ import sys
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
 from kraftkit.cli.jsonout import emit
 from kraftkit.cli.main import add_max_batch_bytes
+from kraftkit.cli.versions import add_parsers as add_version_parsers
 
-HELP = "finalized features and metadata.version: describe (offline or live), upgrade, downgrade, disable (offline)"
+HELP = (
+    "finalized features and metadata.version: describe, upgrade, downgrade, disable (offline or live); "
+    "version-mapping, feature-dependencies"
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,14 +36,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "epoch of the newest answer, each node's supported ranges, and per feature the nodes that "
         "block its next level (exit 2 if no controller answered).",
     )
-    d.add_argument("path", metavar="PATH", nargs="?")
+    d.add_argument(
+        "path",
+        metavar="PATH",
+        nargs="?",
+        help="a log directory, __cluster_metadata-0, a snapshot or a bootstrap.checkpoint",
+    )
     d.add_argument(
         "--bootstrap-controller",
         metavar="HOST:PORT[,HOST:PORT...]",
         help="ask these running controllers instead of reading PATH",
     )
     d.add_argument("--timeout", type=float, default=30.0, help="bound on the whole survey, seconds (default 30)")
-    d.add_argument("--json", action="store_true")
+    d.add_argument("--json", action="store_true", help="one JSON document (fields: docs/json.md)")
     add_max_batch_bytes(d)
     d.set_defaults(func=run_describe)
     for name, text in (
@@ -51,8 +60,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             name,
             help=f"{text} in a stopped node's metadata log, or live with --bootstrap-controller",
             description=f"{text.capitalize()} offline: validate the change as a controller would "
-            "(every registered node must support the new levels, dependencies must hold, "
-            "a metadata.version downgrade across a metadata change needs --unsafe), then "
+            "(every registered node must support the new levels, dependencies must hold"
+            + (", a metadata.version downgrade across a metadata change needs --unsafe" if name == "downgrade" else "")
+            + "), then "
             "write its effect as a new snapshot at the end of the metadata log, rewritten at "
             "the new levels, so the node reloads from it when it starts. Metadata at a level "
             "newer than kraftkit's tables is refused, nothing written. With --bootstrap-controller "
@@ -92,9 +102,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         c.add_argument(
             "--backup", metavar="DIR", help="where to keep a snapshot this replaces (one Kafka wrote at the log end)"
         )
-        c.add_argument("--json", action="store_true")
+        c.add_argument("--json", action="store_true", help="one JSON document (fields: docs/json.md)")
         add_max_batch_bytes(c)
         c.set_defaults(func=run_change, mode=name)
+    add_version_parsers(fsub, "features")
 
 
 def _level_label(name: str, level: int) -> str:

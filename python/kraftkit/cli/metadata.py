@@ -43,6 +43,8 @@ def offset_arg(text: str) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    from kraftkit.cli.dump_log import add_files_option
+
     p = sub.add_parser("metadata", help=HELP, description=HELP + ".")
     msub = p.add_subparsers(dest="metadata_command", metavar="SUBCOMMAND", required=True)
     d = msub.add_parser(
@@ -54,7 +56,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         + CONTINUITY
         + " Directories are checked whole; files given one by one only on their own.",
     )
-    d.add_argument("paths", nargs="+", metavar="PATH", help=".log segments, .checkpoint snapshots or directories")
+    d.add_argument("paths", nargs="*", metavar="PATH", help=".log segments, .checkpoint snapshots or directories")
+    add_files_option(d)
+    d.add_argument(
+        "--cluster-metadata-decoder",
+        action="store_true",
+        help="accepted for kafka-dump-log's flag: metadata dump always decodes the records",
+    )
     d.add_argument(
         "--json",
         action="store_true",
@@ -62,7 +70,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     d.add_argument("--allow-gaps", action="store_true", help=GAPS_HELP)
     add_max_batch_bytes(d)
-    d.set_defaults(func=run_dump)
+    d.set_defaults(func=run_dump, parser=d)
 
     i = msub.add_parser(
         "image",
@@ -132,10 +140,13 @@ def dump_problems(paths: list[str]) -> list:
 
 
 def run_dump(args: argparse.Namespace) -> int:
+    from kraftkit.cli.dump_log import files_given
     from kraftkit.metadata.records import decode_metadata_batch
     from kraftkit.metadata.snapshot import SnapshotError, SnapshotNameError
     from kraftkit.metadata.source import MetadataSourceError, batches, expand
 
+    if hasattr(args, "files_option"):  # (from the command line, not dump-log --cluster-metadata-decoder)
+        args.paths = files_given(args, "paths")
     try:
         files = expand(args.paths)
         problems = dump_problems(args.paths)

@@ -96,8 +96,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g = d.add_mutually_exclusive_group()
     g.add_argument("--status", action="store_true", help="the quorum summary (default)")
     g.add_argument("--replication", action="store_true", help="one row per voter and observer")
-    d.add_argument("--timeout", type=_seconds, default=10.0, metavar="SECONDS")
-    d.add_argument("--json", action="store_true")
+    d.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="bound on finding the leader and its answer (default 10; a refused connection fails at once)",
+    )
+    d.add_argument("--json", action="store_true", help="one JSON document (fields: docs/json.md)")
     d.set_defaults(func=run_describe)
 
     a = qsub.add_parser(
@@ -142,7 +148,7 @@ def add_run_options(r: argparse.ArgumentParser, *, observer: bool, config_file: 
     def default(dest: str) -> int | None:
         return None if config_file else RUN_DEFAULTS[dest]
 
-    r.add_argument("--node-id", type=_int_in(0), required=not config_file, metavar="N")
+    r.add_argument("--node-id", type=_int_in(0), required=not config_file, metavar="N", help="this node's id (node.id)")
     r.add_argument(
         "--voters",
         required=not config_file,
@@ -230,7 +236,12 @@ def add_run_options(r: argparse.ArgumentParser, *, observer: bool, config_file: 
         help="bytes of produced records waiting for their commit; a Produce past it is refused with "
         "THROTTLING_QUOTA_EXCEEDED (default 128 MiB)",
     )
-    r.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    r.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="what the node logs to stderr (default INFO)",
+    )
 
 
 def _cluster_id(args: argparse.Namespace, command: str) -> str | None:
