@@ -10,6 +10,7 @@ import sys
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
 from kraftkit.cli.jsonout import emit
 from kraftkit.cli.main import add_max_batch_bytes
+from kraftkit.cli.progress import Progress, add_quiet
 from kraftkit.cli.versions import add_parsers as add_version_parsers
 
 HELP = (
@@ -49,6 +50,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     d.add_argument("--timeout", type=float, default=30.0, help="bound on the whole survey, seconds (default 30)")
     d.add_argument("--json", action="store_true", help="one JSON document (fields: docs/json.md)")
+    add_quiet(d)
     add_max_batch_bytes(d)
     d.set_defaults(func=run_describe)
     for name, text in (
@@ -103,6 +105,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "--backup", metavar="DIR", help="where to keep a snapshot this replaces (one Kafka wrote at the log end)"
         )
         c.add_argument("--json", action="store_true", help="one JSON document (fields: docs/json.md)")
+        add_quiet(c)
         add_max_batch_bytes(c)
         c.set_defaults(func=run_change, mode=name)
     add_version_parsers(fsub, "features")
@@ -174,9 +177,10 @@ def run_describe(args: argparse.Namespace) -> int:
     note = None
     try:
         try:
-            st = describe(args.path)
+            with Progress(f"replaying {args.path}", quiet=args.quiet):
+                st = describe(args.path)
         except MetadataSourceError:
-            if _bootstrap_file(args.path) is None:
+            if _bootstrap_file(args.path) is None or not _never_ran(args.path):
                 raise
             st = None  # a formatted node that never ran: no metadata log yet
         boot = _bootstrap_file(args.path) if st is None or "metadata.version" not in st.finalized else None
@@ -211,6 +215,21 @@ def _bootstrap_file(path: str):
         if f.is_file():
             return f
     return None
+
+
+def _never_ran(path: str) -> bool:
+    """No segment or snapshot by name in the metadata directory (whatever its type: a FIFO or a
+    broken link named like a segment is the error it is, not a node that never ran)."""
+    import os
+
+    from kraftkit.metadata.source import metadata_dir
+
+    d = metadata_dir(path)
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return False
+    return not any(n.endswith((".log", ".checkpoint")) and n != "bootstrap.checkpoint" for n in names)
 
 
 def _with_bootstrap(path: str, log, boot):
@@ -263,11 +282,13 @@ def run_change(args: argparse.Namespace) -> int:
         if not d.is_dir():
             why = _unreadable(args.path)
             raise FeatureChangeError(f"{args.path}: not a metadata log directory" + (f": {why}" if why else ""))
-        image = load_image(d)
-        updates = requested_updates(
-            state_of(image, str(d)), release_version=release, features=feats, upgrade_type=utype
-        )
-        res = change(d, updates, dry_run=args.dry_run, backup=args.backup, image=image)
+        with Progress(f"replaying {d}", quiet=args.quiet) as progress:
+            image = load_image(d)
+            updates = requested_updates(
+                state_of(image, str(d)), release_version=release, features=feats, upgrade_type=utype
+            )
+            progress.update(0, "validating" if args.dry_run else "writing the new snapshot")
+            res = change(d, updates, dry_run=args.dry_run, backup=args.backup, image=image)
     except FeatureChangeError as e:
         if args.json:
             emit({"ok": False, "error": str(e), "results": [str(r) for r in e.results]})

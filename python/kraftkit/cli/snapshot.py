@@ -8,6 +8,7 @@ from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
 from kraftkit.cli.jsonout import camel_keys, emit, record_type_name
 from kraftkit.cli.main import add_max_batch_bytes
 from kraftkit.cli.metadata import offset_arg
+from kraftkit.cli.progress import Progress, add_quiet
 from kraftkit.metadata.snapshot import SnapshotError, SnapshotNameError, SnapshotReader
 
 HELP = "KRaft snapshot files: verify, create, rewrite to another metadata.version"
@@ -58,6 +59,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="batch timestamps (default: the last contained log timestamp, for reproducible bytes)",
     )
     c.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_quiet(c)
     add_max_batch_bytes(c)
     c.add_argument(
         "--allow-gaps",
@@ -99,6 +101,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--dry-run", action="store_true", help="only print the loss report; write nothing")
     r.add_argument("--fail-on-loss", action="store_true", help="refuse (and write nothing) when anything would be lost")
     r.add_argument("--json", action="store_true", help="one JSON report per file")
+    add_quiet(r)
     add_max_batch_bytes(r)
     r.set_defaults(func=run_rewrite)
 
@@ -121,11 +124,15 @@ def run_create(args: argparse.Namespace) -> int:
             raise MetadataSourceError(f"{args.logdir}: not a directory")
         if not out.is_dir():
             raise MetadataSourceError(f"{out}: not a directory")
-        batch = batch_ending_at(d, args.at)
-        image = load_image(d, at=args.at, allow_gaps=args.allow_gaps, gaps=gaps)
+        with Progress(f"replaying {d} up to offset {args.at}", quiet=args.quiet) as progress:
+            batch = batch_ending_at(d, args.at)
+            image = load_image(d, at=args.at, allow_gaps=args.allow_gaps, gaps=gaps)
+            progress.update(0, f"writing the snapshot at {args.at} to {out}")
+            sid = SnapshotId(args.at, batch.partition_leader_epoch)
+            path = image.write_snapshot(
+                out, sid, last_contained_log_timestamp=batch.max_timestamp, time_ms=args.time_ms
+            )
         report_gaps("snapshot create", gaps)
-        sid = SnapshotId(args.at, batch.partition_leader_epoch)
-        path = image.write_snapshot(out, sid, last_contained_log_timestamp=batch.max_timestamp, time_ms=args.time_ms)
     except ContinuityError as e:
         report_refusal("snapshot create", e.problems)
         return EXIT_PROBLEMS
@@ -234,7 +241,8 @@ def run_rewrite(args: argparse.Namespace) -> int:
     except KraftkitError as e:
         return fail("snapshot rewrite", str(e))
     status = EXIT_OK
-    results = rewrite_snapshots(jobs, args.metadata_version, fail_on_loss=args.fail_on_loss)
+    with Progress(f"rewriting {len(jobs)} snapshot(s) at metadata.version {args.metadata_version}", quiet=args.quiet):
+        results = rewrite_snapshots(jobs, args.metadata_version, fail_on_loss=args.fail_on_loss)
     for res in results:
         if isinstance(res, LossError):
             status = max(status, EXIT_PROBLEMS)

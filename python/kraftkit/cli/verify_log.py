@@ -11,6 +11,7 @@ from pathlib import Path
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, fail
 from kraftkit.cli.jsonout import emit
 from kraftkit.cli.main import add_max_batch_bytes
+from kraftkit.cli.progress import Progress
 from kraftkit.log import verify_segments
 from kraftkit.log.continuity import check_leader_epochs, check_segments, is_metadata_partition
 from kraftkit.log.log import SEGMENT_RE
@@ -35,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--deep", action="store_true", help="also decompress and check every record")
     p.add_argument("--no-index", action="store_true", help="skip the .index/.timeindex checks")
     p.add_argument("--json", action="store_true", help="one JSON object per partition, then a total")
-    p.add_argument("--quiet", "-q", action="store_true", help="print only problems and the total")
+    p.add_argument("--quiet", "-q", action="store_true", help="print only problems and the total; no progress line")
     add_max_batch_bytes(p)
     p.set_defaults(func=run)
 
@@ -83,17 +84,7 @@ def find_partitions(paths: list[str]) -> tuple[list[Partition], list[str]]:
     return parts, missing
 
 
-def _progress(done: int, total: int) -> None:
-    if sys.stderr.isatty():
-        width = 30
-        n = int(width * done / max(total, 1))
-        sys.stderr.write(f"\r[{'#' * n}{'.' * (width - n)}] {done}/{total} files")
-        if done == total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-
-def verify(parts: list[Partition], deep: bool, check_indexes: bool) -> None:
+def verify(parts: list[Partition], deep: bool, check_indexes: bool, progress: Progress | None = None) -> None:
     by_file: dict[str, dict] = {}
     for dense in (False, True):
         files = [f for part in parts if part.metadata == dense for f in part.files]
@@ -101,7 +92,8 @@ def verify(parts: list[Partition], deep: bool, check_indexes: bool) -> None:
         for i in range(0, len(files), chunk):
             for rep in verify_segments(files[i : i + chunk], deep=deep, check_indexes=check_indexes, dense=dense):
                 by_file[rep["file"]] = rep
-            _progress(min(i + chunk, len(files)), len(files))
+            if progress is not None:
+                progress.advance(len(files[i : i + chunk]))
     for part in parts:
         dense = part.metadata
         logs = []
@@ -153,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
     if not parts:
         return fail("verify-log", "no segment or snapshot files found")
     try:
-        verify(parts, args.deep, not args.no_index)
+        with Progress("checked", total=sum(len(p.files) for p in parts), unit="files", quiet=args.quiet) as progress:
+            verify(parts, args.deep, not args.no_index, progress)
     except OSError as e:
         return fail("verify-log", str(e))
     total = {
