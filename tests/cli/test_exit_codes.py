@@ -146,3 +146,16 @@ def test_a_bootstrap_snapshot_with_only_voters_adds_kraft_version_to_the_bootstr
 
     got = json.loads(out)["finalized"]
     assert got["kraft.version"] == 1 and got["metadata.version"] == 30 and got["transaction.version"] == 2
+
+
+# ------------------------------------------------------------------ a path that is not there: 2
+
+
+@pytest.mark.parametrize("argv", [
+    ["verify-log", str(DATA), "/nonexistent"],
+    ["dump-log", str(DATA / "codec-none-0" / "00000000000000000000.log"), "/nonexistent"],
+])
+def test_a_missing_path_among_good_ones_is_exit_2_for_every_command(capsys, argv):
+    """verify-log said 1 (problems in the data) for a path that is not there; dump-log said 2."""
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and "/nonexistent: no such file" in err, err

@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, fail
+from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
 from kraftkit.cli.jsonout import emit
 from kraftkit.cli.main import add_max_batch_bytes
 from kraftkit.cli.progress import Progress
@@ -24,7 +24,7 @@ DESCRIPTION = HELP + (
     "does not match its records, a log that starts after the newest snapshot ends, and a snapshot whose contents "
     "or name (end offset, epoch) do not match the log. In other partitions compaction leaves gaps legitimately: "
     "only overlaps and batches below their segment's base offset are problems. Index entries past the point "
-    "where a log cannot be read are noted, not counted. Exits 1 if anything is wrong."
+    "where a log cannot be read are noted, not counted. Exits 1 if anything is wrong, 2 if a path is not there."
 )
 
 
@@ -197,4 +197,5 @@ def run(args: argparse.Namespace) -> int:
             f"verified {total['files']} file(s) in {total['partitions']} directory(ies): {total['batches']} batches, "
             f"{total['records']} records, {total['bytes']} bytes: {verdict}"
         )
-    return EXIT_PROBLEMS if total["problems"] or missing else EXIT_OK
+    # a path that is not there is unreadable input (2), as for every command; problems found: 1
+    return EXIT_USAGE if missing else EXIT_PROBLEMS if total["problems"] else EXIT_OK
