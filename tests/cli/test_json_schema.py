@@ -206,6 +206,25 @@ def test_the_check_refuses_what_the_schema_does_not_say():
     assert check_output("metadata dump", json.dumps({**rec, "data": {"PartitionId": 0}}))
 
 
+def test_the_one_json_writer_handles_what_json_cannot_hold():
+    import uuid
+
+    from kraftkit.cli.jsonout import camel, dumps, record_type_name, with_fields
+
+    u = uuid.UUID(bytes=bytes(range(16)))
+    text = dumps({"a": float("nan"), "b": [float("inf"), -float("inf"), 1.5], "c": b"\x00\xff", "d": u,
+                  "e": Path("/x"), "f": "é"})
+    # Jackson's strings for what JSON has no number for; base64 bytes; Kafka's Uuid text
+    assert text == '{"a":"NaN","b":["Infinity","-Infinity",1.5],"c":"AP8=","d":"AAECAwQFBgcICQoLDA0ODw","e":"/x","f":"é"}'
+    assert json.loads(text)["d"] == "AAECAwQFBgcICQoLDA0ODw"
+    assert [camel(x) for x in ("invalid_batches", "PartitionId", "KRaftVersion")] == [
+        "invalidBatches", "partitionId", "kRaftVersion"]
+    assert [record_type_name(x) for x in ("PartitionRecord", "KRaftVoters", "LeaderChange")] == [
+        "PARTITION_RECORD", "KRAFT_VOTERS", "LEADER_CHANGE"]
+    assert with_fields({"offset": 3}, '{"type":"X","data":{}}') == '{"offset":3,"type":"X","data":{}}'
+    assert with_fields({"offset": 3}, "{}") == '{"offset":3}'
+
+
 # ------------------------------------------------------------------ the commands
 
 

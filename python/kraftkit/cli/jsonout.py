@@ -12,6 +12,10 @@
   that is not finite as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (what Jackson
   writes by default), never the bare tokens JSON parsers refuse.
 
+Lines of decoded records come as JSON text from the Rust core (its writer follows the same rules;
+dump-log's batch lines are written there straight to the output): :func:`with_fields` puts fields
+in front of such an object without parsing it.
+
 docs/json.md lists the fields of every command's output; docs/json-schema.json is its
 machine-readable form (tests/cli/test_json_schema.py checks every command against it).
 """
@@ -27,7 +31,7 @@ import sys
 import uuid
 from typing import IO, Any
 
-__all__ = ["camel", "camel_keys", "dumps", "emit", "record_fields", "record_type_name"]
+__all__ = ["camel", "camel_keys", "dumps", "emit", "record_fields", "record_type_name", "with_fields"]
 
 
 def camel(name: str) -> str:
@@ -110,3 +114,11 @@ def emit(obj: Any, file: IO[str] | None = None) -> None:
     """Prints ``obj`` as one line of JSON to ``file`` (stdout)."""
     out = sys.stdout if file is None else file
     out.write(dumps(obj) + "\n")
+
+
+def with_fields(fields: dict[str, Any], obj_text: str) -> str:
+    """The text of one JSON object: ``fields`` first, then the fields of ``obj_text`` (the text of a
+    JSON object, as the Rust core writes one), which is not parsed."""
+    head = dumps(fields)[:-1]
+    inner = obj_text.strip()[1:]
+    return head + ("," + inner if inner != "}" else "}")

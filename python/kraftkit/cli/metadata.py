@@ -13,7 +13,7 @@ import json
 import sys
 
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
-from kraftkit.cli.jsonout import emit, record_fields
+from kraftkit.cli.jsonout import emit, record_fields, with_fields
 from kraftkit.cli.main import LONG_MAX, add_max_batch_bytes, int_arg
 from kraftkit.cli.progress import Progress, add_quiet
 from kraftkit.errors import KraftkitError
@@ -209,14 +209,13 @@ def _dump_one(args: argparse.Namespace, f, out, progress: Progress, before: int)
                     body = text if text is not None else "null"
                     cver = json.loads(body).get("version", 0) if text is not None else 0
                     if args.json:
-                        lines.append(
-                            f'{{"offset":{offset},"control":true,"type":"{name}","version":{cver},"data":{body}}}'
-                        )
+                        head = {"offset": offset, "control": True, "type": name, "version": cver}
+                        lines.append(with_fields(head, f'{{"data":{body}}}'))
                     else:
                         lines.append(f"{offset}  {name} v{cver}  {body}")
                 elif args.json:
                     assert text is not None  # a data record always decodes to text
-                    lines.append(f'{{"offset":{offset},{text[1:]}')
+                    lines.append(with_fields({"offset": offset}, text))
                 else:
                     assert text is not None
                     # text is {"type":"X","version":N,"data":{...}}
