@@ -213,3 +213,16 @@ def test_quorum_describe_fails_at_once_naming_the_address_on_a_refused_connectio
     # a day's --timeout: the answer came because the refusal is not retried
     assert p.returncode == 2
     assert p.stderr == f"kraftkit quorum describe: 127.0.0.1:{port}: connection refused (is a node listening there?)\n"
+
+
+def test_storage_format_config_that_cannot_be_read_is_exit_2_naming_the_file(tmp_path, capsys):
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    bad = tmp_path / "bad.properties"
+    bad.write_text("process.roles=controller\nnode.id=abc\ncontroller.quorum.voters=1@h:1\n")
+    for cfg, reason in ((fifo, "not a regular file (a FIFO)"), (tmp_path / "none", "No such file or directory"),
+                        (bad, "node.id=abc: not a node id (0 to 2147483647)")):
+        code, _, err = run(capsys, "storage", "format", "-t", CID, "-c", cfg)
+        assert code == 2 and err == f"kraftkit storage format: {cfg}: {reason}\n", err
