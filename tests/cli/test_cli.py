@@ -179,7 +179,7 @@ def test_snapshot_verify(tmp_path: Path) -> None:
     bad.write_bytes(good.read_bytes())
     proc = run("snapshot", "verify", "--json", str(good), str(bad), check=1)
     a, b = (json.loads(line) for line in proc.stdout.splitlines())
-    assert a["error"] is None and a["snapshot_id"] == "10-2"
+    assert a["error"] is None and a["snapshotId"] == "10-2"
     assert "snapshot epoch 3" in b["error"]
 
 

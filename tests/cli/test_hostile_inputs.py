@@ -372,7 +372,7 @@ def test_dump_log_names_each_crc_failure_on_stderr(damaged, mode) -> None:
     if mode == ["--json"]:
         rows = [json.loads(x) for x in proc.stdout.splitlines()]
         assert [r["crc"] == batches[2].crc for r in rows if r["type"] == "batch"].count(True) == 1
-        assert rows[-1]["invalid_batches"] == 1
+        assert rows[-1]["invalidBatches"] == 1
     else:
         assert proc.stdout.count("isvalid: false") == 1  # stdout keeps kafka-dump-log's format
 

@@ -65,9 +65,9 @@ def test_dump_exit_codes(metalog: Path, tmp_path: Path) -> None:
 def test_image_ls_cat_and_at(metalog: Path) -> None:
     assert run("metadata", "image", str(metalog), "--path", "/topics", check=0).stdout.split() == ["byName", "byId"]
     part = json.loads(run("metadata", "image", str(metalog), "--path", "/topics/orders/0", check=0).stdout)
-    assert part["LeaderEpoch"] == 1 and part["PartitionEpoch"] == 1
+    assert part["leaderEpoch"] == 1 and part["partitionEpoch"] == 1
     part = json.loads(run("metadata", "image", str(metalog), "--at", "4", "--path", "/topics/orders/0", check=0).stdout)
-    assert part["LeaderEpoch"] == 0
+    assert part["leaderEpoch"] == 0
     assert json.loads(run("metadata", "image", str(metalog), "--path", "/configs/TOPIC:orders/retention.ms", check=0).stdout) == "1000"
     whole = json.loads(run("metadata", "image", str(metalog), "--json", check=0).stdout)
     assert whole["features"]["metadataVersion"] == "3.7-IV2" and whole["provenance"]["offset"] == 5
@@ -79,7 +79,7 @@ def test_snapshot_create(metalog: Path, tmp_path: Path) -> None:
     out.mkdir()
     # MV 3.7-IV2: FeatureLevel, ZkMigrationState, broker, topic, partition
     res = json.loads(run("snapshot", "create", str(metalog), "--at", "4", "--out", str(out), "--json", check=0).stdout)
-    assert res["snapshot_id"] == "4-4" and res["data_records"] == 5 and res["last_contained_log_timestamp"] == 5002
+    assert res["snapshotId"] == "4-4" and res["dataRecords"] == 5 and res["lastContainedLogTimestamp"] == 5002
     snap = out / "00000000000000000004-0000000004.checkpoint"
     assert load_image(snap) == load_image(metalog, at=4)
     assert run("snapshot", "verify", str(snap), check=0)

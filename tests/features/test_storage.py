@@ -548,12 +548,12 @@ def test_cli_format_info_random(tmp_path, capsys):
     assert main(["storage", "info", "--json", str(d), str(tmp_path / "nope")]) == 1
     info = json.loads(capsys.readouterr().out)
     assert info["metadata"]["node.id"] == "2" and info["problems"] == [f"{tmp_path / 'nope'} does not exist"]
-    # already formatted: 1; with -g: 0 and JSON
-    assert main(["storage", "format", "-t", cid, "--node-id", "2", "-d", str(d)]) == 1
+    # already formatted: an existing output, 2 as for every command; with -g: 0 and JSON
+    assert main(["storage", "format", "-t", cid, "--node-id", "2", "-d", str(d)]) == 2
     assert "is already formatted" in capsys.readouterr().err
     assert main(["storage", "format", "-t", cid, "--node-id", "2", "-d", str(d), "-g", "--json"]) == 0
     j = json.loads(capsys.readouterr().out)
-    assert j["directories"][0]["formatted_now"] is False and j["metadata_version"]["name"] == LATEST.name
+    assert j["directories"][0]["formattedNow"] is False and j["metadataVersion"]["name"] == LATEST.name
 
 
 @pytest.mark.parametrize("args,msg", [

@@ -338,8 +338,8 @@ def test_storage_info_shows_a_newer_bootstrap_level_as_unknown(tmp_path, capsys)
             f"{SHARE}={share} (unknown: newer than kraftkit's newest, {newest_share()})") in so
     code, so, _ = run(capsys, "storage", "info", "--json", d)
     b = json.loads(so)["directories"][0]["bootstrap"]
-    assert b["metadata_version"] == {"level": lv, "name": None}
-    assert [(u["feature"], u["level"], u["newestKnown"]) for u in b["unknown_levels"]] == \
+    assert b["metadataVersion"] == {"level": lv, "name": None}
+    assert [(u["feature"], u["level"], u["newestKnown"]) for u in b["unknownLevels"]] == \
         [(MV, lv, newest_mv()), (SHARE, share, newest_share())]
 
 

@@ -160,9 +160,9 @@ def test_observer_replicates_a_real_quorum_byte_for_byte(kafka_jars, tmp_path, v
             # kraftkit's own describe, bootstrapped from a controller that is not the leader, agrees
             follower = next(n for n in q.nodes if n != leader)
             mine = kraftkit_describe(f"127.0.0.1:{q.controller_ports[follower]}")
-            assert (mine["leader_id"], mine["leader_epoch"], mine["cluster_id"]) == (leader, epoch, q.cluster_id)
-            assert sorted(v["id"] for v in mine["voters"]) == sorted(q.nodes)
-            assert [o["id"] for o in mine["observers"]] == [OBSERVER]
+            assert (mine["leaderId"], mine["leaderEpoch"], mine["clusterId"]) == (leader, epoch, q.cluster_id)
+            assert sorted(v["replicaId"] for v in mine["voters"]) == sorted(q.nodes)
+            assert [o["replicaId"] for o in mine["observers"]] == [OBSERVER]
 
             # the leader goes away: the observer finds the next one through the remaining voters
             q.nodes[leader].stop()
@@ -293,16 +293,16 @@ def test_kafka_metadata_quorum_describes_a_kraftkit_quorum(kafka_jars, tmp_path)
         def settled() -> dict | None:
             """kraftkit's own view once every running replica, the observer included, has everything."""
             d = kraftkit_describe(one)
-            running = [r for r in d["voters"] + d["observers"] if r["id"] in nodes]
-            ok = {r["id"] for r in d["observers"]} == {OBSERVER} and len(running) == len(nodes) \
-                and all(r["log_end_offset"] == d["high_watermark"] for r in running)
+            running = [r for r in d["voters"] + d["observers"] if r["replicaId"] in nodes]
+            ok = {r["replicaId"] for r in d["observers"]} == {OBSERVER} and len(running) == len(nodes) \
+                and all(r["logEndOffset"] == d["highWatermark"] for r in running)
             return d if ok else None
 
         stopped_at_ms = -1  # when the first leader stopped (round 1)
         for round_ in (1, 2):
             before = wait_until("a settled kraftkit quorum", settled, 60,
                                 lambda: "\n".join(n.log_tail(15) for n in nodes.values()))
-            leader = before["leader_id"]
+            leader = before["leaderId"]
             follower = next(i for i in ports if i != leader)
             status = parse_status(metadata_quorum(V4, everyone, "describe", "--status"))
             # from one follower only: the tool finds the leader through DescribeCluster
@@ -311,14 +311,14 @@ def test_kafka_metadata_quorum_describes_a_kraftkit_quorum(kafka_jars, tmp_path)
             after = kraftkit_describe(one)
 
             def ends(node_id: int) -> list[int]:
-                return [x["log_end_offset"] for d in (before, after) for x in d["voters"] + d["observers"]
-                        if x["id"] == node_id]
+                return [x["logEndOffset"] for d in (before, after) for x in d["voters"] + d["observers"]
+                        if x["replicaId"] == node_id]
 
             assert status["ClusterId"] == cid
-            assert int(status["LeaderId"]) == leader == after["leader_id"]
-            assert int(status["LeaderEpoch"]) == before["leader_epoch"] == after["leader_epoch"]
-            assert before["high_watermark"] <= int(status["HighWatermark"]) <= after["high_watermark"]
-            lags = [max(ends(leader)) - min(ends(v["id"])) for v in before["voters"]]
+            assert int(status["LeaderId"]) == leader == after["leaderId"]
+            assert int(status["LeaderEpoch"]) == before["leaderEpoch"] == after["leaderEpoch"]
+            assert before["highWatermark"] <= int(status["HighWatermark"]) <= after["highWatermark"]
+            lags = [max(ends(leader)) - min(ends(v["replicaId"])) for v in before["voters"]]
             assert 0 <= int(status["MaxFollowerLag"]) <= max(lags)
             assert json.loads(status["CurrentVoters"]) == [
                 {"id": i, "endpoints": [f"CONTROLLER://127.0.0.1:{p}"]} for i, p in sorted(voter_ports.items())]
@@ -326,11 +326,11 @@ def test_kafka_metadata_quorum_describes_a_kraftkit_quorum(kafka_jars, tmp_path)
             if round_ == 1:  # the 3.9 tool (an older Admin client: other request versions) reads the same
                 old = parse_status(metadata_quorum(jars.KAFKA_3, everyone, "describe", "--status"))
                 assert (old["ClusterId"], int(old["LeaderId"]), int(old["LeaderEpoch"])) == (
-                    cid, leader, before["leader_epoch"])
+                    cid, leader, before["leaderEpoch"])
                 assert [v["id"] for v in json.loads(old["CurrentVoters"])] == sorted(voter_ports)
                 assert [o["id"] for o in json.loads(old["CurrentObservers"])] == [OBSERVER]
 
-            want = {str(v["id"]): ("Leader" if v["id"] == leader else "Follower") for v in before["voters"]}
+            want = {str(v["replicaId"]): ("Leader" if v["replicaId"] == leader else "Follower") for v in before["voters"]}
             want[str(OBSERVER)] = "Observer"
             assert set(want) == {str(i) for i in voter_ports} | {str(OBSERVER)}
             for table in (rows, human):
@@ -364,7 +364,7 @@ def test_kafka_metadata_quorum_describes_a_kraftkit_quorum(kafka_jars, tmp_path)
                 everyone = ",".join(f"127.0.0.1:{p}" for p in ports.values())
                 one = f"127.0.0.1:{next(iter(ports.values()))}"
                 wait_until("a new kraftkit leader",
-                           lambda: kraftkit_describe(one)["leader_epoch"] > before["leader_epoch"], 60)
+                           lambda: kraftkit_describe(one)["leaderEpoch"] > before["leaderEpoch"], 60)
     finally:
         for n in nodes.values():
             n.stop()

@@ -9,6 +9,7 @@ import sys
 from kraftkit._fs import InputFileError, check_input, error_text
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
 from kraftkit.cli.main import LONG_MAX, add_max_batch_bytes, int_arg
+from kraftkit.cli.progress import Progress, add_quiet
 from kraftkit.errors import KraftkitError, TruncatedError
 from kraftkit.log import Segment
 
@@ -17,7 +18,14 @@ HELP = "print the batches (and with --deep the records) of segment, snapshot and
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("dump-log", help=HELP, description=HELP + ". Output matches kafka-dump-log's text format.")
-    p.add_argument("files", nargs="+", metavar="FILE", help=".log, .checkpoint, .index or .timeindex files")
+    p.add_argument("files", nargs="*", metavar="FILE", help=".log, .checkpoint, .index or .timeindex files")
+    add_files_option(p)
+    p.add_argument(
+        "--cluster-metadata-decoder",
+        action="store_true",
+        help="decode KRaft metadata records, as kafka-dump-log's flag does: the output of "
+        "`kraftkit metadata dump` (offset, record type, version, fields; --json: its JSON lines)",
+    )
     p.add_argument("--deep", "--deep-iteration", action="store_true", help="print every record, not only batches")
     p.add_argument(
         "--print-data", "--print-data-log", action="store_true", help="print record keys and values (implies --deep)"
@@ -30,8 +38,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="read at most N bytes of each file",
     )
+    add_quiet(p)
     add_max_batch_bytes(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, parser=p)
+
+
+def add_files_option(p: argparse.ArgumentParser) -> None:
+    """``--files A,B`` as kafka-dump-log spells it (comma-separated, repeatable), next to the FILE arguments."""
+    p.add_argument(
+        "--files",
+        action="append",
+        default=[],
+        metavar="FILE[,FILE...]",
+        dest="files_option",
+        help="files to read, comma-separated, as kafka-dump-log takes them (with or instead of FILE...)",
+    )
+
+
+def files_given(args: argparse.Namespace, positional: str) -> list[str]:
+    """The FILE arguments, then those of every --files; a usage error (exit 2) if there are none."""
+    files = list(getattr(args, positional)) + [f for opt in args.files_option for f in opt.split(",") if f]
+    if not files:
+        args.parser.error("give the files to read (FILE... or --files FILE[,FILE...])")
+    return files
 
 
 def _describe(path: str) -> str | None:
@@ -49,9 +78,9 @@ def _describe(path: str) -> str | None:
 
 
 def _json_line(obj: dict) -> str:
-    import json  # not at the top: start-up is most of the time of a small dump, and JSON is optional
+    from kraftkit.cli.jsonout import dumps  # not at the top: start-up is most of a small dump's time
 
-    return json.dumps(obj) + "\n"
+    return dumps(obj) + "\n"
 
 
 #: bytes per entry of the offset index and the time index
@@ -174,70 +203,79 @@ def _fileno(f: object) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    out_bin = sys.stdout.buffer
-    status = EXIT_OK
-    for path in args.files:
-        sys.stdout.flush()
-        why = _unreadable(path)
-        if why is not None:
-            status = max(status, fail("dump-log", why))
-            continue
-        try:
-            if os.path.splitext(path)[1] in (".index", ".timeindex"):
-                if not args.json:
-                    out_bin.write(f"Dumping {path}\n".encode())
-                out_bin.flush()
-                status = max(status, _dump_index(path, sys.stdout, args.json))
-                sys.stdout.flush()
-                continue
-            seg = Segment(path)
-            if args.json:
-                out_bin.write(_json_line({"type": "file", "file": path, "size": seg.size}).encode())
-            else:
-                out_bin.write(f"Dumping {path}\n".encode())
-                desc = _describe(path)
-                if desc:
-                    out_bin.write(desc.encode() + b"\n")
-            dense = _is_kraft_file(path)
-            it = seg.dump(
-                deep=args.deep, print_data=args.print_data, json=args.json, max_bytes=args.max_bytes, dense=dense
-            )
-            fd = _fileno(out_bin)
-            if fd is None:
-                for chunk in it:
-                    out_bin.write(chunk)
-            else:
-                out_bin.flush()
-                it.write_to(fd)  # straight from Rust to the file or pipe
-            summary = it.summary()
-        except BrokenPipeError:
-            raise  # the reader went away (`| head`): main() ends quietly
-        except (KraftkitError, OSError) as e:
-            out_bin.flush()
-            code = EXIT_USAGE if isinstance(e, OSError) else EXIT_PROBLEMS
-            status = max(status, fail("dump-log", error_text(e) if isinstance(e, OSError) else str(e), code))
-            continue
-        err = summary["error"]
-        if args.max_bytes is not None and isinstance(err, TruncatedError) and _cut_by_limit(seg, err):
-            summary["error"] = err = None  # the cut at --max-bytes, not damage
-        problems, notes = _batch_problems(seg, path, summary, args.max_bytes, dense)
-        if dense:  # a KRaft log is never compacted: a gap in its offsets is damage
-            problems, notes = problems + notes, []
-        if args.json:
-            s = {k: v for k, v in summary.items() if k != "error"}
-            s["error"] = str(err) if err else None
-            out_bin.write(_json_line({"type": "summary", "file": path, **s}).encode())
-        elif summary["trailing_bytes"] and args.max_bytes is None:
-            out_bin.write(
-                f"Found {summary['trailing_bytes']} invalid bytes at the end of {os.path.basename(path)}\n".encode()
-            )
-        out_bin.flush()
-        # stdout keeps kafka-dump-log's format; every problem is on stderr too, naming the file,
-        # the batch's base offset, its byte position and the reason
-        if err is not None:
-            problems.append(str(err))
-        for msg in problems + notes:
-            print(f"kraftkit dump-log: {msg}", file=sys.stderr)
-        if problems:
-            status = max(status, EXIT_PROBLEMS)
+    files = files_given(args, "files")
+    if args.cluster_metadata_decoder:
+        from kraftkit.cli.metadata import run_dump
+
+        return run_dump(argparse.Namespace(paths=files, json=args.json, allow_gaps=False))
+    with Progress("dumped", total=len(files), unit="files", quiet=args.quiet, stdout_busy=True) as progress:
+        status = EXIT_OK
+        for path in files:
+            status = max(status, _dump_file(args, path))
+            progress.advance(1)
     return status
+
+
+def _dump_file(args: argparse.Namespace, path: str) -> int:
+    """Dumps one file; its exit code."""
+    out_bin = sys.stdout.buffer
+    sys.stdout.flush()
+    why = _unreadable(path)
+    if why is not None:
+        return fail("dump-log", why)
+    try:
+        if os.path.splitext(path)[1] in (".index", ".timeindex"):
+            if not args.json:
+                out_bin.write(f"Dumping {path}\n".encode())
+            out_bin.flush()
+            code = _dump_index(path, sys.stdout, args.json)
+            sys.stdout.flush()
+            return code
+        seg = Segment(path)
+        if args.json:
+            out_bin.write(_json_line({"type": "file", "file": path, "size": seg.size}).encode())
+        else:
+            out_bin.write(f"Dumping {path}\n".encode())
+            desc = _describe(path)
+            if desc:
+                out_bin.write(desc.encode() + b"\n")
+        dense = _is_kraft_file(path)
+        it = seg.dump(deep=args.deep, print_data=args.print_data, json=args.json, max_bytes=args.max_bytes, dense=dense)
+        fd = _fileno(out_bin)
+        if fd is None:
+            for chunk in it:
+                out_bin.write(chunk)
+        else:
+            out_bin.flush()
+            it.write_to(fd)  # straight from Rust to the file or pipe
+        summary = it.summary()
+    except BrokenPipeError:
+        raise  # the reader went away (`| head`): main() ends quietly
+    except (KraftkitError, OSError) as e:
+        out_bin.flush()
+        code = EXIT_USAGE if isinstance(e, OSError) else EXIT_PROBLEMS
+        return fail("dump-log", error_text(e) if isinstance(e, OSError) else str(e), code)
+    err = summary["error"]
+    if args.max_bytes is not None and isinstance(err, TruncatedError) and _cut_by_limit(seg, err):
+        summary["error"] = err = None  # the cut at --max-bytes, not damage
+    problems, notes = _batch_problems(seg, path, summary, args.max_bytes, dense)
+    if dense:  # a KRaft log is never compacted: a gap in its offsets is damage
+        problems, notes = problems + notes, []
+    if args.json:
+        from kraftkit.cli.jsonout import camel_keys
+
+        s = camel_keys({k: v for k, v in summary.items() if k != "error"})
+        s["error"] = str(err) if err else None
+        out_bin.write(_json_line({"type": "summary", "file": path, **s}).encode())
+    elif summary["trailing_bytes"] and args.max_bytes is None:
+        out_bin.write(
+            f"Found {summary['trailing_bytes']} invalid bytes at the end of {os.path.basename(path)}\n".encode()
+        )
+    out_bin.flush()
+    # stdout keeps kafka-dump-log's format; every problem is on stderr too, naming the file,
+    # the batch's base offset, its byte position and the reason
+    if err is not None:
+        problems.append(str(err))
+    for msg in problems + notes:
+        print(f"kraftkit dump-log: {msg}", file=sys.stderr)
+    return EXIT_PROBLEMS if problems else EXIT_OK

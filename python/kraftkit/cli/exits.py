@@ -4,7 +4,11 @@
 * ``EXIT_PROBLEMS`` (1): the command ran and found problems in the data (corrupt or missing
   batches, a refused change, a failed node or append).
 * ``EXIT_USAGE`` (2): a usage error or input that cannot be read (argparse's own code for a bad
-  argument; also a FIFO or device in place of a file, a path with no metadata there).
+  argument; also a missing path, a FIFO or device in place of a file, a path with no metadata
+  there), and an output that exists already (kraftkit never overwrites one).
+
+The same condition has the same code in every command: a CRC mismatch is 1 wherever it is found,
+an existing output 2 (README, "Command-line tools", says so once for the user).
 * ``EXIT_INTERRUPTED`` (130): stopped by Ctrl-C (128 + SIGINT, as shells report it).
 
 A command that checks several inputs keeps the worst code (``max``: ``EXIT_USAGE`` outranks

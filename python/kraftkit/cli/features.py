@@ -4,14 +4,19 @@ upgrades, downgrades and disabling (KIP-584, KIP-778)."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
+from kraftkit.cli.jsonout import emit
 from kraftkit.cli.main import add_max_batch_bytes
+from kraftkit.cli.progress import Progress, add_quiet
+from kraftkit.cli.versions import add_parsers as add_version_parsers
 
-HELP = "finalized features and metadata.version: describe (offline or live), upgrade, downgrade, disable (offline)"
+HELP = (
+    "finalized features and metadata.version: describe, upgrade, downgrade, disable (offline or live); "
+    "version-mapping, feature-dependencies"
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,14 +37,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "epoch of the newest answer, each node's supported ranges, and per feature the nodes that "
         "block its next level (exit 2 if no controller answered).",
     )
-    d.add_argument("path", metavar="PATH", nargs="?")
+    d.add_argument(
+        "path",
+        metavar="PATH",
+        nargs="?",
+        help="a log directory, __cluster_metadata-0, a snapshot or a bootstrap.checkpoint",
+    )
     d.add_argument(
         "--bootstrap-controller",
         metavar="HOST:PORT[,HOST:PORT...]",
         help="ask these running controllers instead of reading PATH",
     )
     d.add_argument("--timeout", type=float, default=30.0, help="bound on the whole survey, seconds (default 30)")
-    d.add_argument("--json", action="store_true")
+    d.add_argument("--json", action="store_true", help="one JSON document (fields: docs/json.md)")
+    add_quiet(d)
     add_max_batch_bytes(d)
     d.set_defaults(func=run_describe)
     for name, text in (
@@ -51,8 +62,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             name,
             help=f"{text} in a stopped node's metadata log, or live with --bootstrap-controller",
             description=f"{text.capitalize()} offline: validate the change as a controller would "
-            "(every registered node must support the new levels, dependencies must hold, "
-            "a metadata.version downgrade across a metadata change needs --unsafe), then "
+            "(every registered node must support the new levels, dependencies must hold"
+            + (", a metadata.version downgrade across a metadata change needs --unsafe" if name == "downgrade" else "")
+            + "), then "
             "write its effect as a new snapshot at the end of the metadata log, rewritten at "
             "the new levels, so the node reloads from it when it starts. Metadata at a level "
             "newer than kraftkit's tables is refused, nothing written. With --bootstrap-controller "
@@ -92,9 +104,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         c.add_argument(
             "--backup", metavar="DIR", help="where to keep a snapshot this replaces (one Kafka wrote at the log end)"
         )
-        c.add_argument("--json", action="store_true")
+        c.add_argument("--json", action="store_true", help="one JSON document (fields: docs/json.md)")
+        add_quiet(c)
         add_max_batch_bytes(c)
         c.set_defaults(func=run_change, mode=name)
+    add_version_parsers(fsub, "features")
 
 
 def _level_label(name: str, level: int) -> str:
@@ -160,17 +174,76 @@ def run_describe(args: argparse.Namespace) -> int:
     from kraftkit.metadata.snapshot import SnapshotError
     from kraftkit.metadata.source import MetadataSourceError
 
+    note = None
     try:
-        st = describe(args.path)
+        try:
+            with Progress(f"replaying {args.path}", quiet=args.quiet):
+                st = describe(args.path)
+        except MetadataSourceError:
+            if _bootstrap_file(args.path) is None or not _never_ran(args.path):
+                raise
+            st = None  # a formatted node that never ran: no metadata log yet
+        boot = _bootstrap_file(args.path) if st is None or "metadata.version" not in st.finalized else None
+        if boot is not None:
+            st, note = _with_bootstrap(args.path, st, describe(boot)), boot
     except (KraftkitError, OSError) as e:
         print(f"kraftkit features describe: {_error_text(e)}", file=sys.stderr)
         # unreadable input or a path that holds no metadata: 2; damaged metadata: 1
         return EXIT_USAGE if isinstance(e, (OSError, MetadataSourceError, SnapshotError)) else EXIT_PROBLEMS
-    print(json.dumps(st.to_json()) if args.json else _state_text(st))
+    assert st is not None  # (no metadata log: the bootstrap file's levels, else the error above)
+    if args.json:
+        emit(st.to_json())
+    else:
+        print(_state_text(st))
+        if note is not None:
+            print(f"  (no metadata.version in the log yet: the levels of {note}, which the node bootstraps from)")
     return EXIT_OK
 
 
+def _bootstrap_file(path: str):
+    """The ``bootstrap.checkpoint`` of a log directory (or of the one holding a metadata
+    partition directory), or None."""
+    from pathlib import Path
+
+    from kraftkit.metadata.source import metadata_dir
+
+    p = Path(path)
+    if not p.is_dir():
+        return None
+    for d in (p, metadata_dir(p).parent):
+        f = d / "bootstrap.checkpoint"
+        if f.is_file():
+            return f
+    return None
+
+
+def _never_ran(path: str) -> bool:
+    """No segment or snapshot by name in the metadata directory (whatever its type: a FIFO or a
+    broken link named like a segment is the error it is, not a node that never ran)."""
+    import os
+
+    from kraftkit.metadata.source import metadata_dir
+
+    d = metadata_dir(path)
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return False
+    return not any(n.endswith((".log", ".checkpoint")) and n != "bootstrap.checkpoint" for n in names)
+
+
+def _with_bootstrap(path: str, log, boot):
+    """What a node that never ran starts from: the bootstrap file's levels, with what its log
+    already holds (kraft.version and the voters of a bootstrap snapshot) on top."""
+    from kraftkit.features.offline import FeatureState
+
+    if log is None:
+        return FeatureState(path, dict(boot.finalized), [], 0, boot.epoch)
+    return FeatureState(path, {**boot.finalized, **log.finalized}, log.nodes, log.end_offset, log.epoch)
+
+
 def run_change(args: argparse.Namespace) -> int:
+    from kraftkit.cli.snapshot import rewrite_json
     from kraftkit.errors import KraftkitError
     from kraftkit.features.offline import FeatureChangeError, change, requested_updates, state_of
     from kraftkit.features.validation import UpgradeType
@@ -209,14 +282,16 @@ def run_change(args: argparse.Namespace) -> int:
         if not d.is_dir():
             why = _unreadable(args.path)
             raise FeatureChangeError(f"{args.path}: not a metadata log directory" + (f": {why}" if why else ""))
-        image = load_image(d)
-        updates = requested_updates(
-            state_of(image, str(d)), release_version=release, features=feats, upgrade_type=utype
-        )
-        res = change(d, updates, dry_run=args.dry_run, backup=args.backup, image=image)
+        with Progress(f"replaying {d}", quiet=args.quiet) as progress:
+            image = load_image(d)
+            updates = requested_updates(
+                state_of(image, str(d)), release_version=release, features=feats, upgrade_type=utype
+            )
+            progress.update(0, "validating" if args.dry_run else "writing the new snapshot")
+            res = change(d, updates, dry_run=args.dry_run, backup=args.backup, image=image)
     except FeatureChangeError as e:
         if args.json:
-            print(json.dumps({"ok": False, "error": str(e), "results": [str(r) for r in e.results]}))
+            emit({"ok": False, "error": str(e), "results": [str(r) for r in e.results]})
         else:
             print(f"{prog}: {e}", file=sys.stderr)
             for r in e.results:
@@ -230,19 +305,17 @@ def run_change(args: argparse.Namespace) -> int:
         print(f"{prog}: {_error_text(e)}", file=sys.stderr)
         return EXIT_USAGE
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "ok": True,
-                    "dryRun": args.dry_run,
-                    "results": [str(r) for r in res.results],
-                    "snapshot": res.snapshot,
-                    "backup": res.backup,
-                    "moved": res.moved,
-                    "bootstrapRewritten": res.bootstrap_rewritten,
-                    "report": res.report.to_json() if res.report else None,
-                }
-            )
+        emit(
+            {
+                "ok": True,
+                "dryRun": args.dry_run,
+                "results": [str(r) for r in res.results],
+                "snapshot": res.snapshot,
+                "backup": res.backup,
+                "moved": res.moved,
+                "bootstrapRewritten": res.bootstrap_rewritten,
+                "report": rewrite_json(res.report) if res.report else None,
+            }
         )
         return EXIT_OK
     for r in res.results:
@@ -283,17 +356,15 @@ def _change_live(args: argparse.Namespace, prog: str, release: str | None, feats
     message = answer.get("ErrorMessage")
     changes = [{"feature": f, "from": finalized.get(f, 0), "to": lv, "upgradeType": utype.name} for f, lv, _t in asked]
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "ok": ok,
-                    "dryRun": args.dry_run,
-                    "controller": addr,
-                    "changes": changes,
-                    "errorCode": answer["ErrorCode"],
-                    "message": message,
-                }
-            )
+        emit(
+            {
+                "ok": ok,
+                "dryRun": args.dry_run,
+                "controller": addr,
+                "changes": changes,
+                "errorCode": answer["ErrorCode"],
+                "message": message,
+            }
         )
     elif ok:
         verb = "would change" if args.dry_run else "changed"
@@ -362,41 +433,37 @@ def _describe_live(args: argparse.Namespace) -> int:
     reg = registry()
     if args.json:
         mv = finalized.get("metadata.version")
-        print(
-            json.dumps(
-                {
-                    "source": args.bootstrap_controller,
-                    "metadataVersion": None
-                    if mv is None or not level_known("metadata.version", mv)
-                    else reg.by_level(mv).name,
-                    "metadataVersionLevel": mv,
-                    "finalized": dict(sorted(finalized.items())),
-                    "unknownLevels": unknown_levels(finalized),
-                    "finalizedFeaturesEpoch": epoch,
-                    "finalizedFrom": newest.address if newest else None,
-                    "nodes": [
-                        {
-                            "id": n.node_id,
-                            "role": "controller",
-                            "address": n.address,
-                            "supported": {k: list(v) for k, v in sorted(n.answer.supported.items())}
-                            if n.answer
-                            else None,
-                            "finalizedFeaturesEpoch": n.answer.epoch if n.answer else None,
-                            "error": n.error,
-                        }
-                        for n in nodes
-                    ],
-                    "nextLevels": {
-                        name: {
-                            "level": b["level"],
-                            "blockedBy": [n.node_id if n.node_id is not None else n.address for n in b["blockedBy"]],
-                        }
-                        for name, b in blocking.items()
-                    },
-                    "kraftkitSupports": {k: list(v) for k, v in reg.supported_ranges().items()},
-                }
-            )
+        emit(
+            {
+                "source": args.bootstrap_controller,
+                "metadataVersion": None
+                if mv is None or not level_known("metadata.version", mv)
+                else reg.by_level(mv).name,
+                "metadataVersionLevel": mv,
+                "finalized": dict(sorted(finalized.items())),
+                "unknownLevels": unknown_levels(finalized),
+                "finalizedFeaturesEpoch": epoch,
+                "finalizedFrom": newest.address if newest else None,
+                "nodes": [
+                    {
+                        "id": n.node_id,
+                        "role": "controller",
+                        "address": n.address,
+                        "supported": {k: list(v) for k, v in sorted(n.answer.supported.items())} if n.answer else None,
+                        "finalizedFeaturesEpoch": n.answer.epoch if n.answer else None,
+                        "error": n.error,
+                    }
+                    for n in nodes
+                ],
+                "nextLevels": {
+                    name: {
+                        "level": b["level"],
+                        "blockedBy": [n.node_id if n.node_id is not None else n.address for n in b["blockedBy"]],
+                    }
+                    for name, b in blocking.items()
+                },
+                "kraftkitSupports": {k: list(v) for k, v in reg.supported_ranges().items()},
+            }
         )
         return EXIT_OK
     src = f" (newest answer: {_printable(newest.address)})" if newest else " (none finalized yet)"

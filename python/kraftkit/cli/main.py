@@ -22,6 +22,7 @@ COMMANDS = {
     "controller": "controller",
     "demo": "demo",
     "spark": "spark",
+    "completion": "completion",
 }
 
 

@@ -10,11 +10,14 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
+from kraftkit.cli.jsonout import emit, record_fields, with_fields
 from kraftkit.cli.main import LONG_MAX, add_max_batch_bytes, int_arg
+from kraftkit.cli.progress import Progress, add_quiet
 from kraftkit.errors import KraftkitError
 from kraftkit.log.control import control_type_name
 
@@ -48,6 +51,8 @@ def offset_arg(text: str) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    from kraftkit.cli.dump_log import add_files_option
+
     p = sub.add_parser("metadata", help=HELP, description=HELP + ".")
     msub = p.add_subparsers(dest="metadata_command", metavar="SUBCOMMAND", required=True)
     d = msub.add_parser(
@@ -59,15 +64,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         + CONTINUITY
         + " Directories are checked whole; files given one by one only on their own.",
     )
-    d.add_argument("paths", nargs="+", metavar="PATH", help=".log segments, .checkpoint snapshots or directories")
+    d.add_argument("paths", nargs="*", metavar="PATH", help=".log segments, .checkpoint snapshots or directories")
+    add_files_option(d)
+    d.add_argument(
+        "--cluster-metadata-decoder",
+        action="store_true",
+        help="accepted for kafka-dump-log's flag: metadata dump always decodes the records",
+    )
     d.add_argument(
         "--json",
         action="store_true",
         help='JSON lines: {"offset":N,"type":"TOPIC_RECORD","version":0,"data":{...}} per record',
     )
     d.add_argument("--allow-gaps", action="store_true", help=GAPS_HELP)
+    add_quiet(d)
     add_max_batch_bytes(d)
-    d.set_defaults(func=run_dump)
+    d.set_defaults(func=run_dump, parser=d)
 
     add_records_parser(msub)
 
@@ -89,6 +101,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     i.add_argument("--path", dest="node", default="/", metavar="NODE", help="node of the tree to show (default /)")
     i.add_argument("--json", action="store_true", help="print the node (a whole subtree for directories) as JSON")
     i.add_argument("--allow-gaps", action="store_true", help=GAPS_HELP)
+    add_quiet(i)
     add_max_batch_bytes(i)
     i.set_defaults(func=run_image)
 
@@ -114,10 +127,12 @@ def dump_problems(paths: list[str]) -> list:
 
 
 def run_dump(args: argparse.Namespace) -> int:
-    from kraftkit.metadata.records import decode_metadata_batch
+    from kraftkit.cli.dump_log import files_given
     from kraftkit.metadata.snapshot import SnapshotError, SnapshotNameError
-    from kraftkit.metadata.source import MetadataSourceError, batches, expand
+    from kraftkit.metadata.source import MetadataSourceError, expand
 
+    if hasattr(args, "files_option"):  # (from the command line, not dump-log --cluster-metadata-decoder)
+        args.paths = files_given(args, "paths")
     try:
         files = expand(args.paths)
         problems = dump_problems(args.paths)
@@ -131,67 +146,90 @@ def run_dump(args: argparse.Namespace) -> int:
     report_gaps("metadata", problems)
     out = sys.stdout
     status = EXIT_OK
-    for f in files:
-        if args.json:
-            out.write(json.dumps({"type": "file", "file": str(f.path), "kind": f.kind}) + "\n")
-        else:
-            out.write(f"Dumping {f.path}\n")
-        n = 0
-        expected = None
-        try:
-            for batch in batches(f.path):
-                if expected is not None and batch.base_offset < expected:
-                    raise KraftkitError(
-                        f"{f.path}: batch base offset {batch.base_offset} is below the next expected "
-                        f"offset {expected}: offsets are held twice (byte position {batch.position})"
-                    )
-                expected = batch.last_offset + 1
-                lines = []
-                for offset, api_key, ver, text in decode_metadata_batch(batch, json=True):
-                    if api_key is None:
-                        name = control_type_name(ver, unknown=f"CONTROL_{ver}")
-                        body = text if text is not None else "null"
-                        cver = json.loads(body).get("version", 0) if text is not None else 0
-                        if args.json:
-                            lines.append(
-                                f'{{"offset":{offset},"control":true,"type":"{name}","version":{cver},"data":{body}}}'
-                            )
-                        else:
-                            lines.append(f"{offset}  {name} v{cver}  {body}")
-                    elif args.json:
-                        assert text is not None  # a data record always decodes to text
-                        lines.append(f'{{"offset":{offset},{text[1:]}')
-                    else:
-                        assert text is not None
-                        # text is {"type":"X","version":N,"data":{...}}
-                        cut = text.index(',"data":')
-                        name = text[9 : text.index('"', 9)]
-                        lines.append(f"{offset}  {name} v{ver}  {text[cut + 8 : -1]}")
-                n += len(lines)
-                out.write("\n".join(lines) + "\n" if lines else "")
-        except KraftkitError as e:
-            out.flush()
-            msg = str(e) if str(f.path) in str(e) else f"{f.path}: {e}"
-            status = max(status, fail("metadata", msg, EXIT_PROBLEMS))
-        except BrokenPipeError:
-            raise
-        except OSError as e:
-            out.flush()
-            status = max(status, fail("metadata", f"{f.path}: {e}"))
-        if args.json:
-            out.write(json.dumps({"type": "summary", "file": str(f.path), "records": n}) + "\n")
+    sizes = [_size(f.path) for f in files]
+    progress = Progress("read", total=sum(sizes), unit="bytes", quiet=getattr(args, "quiet", False), stdout_busy=True)
+    with progress:
+        for f, before in zip(files, itertools.accumulate([0, *sizes]), strict=False):
+            status = max(status, _dump_one(args, f, out, progress, before))
     out.flush()
+    return status
+
+
+def _size(path) -> int:
+    import os
+
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _dump_one(args: argparse.Namespace, f, out, progress: Progress, before: int) -> int:
+    """Prints the records of one file; its exit code."""
+    from kraftkit.metadata.records import decode_metadata_batch
+    from kraftkit.metadata.source import batches
+
+    status = EXIT_OK
+    if args.json:
+        emit({"type": "file", "file": str(f.path), "kind": f.kind}, out)
+    else:
+        out.write(f"Dumping {f.path}\n")
+    n = 0
+    expected = None
+    try:
+        for batch in batches(f.path):
+            if expected is not None and batch.base_offset < expected:
+                raise KraftkitError(
+                    f"{f.path}: batch base offset {batch.base_offset} is below the next expected "
+                    f"offset {expected}: offsets are held twice (byte position {batch.position})"
+                )
+            expected = batch.last_offset + 1
+            progress.update(before + batch.position)
+            lines = []
+            for offset, api_key, ver, text in decode_metadata_batch(batch, json=True):
+                if api_key is None:
+                    name = control_type_name(ver, unknown=f"CONTROL_{ver}")
+                    body = text if text is not None else "null"
+                    cver = json.loads(body).get("version", 0) if text is not None else 0
+                    if args.json:
+                        head = {"offset": offset, "control": True, "type": name, "version": cver}
+                        lines.append(with_fields(head, f'{{"data":{body}}}'))
+                    else:
+                        lines.append(f"{offset}  {name} v{cver}  {body}")
+                elif args.json:
+                    assert text is not None  # a data record always decodes to text
+                    lines.append(with_fields({"offset": offset}, text))
+                else:
+                    assert text is not None
+                    # text is {"type":"X","version":N,"data":{...}}
+                    cut = text.index(',"data":')
+                    name = text[9 : text.index('"', 9)]
+                    lines.append(f"{offset}  {name} v{ver}  {text[cut + 8 : -1]}")
+            n += len(lines)
+            out.write("\n".join(lines) + "\n" if lines else "")
+    except KraftkitError as e:
+        out.flush()
+        msg = str(e) if str(f.path) in str(e) else f"{f.path}: {e}"
+        status = max(status, fail("metadata", msg, EXIT_PROBLEMS))
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        out.flush()
+        status = max(status, fail("metadata", f"{f.path}: {e}"))
+    if args.json:
+        emit({"type": "summary", "file": str(f.path), "records": n}, out)
     return status
 
 
 def run_image(args: argparse.Namespace) -> int:
     from kraftkit.metadata.image import load_image
-    from kraftkit.metadata.shell import ShellPathError, render
+    from kraftkit.metadata.shell import ShellPathError, lookup
     from kraftkit.metadata.source import ContinuityError, MetadataSourceError
 
     gaps: list = []
     try:
-        image = load_image(args.path, at=args.at, allow_gaps=args.allow_gaps, gaps=gaps)
+        with Progress(f"replaying {args.path}", quiet=args.quiet):
+            image = load_image(args.path, at=args.at, allow_gaps=args.allow_gaps, gaps=gaps)
     except ContinuityError as e:
         report_refusal("metadata", e.problems)
         return EXIT_PROBLEMS
@@ -203,10 +241,16 @@ def run_image(args: argparse.Namespace) -> int:
         return fail("metadata", str(e), EXIT_PROBLEMS)
     report_gaps("metadata", gaps)
     try:
-        text = render(image, args.node, as_json=args.json)
+        _, node = lookup(image, args.node)
     except ShellPathError as e:
         return fail("metadata", str(e))
-    sys.stdout.write(text)
+    node = image_json(node)
+    if args.json:
+        emit(node)
+    elif isinstance(node, dict) and not getattr(node, "is_leaf", False):
+        sys.stdout.write("".join(f"{k}\n" for k in node))  # ls of a directory
+    else:
+        sys.stdout.write(json.dumps(node, indent=2, ensure_ascii=False) + "\n")  # cat of a leaf
     sys.stdout.flush()
     return EXIT_OK
 
@@ -304,3 +348,22 @@ def _body_json(r: MetadataRecord) -> str:
     assert r.api_key is not None
     text = metadata_record_json(encode_metadata_record(r.api_key, r.version, r.data))
     return text[text.index(',"data":') + 8 : -1]
+
+
+class _Leaf(dict):
+    """A leaf of the image tree (a record's fields), after :func:`image_json`."""
+
+    is_leaf = True
+
+
+def image_json(node):
+    """A node of the image tree with the record fields of its leaves named as Kafka's
+    JsonConverter names them (``LeaderEpoch`` -> ``leaderEpoch``); directory names (topics,
+    config keys, quota entities) are data and stay as they are."""
+    from kraftkit.metadata.shell import Leaf
+
+    if isinstance(node, Leaf):
+        return _Leaf(record_fields(dict(node)))
+    if isinstance(node, dict):
+        return {k: image_json(v) for k, v in node.items()}
+    return node

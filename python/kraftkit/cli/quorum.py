@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
+from kraftkit.cli.jsonout import emit
 
 if TYPE_CHECKING:
     from kraftkit.raft.driver import NodeConfig
@@ -95,8 +96,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g = d.add_mutually_exclusive_group()
     g.add_argument("--status", action="store_true", help="the quorum summary (default)")
     g.add_argument("--replication", action="store_true", help="one row per voter and observer")
-    d.add_argument("--timeout", type=_seconds, default=10.0, metavar="SECONDS")
-    d.add_argument("--json", action="store_true")
+    d.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="bound on finding the leader and its answer (default 10; a refused connection fails at once)",
+    )
+    d.add_argument("--json", action="store_true", help="one JSON document (fields: docs/json.md)")
     d.set_defaults(func=run_describe)
 
     a = qsub.add_parser(
@@ -116,7 +123,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     a.add_argument(
         "--timeout", type=_seconds, default=10.0, metavar="SECONDS", help="bound on finding the leader and each commit"
     )
-    a.add_argument("--json", action="store_true", help='print {"committed": [[base, last], ...]}')
+    a.add_argument("--json", action="store_true", help='print {"records":N,"requests":M,"committed":[[base,last],...]}')
+    a.add_argument(
+        "--verbose", "-v", action="store_true", help="print every request's committed offsets, not only the summary"
+    )
     a.set_defaults(func=run_append)
 
 
@@ -138,7 +148,7 @@ def add_run_options(r: argparse.ArgumentParser, *, observer: bool, config_file: 
     def default(dest: str) -> int | None:
         return None if config_file else RUN_DEFAULTS[dest]
 
-    r.add_argument("--node-id", type=_int_in(0), required=not config_file, metavar="N")
+    r.add_argument("--node-id", type=_int_in(0), required=not config_file, metavar="N", help="this node's id (node.id)")
     r.add_argument(
         "--voters",
         required=not config_file,
@@ -226,7 +236,12 @@ def add_run_options(r: argparse.ArgumentParser, *, observer: bool, config_file: 
         help="bytes of produced records waiting for their commit; a Produce past it is refused with "
         "THROTTLING_QUOTA_EXCEEDED (default 128 MiB)",
     )
-    r.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    r.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="what the node logs to stderr (default INFO)",
+    )
 
 
 def _cluster_id(args: argparse.Namespace, command: str) -> str | None:
@@ -364,18 +379,65 @@ async def serve(node: RaftNode, args: argparse.Namespace, command: str, **start_
     return EXIT_PROBLEMS if node.failed is not None else EXIT_OK
 
 
+def _reachable(address: str, timeout: float, command: str) -> int | None:
+    """None if a TCP connection to ``address`` opens; else the exit code of the error, reported
+    at once as ``kraftkit <command>: HOST:PORT: <reason>`` (a refused connection or an unknown
+    host is not retried until the timeout: nothing listens there)."""
+    import socket
+
+    from kraftkit.raft.admin import parse_address
+
+    host, port = parse_address(address)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except ConnectionRefusedError:
+        return fail(command, f"{address}: connection refused (is a node listening there?)")
+    except socket.gaierror as e:
+        return fail(command, f"{address}: unknown host: {e.strerror or e}")
+    except TimeoutError:
+        return fail(command, f"{address}: no connection within {timeout:g}s")
+    except OSError as e:
+        return fail(command, f"{address}: {e.strerror or e}")
+    return None
+
+
+def _replica_json(r: dict) -> dict:
+    """A voter or observer as DescribeQuorum's ReplicaState names its fields."""
+    return {
+        "replicaId": r["id"],
+        "logEndOffset": r["log_end_offset"],
+        "lag": r["lag"],
+        "lastFetchTimestamp": r["last_fetch_ms"],
+        "lastCaughtUpTimestamp": r["last_caught_up_ms"],
+    }
+
+
 def run_describe(args: argparse.Namespace) -> int:
     from kraftkit.errors import KraftkitError
     from kraftkit.raft.admin import QuorumAdmin
 
+    code = _reachable(args.bootstrap, args.timeout, "quorum describe")
+    if code is not None:
+        return code
     try:
         with QuorumAdmin(args.bootstrap, timeout=args.timeout) as admin:
             info = admin.describe()
             info["cluster_id"] = admin.cluster_id()
     except (KraftkitError, ValueError) as e:
-        return fail("quorum describe", str(e))
+        return fail("quorum describe", f"{args.bootstrap}: {e}")
     if args.json:
-        print(json.dumps(info, indent=2))
+        emit(
+            {
+                "clusterId": info["cluster_id"],
+                "leaderId": info["leader_id"],
+                "leaderEpoch": info["leader_epoch"],
+                "highWatermark": info["high_watermark"],
+                "maxFollowerLag": info["max_follower_lag"],
+                "maxFollowerLagTimeMs": info["max_follower_lag_time_ms"],
+                "voters": [_replica_json(r) for r in info["voters"]],
+                "observers": [_replica_json(r) for r in info["observers"]],
+            }
+        )
         return EXIT_OK
     if args.replication:
         rows = [("NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status")]
@@ -434,21 +496,34 @@ def run_append(args: argparse.Namespace) -> int:
     else:
         values = [encode_metadata_record(record_type("NoOpRecord")[0], 0, {}) for _ in range(args.count)]
     batch = args.batch
-    out = []
+    out: list[tuple[int, int]] = []
+    code = _reachable(args.bootstrap, args.timeout, "quorum append")
+    if code is not None:
+        return code
     try:
         with QuorumAdmin(args.bootstrap, timeout=args.timeout) as admin:
             for i in range(0, len(values), batch):
                 out.append(admin.append(values[i : i + batch]))
     except (KraftkitError, ValueError) as e:
-        print(f"kraftkit quorum append: {e}", file=sys.stderr)
+        print(f"kraftkit quorum append: {args.bootstrap}: {e}", file=sys.stderr)
         if args.json:
-            print(json.dumps({"committed": [list(x) for x in out], "error": str(e)}))
+            emit(
+                {
+                    "records": sum(last - base + 1 for base, last in out),
+                    "requests": len(out),
+                    "committed": [list(x) for x in out],
+                    "error": str(e),
+                }
+            )
         # no node answered (or a bad address): 2, as describe; the quorum refused an append: 1
         unreachable = isinstance(e, ValueError) or (isinstance(e, QuorumError) and e.code == -1)
         return EXIT_USAGE if unreachable else EXIT_PROBLEMS
     if args.json:
-        print(json.dumps({"committed": [list(x) for x in out]}))
-    else:
+        emit({"records": len(values), "requests": len(out), "committed": [list(x) for x in out]})
+        return EXIT_OK
+    if args.verbose:
         for base, last in out:
             print(f"committed offsets {base}..{last}")
+    what = f"{len(args.topic)} TopicRecord(s)" if args.topic else f"{len(values)} NoOpRecord(s)"
+    print(f"committed {what} in {len(out)} request(s): offsets {out[0][0]}..{out[-1][1]}")
     return EXIT_OK

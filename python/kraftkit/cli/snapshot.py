@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
+from kraftkit.cli.jsonout import camel_keys, emit, record_type_name
 from kraftkit.cli.main import add_max_batch_bytes
 from kraftkit.cli.metadata import offset_arg
+from kraftkit.cli.progress import Progress, add_quiet
 from kraftkit.metadata.snapshot import SnapshotError, SnapshotNameError, SnapshotReader
 
 HELP = "KRaft snapshot files: verify, create, rewrite to another metadata.version"
@@ -58,6 +59,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="batch timestamps (default: the last contained log timestamp, for reproducible bytes)",
     )
     c.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_quiet(c)
     add_max_batch_bytes(c)
     c.add_argument(
         "--allow-gaps",
@@ -99,6 +101,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--dry-run", action="store_true", help="only print the loss report; write nothing")
     r.add_argument("--fail-on-loss", action="store_true", help="refuse (and write nothing) when anything would be lost")
     r.add_argument("--json", action="store_true", help="one JSON report per file")
+    add_quiet(r)
     add_max_batch_bytes(r)
     r.set_defaults(func=run_rewrite)
 
@@ -121,11 +124,15 @@ def run_create(args: argparse.Namespace) -> int:
             raise MetadataSourceError(f"{args.logdir}: not a directory")
         if not out.is_dir():
             raise MetadataSourceError(f"{out}: not a directory")
-        batch = batch_ending_at(d, args.at)
-        image = load_image(d, at=args.at, allow_gaps=args.allow_gaps, gaps=gaps)
+        with Progress(f"replaying {d} up to offset {args.at}", quiet=args.quiet) as progress:
+            batch = batch_ending_at(d, args.at)
+            image = load_image(d, at=args.at, allow_gaps=args.allow_gaps, gaps=gaps)
+            progress.update(0, f"writing the snapshot at {args.at} to {out}")
+            sid = SnapshotId(args.at, batch.partition_leader_epoch)
+            path = image.write_snapshot(
+                out, sid, last_contained_log_timestamp=batch.max_timestamp, time_ms=args.time_ms
+            )
         report_gaps("snapshot create", gaps)
-        sid = SnapshotId(args.at, batch.partition_leader_epoch)
-        path = image.write_snapshot(out, sid, last_contained_log_timestamp=batch.max_timestamp, time_ms=args.time_ms)
     except ContinuityError as e:
         report_refusal("snapshot create", e.problems)
         return EXIT_PROBLEMS
@@ -137,16 +144,14 @@ def run_create(args: argparse.Namespace) -> int:
         return fail("snapshot create", str(e), EXIT_PROBLEMS)
     rep = SnapshotReader(path).check()
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "path": str(path),
-                    "snapshot_id": str(sid),
-                    "data_records": rep["data_records"],
-                    "last_contained_log_timestamp": batch.max_timestamp,
-                    "kraft_version": rep["kraft_version"],
-                }
-            )
+        emit(
+            {
+                "path": str(path),
+                "snapshotId": str(sid),
+                "dataRecords": rep["data_records"],
+                "lastContainedLogTimestamp": batch.max_timestamp,
+                "kraftVersion": rep["kraft_version"],
+            }
         )
     else:
         print(
@@ -176,10 +181,10 @@ def run_verify(args: argparse.Namespace) -> int:
         if err is not None:
             status = max(status, EXIT_PROBLEMS)
         if args.json:
-            out = {k: v for k, v in rep.items() if k != "error"}
-            out["snapshot_id"] = str(reader.snapshot_id) if reader.snapshot_id else None
+            out = camel_keys({k: v for k, v in rep.items() if k != "error"})
+            out["snapshotId"] = str(reader.snapshot_id) if reader.snapshot_id else None
             out["error"] = str(err) if err is not None else None
-            print(json.dumps(out))
+            emit(out)
         elif err is None:
             kv = f", kraft.version {rep['kraft_version']}" if rep["kraft_version"] is not None else ""
             print(
@@ -236,7 +241,8 @@ def run_rewrite(args: argparse.Namespace) -> int:
     except KraftkitError as e:
         return fail("snapshot rewrite", str(e))
     status = EXIT_OK
-    results = rewrite_snapshots(jobs, args.metadata_version, fail_on_loss=args.fail_on_loss)
+    with Progress(f"rewriting {len(jobs)} snapshot(s) at metadata.version {args.metadata_version}", quiet=args.quiet):
+        results = rewrite_snapshots(jobs, args.metadata_version, fail_on_loss=args.fail_on_loss)
     for res in results:
         if isinstance(res, LossError):
             status = max(status, EXIT_PROBLEMS)
@@ -250,10 +256,25 @@ def run_rewrite(args: argparse.Namespace) -> int:
         else:
             refused = False
         if args.json:
-            print(json.dumps({**res.to_json(), "refused": refused}))
+            emit({**rewrite_json(res), "refused": refused})
         else:
             print(res.text() + ("\n  REFUSED (--fail-on-loss): nothing written" if refused else ""))
     return status
+
+
+def rewrite_json(report) -> dict:
+    """A RewriteReport as --json prints it: camelCase counts, each loss's record type as dump-log
+    names it (``PARTITION_RECORD``) and its field as Kafka's JsonConverter does (``directories``)."""
+    out = camel_keys(report.to_json())
+    out["losses"] = [
+        {
+            **camel_keys(loss),
+            "record": record_type_name(loss["record"]),
+            "field": loss["field"][:1].lower() + loss["field"][1:] if loss["field"] else loss["field"],
+        }
+        for loss in report.losses
+    ]
+    return out
 
 
 def _same_file(a, b) -> bool:

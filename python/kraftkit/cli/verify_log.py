@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, fail
+from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
+from kraftkit.cli.jsonout import emit
 from kraftkit.cli.main import add_max_batch_bytes
+from kraftkit.cli.progress import Progress
 from kraftkit.log import verify_segments
 from kraftkit.log.continuity import check_leader_epochs, check_segments, is_metadata_partition
 from kraftkit.log.log import SEGMENT_RE
@@ -23,7 +24,7 @@ DESCRIPTION = HELP + (
     "does not match its records, a log that starts after the newest snapshot ends, and a snapshot whose contents "
     "or name (end offset, epoch) do not match the log. In other partitions compaction leaves gaps legitimately: "
     "only overlaps and batches below their segment's base offset are problems. Index entries past the point "
-    "where a log cannot be read are noted, not counted. Exits 1 if anything is wrong."
+    "where a log cannot be read are noted, not counted. Exits 1 if anything is wrong, 2 if a path is not there."
 )
 
 
@@ -35,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--deep", action="store_true", help="also decompress and check every record")
     p.add_argument("--no-index", action="store_true", help="skip the .index/.timeindex checks")
     p.add_argument("--json", action="store_true", help="one JSON object per partition, then a total")
-    p.add_argument("--quiet", "-q", action="store_true", help="print only problems and the total")
+    p.add_argument("--quiet", "-q", action="store_true", help="print only problems and the total; no progress line")
     add_max_batch_bytes(p)
     p.set_defaults(func=run)
 
@@ -83,17 +84,7 @@ def find_partitions(paths: list[str]) -> tuple[list[Partition], list[str]]:
     return parts, missing
 
 
-def _progress(done: int, total: int) -> None:
-    if sys.stderr.isatty():
-        width = 30
-        n = int(width * done / max(total, 1))
-        sys.stderr.write(f"\r[{'#' * n}{'.' * (width - n)}] {done}/{total} files")
-        if done == total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-
-def verify(parts: list[Partition], deep: bool, check_indexes: bool) -> None:
+def verify(parts: list[Partition], deep: bool, check_indexes: bool, progress: Progress | None = None) -> None:
     by_file: dict[str, dict] = {}
     for dense in (False, True):
         files = [f for part in parts if part.metadata == dense for f in part.files]
@@ -101,7 +92,8 @@ def verify(parts: list[Partition], deep: bool, check_indexes: bool) -> None:
         for i in range(0, len(files), chunk):
             for rep in verify_segments(files[i : i + chunk], deep=deep, check_indexes=check_indexes, dense=dense):
                 by_file[rep["file"]] = rep
-            _progress(min(i + chunk, len(files)), len(files))
+            if progress is not None:
+                progress.advance(len(files[i : i + chunk]))
     for part in parts:
         dense = part.metadata
         logs = []
@@ -153,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
     if not parts:
         return fail("verify-log", "no segment or snapshot files found")
     try:
-        verify(parts, args.deep, not args.no_index)
+        with Progress("checked", total=sum(len(p.files) for p in parts), unit="files", quiet=args.quiet) as progress:
+            verify(parts, args.deep, not args.no_index, progress)
     except OSError as e:
         return fail("verify-log", str(e))
     total = {
@@ -170,22 +163,20 @@ def run(args: argparse.Namespace) -> int:
         total["bytes"] += p.bytes
         total["problems"] += len(p.problems)
         if args.json:
-            print(
-                json.dumps(
-                    {
-                        "type": "partition",
-                        "path": str(p.path),
-                        "segments": p.segments,
-                        "files": len(p.files),
-                        "batches": p.batches,
-                        "records": p.records,
-                        "bytes": p.bytes,
-                        "first_offset": p.first_offset,
-                        "last_offset": p.last_offset,
-                        "problems": p.problems,
-                        "notes": p.notes,
-                    }
-                )
+            emit(
+                {
+                    "type": "partition",
+                    "path": str(p.path),
+                    "segments": p.segments,
+                    "files": len(p.files),
+                    "batches": p.batches,
+                    "records": p.records,
+                    "bytes": p.bytes,
+                    "firstOffset": p.first_offset,
+                    "lastOffset": p.last_offset,
+                    "problems": p.problems,
+                    "notes": p.notes,
+                }
             )
             continue
         status = "OK" if not p.problems else f"{len(p.problems)} PROBLEM(S)"
@@ -199,11 +190,12 @@ def run(args: argparse.Namespace) -> int:
         for note in p.notes:
             print(f"  note: {note}")
     if args.json:
-        print(json.dumps({"type": "total", **total}))
+        emit({"type": "total", **total})
     else:
         verdict = "all valid" if not total["problems"] else f"{total['problems']} problem(s)"
         print(
             f"verified {total['files']} file(s) in {total['partitions']} directory(ies): {total['batches']} batches, "
             f"{total['records']} records, {total['bytes']} bytes: {verdict}"
         )
-    return EXIT_PROBLEMS if total["problems"] or missing else EXIT_OK
+    # a path that is not there is unreadable input (2), as for every command; problems found: 1
+    return EXIT_USAGE if missing else EXIT_PROBLEMS if total["problems"] else EXIT_OK

@@ -34,12 +34,14 @@ directory counts as formatted only once everything else is in place.
 
 Errors: :class:`StorageInputError` (bad arguments: unknown release or feature level, failed
 dependency, malformed cluster id or voter string) and :class:`StorageStateError` (what is on
-disk refuses the request: a formatted directory, a meta.properties of another cluster or
-node, an unreadable directory).
+disk refuses the request: a damaged meta.properties, a reserved or duplicate directory id),
+and of it :class:`StorageExistsError` (the output exists: a formatted directory, a
+meta.properties of another cluster or node; exit 2 as every command's existing output).
 """
 
 from kraftkit.features.storage.errors import (
     StorageError,
+    StorageExistsError,
     StorageInputError,
     StorageStateError,
 )
@@ -123,6 +125,7 @@ __all__ = [
     "MetaProperties",
     "StorageError",
     "StorageInputError",
+    "StorageExistsError",
     "StorageStateError",
     "bootstrap_checkpoint_bytes",
     "bootstrap_metadata_versions",

@@ -18,6 +18,14 @@ class StorageInputError(StorageError):
 
 
 class StorageStateError(StorageError):
-    """What is on disk refuses the request (formatted already, another cluster or node)."""
+    """What is on disk refuses the request (a damaged meta.properties, a reserved or duplicate directory id)."""
 
     exit_code = 1
+
+
+class StorageExistsError(StorageStateError):
+    """The output exists: a directory formatted already (for this or another cluster or node), a
+    bootstrap snapshot already there, a file where a directory is to be. As for every command, an
+    existing output is refused with exit 2."""
+
+    exit_code = 2

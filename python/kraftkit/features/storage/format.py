@@ -14,7 +14,7 @@ from typing import Any
 from kraftkit._core import control_record_key, encode_batch, snapshot_footer_value, snapshot_header_value
 from kraftkit._fs import error_text
 from kraftkit.features.registry import KRAFT_VERSION_FEATURE, MV_FEATURE, MetadataVersion
-from kraftkit.features.storage.errors import StorageError, StorageInputError, StorageStateError
+from kraftkit.features.storage.errors import StorageError, StorageExistsError, StorageInputError, StorageStateError
 from kraftkit.features.storage.levels import FeatureSet, resolve_features
 from kraftkit.features.storage.properties import META_PROPERTIES, MetaProperties
 from kraftkit.features.storage.uuids import (
@@ -172,7 +172,7 @@ def _load_dir(d: str) -> tuple[str, MetaProperties | None]:
     except OSError as e:  # a symbolic link loop, a file where a parent directory should be, ...
         raise StorageError(f"I/O error trying to read log directory {d}: {e.strerror}") from None
     if not stat.S_ISDIR(st.st_mode):
-        raise StorageStateError(f"{d} is not a directory")
+        raise StorageExistsError(f"{d} is not a directory")
     mp = p / META_PROPERTIES
     if not os.path.lexists(mp):
         return "empty", None
@@ -246,9 +246,9 @@ def format_storage(
     for d, m in existing.items():
         mp = os.path.join(d, META_PROPERTIES)
         if m.cluster_id is not None and m.cluster_id != cluster_id:
-            raise StorageStateError(f"Invalid cluster.id in: {mp}. Expected {cluster_id}, but read {m.cluster_id}")
+            raise StorageExistsError(f"Invalid cluster.id in: {mp}. Expected {cluster_id}, but read {m.cluster_id}")
         if m.node_id is not None and m.node_id != node_id:
-            raise StorageStateError(
+            raise StorageExistsError(
                 f"Stored node id {m.node_id} doesn't match previous node id {node_id} in {mp}. If you moved your "
                 f"data, make sure your configured node id matches. If you intend to create a new node, you should "
                 f"remove all data in your data directories."
@@ -264,7 +264,7 @@ def format_storage(
             seen_ids[m.directory_id] = d
     if existing and not ignore_formatted:
         first = sorted(existing)[0]
-        raise StorageStateError(
+        raise StorageExistsError(
             f"Log directory {first} is already formatted. Use --ignore-formatted to ignore this "
             f"directory and format the others."
         )
@@ -353,7 +353,7 @@ def _write_directory(
         md.mkdir(exist_ok=True)
         target = md / BOOTSTRAP_SNAPSHOT
         if target.exists():
-            raise StorageStateError(f"{target} already exists in the unformatted directory {d}; remove it first")
+            raise StorageExistsError(f"{target} already exists in the unformatted directory {d}; remove it first")
         value = (
             None
             if voters is None
