@@ -263,6 +263,7 @@ def offline_runs(tmp: Path) -> list[tuple[str, list[Any]]]:
         ("snapshot rewrite", ["snapshot", "rewrite", "--json", "--fail-on-loss", "--metadata-version", "3.5", SNAPSHOT,
                               tmp / "rewritten"]),
         ("metadata dump", ["metadata", "dump", "--json", META]),
+        ("metadata records", ["metadata", "records", "--json", META]),
         ("metadata image", ["metadata", "image", "--json", DATA]),
         ("metadata image", ["metadata", "image", "--json", DATA, "--path", "/topics/orders/0"]),
         ("metadata image", ["metadata", "image", "--json", DATA, "--path", "/cluster/brokers/1"]),
