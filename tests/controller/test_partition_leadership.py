@@ -313,3 +313,52 @@ def test_elr_keeps_the_isr_members_below_min_isr_eligible():
     c.apply(c.pc.broker_fenced(c.image, 1))
     p = c.partitions("e")[0]
     assert (p["Leader"], p["Isr"], sorted(p["EligibleLeaderReplicas"]), p["LastKnownElr"]) == (-1, [], [1, 2], [1])
+
+
+# ---------------------------------------------------------------------- AssignReplicasToDirs
+def assign(c: Leadership, bid: int, moves: dict[uuid.UUID, list[tuple[uuid.UUID, int]]]) -> dict:
+    return {"BrokerId": bid, "BrokerEpoch": c.cluster.brokers[bid]["BrokerEpoch"], "Directories": [
+        {"Id": d, "Topics": [{"TopicId": tid, "Partitions": [{"PartitionIndex": p}]} for tid, p in parts]}
+        for d, parts in moves.items()]}
+
+
+def test_assign_replicas_to_dirs_records_where_a_broker_with_several_directories_put_its_replicas():
+    two = {1: uuid.UUID(int=0xA1), 2: uuid.UUID(int=0xA2)}
+    c = Leadership({1: (None, False, [DIRS[1], two[1]]), 2: (None, False, [DIRS[2], two[2]])})
+    c.create(topic("m", -1, -1, assignments=[(0, [1, 2]), (1, [2, 1])]))
+    tid = c.image.topic_ids["m"]
+    from kraftkit.controller.replication import UNASSIGNED_DIR
+
+    assert all(p["Directories"] == [UNASSIGNED_DIR, UNASSIGNED_DIR] for p in c.partitions("m").values())
+    records, answer = c.pc.assign_replicas_to_dirs(c.image, assign(c, 1, {two[1]: [(tid, 0), (tid, 1)]}))
+    assert [x["ErrorCode"] for d in answer["Directories"] for t in d["Topics"] for x in t["Partitions"]] == [0, 0]
+    c.apply(records)
+    parts = c.partitions("m")
+    assert parts[0]["Directories"] == [two[1], UNASSIGNED_DIR] and parts[1]["Directories"] == [UNASSIGNED_DIR, two[1]]
+    assert parts[0]["LeaderEpoch"] == 0 and parts[0]["PartitionEpoch"] == 1  # only the directory changed
+    # again: nothing changes, nothing is written
+    records, _a = c.pc.assign_replicas_to_dirs(c.image, assign(c, 1, {two[1]: [(tid, 0)]}))
+    assert records == []
+    # the refusals, per partition
+    _r, answer = c.pc.assign_replicas_to_dirs(c.image, assign(c, 1, {two[1]: [(uuid.uuid4(), 0), (tid, 9)]}))
+    codes = [x["ErrorCode"] for d in answer["Directories"] for t in d["Topics"] for x in t["Partitions"]]
+    assert codes == [Errors.UNKNOWN_TOPIC_ID, Errors.UNKNOWN_TOPIC_OR_PARTITION]
+    c.create(topic("only2", -1, -1, assignments=[(0, [2])]))
+    _r, answer = c.pc.assign_replicas_to_dirs(c.image, assign(c, 1, {two[1]: [(c.image.topic_ids["only2"], 0)]}))
+    assert answer["Directories"][0]["Topics"][0]["Partitions"][0]["ErrorCode"] == Errors.NOT_LEADER_OR_FOLLOWER
+    body = assign(c, 1, {two[1]: [(tid, 0)]})
+    body["BrokerEpoch"] += 1
+    with pytest.raises(ControllerError) as e:
+        c.pc.assign_replicas_to_dirs(c.image, body)
+    assert e.value.code == Errors.STALE_BROKER_EPOCH
+
+
+def test_a_replica_assigned_to_an_offline_directory_leaves_the_isr_and_its_leadership():
+    c = Leadership({1: (None, False, [DIRS[1]]), 2: (None, False, [DIRS[2]])})
+    c.create(topic("o", -1, -1, assignments=[(0, [1, 2])]))
+    tid = c.image.topic_ids["o"]
+    gone = uuid.UUID(int=0xDEAD)  # not one broker 1 registered: offline
+    records, _a = c.pc.assign_replicas_to_dirs(c.image, assign(c, 1, {gone: [(tid, 0)]}))
+    c.apply(records)
+    p = c.partitions("o")[0]
+    assert (p["Leader"], p["Isr"]) == (2, [2])

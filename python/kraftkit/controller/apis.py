@@ -207,6 +207,19 @@ class ControllerApis:
         build = functools.partial(c.partitions.alter_partition, c.image, body, version)
         return self._answer(lambda: f"AlterPartition of broker {body.get('BrokerId')}", build, reply)
 
+    def assign_replicas_to_dirs(self, body: t.AssignReplicasToDirsRequest, version: int) -> asyncio.Future:
+        """Answers AssignReplicasToDirs (where a broker with several log directories put its replicas)
+        once its PartitionChangeRecords are committed."""
+        c = self.controller
+
+        def reply(answer: Any, error: ControllerError | None = None) -> t.AssignReplicasToDirsResponse:
+            if error is not None:
+                return {"ThrottleTimeMs": 0, "ErrorCode": error.code, "Directories": []}
+            return answer
+
+        build = functools.partial(c.partitions.assign_replicas_to_dirs, c.image, body)
+        return self._answer(lambda: f"AssignReplicasToDirs of broker {body.get('BrokerId')}", build, reply)
+
     def elect_leaders(self, body: t.ElectLeadersRequest, version: int) -> asyncio.Future:
         """Answers ElectLeaders (preferred or unclean) once its PartitionChangeRecords are committed."""
         c = self.controller

@@ -135,11 +135,7 @@ class PartitionControlManager:
             d = dirs[partition["Replicas"].index(bid)]
         except (ValueError, IndexError):
             return True
-        if d in (UNASSIGNED_DIR, MIGRATING_DIR):
-            return True
-        if d == LOST_DIR:
-            return False
-        return not reg["LogDirs"] or d in reg["LogDirs"]
+        return _dir_online(d, reg["LogDirs"])
 
     def _acceptor(
         self, partition: Mapping[str, Any], base: Callable[[int], bool] | None = None
@@ -436,6 +432,60 @@ class PartitionControlManager:
         records.append(self._encode(mv, change))
         return Errors.NONE, None
 
+    # ------------------------------------------------------------------ AssignReplicasToDirs
+    def assign_replicas_to_dirs(self, image: MetadataImage, body: Mapping) -> tuple[list[bytes], dict]:
+        """The records and the answer of an AssignReplicasToDirsRequest (a broker with several log
+        directories says where it put its replicas), or :class:`ControllerError` for the whole request
+        (UNSUPPORTED_VERSION below 3.7-IV2, STALE_BROKER_EPOCH, BROKER_ID_NOT_REGISTERED)."""
+        mv = self._mv(image)
+        if not mv.supported("directory_assignment"):
+            raise ControllerError(Errors.UNSUPPORTED_VERSION, "Directory assignment is not supported yet.")
+        bid = body.get("BrokerId", -1)
+        self.cluster.check_broker_epoch(image, bid, body.get("BrokerEpoch", -1))
+        reg = self.cluster.brokers.get(bid)
+        if reg is None:
+            raise ControllerError(Errors.BROKER_ID_NOT_REGISTERED, f"Broker ID {bid} is not currently registered")
+        topics = image.topics
+        records: list[bytes] = []
+        offline: dict[tuple[uuid.UUID, int], tuple[Topic, int]] = {}
+        answer = []
+        for d in body.get("Directories") or []:
+            dir_id = d.get("Id") or UNASSIGNED_DIR
+            dir_offline = not _dir_online(dir_id, reg["LogDirs"])
+            out_topics = []
+            for td in d.get("Topics") or []:
+                tid = td.get("TopicId") or uuid.UUID(int=0)
+                topic = topics.get(tid)
+                if topic is None:
+                    log.warning("AssignReplicasToDirsRequest from broker %d references unknown topic ID %s", bid, tid)
+                parts = []
+                for pd in td.get("Partitions") or []:
+                    pid = pd.get("PartitionIndex", 0)
+                    code = Errors.UNKNOWN_TOPIC_ID if topic is None else Errors.NONE
+                    if topic is not None:
+                        partition = topic.partitions.get(pid)
+                        if partition is None:
+                            code = Errors.UNKNOWN_TOPIC_OR_PARTITION
+                        elif bid not in partition["Replicas"]:
+                            code = Errors.NOT_LEADER_OR_FOLLOWER
+                        else:
+                            b = self._builder(image, mv, topic, pid, election=Election.ONLINE)
+                            b.target_dirs[bid] = dir_id
+                            change = b.build()
+                            if change is not None:
+                                records.append(self._encode(mv, change))
+                            if dir_offline:
+                                offline[(tid, pid)] = (topic, pid)
+                        if code != Errors.NONE:
+                            log.warning("AssignReplicasToDirsRequest from broker %d for %s-%d: %s", bid, topic.name,
+                                        pid, Errors(code).name)  # fmt: skip
+                    parts.append({"PartitionIndex": pid, "ErrorCode": code})
+                out_topics.append({"TopicId": tid, "Partitions": parts})
+            answer.append({"Id": dir_id, "Topics": out_topics})
+        if offline:
+            records += self.leader_and_isr_updates(image, "offline-dir-assignment", list(offline.values()), remove=bid)
+        return records, {"ThrottleTimeMs": 0, "ErrorCode": Errors.NONE, "Directories": answer}
+
     # ------------------------------------------------------------------ background elections
     def imbalanced(self, image: MetadataImage) -> list[tuple[Topic, int]]:
         """The partitions led by a replica other than their first (Kafka's imbalancedPartitions)."""
@@ -470,6 +520,16 @@ class PartitionControlManager:
                 log.warning("Cannot trigger unclean leader election for offline partition %s-%d: %s", topic.name,
                             pid, Errors(code).name)  # fmt: skip
         return records
+
+
+def _dir_online(d: uuid.UUID, dirs: Sequence[uuid.UUID]) -> bool:
+    """Kafka's ``DirectoryId.isOnline``: a reserved id other than LOST counts as online, and so does any
+    directory of a broker that registered none."""
+    if d in (UNASSIGNED_DIR, MIGRATING_DIR):
+        return True
+    if d == LOST_DIR:
+        return False
+    return not dirs or d in dirs
 
 
 def _valid_isr(replicas: list[int], isr: list[int]) -> bool:

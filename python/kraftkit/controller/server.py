@@ -48,6 +48,7 @@ CONTROLLER_APIS = (
     ApiKey.ALLOCATE_PRODUCER_IDS,
     ApiKey.ALTER_PARTITION,
     ApiKey.ELECT_LEADERS,
+    ApiKey.ASSIGN_REPLICAS_TO_DIRS,
     ApiKey.ENVELOPE,
 )
 
@@ -101,6 +102,7 @@ class ControllerNode(RaftNode):
             ApiKey.ALLOCATE_PRODUCER_IDS: c.allocate_producer_ids,
             ApiKey.ALTER_PARTITION: c.alter_partition,
             ApiKey.ELECT_LEADERS: c.elect_leaders,
+            ApiKey.ASSIGN_REPLICAS_TO_DIRS: c.assign_replicas_to_dirs,
             ApiKey.ENVELOPE: self.envelope,
         }
 
