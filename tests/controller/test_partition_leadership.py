@@ -362,3 +362,27 @@ def test_a_replica_assigned_to_an_offline_directory_leaves_the_isr_and_its_leade
     c.apply(records)
     p = c.partitions("o")[0]
     assert (p["Leader"], p["Isr"]) == (2, [2])
+
+
+def test_a_heartbeat_naming_a_failed_directory_moves_the_replicas_in_it():
+    a, b = uuid.UUID(int=0xA1), uuid.UUID(int=0xB1)
+    c = Leadership({1: (None, False, [a, b]), 2: (None, False, [DIRS[2]])})
+    c.create(topic("f", -1, -1, assignments=[(0, [1, 2]), (1, [1, 2])]))
+    tid = c.image.topic_ids["f"]
+    c.apply(c.pc.assign_replicas_to_dirs(c.image, assign(c, 1, {a: [(tid, 0)], b: [(tid, 1)]}))[0])
+    for bid in (1, 2):
+        c.heartbeat(bid)
+    body = {"BrokerId": 1, "BrokerEpoch": c.cluster.brokers[1]["BrokerEpoch"], "CurrentMetadataOffset": c.offset,
+            "WantFence": False, "WantShutDown": False, "OfflineLogDirs": [a, uuid.UUID(int=0x77)]}
+    records, reply = c.cluster.heartbeat(c.image, body, c.pc, c.offset)
+    decoded = [decode_metadata_record(r) for r in records]
+    assert kinds(decoded) == [PARTITION_CHANGE, BROKER_REGISTRATION_CHANGE] and not reply.is_fenced
+    assert decoded[1][2]["LogDirs"] == [b]
+    c.apply(records)
+    parts = c.partitions("f")
+    assert (parts[0]["Leader"], parts[0]["Isr"]) == (2, [2])  # its replica was in the failed directory
+    assert (parts[1]["Leader"], parts[1]["Isr"]) == (1, [1, 2])
+    assert c.cluster.brokers[1]["LogDirs"] == [b] and c.image.brokers[1]["LogDirs"] == [b]
+    # the same failure reported again writes nothing
+    body["CurrentMetadataOffset"] = c.offset
+    assert c.cluster.heartbeat(c.image, body, c.pc, c.offset)[0] == []

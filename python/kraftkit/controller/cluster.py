@@ -129,6 +129,8 @@ class BrokerChanges(Protocol):
 
     def has_leaderships(self, image: MetadataImage, bid: int) -> bool: ...
 
+    def directories_offline(self, image: MetadataImage, bid: int, epoch: int, dirs: list[uuid.UUID]) -> list[bytes]: ...
+
 
 class _NoPartitions:
     """:class:`BrokerChanges` of a cluster without partitions: the registration records alone."""
@@ -150,6 +152,9 @@ class _NoPartitions:
 
     def has_leaderships(self, image: MetadataImage, bid: int) -> bool:
         return False
+
+    def directories_offline(self, image: MetadataImage, bid: int, epoch: int, dirs: list[uuid.UUID]) -> list[bytes]:
+        return []
 
 
 def _is_type(value: bytes | None, api_key: int) -> bool:
@@ -493,6 +498,10 @@ class ClusterControlManager:
                 records = ch.broker_unfenced(image, bid, epoch)
             else:
                 records = ch.broker_in_controlled_shutdown(image, bid, epoch)
+        if self._mv(image).supported("directory_assignment"):
+            offline = list(body.get("OfflineLogDirs") or [])
+            if offline:
+                records = records + ch.directories_offline(image, bid, epoch, offline)
         fenced = nxt in (FENCED, SHUTDOWN_NOW)
         s.last_contact = now
         s.metadata_offset = offset

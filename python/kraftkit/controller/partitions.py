@@ -259,6 +259,32 @@ class PartitionControlManager:
         records += self.leader_and_isr_updates(image, context, self._in_elr(image, bid), remove=bid)
         return records + self.cluster.unregister_broker(image, bid)
 
+    def directories_offline(self, image: MetadataImage, bid: int, epoch: int, dirs: list[uuid.UUID]) -> list[bytes]:
+        """Kafka's ``handleDirectoriesOffline``: a heartbeat names log directories that failed; for those
+        the broker registered and still counts online, its replicas in them leave their ISRs and
+        leaderships, then a BrokerRegistrationChangeRecord lists the directories left."""
+        reg = self.cluster.brokers.get(bid)
+        if reg is None:
+            return []
+        registered = list(reg["LogDirs"])
+        newly = [d for d in registered if d in set(dirs)]
+        if not newly:
+            return []
+        records: list[bytes] = []
+        for d in newly:
+
+            def on_dir(p: Mapping[str, Any], d: uuid.UUID = d) -> bool:
+                replicas, dirs_of = p["Replicas"], p.get("Directories") or []
+                return bid in replicas and replicas.index(bid) < len(dirs_of) and dirs_of[replicas.index(bid)] == d
+
+            parts = list(self._partitions(image, on_dir))
+            records += self.leader_and_isr_updates(image, f"handleDirectoriesOffline[{bid}:{d}]", parts, remove=bid)
+        left = [d for d in registered if d not in set(newly)]
+        change = {"BrokerId": bid, "BrokerEpoch": epoch, "LogDirs": left}
+        records.append(encode_metadata_record(BROKER_REGISTRATION_CHANGE, 2, change))
+        log.warning("Directories %s in broker %d marked offline, remaining directories: %s", newly, bid, left)
+        return records
+
     # ------------------------------------------------------------------ AlterPartition
     def alter_partition(self, image: MetadataImage, body: Mapping, version: int) -> tuple[list[bytes], dict]:
         """The records and the answer of an AlterPartitionRequest (v2+: topics by id), or
