@@ -17,15 +17,19 @@ The rules are Kafka 4.4's:
   level (and kraft.version) must be inside the broker's range, a feature it does not list counting
   as (0, 0) (UNSUPPORTED_VERSION). A new incarnation gets a new broker epoch, the offset its
   records are written at; the same incarnation keeps its epoch, fencing and shutdown state.
-* **BrokerHeartbeat**: a broker fenced unfences once its metadata offset reached its registration
-  and it does not ask to stay fenced; an unfenced broker that wants to shut down is fenced at once
-  (its partition leaderships do not move yet: see :mod:`kraftkit.controller.replication`); a fenced broker that wants to
-  shut down is told to, and its fencing is written again (as Kafka's is). A broker whose last
-  heartbeat at its epoch is older than ``broker.session.timeout.ms`` is fenced, one at a time, as
-  Kafka's ``maybeFenceOneStaleBroker`` does, even if it is fenced already: Kafka's
+* **BrokerHeartbeat** (Kafka's ``calculateNextBrokerState``): a fenced broker unfences once its
+  metadata offset reached its registration and it does not ask to stay fenced, or is told to shut
+  down at once if it asks (its fencing is written again, as Kafka's is); an unfenced broker that asks
+  to be fenced is; one that asks to shut down while it leads partitions enters controlled shutdown
+  (its leaderships move first) and is told to shut down once it leads none and every active broker
+  has caught up to the end of that change; one that leads none shuts down at once. The partition
+  records of each change come from :class:`~kraftkit.controller.partitions.PartitionControlManager`.
+  A broker whose last heartbeat at its epoch is older than ``broker.session.timeout.ms`` is fenced,
+  one at a time, as Kafka's ``maybeFenceOneStaleBroker`` does, even if it is fenced already: Kafka's
   ``BrokerHeartbeatTracker`` times every broker that heartbeats, and an unfenced broker from the
   controller's activation on; a new registration, a fenced broker at the activation and a broker
-  whose expiry was handled have no live session until they heartbeat.
+  whose expiry was handled have no live session until they heartbeat. From 3.7-IV2 a heartbeat
+  naming failed log directories moves the replicas in them.
 * **UnregisterBroker**: BROKER_ID_NOT_REGISTERED for an unknown id, else an UnregisterBrokerRecord.
 * **ControllerRegistration**: from metadata.version 3.7-IV0 a RegisterControllerRecord (else
   UNSUPPORTED_VERSION), with the controller's listeners and supported features.
