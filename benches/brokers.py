@@ -122,6 +122,16 @@ def measure_side(name: str, version: str, voters: str, cluster_id: str, root: Pa
                        text=True, timeout=600, check=True)
         subprocess.run(_java(version, classes, ["create", b1.bootstrap, "perf", 1, 10, 2, 1]), capture_output=True,
                        text=True, timeout=600, check=True)
+        # both brokers lead and follow every partition of it before the producer starts (a producer that
+        # starts while one broker has not applied the topic yet retries, and its idempotent sequence with it)
+        from tests.kafka.test_broker_failover_on_kraftkit import describe
+
+        deadline = time.monotonic() + 120
+        while not all(len(d := describe(b.bootstrap, "perf0")) == 10 and all(len(v[2]) == 2 for v in d.values())
+                      for b in brokers):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{name}: perf0 never showed on both brokers")
+            time.sleep(0.5)
         log(f"  {name}: producing {a.records} records")
         text = tools.producer_perf(version, b1.bootstrap, "perf0", num_records=a.records, record_size=100,
                                    producer_props={"acks": "all", "enable.idempotence": "true"}, timeout=1800)

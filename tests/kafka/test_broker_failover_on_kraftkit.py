@@ -51,12 +51,13 @@ class Broker(BrokerOnly):
         return props
 
 
-def describe(bootstrap: str) -> dict[int, tuple[int, list[int], list[int]]]:
+def describe(bootstrap: str, topic: str = "t") -> dict[int, tuple[int, list[int], list[int]]]:
     """partition -> (leader, replicas, ISR) as ``kafka-topics --describe`` shows them ({} when the tool fails)."""
     proc = tools.run_tool(V, tools.topic_command_class(V), ["--bootstrap-server", bootstrap, "--describe", "--topic",
-                                                            "t"], check=False, timeout=60)
+                                                            topic], check=False, timeout=60)
     out = {}
-    for pid, leader, replicas, isr in ROW.findall(proc.stdout):
+    row = re.compile(ROW.pattern.replace("Topic: t", f"Topic: {re.escape(topic)}"))
+    for pid, leader, replicas, isr in row.findall(proc.stdout):
         out[int(pid)] = (-1 if leader == "none" else int(leader), [int(x) for x in replicas.split(",")],
                          [int(x) for x in isr.split(",") if x])
     return out
