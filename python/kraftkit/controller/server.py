@@ -45,6 +45,8 @@ CONTROLLER_APIS = (
     ApiKey.ALLOCATE_PRODUCER_IDS,
     ApiKey.ALTER_PARTITION,
     ApiKey.ELECT_LEADERS,
+    ApiKey.ALTER_CLIENT_QUOTAS,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
     ApiKey.ENVELOPE,
 )
 
@@ -96,6 +98,8 @@ class ControllerNode(RaftNode):
             ApiKey.ALLOCATE_PRODUCER_IDS: c.allocate_producer_ids,
             ApiKey.ALTER_PARTITION: c.alter_partition,
             ApiKey.ELECT_LEADERS: c.elect_leaders,
+            ApiKey.ALTER_CLIENT_QUOTAS: c.alter_client_quotas,
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: c.alter_user_scram_credentials,
             ApiKey.ENVELOPE: self.envelope,
         }
 
