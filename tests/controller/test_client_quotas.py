@@ -1,10 +1,11 @@
 """AlterClientQuotas decided by kraftkit.controller.client_quotas against an image built from records:
 Kafka 4.4's ClientQuotaControlManager rules and messages (entities, keys, values, duplicates), the
 ClientQuotaRecords (Remove=true for a removal, nothing for no change), ValidateOnly, and what the
-image holds once they are replayed."""
+image holds once they are replayed; both RPCs served by a live quorum."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 import pytest
@@ -15,7 +16,10 @@ from kraftkit.controller.client_quotas import alter_client_quotas, alter_client_
 from kraftkit.controller.cluster import ControllerError
 from kraftkit.metadata.image import MetadataImage
 from kraftkit.metadata.mv_levels import MV_4_3_IV0
-from kraftkit.protocol.messages import Errors
+from kraftkit.protocol.messages import ApiKey, Errors
+from tests.raft._cluster import wait_for
+
+from ._nodes import active_of, call_port, controller, format_dirs, running
 
 BAD = Errors.INVALID_REQUEST
 
@@ -217,3 +221,39 @@ def test_a_write_past_ten_thousand_records_is_refused():
     with pytest.raises(ControllerError) as e:
         q.alter(*many)
     assert e.value.code == BAD and "10002 ClientQuotaRecords" in e.value.message
+
+
+def test_served_by_the_active_controller_committed_before_the_answer(tmp_path):
+    voters, dirs = format_dirs(tmp_path, release_version="4.3")
+    nodes = [controller(voters, d, i) for i, d in zip(voters, dirs, strict=True)]
+    body = {"Entries": [entry({"user": "alice"}, producer_byte_rate=1024.0), entry({"ip": "x"}, nope=1.0)],
+            "ValidateOnly": False}
+    scram = {"Deletions": [], "Upsertions": [{"Name": "alice", "Mechanism": 1, "Iterations": 4096, "Salt": b"s",
+                                              "SaltedPassword": b"k" * 32}]}
+
+    async def main() -> tuple:
+        loop = asyncio.get_running_loop()
+        async with running(nodes):
+            leader = await wait_for(lambda: active_of(nodes), what="an active controller")
+
+            async def rpc(node, api, b):
+                return await loop.run_in_executor(None, call_port, node.address[1], api, b)
+
+            answer = await rpc(leader, ApiKey.ALTER_CLIENT_QUOTAS, body)
+            quotas = leader.controller.image.client_quotas
+            scram_answer = await rpc(leader, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, scram)
+            users = set(leader.controller.image.scram)
+            follower = next(n for n in nodes if n is not leader)
+            elsewhere = await rpc(follower, ApiKey.ALTER_CLIENT_QUOTAS, body)
+            empty = await rpc(follower, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, {"Deletions": [], "Upsertions": []})
+            return answer, quotas, scram_answer, users, elsewhere, empty
+
+    answer, quotas, scram_answer, users, elsewhere, empty = asyncio.run(main())
+    assert [(e["ErrorCode"], e["ErrorMessage"]) for e in answer["Entries"]] == \
+        [(Errors.NONE, None), (BAD, "x is not a valid IP or resolvable host.")]
+    assert quotas == {(("user", "alice"),): {"producer_byte_rate": 1024.0}}
+    assert scram_answer["Results"] == [{"User": "alice", "ErrorCode": Errors.NONE, "ErrorMessage": None}]
+    assert users == {(1, "alice")}
+    assert [e["ErrorCode"] for e in elsewhere["Entries"]] == [Errors.NOT_CONTROLLER] * 2
+    # (Kafka's controller answers an empty request at once, active or not)
+    assert empty["Results"] == []
