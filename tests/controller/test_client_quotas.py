@@ -136,6 +136,25 @@ def test_ip_quotas():
     assert q.image.client_quotas[(("ip", "192.168.1.7"),)] == {"connection_creation_rate": 20.0}
 
 
+# what Java 17's InetAddress.getByName makes of each (printed by a JVM; the refused ones are no
+# literal, and none of them resolves as a host name)
+@pytest.mark.parametrize(("ip", "valid"), [
+    ("127.1", True), ("1", True), ("01.2.3.4", True), ("1.2.3.04", True), ("00", True), ("4294967295", True),
+    ("1.16777215", True), ("255.255.65535", True), ("000000000000001", True), ("0000000000001.1", True),
+    ("0.0.0.0", True), ("::", True), ("[::1]", True), ("::ffff:1.2.3.4", True), ("::1.2.3.4", True),
+    ("::01.2.3.4", True), ("0001::1", True), ("fe80::1%1", True), ("[fe80::1%1]", True),
+    ("0x7f.1", False), ("1.2.3.4.5", False), ("[1.2.3.4]", False), ("10.0.0.300", False), ("1.2.3.4 ", False),
+    (" 1.2.3.4", False), ("::1]", False), ("[::1", False), ("4294967296", False), ("1::2::3", False),
+    ("1.2.3.", False), ("0000000000000001", False), ("1.2.3.4%1", False), ("1.2.3.256", False), ("256.1", False),
+    ("1.2.65536", False), ("::ffff:1.2.3", False), ("[]", False), ("+1", False), ("\uff11", False),
+    ("fe80::1%no-such-interface", False),
+])
+def test_ip_literals_as_java_takes_them(ip, valid):
+    _records, answers = Quotas().alter(entry({"ip": ip}, connection_creation_rate=1.0))
+    assert answers == [({"ip": ip}, Errors.NONE, None) if valid else
+                       ({"ip": ip}, BAD, f"{ip} is not a valid IP or resolvable host.")]
+
+
 @pytest.mark.parametrize(("entity", "ops", "message"), [
     ({}, {"producer_byte_rate": 1.0}, "Invalid empty client quota entity"),
     ({"group": "g"}, {"producer_byte_rate": 1.0}, "Unhandled client quota entity type: group"),

@@ -68,6 +68,11 @@ STEPS: list[tuple[int, dict]] = [
            entry([("ip", "192.168.1.7")], (CCR, 20.0)),
            entry([("ip", None)], (CCR, 5.0)),
            entry([("ip", "::1")], (CCR, 1.0)),
+           # IP literals in Java's forms (a name that is none would cost Kafka's controller a DNS lookup)
+           entry([("ip", "127.1")], (CCR, 2.0)),
+           entry([("ip", "01.2.3.4")], (CCR, 3.0)),
+           entry([("ip", "[::1]")], (CCR, 4.0)),
+           entry([("ip", "::01.2.3.4")], (CCR, 5.0)),
            entry([("user", "x"), ("user", "y")], (P, 7.0))),
     quotas(entry([], (P, 1.0)),
            entry([("group", "g")], (P, 1.0)),

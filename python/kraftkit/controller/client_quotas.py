@@ -21,8 +21,9 @@ committed (all in one batch, none with ValidateOnly). The records' order, and th
 types inside them, are those of Kafka's ``HashMap``s.
 
 One difference: Kafka accepts an ``ip`` name that resolves as a host name (``InetAddress.getByName``,
-a DNS lookup on the controller's thread); kraftkit does no lookups on its controller and accepts IP
-address literals only (an IPv6 one also in brackets).
+a DNS lookup on the controller's thread); kraftkit does no lookups on its controller and accepts the
+IP address literals Java's ``getByName`` takes without one (``127.1`` and ``01.2.3.4`` too, an IPv6
+address also in brackets or with a scope), so ``localhost`` or another host name is refused.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import math
+import socket
 from collections.abc import Mapping
 from typing import Any
 
@@ -109,18 +111,54 @@ class _Entry:
         return f"ClientQuotaEntity(entries={_java_map(self.entity, self.order)})"
 
 
-def _valid_ip(name: str | None) -> bool:
-    if name is None:
-        return True
-    if name.startswith("[") and name.endswith("]"):
-        name = name[1:-1]
-        if ":" not in name:
+def _java_ipv4(s: str) -> bytes | None:
+    """``IPAddressUtil.textToNumericFormatV4``: 1 to 4 decimal parts (leading zeros allowed), the last
+    filling the remaining bytes (``127.1`` is 127.0.0.1), at most 15 characters; None if not one."""
+    if not 0 < len(s) <= 15:
+        return None
+    parts = s.split(".")
+    if len(parts) > 4 or any(not p or not all("0" <= c <= "9" for c in p) for p in parts):
+        return None
+    values = [int(p) for p in parts]
+    last = values.pop()
+    if any(v > 255 for v in values) or last >= 1 << (8 * (4 - len(values))):
+        return None
+    return bytes(values) + last.to_bytes(4 - len(values), "big")
+
+
+def _java_ipv6(s: str) -> bool:
+    """An IPv6 literal as ``InetAddress.getByName`` takes it: an IPv4 tail in Java's dotted form and a
+    ``%scope``, numeric or the name of an interface of this host (Java also wants the interface to have
+    an IPv6 address)."""
+    address, _, scope = s.partition("%")
+    if "%" in s and not (scope.isascii() and scope.isdigit()):
+        try:
+            socket.if_nametoindex(scope)
+        except (OSError, ValueError):
             return False
+    head, _, tail = address.rpartition(":")
+    if "." in tail:
+        v4 = _java_ipv4(tail) if tail.count(".") == 3 else None
+        if v4 is None:
+            return False
+        address = f"{head}:{v4[:2].hex()}:{v4[2:].hex()}"
     try:
-        ipaddress.ip_address(name)
+        ipaddress.IPv6Address(address)
     except ValueError:
         return False
     return True
+
+
+def _valid_ip(name: str | None) -> bool:
+    """Kafka's ``isValidIpEntity`` for literals: null (the default ip), an IPv4 or IPv6 address (the
+    latter also in brackets). Host names are not looked up (see the module's note)."""
+    if name is None:
+        return True
+    if name.startswith("[") and name.endswith("]"):
+        return ":" in name and _java_ipv6(name[1:-1])
+    if ":" in name:
+        return _java_ipv6(name)
+    return _java_ipv4(name) is not None
 
 
 def _check_entity(entry: _Entry) -> dict[str, str] | str:
