@@ -192,3 +192,14 @@ def test_the_whole_request_refused_answers_each_user_once_in_javas_string_order(
         ("Ab", Errors.NOT_CONTROLLER, "elsewhere"), ("b", Errors.NOT_CONTROLLER, "elsewhere"),
         ("zed", Errors.NOT_CONTROLLER, "elsewhere"), ("\U0001F600", Errors.NOT_CONTROLLER, "elsewhere"),
         ("\uffee", Errors.NOT_CONTROLLER, "elsewhere")]
+
+
+def test_a_write_past_ten_thousand_records_is_refused():
+    u = Users()
+    fast = {"Mechanism": SHA256, "Iterations": 4096, "Salt": SALT, "SaltedPassword": b"k" * 32}
+    with pytest.raises(ControllerError) as e:
+        u.alter(upsertions=[{**fast, "Name": f"u{i}"} for i in range(10001)])
+    assert (e.value.code, e.value.message) == (Errors.POLICY_VIOLATION,
+                                               "Unable to perform excessively large batch operation.")
+    records, _answers = u.alter(upsertions=[{**fast, "Name": f"u{i}"} for i in range(10000)])
+    assert len(records) == 10000 and len(u.image.scram) == 10000

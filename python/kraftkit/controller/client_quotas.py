@@ -17,7 +17,8 @@ name is the type's default entity) and the quota keys to set or remove. Kafka's 
   only when it differs from the one set.
 
 Every error is INVALID_REQUEST with Kafka's message, per entity; the other entities' records are
-committed (all in one batch, none with ValidateOnly). The records' order, and the order of an entity's
+committed (all in one batch, none with ValidateOnly). A request that would write more than 10,000
+records is refused as a whole (POLICY_VIOLATION), as Kafka's controller refuses it. The records' order, and the order of an entity's
 types inside them, are those of Kafka's ``HashMap``s.
 
 One difference: Kafka accepts an ``ip`` name that resolves as a host name (``InetAddress.getByName``,
@@ -43,7 +44,14 @@ from kraftkit.metadata.image import MetadataImage
 from kraftkit.protocol import types as t
 from kraftkit.protocol.messages import Errors
 
-__all__ = ["IP_QUOTAS", "USER_CLIENT_QUOTAS", "alter_client_quotas", "alter_client_quotas_response", "hash_order"]
+__all__ = [
+    "IP_QUOTAS",
+    "TOO_LARGE",
+    "USER_CLIENT_QUOTAS",
+    "alter_client_quotas",
+    "alter_client_quotas_response",
+    "hash_order",
+]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +67,9 @@ USER_CLIENT_QUOTAS = {
 IP_QUOTAS = {"connection_creation_rate": "INT"}
 #: the largest value of each integral type, as Java compares a double with it
 _TYPE_MAX = {"SHORT": (32767.0, "a SHORT"), "INT": (2147483647.0, "an INT"), "LONG": (float(2**63), "a LONG")}
+
+#: the whole request's refusal when it would write more than MAX_RECORDS records
+TOO_LARGE = "Unable to perform excessively large batch operation."
 
 Entity = tuple[tuple[str, str | None], ...]  # the image's key of an entity: (type, name) pairs sorted
 
@@ -262,11 +273,8 @@ def alter_client_quotas(
             continue
         records += mine
         results[entry.key] = (entry, Errors.NONE, None)
-    if len(records) > MAX_RECORDS:
-        raise ControllerError(
-            Errors.INVALID_REQUEST,
-            f"the request would write {len(records)} ClientQuotaRecords; one write holds at most {MAX_RECORDS}",
-        )
+    if len(records) > MAX_RECORDS:  # (Kafka's BoundedList of a write's records, refused as its controller does)
+        raise ControllerError(Errors.POLICY_VIOLATION, TOO_LARGE)
     if records and not body.get("ValidateOnly"):
         changed = [str(e) for e, code, _ in results.values() if code == Errors.NONE]
         log.info("client quotas altered: %d ClientQuotaRecord(s) for %s", len(records), ", ".join(changed))

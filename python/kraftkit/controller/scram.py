@@ -18,6 +18,10 @@ the salt, the iterations and the keys derived from the salted password as RFC 58
 the password itself is never in the log. An empty salted password cannot key an HMAC (Kafka's answer:
 UNKNOWN_SERVER_ERROR, no message). All records of a request go in one batch. The records and the
 results come in the order of Kafka's ``HashMap``s: deletions, upsertions, then the errors.
+
+One difference: Kafka's ScramControlManager does not bound a write's records; kraftkit refuses a request
+that would write more than 10,000 as a whole, as Kafka's controller refuses other such writes
+(POLICY_VIOLATION).
 """
 
 from __future__ import annotations
@@ -29,8 +33,9 @@ from typing import Generic, TypeVar
 
 from kraftkit._core import encode_metadata_record
 from kraftkit._kafka import REMOVE_USER_SCRAM_CREDENTIAL, USER_SCRAM_CREDENTIAL
-from kraftkit.controller.client_quotas import hash_order
+from kraftkit.controller.client_quotas import TOO_LARGE, hash_order
 from kraftkit.controller.cluster import ControllerError
+from kraftkit.controller.configs import MAX_RECORDS
 from kraftkit.metadata.image import MetadataImage
 from kraftkit.metadata.mv_levels import MV_3_5_IV2
 from kraftkit.protocol import types as t
@@ -157,6 +162,8 @@ def alter_user_scram_credentials(
     for name in errors.ordered():
         code, message = errors.items[name]
         results.append((name, code, message))
+    if len(records) > MAX_RECORDS:
+        raise ControllerError(Errors.POLICY_VIOLATION, TOO_LARGE)
     if records:
         done = [f"{n}" for n, code, _ in results if code == Errors.NONE]
         log.info("SCRAM credentials altered: %d record(s) for %s", len(records), ", ".join(done))
