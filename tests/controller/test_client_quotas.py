@@ -227,11 +227,17 @@ def test_validate_only_writes_nothing_and_answers_the_same():
     assert answers == [({"user": "u"}, Errors.NONE, None), ({"user": ""}, BAD, "Empty user not supported")]
 
 
-def test_the_whole_request_refused_answers_every_entry():
-    body = {"Entries": [entry({"user": "u"}, producer_byte_rate=5.0), entry({"user": "u"}, producer_byte_rate=6.0)]}
+def test_the_whole_request_refused_answers_every_entry_as_given_with_the_errors_default_message():
+    twice = {"Entity": [{"EntityType": "user", "EntityName": "a"}, {"EntityType": "user", "EntityName": "b"}],
+             "Ops": []}
+    body = {"Entries": [entry({"user": "u"}, producer_byte_rate=5.0), entry({"user": "u"}, producer_byte_rate=6.0),
+                        twice]}
     response = alter_client_quotas_response(body, None, ControllerError(Errors.NOT_CONTROLLER, "not me"))  # type: ignore[arg-type]
-    assert [(r["ErrorCode"], r["ErrorMessage"], r["Entity"]) for r in response["Entries"]] == \
-        [(Errors.NOT_CONTROLLER, "not me", [{"EntityType": "user", "EntityName": "u"}])] * 2
+    message = "This is not the correct controller for this cluster."  # (Kafka's Errors.NOT_CONTROLLER.message())
+    assert [(r["ErrorCode"], r["ErrorMessage"], r["Entity"]) for r in response["Entries"]] == [
+        (Errors.NOT_CONTROLLER, message, [{"EntityType": "user", "EntityName": "u"}]),
+        (Errors.NOT_CONTROLLER, message, [{"EntityType": "user", "EntityName": "u"}]),
+        (Errors.NOT_CONTROLLER, message, twice["Entity"])]
 
 
 def test_a_write_past_ten_thousand_records_is_refused():

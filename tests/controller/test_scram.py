@@ -203,3 +203,12 @@ def test_a_write_past_ten_thousand_records_is_refused():
                                                "Unable to perform excessively large batch operation.")
     records, _answers = u.alter(upsertions=[{**fast, "Name": f"u{i}"} for i in range(10000)])
     assert len(records) == 10000 and len(u.image.scram) == 10000
+
+
+def test_a_whole_request_refused_with_the_errors_default_message_or_unknown_carries_none():
+    body = {"Deletions": [delete("a")], "Upsertions": []}
+    default = ControllerError(Errors.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+    unknown = ControllerError(Errors.UNKNOWN_SERVER_ERROR, "boom")
+    for error in (default, unknown):
+        response = alter_scram_response(body, None, error)  # type: ignore[arg-type]
+        assert response["Results"] == [{"User": "a", "ErrorCode": error.code, "ErrorMessage": None}]

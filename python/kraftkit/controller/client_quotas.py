@@ -42,7 +42,7 @@ from kraftkit.controller.cluster import ControllerError
 from kraftkit.controller.configs import MAX_RECORDS, java_string_hash
 from kraftkit.metadata.image import MetadataImage
 from kraftkit.protocol import types as t
-from kraftkit.protocol.messages import Errors
+from kraftkit.protocol.messages import ERROR_MESSAGES, Errors
 
 __all__ = [
     "IP_QUOTAS",
@@ -291,11 +291,23 @@ def alter_client_quotas_response(
     error: ControllerError | None = None,
 ) -> t.AlterClientQuotasResponse:
     """The AlterClientQuotasResponse: one entry per entity decided, or when the whole request failed
-    (NOT_CONTROLLER, a timeout) ``error`` for every entry of the request, as Kafka's getErrorResponse."""
+    (NOT_CONTROLLER, a timeout, too many records) ``error`` for every entry of the request, as Kafka's
+    getErrorResponse answers: each entry's entity as given, the error's default message."""
     if results is None:
         code = error.code if error else Errors.UNKNOWN_SERVER_ERROR
-        message = error.message if error else None
-        results = [(_Entry(d), code, message) for d in body.get("Entries") or []]
+        message = {int(k): v for k, v in ERROR_MESSAGES.items()}.get(code)
+        failed: list[t.AlterClientQuotasResponseEntryData] = [
+            {
+                "ErrorCode": code,
+                "ErrorMessage": message,
+                "Entity": [
+                    {"EntityType": e.get("EntityType") or "", "EntityName": e.get("EntityName")}
+                    for e in d.get("Entity") or []
+                ],
+            }
+            for d in body.get("Entries") or []
+        ]
+        return {"ThrottleTimeMs": 0, "Entries": failed}
     entries: list[t.AlterClientQuotasResponseEntryData] = [
         {"ErrorCode": code, "ErrorMessage": message, "Entity": _entity_data(entry)} for entry, code, message in results
     ]

@@ -39,7 +39,7 @@ from kraftkit.controller.configs import MAX_RECORDS
 from kraftkit.metadata.image import MetadataImage
 from kraftkit.metadata.mv_levels import MV_3_5_IV2
 from kraftkit.protocol import types as t
-from kraftkit.protocol.messages import Errors
+from kraftkit.protocol.messages import ERROR_MESSAGES, Errors
 
 __all__ = ["MAX_ITERATIONS", "MECHANISMS", "MIN_ITERATIONS", "alter_scram_response", "alter_user_scram_credentials"]
 
@@ -178,7 +178,10 @@ def alter_scram_response(
     getErrorResponse)."""
     if results is None:
         code = error.code if error else Errors.UNKNOWN_SERVER_ERROR
+        # (ApiError.fromThrowable: no message for UNKNOWN_SERVER_ERROR nor one that is the error's default)
         message = error.message if error else None
+        if code == Errors.UNKNOWN_SERVER_ERROR or message == {int(k): v for k, v in ERROR_MESSAGES.items()}.get(code):
+            message = None
         names = [d.get("Name", "") for d in body.get("Deletions") or []]
         names += [u.get("Name", "") for u in body.get("Upsertions") or []]
         ordered = sorted(set(names), key=lambda n: n.encode("utf-16-be", "surrogatepass"))
