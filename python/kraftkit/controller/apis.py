@@ -18,10 +18,12 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kraftkit.controller.client_quotas import alter_client_quotas, alter_client_quotas_response
 from kraftkit.controller.cluster import ControllerError
 from kraftkit.controller.configs import alter_response
 from kraftkit.controller.producer_ids import ProducerIdsBlock
 from kraftkit.controller.replication import create_topics_response
+from kraftkit.controller.scram import alter_scram_response, alter_user_scram_credentials
 from kraftkit.controller.topic_changes import (
     create_partitions,
     create_partitions_response,
@@ -277,6 +279,24 @@ class ControllerApis:
         build = functools.partial(c.producer_ids.generate_next_block, c.image, bid, epoch)
         return self._answer(f"AllocateProducerIds of broker {bid}", build, reply)
 
+    # ------------------------------------------------------------------ client quotas, SCRAM credentials
+    def alter_client_quotas(self, body: t.AlterClientQuotasRequest, version: int) -> asyncio.Future:
+        """Answers AlterClientQuotas (:mod:`kraftkit.controller.client_quotas`) once its ClientQuotaRecords
+        are committed (none: ValidateOnly, or every entity refused)."""
+        c = self.controller
+        reply = functools.partial(alter_client_quotas_response, body)
+        if not body.get("Entries"):
+            return _now(reply([]))  # (Kafka's controller answers an empty request without a write)
+        return self._answer("AlterClientQuotas", lambda: alter_client_quotas(c.image, body), reply)
+
+    def alter_user_scram_credentials(self, body: t.AlterUserScramCredentialsRequest, version: int) -> asyncio.Future:
+        """Answers AlterUserScramCredentials (:mod:`kraftkit.controller.scram`) once its records are committed."""
+        c = self.controller
+        reply = functools.partial(alter_scram_response, body)
+        if not body.get("Deletions") and not body.get("Upsertions"):
+            return _now(reply([]))
+        return self._answer("AlterUserScramCredentials", lambda: alter_user_scram_credentials(c.image, body), reply)
+
     # ------------------------------------------------------------------ UpdateFeatures
     async def update_features(self, body: t.UpdateFeaturesRequest, version: int) -> t.UpdateFeaturesResponse:
         """Answers an UpdateFeatures request (decoded at ``version``): validated against the image,
@@ -317,6 +337,12 @@ class ControllerApis:
         # (Kafka's clients read no message from a success; kraftkit's show what the rewrite lost)
         message = None if report is None else _rewrite_summary(report, validate_only)
         return _update_answer(version, Errors.NONE, message, names)
+
+
+def _now(answer: Any) -> asyncio.Future:
+    out: asyncio.Future = asyncio.get_running_loop().create_future()
+    out.set_result(answer)
+    return out
 
 
 def _error_message_reply(_answer: Any, error: ControllerError | None = None) -> dict[str, Any]:

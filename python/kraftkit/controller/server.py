@@ -49,6 +49,8 @@ CONTROLLER_APIS = (
     ApiKey.ALTER_PARTITION,
     ApiKey.ELECT_LEADERS,
     ApiKey.ASSIGN_REPLICAS_TO_DIRS,
+    ApiKey.ALTER_CLIENT_QUOTAS,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
     ApiKey.ENVELOPE,
 )
 
@@ -103,6 +105,8 @@ class ControllerNode(RaftNode):
             ApiKey.ALTER_PARTITION: c.alter_partition,
             ApiKey.ELECT_LEADERS: c.elect_leaders,
             ApiKey.ASSIGN_REPLICAS_TO_DIRS: c.assign_replicas_to_dirs,
+            ApiKey.ALTER_CLIENT_QUOTAS: c.alter_client_quotas,
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: c.alter_user_scram_credentials,
             ApiKey.ENVELOPE: self.envelope,
         }
 
