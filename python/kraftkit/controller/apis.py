@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from kraftkit.controller.cluster import ControllerError
 from kraftkit.controller.configs import alter_response
 from kraftkit.controller.producer_ids import ProducerIdsBlock
+from kraftkit.controller.reassignments import PartitionReassignments
 from kraftkit.controller.replication import create_topics_response
 from kraftkit.features.registry import MV_FEATURE
 from kraftkit.features.rewrite import RewriteReport, loss_line
@@ -47,6 +48,7 @@ class ControllerApis:
     def __init__(self, controller: QuorumController) -> None:
         self.controller = controller
         self.node_id = controller.node.node_id
+        self.reassignments = PartitionReassignments(controller.partitions)
 
     def _answer(
         self, what: str | Callable[[], str], build: Callable[[], tuple[list[bytes], Any]], reply: Callable[..., Any]
@@ -223,6 +225,56 @@ class ControllerApis:
 
         build = functools.partial(c.partitions.elect_leaders, c.image, body)
         return self._answer("ElectLeaders", build, reply)
+
+    # ------------------------------------------------------------------ partition reassignments
+    def alter_partition_reassignments(self, body: t.AlterPartitionReassignmentsRequest, version: int) -> asyncio.Future:
+        """Answers AlterPartitionReassignments (:mod:`kraftkit.controller.reassignments`) once its
+        PartitionChangeRecords are committed; a request naming no topic at once, on any node (as
+        Kafka's ``QuorumController``: a fresh response, ErrorMessage "")."""
+        if not body.get("Topics"):
+            out: asyncio.Future = asyncio.get_running_loop().create_future()
+            empty: t.AlterPartitionReassignmentsResponse = {"ThrottleTimeMs": 0, "AllowReplicationFactorChange": True,
+                                                            "ErrorCode": Errors.NONE, "ErrorMessage": "",
+                                                            "Responses": []}  # fmt: skip
+            out.set_result(empty)
+            return out
+        c = self.controller
+
+        def reply(answer: Any, error: ControllerError | None = None) -> t.AlterPartitionReassignmentsResponse:
+            if error is None:
+                return answer
+            # Kafka's AlterPartitionReassignmentsRequest.getErrorResponse: every partition carries the error
+            return {
+                "ThrottleTimeMs": 0,
+                "AllowReplicationFactorChange": True,
+                "ErrorCode": error.code,
+                "ErrorMessage": error.message,
+                "Responses": [
+                    {
+                        "Name": td.get("Name") or "",
+                        "Partitions": [
+                            {
+                                "PartitionIndex": pd.get("PartitionIndex", 0),
+                                "ErrorCode": error.code,
+                                "ErrorMessage": error.message,
+                            }
+                            for pd in td.get("Partitions") or []
+                        ],
+                    }
+                    for td in body.get("Topics") or []
+                ],
+            }
+
+        return self._answer(
+            "AlterPartitionReassignments", lambda: self.reassignments.alter_reassignments(c.image, body), reply
+        )
+
+    def list_partition_reassignments(self, body: t.ListPartitionReassignmentsRequest, version: int) -> asyncio.Future:
+        """Answers ListPartitionReassignments from this node's committed image. As Kafka's controllers
+        answer it: a read event, run by a standby controller too (from its committed state)."""
+        out: asyncio.Future = asyncio.get_running_loop().create_future()
+        out.set_result(self.reassignments.list_reassignments(self.controller.image, body))
+        return out
 
     # ------------------------------------------------------------------ producer ids
     def allocate_producer_ids(self, body: t.AllocateProducerIdsRequest, version: int) -> asyncio.Future:

@@ -45,6 +45,8 @@ CONTROLLER_APIS = (
     ApiKey.ALLOCATE_PRODUCER_IDS,
     ApiKey.ALTER_PARTITION,
     ApiKey.ELECT_LEADERS,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS,
     ApiKey.ENVELOPE,
 )
 
@@ -96,6 +98,8 @@ class ControllerNode(RaftNode):
             ApiKey.ALLOCATE_PRODUCER_IDS: c.allocate_producer_ids,
             ApiKey.ALTER_PARTITION: c.alter_partition,
             ApiKey.ELECT_LEADERS: c.elect_leaders,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: c.alter_partition_reassignments,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: c.list_partition_reassignments,
             ApiKey.ENVELOPE: self.envelope,
         }
 
