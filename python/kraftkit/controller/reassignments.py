@@ -38,14 +38,21 @@ from typing import Any
 
 from kraftkit.controller.cluster import ControllerError
 from kraftkit.controller.configs import MAX_RECORDS
-from kraftkit.controller.partition_change import Election
+from kraftkit.controller.partition_change import Election, PartitionChange
 from kraftkit.controller.partitions import PartitionControlManager
 from kraftkit.features.registry import MetadataVersion
 from kraftkit.metadata.image import MetadataImage, Topic
 from kraftkit.protocol import types as t
 from kraftkit.protocol.messages import Errors
 
-__all__ = ["PartitionReassignments", "in_progress", "reassignment_replicas", "revert"]
+__all__ = [
+    "PartitionReassignments",
+    "in_progress",
+    "plan_cancellation",
+    "plan_reassignment",
+    "reassignment_replicas",
+    "revert",
+]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +83,40 @@ def revert(partition: Mapping[str, Any]) -> tuple[list[int], list[int], bool]:
             Errors.INVALID_REPLICA_ASSIGNMENT, "Invalid replica assignment: addingReplicas contains all replicas."
         )
     return replicas, [replicas[0]], True
+
+
+def plan_reassignment(b: PartitionChange, target: Sequence[int]) -> None:
+    """Sets the targets of ``b`` (a partition's change) for a reassignment to ``target``, as Kafka's
+    ``changePartitionReassignment`` does: the replicas when they change, adding and removing when not
+    empty (else they stay as they are), the ONLINE election."""
+    current = list(b.partition["Replicas"])
+    replicas, adding, removing = reassignment_replicas(current, target)
+    b.election = Election.ONLINE
+    if replicas != current:
+        b.target_replicas = replicas
+    if removing:
+        b.target_removing = removing
+    if adding:
+        b.target_adding = adding
+
+
+def plan_cancellation(b: PartitionChange, unclean_allowed: bool, where: str) -> None:
+    """Sets the targets of ``b`` for the cancellation of the partition's reassignment, as Kafka's
+    ``cancelPartitionReassignment`` does (``where``: ``topic:partition`` for the refusals), or
+    :class:`ControllerError`: NO_REASSIGNMENT_IN_PROGRESS, or INVALID_REPLICA_ASSIGNMENT when it
+    needs an unclean election the topic does not allow."""
+    if not in_progress(b.partition):
+        # (Kafka's message is the error's own: the answer carries none)
+        raise ControllerError(Errors.NO_REASSIGNMENT_IN_PROGRESS, "")
+    replicas, isr, unclean = revert(b.partition)
+    if unclean and not unclean_allowed:
+        raise ControllerError(
+            Errors.INVALID_REPLICA_ASSIGNMENT,
+            f"Unable to revert partition assignment for {where} because it would require an unclean leader election.",
+        )
+    b.election = Election.UNCLEAN if unclean_allowed else Election.ONLINE
+    b.target_isr, b.target_replicas = isr, replicas
+    b.target_removing, b.target_adding = [], []
 
 
 class PartitionReassignments:
@@ -154,21 +195,8 @@ class PartitionReassignments:
 
     def _cancel(self, image: MetadataImage, mv: MetadataVersion, topic: Topic, pid: int) -> dict[str, Any] | None:
         """Kafka's ``cancelPartitionReassignment``."""
-        partition = topic.partitions[pid]
-        if not in_progress(partition):
-            # (Kafka's message is the error's own: the answer carries none)
-            raise ControllerError(Errors.NO_REASSIGNMENT_IN_PROGRESS, "")
-        replicas, isr, unclean = revert(partition)
-        unclean_allowed = self.partitions.unclean_enabled(image, topic.name)
-        if unclean and not unclean_allowed:
-            raise ControllerError(
-                Errors.INVALID_REPLICA_ASSIGNMENT,
-                f"Unable to revert partition assignment for {topic.name}:{pid} because it would require an unclean "
-                "leader election.",
-            )
-        b = self.partitions._builder(image, mv, topic, pid)  # UNCLEAN when the topic allows it, else ONLINE
-        b.target_isr, b.target_replicas = isr, replicas
-        b.target_removing, b.target_adding = [], []
+        b = self.partitions._builder(image, mv, topic, pid)
+        plan_cancellation(b, self.partitions.unclean_enabled(image, topic.name), f"{topic.name}:{pid}")
         return b.build()
 
     def _change(
@@ -187,14 +215,8 @@ class PartitionReassignments:
                 raise ControllerError(
                     Errors.INVALID_REPLICATION_FACTOR, f"The replication factor is changed from {rf} to {len(target)}"
                 )
-        replicas, adding, removing = reassignment_replicas(partition["Replicas"], target)
-        b = self.partitions._builder(image, mv, topic, pid, election=Election.ONLINE)
-        if replicas != list(partition["Replicas"]):
-            b.target_replicas = replicas
-        if removing:
-            b.target_removing = removing
-        if adding:
-            b.target_adding = adding
+        b = self.partitions._builder(image, mv, topic, pid)
+        plan_reassignment(b, target)
         return b.build()
 
     # ------------------------------------------------------------------ ListPartitionReassignments
