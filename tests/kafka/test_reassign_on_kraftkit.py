@@ -6,7 +6,9 @@ topic ``t`` with partition 0 on broker 101 and partition 1 on broker 102, record
 forwarded by the broker inside an Envelope); the new replicas catch up and their leaders' AlterPartition
 completes the reassignments (partition 0's leadership moves to 102); ``--verify`` (ListPartitionReassignments)
 reports both completed, ``--list`` finds none left, ``kafka-topics --describe`` shows the new replicas,
-and every record produced before is consumed back, with more produced after."""
+and every record produced before is consumed back, with more produced after. Then, broker 101 shut
+down, a reassignment adding it back cannot complete: ``--list`` shows it with its adding replica,
+``--verify`` says it is in progress, ``--cancel`` reverts it."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ import sys
 
 import pytest
 
+from kraftkit.protocol import KafkaConnection
+from kraftkit.protocol.messages import ApiKey
 from tests._procs import KraftkitProcess
 from tests.harness import jars, tools
 from tests.harness.node import free_port, random_cluster_id
@@ -99,6 +103,29 @@ def test_kafka_reassign_partitions_moves_replicas_on_a_kraftkit_quorum(kafka_jar
         got = tools.consume(V, brokers[102].bootstrap, "t")
         assert sorted((r["partition"], r["key"], r["value"]) for r in got) == sorted(
             (s["partition"], s["key"], s["value"]) for s in records(0, 60, 2))
+
+        # broker 101 shuts down; a reassignment adding it back to t-0 (sent through broker 102, which
+        # forwards it) cannot complete: the tool lists it and verifies it in progress, then cancels it
+        brokers[101].stop()
+        bootstrap = brokers[102].bootstrap
+        with KafkaConnection("127.0.0.1", brokers[102].broker_port, timeout=60) as conn:
+            api = ApiKey.ALTER_PARTITION_REASSIGNMENTS
+            got = conn.request(api, conn.version_for(api), {"TimeoutMs": 30000, "Topics": [
+                {"Name": "t", "Partitions": [{"PartitionIndex": 0, "Replicas": [102, 101]}]}]})
+        assert got["ErrorCode"] == 0 and got["Responses"][0]["Partitions"][0]["ErrorCode"] == 0, got
+        listed = reassign(bootstrap, "--list")
+        assert "Current partition reassignments:" in listed.stdout, (listed.stdout, listed.stderr)
+        assert "t-0: replicas: 102,101. adding: 101." in listed.stdout, listed.stdout
+        back = tmp_path / "back.json"
+        back.write_text(json.dumps({"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [102, 101]}]}))
+        proc = reassign(bootstrap, "--reassignment-json-file", str(back), "--verify", "--preserve-throttles")
+        assert "Reassignment of partition t-0 is still in progress." in proc.stdout, (proc.stdout, proc.stderr)
+        proc = reassign(bootstrap, "--reassignment-json-file", str(back), "--cancel", "--preserve-throttles")
+        assert proc.returncode == 0, (proc.stdout, proc.stderr, tails())
+        assert "Successfully cancelled partition reassignment for: t-0" in proc.stdout, proc.stdout
+        listed = reassign(bootstrap, "--list")
+        assert "No partition reassignments found." in listed.stdout, (listed.stdout, listed.stderr)
+        wait_for("t-0 back on 102 alone", lambda: describe(bootstrap).get(0) == (102, [102], [102]), tails)
     finally:
         for b in brokers.values():
             b.stop()
