@@ -16,16 +16,19 @@ change is one :class:`~kraftkit.controller.partition_change.PartitionChange` of 
   unclean elections. NO_REASSIGNMENT_IN_PROGRESS when none is.
 * **Validation**, per partition and in this order: UNKNOWN_TOPIC_OR_PARTITION for an unknown topic or
   partition; INVALID_REPLICA_ASSIGNMENT for an empty replica list, a broker that is not registered or
-  named twice; INVALID_REPLICATION_FACTOR when ``AllowReplicationFactorChange`` (v1; true before)
-  is false and the number of target replicas differs from the partition's replication factor (its
-  target's, while a reassignment is in progress). Each partition is answered on its own; the records
-  of those that succeeded commit together. One write holds at most 10000 records: a partition whose
-  record would pass that is answered UNKNOWN_SERVER_ERROR (Kafka's bounded record list).
+  named twice (Kafka 4.4 also refuses a broker whose log directories are all cordoned: kraftkit's
+  controller does not track cordoned directories, for CreateTopics neither); INVALID_REPLICATION_FACTOR
+  when ``AllowReplicationFactorChange`` (v1; true before) is false and the number of target replicas
+  differs from the partition's replication factor (its target's, while a reassignment is in progress).
+  Each partition is answered on its own; the records of those that succeeded commit together. One
+  write holds at most 10000 records: a partition whose record would pass that is answered
+  UNKNOWN_SERVER_ERROR (Kafka's bounded record list).
 * **The answer** echoes ``AllowReplicationFactorChange``; the top-level ErrorCode is NONE and
   ErrorMessage null (an error of the whole request, NOT_CONTROLLER say, is set there by the caller).
   A request naming no topic is answered at once, as Kafka's ``QuorumController`` answers it.
 * **ListPartitionReassignments** reads the committed image: with ``Topics`` null every partition
-  being reassigned (topics in the image's order, partitions ascending), else the named partitions
+  being reassigned (topics in the image's order, partitions ascending; Kafka's order is that of its
+  hash map of reassigning topics, which no client relies on), else the named partitions
   of the named topics that are being reassigned, in the order asked (unknown topics and partitions
   are left out); each with its Replicas, AddingReplicas and RemovingReplicas.
 """
