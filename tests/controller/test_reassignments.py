@@ -131,7 +131,6 @@ def test_a_new_target_during_a_reassignment_replaces_it():
 def test_every_rule_answers_its_own_partition_and_only_the_valid_ones_write():
     c = Reassigning()
     made(c, "t", [1, 2], [2, 3])
-    c.apply([])
     records, answer = c.reassign(
         ("nope", 0, [1]),
         ("t", 7, [1]),
