@@ -22,6 +22,7 @@ from kraftkit.controller.client_quotas import alter_client_quotas, alter_client_
 from kraftkit.controller.cluster import ControllerError
 from kraftkit.controller.configs import alter_response
 from kraftkit.controller.producer_ids import ProducerIdsBlock
+from kraftkit.controller.reassignments import PartitionReassignments
 from kraftkit.controller.replication import create_topics_response
 from kraftkit.controller.scram import alter_scram_response, alter_user_scram_credentials
 from kraftkit.controller.topic_changes import (
@@ -55,6 +56,7 @@ class ControllerApis:
     def __init__(self, controller: QuorumController) -> None:
         self.controller = controller
         self.node_id = controller.node.node_id
+        self.reassignments = PartitionReassignments(controller.partitions)
 
     def _answer(
         self, what: str | Callable[[], str], build: Callable[[], tuple[list[bytes], Any]], reply: Callable[..., Any]
@@ -258,6 +260,56 @@ class ControllerApis:
         c = self.controller
         build = functools.partial(create_partitions, c.replication, c.image, body)
         return self._answer("CreatePartitions", build, functools.partial(create_partitions_response, body))
+
+    # ------------------------------------------------------------------ partition reassignments
+    def alter_partition_reassignments(self, body: t.AlterPartitionReassignmentsRequest, version: int) -> asyncio.Future:
+        """Answers AlterPartitionReassignments (:mod:`kraftkit.controller.reassignments`) once its
+        PartitionChangeRecords are committed; a request naming no topic at once, on any node (as
+        Kafka's ``QuorumController``: a fresh response, ErrorMessage "")."""
+        if not body.get("Topics"):
+            out: asyncio.Future = asyncio.get_running_loop().create_future()
+            empty: t.AlterPartitionReassignmentsResponse = {"ThrottleTimeMs": 0, "AllowReplicationFactorChange": True,
+                                                            "ErrorCode": Errors.NONE, "ErrorMessage": "",
+                                                            "Responses": []}  # fmt: skip
+            out.set_result(empty)
+            return out
+        c = self.controller
+
+        def reply(answer: Any, error: ControllerError | None = None) -> t.AlterPartitionReassignmentsResponse:
+            if error is None:
+                return answer
+            # Kafka's AlterPartitionReassignmentsRequest.getErrorResponse: every partition carries the error
+            return {
+                "ThrottleTimeMs": 0,
+                "AllowReplicationFactorChange": True,
+                "ErrorCode": error.code,
+                "ErrorMessage": error.message,
+                "Responses": [
+                    {
+                        "Name": td.get("Name") or "",
+                        "Partitions": [
+                            {
+                                "PartitionIndex": pd.get("PartitionIndex", 0),
+                                "ErrorCode": error.code,
+                                "ErrorMessage": error.message,
+                            }
+                            for pd in td.get("Partitions") or []
+                        ],
+                    }
+                    for td in body.get("Topics") or []
+                ],
+            }
+
+        return self._answer(
+            "AlterPartitionReassignments", lambda: self.reassignments.alter_reassignments(c.image, body), reply
+        )
+
+    def list_partition_reassignments(self, body: t.ListPartitionReassignmentsRequest, version: int) -> asyncio.Future:
+        """Answers ListPartitionReassignments from this node's committed image. As Kafka's controllers
+        answer it: a read event, run by a standby controller too (from its committed state)."""
+        out: asyncio.Future = asyncio.get_running_loop().create_future()
+        out.set_result(self.reassignments.list_reassignments(self.controller.image, body))
+        return out
 
     # ------------------------------------------------------------------ producer ids
     def allocate_producer_ids(self, body: t.AllocateProducerIdsRequest, version: int) -> asyncio.Future:

@@ -51,6 +51,8 @@ CONTROLLER_APIS = (
     ApiKey.ASSIGN_REPLICAS_TO_DIRS,
     ApiKey.ALTER_CLIENT_QUOTAS,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS,
     ApiKey.ENVELOPE,
 )
 
@@ -107,6 +109,8 @@ class ControllerNode(RaftNode):
             ApiKey.ASSIGN_REPLICAS_TO_DIRS: c.assign_replicas_to_dirs,
             ApiKey.ALTER_CLIENT_QUOTAS: c.alter_client_quotas,
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: c.alter_user_scram_credentials,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: c.alter_partition_reassignments,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: c.list_partition_reassignments,
             ApiKey.ENVELOPE: self.envelope,
         }
 
