@@ -2,9 +2,10 @@
 
 Besides the quorum RPCs, DescribeQuorum and DescribeCluster it answers UpdateFeatures and the
 registration RPCs (ControllerRegistration, BrokerRegistration, BrokerHeartbeat, UnregisterBroker)
-the BROKER config RPCs (DescribeConfigs, IncrementalAlterConfigs, AlterConfigs: KIP-919) and
-CreateTopics through its :class:`~kraftkit.controller.quorum_controller.QuorumController`, and its ApiVersions
-carries the feature fields of KIP-584: SupportedFeatures (this node's ranges), FinalizedFeatures (from the
+the BROKER config RPCs (DescribeConfigs, IncrementalAlterConfigs, AlterConfigs: KIP-919),
+CreateTopics, CreateAcls and DeleteAcls through its
+:class:`~kraftkit.controller.quorum_controller.QuorumController`, and its ApiVersions carries
+the feature fields of KIP-584: SupportedFeatures (this node's ranges), FinalizedFeatures (from the
 committed log, eventually consistent on a follower) and FinalizedFeaturesEpoch (the offset of the
 last committed feature change, -1 if none). Brokers forward their clients' admin requests inside
 Envelope (KIP-590): see :meth:`ControllerNode.envelope`. It does not take Produce: the metadata log changes only
@@ -45,6 +46,8 @@ CONTROLLER_APIS = (
     ApiKey.ALLOCATE_PRODUCER_IDS,
     ApiKey.ALTER_PARTITION,
     ApiKey.ELECT_LEADERS,
+    ApiKey.CREATE_ACLS,
+    ApiKey.DELETE_ACLS,
     ApiKey.ENVELOPE,
 )
 
@@ -96,6 +99,8 @@ class ControllerNode(RaftNode):
             ApiKey.ALLOCATE_PRODUCER_IDS: c.allocate_producer_ids,
             ApiKey.ALTER_PARTITION: c.alter_partition,
             ApiKey.ELECT_LEADERS: c.elect_leaders,
+            ApiKey.CREATE_ACLS: c.create_acls,
+            ApiKey.DELETE_ACLS: c.delete_acls,
             ApiKey.ENVELOPE: self.envelope,
         }
 
@@ -135,7 +140,7 @@ class ControllerNode(RaftNode):
         INVALID_REQUEST, each logged with the reason (EnvelopeResponse has no message field). A
         forwardable API this node does not serve is answered inside ResponseData with its own
         UNSUPPORTED_VERSION response naming it. RequestPrincipal is not interpreted: kraftkit's
-        controller has no ACLs yet, so the forwarded principal is neither checked nor used."""
+        controller has no authorizer, so the forwarded principal is neither checked nor used."""
         data = body.get("RequestData") or b""
         peer = f"the envelope of {len(data)} bytes"
 

@@ -1,0 +1,419 @@
+"""``AclControlManager``: CreateAcls and DeleteAcls decided as Kafka 4.4's controller decides them.
+
+Kafka's controller changes ACLs only through the ``StandardAuthorizer`` configured on it
+(``authorizer.class.name``; without one CreateAcls and DeleteAcls are SECURITY_DISABLED). kraftkit's
+controller has no authorizer: it always takes them, as a Kafka controller with a ``StandardAuthorizer``
+does, but it authorizes nobody: the principal of the request (or of the Envelope that forwarded it)
+is not checked for ALTER on the cluster. The brokers' own ``StandardAuthorizer`` enforces the ACLs
+the controller committed, from the metadata log.
+
+**CreateAcls.** Each creation is checked as Kafka's ``AclApis`` does first (a CLUSTER resource must be
+named ``kafka-cluster``; the name must not be empty), then as its ``AclControlManager`` does, in this
+order: the resource type (not UNKNOWN nor ANY), the pattern type (LITERAL or PREFIXED), the operation
+(not UNKNOWN nor ANY), the permission type (ALLOW or DENY), the principal (``Type:Name``: a colon),
+the host (not empty; ``*`` or any string without ``/``; a CIDR ``address/prefix`` only from
+metadata.version 4.4-IV1, and it must parse). A refused creation has INVALID_REQUEST (UNSUPPORTED_VERSION
+for a CIDR host below 4.4-IV1) with Kafka's message; the others succeed. An ACL equal in every field
+to one in the image, or to one earlier in the request, succeeds without a record; each other is an
+``AccessControlEntryRecord`` with a random id that no ACL has. More than 10000 records refuse the
+whole request (POLICY_VIOLATION, every creation that passed the first checks).
+
+**DeleteAcls.** Each filter (Kafka's ``AclBindingFilter``) must be known (its resource and pattern
+types, its operation and permission type: codes Kafka knows, UNKNOWN refused: INVALID_REQUEST). It
+matches an ACL when: its resource type is ANY or the ACL's; its pattern type is ANY, MATCH or the
+ACL's; with a name, ANY or the ACL's pattern type compares names exactly, while MATCH also takes a
+LITERAL ``*`` ACL and a PREFIXED ACL whose name begins the filter's; a principal or host given must be
+equal; an operation or permission type other than ANY must be equal. Every matching ACL gets a
+``RemoveAccessControlEntryRecord`` (one per ACL, however many filters match it) and is listed in the
+filter's result with its fields. More than 10000 records refuse the whole request (INVALID_REQUEST).
+
+**A difference.** Kafka refuses a CreateAcls or DeleteAcls carrying the code 0 (UNKNOWN) for a type,
+an operation or a permission when it parses the request (it closes the connection, or answers a
+forwarded one with an INVALID_REQUEST Envelope); kraftkit answers it, each creation or filter with
+INVALID_REQUEST and the reason, and writes nothing.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from ipaddress import IPv6Address
+from typing import Any
+
+from kraftkit._core import encode_metadata_record
+from kraftkit._kafka import ACCESS_CONTROL_ENTRY, REMOVE_ACCESS_CONTROL_ENTRY
+from kraftkit.controller.cluster import ControllerError
+from kraftkit.features.registry import registry
+from kraftkit.metadata.image import MetadataImage, uuid_text
+from kraftkit.protocol import types as t
+from kraftkit.protocol.messages import Errors
+
+__all__ = [
+    "MAX_RECORDS_PER_USER_OP",
+    "AclControlManager",
+    "create_acls_response",
+    "delete_acls_response",
+]
+
+#: Kafka's ``QuorumController.MAX_RECORDS_PER_USER_OP``
+MAX_RECORDS_PER_USER_OP = 10000
+#: Kafka's ``Resource.CLUSTER_NAME``
+CLUSTER_NAME = "kafka-cluster"
+
+#: the codes of Kafka's enums (``fromCode`` of any other code is UNKNOWN)
+RESOURCE_TYPES = {0: "UNKNOWN", 1: "ANY", 2: "TOPIC", 3: "GROUP", 4: "CLUSTER", 5: "TRANSACTIONAL_ID",
+                  6: "DELEGATION_TOKEN", 7: "USER"}  # fmt: skip
+PATTERN_TYPES = {0: "UNKNOWN", 1: "ANY", 2: "MATCH", 3: "LITERAL", 4: "PREFIXED"}
+OPERATIONS = {0: "UNKNOWN", 1: "ANY", 2: "ALL", 3: "READ", 4: "WRITE", 5: "CREATE", 6: "DELETE", 7: "ALTER",
+              8: "DESCRIBE", 9: "CLUSTER_ACTION", 10: "DESCRIBE_CONFIGS", 11: "ALTER_CONFIGS", 12: "IDEMPOTENT_WRITE",
+              13: "CREATE_TOKENS", 14: "DESCRIBE_TOKENS", 15: "TWO_PHASE_COMMIT"}  # fmt: skip
+PERMISSION_TYPES = {0: "UNKNOWN", 1: "ANY", 2: "DENY", 3: "ALLOW"}
+UNKNOWN, ANY = 0, 1
+CLUSTER = 4
+MATCH, LITERAL, PREFIXED = 2, 3, 4
+DENY, ALLOW = 2, 3
+#: Kafka's ``ResourcePattern.WILDCARD_RESOURCE``
+WILDCARD = "*"
+
+_IPV4_CIDR = re.compile(r"([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})/([0-9]{1,2})")
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+_INT_MAX = 2**31 - 1
+
+
+def _known(codes: Mapping[int, str], code: int) -> int:
+    """Kafka's ``fromCode``: the code, or UNKNOWN (0) for one the enum does not have."""
+    return code if code in codes else UNKNOWN
+
+
+@dataclass(frozen=True)
+class Acl:
+    """Kafka's ``StandardAcl``: the fields of an ACL, equal when all are."""
+
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+    @classmethod
+    def of_record(cls, r: Mapping[str, Any]) -> Acl:
+        return cls(r["ResourceType"], r["ResourceName"], r["PatternType"], r["Principal"], r["Host"],
+                   r["Operation"], r["PermissionType"])  # fmt: skip
+
+    @classmethod
+    def of_creation(cls, c: t.CreateAclsRequestAclCreation) -> Acl:
+        return cls(
+            _known(RESOURCE_TYPES, c.get("ResourceType", 0)),
+            c.get("ResourceName") or "",
+            _known(PATTERN_TYPES, c.get("ResourcePatternType", LITERAL)),
+            c.get("Principal") or "",
+            c.get("Host") or "",
+            _known(OPERATIONS, c.get("Operation", 0)),
+            _known(PERMISSION_TYPES, c.get("PermissionType", 0)),
+        )
+
+    def record(self, acl_id: uuid.UUID) -> dict[str, Any]:
+        return {"Id": acl_id, "ResourceType": self.resource_type, "ResourceName": self.resource_name,
+                "PatternType": self.pattern_type, "Principal": self.principal, "Host": self.host,
+                "Operation": self.operation, "PermissionType": self.permission_type}  # fmt: skip
+
+    def matching(self) -> t.DeleteAclsResponseDeleteAclsFilterResultDeleteAclsMatchingAcl:
+        """The ACL as DeleteAcls lists it (Kafka's ``DeleteAclsResponse.matchingAcl``: no error, a null message)."""
+        return {"ErrorCode": Errors.NONE, "ErrorMessage": None, "ResourceType": self.resource_type,
+                "ResourceName": self.resource_name, "PatternType": self.pattern_type, "Principal": self.principal,
+                "Host": self.host, "Operation": self.operation, "PermissionType": self.permission_type}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class AclFilter:
+    """Kafka's ``AclBindingFilter`` (a ``ResourcePatternFilter`` and an ``AccessControlEntryFilter``)."""
+
+    resource_type: int
+    name: str | None
+    pattern_type: int
+    principal: str | None
+    host: str | None
+    operation: int
+    permission_type: int
+
+    @classmethod
+    def of(cls, f: t.DeleteAclsRequestDeleteAclsFilter) -> AclFilter:
+        return cls(
+            _known(RESOURCE_TYPES, f.get("ResourceTypeFilter", 0)),
+            f.get("ResourceNameFilter"),
+            _known(PATTERN_TYPES, f.get("PatternTypeFilter", LITERAL)),
+            f.get("PrincipalFilter"),
+            f.get("HostFilter"),
+            _known(OPERATIONS, f.get("Operation", 0)),
+            _known(PERMISSION_TYPES, f.get("PermissionType", 0)),
+        )
+
+    def check(self) -> None:
+        """Kafka's ``AclControlManager.validateFilter``."""
+        if self.resource_type == UNKNOWN or self.pattern_type == UNKNOWN:
+            raise ControllerError(Errors.INVALID_REQUEST, "Unknown patternFilter.")
+        if self.operation == UNKNOWN or self.permission_type == UNKNOWN:
+            raise ControllerError(Errors.INVALID_REQUEST, "Unknown entryFilter.")
+
+    def matches(self, acl: Acl) -> bool:
+        if self.resource_type != ANY and self.resource_type != acl.resource_type:
+            return False
+        if self.pattern_type not in (ANY, MATCH) and self.pattern_type != acl.pattern_type:
+            return False
+        if not self._name_matches(acl):
+            return False
+        if self.principal is not None and self.principal != acl.principal:
+            return False
+        if self.host is not None and self.host != acl.host:
+            return False
+        if self.operation != ANY and self.operation != acl.operation:
+            return False
+        return self.permission_type == ANY or self.permission_type == acl.permission_type
+
+    def _name_matches(self, acl: Acl) -> bool:
+        if self.name is None:
+            return True
+        if self.pattern_type in (ANY, acl.pattern_type):
+            return self.name == acl.resource_name
+        # a MATCH filter against a LITERAL or PREFIXED ACL
+        if acl.pattern_type == LITERAL:
+            return self.name == acl.resource_name or acl.resource_name == WILDCARD
+        if acl.pattern_type == PREFIXED:
+            return self.name.startswith(acl.resource_name)
+        # (Kafka throws IllegalArgumentException: the filter's result is UNKNOWN_SERVER_ERROR)
+        raise ControllerError(
+            Errors.UNKNOWN_SERVER_ERROR, "The server experienced an unexpected error when processing the request."
+        )
+
+
+def _name(codes: Mapping[int, str], code: int) -> str:
+    return codes.get(code, "UNKNOWN")
+
+
+def _pre_check(c: t.CreateAclsRequestAclCreation) -> ControllerError | None:
+    """What refuses a creation before the controller sees it: the request's UNKNOWN codes (Kafka's
+    parse, see the module's difference), then Kafka's ``AclApis`` checks."""
+    fields = (("resource pattern type", "ResourcePatternType"), ("resource type", "ResourceType"),
+              ("permission type", "PermissionType"), ("operation", "Operation"))  # fmt: skip
+    unknown = [
+        what for what, field in fields if c.get(field, LITERAL if field == "ResourcePatternType" else 0) == UNKNOWN
+    ]
+    if unknown:
+        return ControllerError(Errors.INVALID_REQUEST, f"CreatableAcls contain unknown elements: {', '.join(unknown)}")
+    name = c.get("ResourceName") or ""
+    if c.get("ResourceType") == CLUSTER and name != CLUSTER_NAME:
+        return ControllerError(
+            Errors.INVALID_REQUEST, f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
+        )
+    if not name:
+        return ControllerError(Errors.INVALID_REQUEST, "Invalid empty resource name")
+    return None
+
+
+def _check_new(acl: Acl, cidr_supported: bool) -> None:
+    """Kafka's ``AclControlManager.validateNewAcl``."""
+    if acl.resource_type in (UNKNOWN, ANY):
+        raise ControllerError(
+            Errors.INVALID_REQUEST, f"Invalid resourceType {_name(RESOURCE_TYPES, acl.resource_type)}"
+        )
+    if acl.pattern_type not in (LITERAL, PREFIXED):
+        raise ControllerError(Errors.INVALID_REQUEST, f"Invalid patternType {_name(PATTERN_TYPES, acl.pattern_type)}")
+    if acl.operation in (UNKNOWN, ANY):
+        raise ControllerError(Errors.INVALID_REQUEST, f"Invalid operation {_name(OPERATIONS, acl.operation)}")
+    if acl.permission_type not in (DENY, ALLOW):
+        raise ControllerError(
+            Errors.INVALID_REQUEST, f"Invalid permissionType {_name(PERMISSION_TYPES, acl.permission_type)}"
+        )
+    if not acl.resource_name:
+        raise ControllerError(Errors.INVALID_REQUEST, "Resource name should not be empty")
+    if ":" not in acl.principal:
+        raise ControllerError(
+            Errors.INVALID_REQUEST,
+            f"Could not parse principal from `{acl.principal}` "
+            "(no colon is present separating the principal type from the principal name)",
+        )
+    _check_host(acl.host, cidr_supported)
+
+
+def _check_host(host: str, cidr_supported: bool) -> None:
+    """Kafka's ``validateHostPattern``: a CIDR host (one with ``/``) is validated as Kafka's
+    ``CidrUtils`` does (commons-net's SubnetUtils for IPv4, SubnetUtils6 when it has a ``:``)."""
+    if not host:
+        raise ControllerError(Errors.INVALID_REQUEST, "Host pattern cannot be null or empty")
+    if host == "*" or "/" not in host:
+        return
+    if not cidr_supported:
+        first = next(m.name for m in registry().metadata_versions if m.supported("cidr_acl"))
+        raise ControllerError(
+            Errors.UNSUPPORTED_VERSION, f"CIDR-based ACL host patterns require metadata version {first} or higher."
+        )
+    why = _cidr_error(host)
+    if why is not None:
+        raise ControllerError(Errors.INVALID_REQUEST, f"Invalid CIDR notation '{host}': {why}")
+
+
+def _cidr_error(cidr: str) -> str | None:
+    if ":" not in cidr:
+        m = _IPV4_CIDR.fullmatch(cidr)
+        if m is None:
+            return f"Could not parse [{cidr}]"
+        for i, top in ((1, 255), (2, 255), (3, 255), (4, 255), (5, 32)):
+            value = int(m.group(i))
+            if value > top:
+                return f"Value [{value}] not in range [0,{top}]"
+        return None
+    slash = cidr.index("/")
+    address, prefix = cidr[:slash], cidr[slash + 1 :]
+    if not _JAVA_INT.fullmatch(prefix) or not -(2**31) <= int(prefix) <= _INT_MAX:
+        return f"Could not parse [{cidr}] - invalid prefix length"
+    if not 0 <= int(prefix) <= 128:
+        return f"Could not parse [{cidr}] - prefix length must be between 0 and128"
+    literal = address[1:-1] if address.startswith("[") and address.endswith("]") else address
+    try:
+        parsed = IPv6Address(literal)
+    except ValueError:
+        return f"Could not parse [{address}]"
+    if parsed.ipv4_mapped is not None:  # (Java's InetAddress gives an Inet4Address for those)
+        return f"Could not parse [{address}] - not an IPv6 address"
+    return None
+
+
+def _random_acl_id(taken: Mapping[uuid.UUID, Any] | set[uuid.UUID], rng: random.Random) -> uuid.UUID:
+    """A random id as Kafka's ``Uuid.randomUuid`` makes one (not a reserved id, its text not starting
+    with '-'), that no ACL has."""
+    while True:
+        u = uuid.UUID(int=rng.getrandbits(128), version=4)
+        if u.int >= 100 and not uuid_text(u).startswith("-") and u not in taken:
+            return u
+
+
+class AclControlManager:
+    """CreateAcls and DeleteAcls against the committed image (see the module's rules). ``rng`` makes
+    the ids of new ACLs (a system source by default)."""
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self.random = rng if rng is not None else random.SystemRandom()
+
+    def create_acls(
+        self, image: MetadataImage, body: t.CreateAclsRequest
+    ) -> tuple[list[bytes], list[t.CreateAclsResponseAclCreationResult]]:
+        """The AccessControlEntryRecords of a CreateAclsRequest and its per-creation results."""
+        level = image.metadata_version
+        if level is None:
+            raise ControllerError(Errors.NOT_CONTROLLER, "the metadata log holds no metadata.version yet")
+        cidr = registry().metadata_version(level).supported("cidr_acl")
+        existing = {Acl.of_record(r) for r in image.acls.values()}
+        taken = set(image.acls)
+        new: set[Acl] = set()
+        records: list[bytes] = []
+        results: list[t.CreateAclsResponseAclCreationResult] = []
+        for creation in body.get("Creations") or []:
+            refused = _pre_check(creation)
+            acl = Acl.of_creation(creation)
+            if refused is None:
+                try:
+                    _check_new(acl, cidr)
+                except ControllerError as e:
+                    refused = e
+            if refused is not None:
+                results.append({"ErrorCode": refused.code, "ErrorMessage": refused.message})
+                continue
+            if acl not in existing and acl not in new:
+                if len(records) >= MAX_RECORDS_PER_USER_OP:
+                    raise ControllerError(
+                        Errors.POLICY_VIOLATION, "Unable to perform excessively large batch operation."
+                    )
+                new.add(acl)
+                acl_id = _random_acl_id(taken, self.random)
+                taken.add(acl_id)
+                records.append(encode_metadata_record(ACCESS_CONTROL_ENTRY, 0, acl.record(acl_id)))
+            results.append({"ErrorCode": Errors.NONE, "ErrorMessage": ""})
+        return records, results
+
+    def delete_acls(
+        self, image: MetadataImage, body: t.DeleteAclsRequest
+    ) -> tuple[list[bytes], list[t.DeleteAclsResponseDeleteAclsFilterResult]]:
+        """The RemoveAccessControlEntryRecords of a DeleteAclsRequest and its per-filter results."""
+        acls = [(acl_id, Acl.of_record(r)) for acl_id, r in image.acls.items()]
+        removed: dict[uuid.UUID, bytes] = {}
+        results: list[t.DeleteAclsResponseDeleteAclsFilterResult] = []
+        for f in body.get("Filters") or []:
+            refused = _unknown_filter(f)
+            matching: list[t.DeleteAclsResponseDeleteAclsFilterResultDeleteAclsMatchingAcl] = []
+            try:
+                if refused is not None:
+                    raise refused
+                flt = AclFilter.of(f)
+                flt.check()
+                for acl_id, acl in acls:
+                    if not flt.matches(acl):
+                        continue
+                    if len(removed) >= MAX_RECORDS_PER_USER_OP:
+                        raise _TooMany()
+                    matching.append(acl.matching())
+                    if acl_id not in removed:
+                        removed[acl_id] = encode_metadata_record(REMOVE_ACCESS_CONTROL_ENTRY, 0, {"Id": acl_id})
+            except _TooMany:
+                raise  # (Kafka rethrows it: the whole request fails)
+            except ControllerError as e:
+                results.append({"ErrorCode": e.code, "ErrorMessage": e.message, "MatchingAcls": []})
+                continue
+            results.append({"ErrorCode": Errors.NONE, "ErrorMessage": None, "MatchingAcls": matching})
+        return list(removed.values()), results
+
+
+class _TooMany(ControllerError):
+    """More matching ACLs than one request may remove: the whole request fails."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            Errors.INVALID_REQUEST,
+            f"Cannot remove more than {MAX_RECORDS_PER_USER_OP} acls in a single delete operation.",
+        )
+
+
+def _unknown_filter(f: t.DeleteAclsRequestDeleteAclsFilter) -> ControllerError | None:
+    """A filter carrying the code 0 (UNKNOWN) Kafka's request parse refuses (the module's difference)."""
+    fields = ("PatternTypeFilter", "ResourceTypeFilter", "Operation", "PermissionType")
+    unknown = [field for field in fields if f.get(field, 0 if field != "PatternTypeFilter" else LITERAL) == UNKNOWN]
+    if unknown:
+        return ControllerError(Errors.INVALID_REQUEST, f"Filters contain UNKNOWN elements: {', '.join(unknown)}")
+    return None
+
+
+def create_acls_response(
+    body: t.CreateAclsRequest,
+    results: list[t.CreateAclsResponseAclCreationResult] | None,
+    error: ControllerError | None = None,
+) -> t.CreateAclsResponse:
+    """A CreateAclsResponse: the per-creation ``results``, or when the whole request failed
+    (NOT_CONTROLLER, a timeout, too many records) ``error`` for every creation but those refused
+    before the controller saw them, which keep their own (Kafka's ``ClusterMetadataAuthorizer``)."""
+    if results is None:
+        assert error is not None
+        results = []
+        for c in body.get("Creations") or []:
+            e = _pre_check(c) or error
+            results.append({"ErrorCode": e.code, "ErrorMessage": e.message})
+    return {"ThrottleTimeMs": 0, "Results": results}
+
+
+def delete_acls_response(
+    body: t.DeleteAclsRequest,
+    results: list[t.DeleteAclsResponseDeleteAclsFilterResult] | None,
+    error: ControllerError | None = None,
+) -> t.DeleteAclsResponse:
+    """A DeleteAclsResponse: the per-filter ``results``, or ``error`` for every filter when the whole
+    request failed."""
+    if results is None:
+        assert error is not None
+        results = [
+            {"ErrorCode": error.code, "ErrorMessage": error.message, "MatchingAcls": []}
+            for _ in body.get("Filters") or []
+        ]
+    return {"ThrottleTimeMs": 0, "FilterResults": results}
