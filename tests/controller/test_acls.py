@@ -24,6 +24,11 @@ from kraftkit.controller.cluster import ControllerError
 from kraftkit.metadata.image import MetadataImage
 from kraftkit.metadata.mv_levels import MV_4_3_IV0, MV_4_4_IV1
 from kraftkit.protocol.messages import ApiKey, Errors, decode_response
+from tests.raft._cluster import wait_for
+
+from ._nodes import make_controllers, running
+from .test_registration import call, quiet_leader
+from .test_topics_live import envelope
 
 # the codes of Kafka's enums (ResourceType, PatternType, AclOperation, AclPermissionType)
 ANY = 1
@@ -367,3 +372,67 @@ def test_more_matches_than_the_bound_refuse_the_whole_request():
     assert answer["FilterResults"] == [{"ErrorCode": Errors.INVALID_REQUEST, "ErrorMessage": e.value.message,
                                         "MatchingAcls": []}] * 2
     assert len(img.image.acls) == MAX_RECORDS_PER_USER_OP + 1
+
+
+# ---------------------------------------------------------------------------------------------- live
+def acl_batches(node) -> list[list[tuple[int, dict]]]:
+    """The committed batches holding ACL records: (api key, fields) of each of their records."""
+    out = []
+    for batch in node.committed_batches(0):
+        if batch.is_control:
+            continue
+        recs = [decode_metadata_record(r.value) for r in batch.records()]
+        if any(k in (ACCESS_CONTROL_ENTRY, REMOVE_ACCESS_CONTROL_ENTRY) for k, _v, _d in recs):
+            out.append([(k, d) for k, _v, d in recs])
+    return out
+
+
+@pytest.mark.timeout(120)
+def test_create_and_delete_acls_direct_and_forwarded_on_three_controllers(tmp_path):
+    async def main():
+        nodes = make_controllers(tmp_path, release_version="4.3")
+        async with running(nodes):
+            leader = await quiet_leader(nodes)
+            follower = next(n for n in nodes if n is not leader)
+
+            # direct: one batch of the new ACLs, committed before the answer; a refusal writes nothing
+            body = {"Creations": [creation(name="t"), creation(name="t"), creation(principal="alice"),
+                                  creation(rt=GROUP, name="g", op=READ)]}
+            got = await call(leader, ApiKey.CREATE_ACLS, body)
+            assert [r["ErrorCode"] for r in got["Results"]] == \
+                [Errors.NONE, Errors.NONE, Errors.INVALID_REQUEST, Errors.NONE]
+            (batch,) = acl_batches(leader)
+            assert [(k, d["ResourceName"]) for k, d in batch] == [(ACCESS_CONTROL_ENTRY, "t"),
+                                                                  (ACCESS_CONTROL_ENTRY, "g")]
+            assert sorted(leader.controller.image.acls) == sorted(d["Id"] for _k, d in batch)
+
+            # forwarded inside an Envelope: the answer, with its response header, in ResponseData
+            inner = encode_request(ApiKey.DELETE_ACLS, 3, 77, "broker-100", {"Filters": [acl_filter(rt=TOPIC)]})
+            env = await call(leader, ApiKey.ENVELOPE, envelope(inner))
+            assert env["ErrorCode"] == Errors.NONE
+            corr, answer = decode_response(ApiKey.DELETE_ACLS, 3, env["ResponseData"])
+            assert corr == 77
+            ((_k, t_acl), (_k2, g_acl)) = batch
+            (result,) = answer["FilterResults"]
+            assert (result["ErrorCode"], result["ErrorMessage"]) == (Errors.NONE, None)
+            assert result["MatchingAcls"] == [{
+                "ErrorCode": 0, "ErrorMessage": None, "ResourceType": TOPIC, "ResourceName": "t",
+                "PatternType": LITERAL, "Principal": "User:alice", "Host": "*", "Operation": WRITE,
+                "PermissionType": ALLOW}]
+            removed = acl_batches(leader)[1]
+            assert removed == [(REMOVE_ACCESS_CONTROL_ENTRY, {"Id": t_acl["Id"]})]
+            assert list(leader.controller.image.acls) == [g_acl["Id"]]
+
+            # a follower: NOT_CONTROLLER for every creation directly, at the envelope level when forwarded
+            got = await call(follower, ApiKey.CREATE_ACLS, {"Creations": [creation(name="f"), creation(name="")]})
+            assert [r["ErrorCode"] for r in got["Results"]] == [Errors.NOT_CONTROLLER, Errors.INVALID_REQUEST]
+            got = await call(follower, ApiKey.DELETE_ACLS, {"Filters": [acl_filter()]})
+            assert [r["ErrorCode"] for r in got["FilterResults"]] == [Errors.NOT_CONTROLLER]
+            inner = encode_request(ApiKey.CREATE_ACLS, 3, 1, "broker-100", {"Creations": [creation(name="f")]})
+            env = await call(follower, ApiKey.ENVELOPE, envelope(inner))
+            assert env == {"ResponseData": None, "ErrorCode": Errors.NOT_CONTROLLER}
+
+            # every node replays the committed ACLs
+            await wait_for(lambda: all(list(n.controller.image.acls) == [g_acl["Id"]] for n in nodes),
+                           what="the ACLs on every node")
+    asyncio.run(main())
