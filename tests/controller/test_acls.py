@@ -147,16 +147,11 @@ CIDR_REFUSED = "CIDR-based ACL host patterns require metadata version 4.4-IV1 or
      "The only valid name for the CLUSTER resource is kafka-cluster"),
     ({"name": ""}, Errors.INVALID_REQUEST, "Invalid empty resource name"),
     # AclControlManager.validateNewAcl, in its order
-    ({"rt": ANY}, Errors.INVALID_REQUEST, "Invalid resourceType ANY"),
     ({"rt": 99}, Errors.INVALID_REQUEST, "Invalid resourceType UNKNOWN"),
-    ({"rt": ANY, "pt": ANY}, Errors.INVALID_REQUEST, "Invalid resourceType ANY"),
-    ({"pt": ANY}, Errors.INVALID_REQUEST, "Invalid patternType ANY"),
-    ({"pt": MATCH}, Errors.INVALID_REQUEST, "Invalid patternType MATCH"),
+    ({"rt": 99, "pt": 9}, Errors.INVALID_REQUEST, "Invalid resourceType UNKNOWN"),
     ({"pt": 9}, Errors.INVALID_REQUEST, "Invalid patternType UNKNOWN"),
-    ({"op": ANY}, Errors.INVALID_REQUEST, "Invalid operation ANY"),
     ({"op": 42}, Errors.INVALID_REQUEST, "Invalid operation UNKNOWN"),
-    ({"op": ANY, "perm": ANY}, Errors.INVALID_REQUEST, "Invalid operation ANY"),
-    ({"perm": ANY}, Errors.INVALID_REQUEST, "Invalid permissionType ANY"),
+    ({"op": 42, "perm": 7}, Errors.INVALID_REQUEST, "Invalid operation UNKNOWN"),
     ({"perm": 7}, Errors.INVALID_REQUEST, "Invalid permissionType UNKNOWN"),
     ({"principal": "alice"}, Errors.INVALID_REQUEST,
      "Could not parse principal from `alice` (no colon is present separating the principal type from the "
@@ -170,7 +165,7 @@ CIDR_REFUSED = "CIDR-based ACL host patterns require metadata version 4.4-IV1 or
     ({"host": "10.0.0.0/8/8"}, Errors.INVALID_REQUEST,
      "Invalid CIDR notation '10.0.0.0/8/8': Could not parse [10.0.0.0/8/8]"),
     ({"host": "fe80::/129"}, Errors.INVALID_REQUEST,
-     "Invalid CIDR notation 'fe80::/129': Could not parse [fe80::/129] - prefix length must be between 0 and128"),
+     "Invalid CIDR notation 'fe80::/129': Could not parse [fe80::/129] - prefix length must be between 0 and 128"),
     ({"host": "fe80::/x"}, Errors.INVALID_REQUEST,
      "Invalid CIDR notation 'fe80::/x': Could not parse [fe80::/x] - invalid prefix length"),
     ({"host": "zz::/10"}, Errors.INVALID_REQUEST, "Invalid CIDR notation 'zz::/10': Could not parse [zz::]"),
@@ -206,16 +201,25 @@ def test_a_cidr_host_below_4_4_iv1_is_unsupported_version():
     assert [r["Host"] for _k, _v, r in records] == ["10.0.0.1"]
 
 
+@pytest.mark.parametrize("fields", [{"rt": ANY}, {"pt": ANY}, {"pt": MATCH}, {"op": ANY}, {"perm": ANY}])
+def test_a_creation_kafka_cannot_bind_fails_the_whole_request(fields):
+    """Kafka's AclApis makes an AclBinding of each creation first: ResourcePattern and AccessControlEntry
+    throw IllegalArgumentException for these, and the request's error response has it for every creation."""
+    img = Image()
+    records, results = img.create(creation(name="ok"), creation(**fields), creation(name=""))
+    assert records == [] and results == [{"ErrorCode": Errors.UNKNOWN_SERVER_ERROR, "ErrorMessage": None}] * 3
+    answer = create_acls_response({"Creations": [creation(**fields)]}, None, ControllerError(Errors.NOT_CONTROLLER, ""))
+    assert answer["Results"] == [{"ErrorCode": Errors.UNKNOWN_SERVER_ERROR, "ErrorMessage": None}]
+
+
 @pytest.mark.parametrize("field", ["ResourceType", "ResourcePatternType", "Operation", "PermissionType"])
-def test_an_unknown_code_is_refused_as_the_request_parse_would(field):
+def test_an_unknown_code_refuses_the_whole_request_as_its_parse_would(field):
     img = Image()
     c = creation()
     c[field] = 0
-    records, results = img.create(c, creation(name="ok"))
-    assert records and [r["ResourceName"] for _k, _v, r in records] == ["ok"]
-    assert results[0]["ErrorCode"] == Errors.INVALID_REQUEST
-    assert results[0]["ErrorMessage"].startswith("CreatableAcls contain unknown elements")
-    assert results[1] == OK
+    records, results = img.create(creation(name="ok"), c)
+    assert records == [] and [r["ErrorCode"] for r in results] == [Errors.INVALID_REQUEST] * 2
+    assert all(r["ErrorMessage"].startswith("CreatableAcls contain unknown elements: creation 1: ") for r in results)
 
 
 def test_refusals_do_not_stop_the_other_creations_and_results_keep_the_order():
@@ -237,7 +241,7 @@ def test_more_than_the_bound_of_new_acls_refuses_the_whole_request():
     assert (e.value.code, e.value.message) == (Errors.POLICY_VIOLATION,
                                                "Unable to perform excessively large batch operation.")
     # the answer: every creation the controller saw has the error, those refused before keep theirs
-    body = {"Creations": [creation(name="a"), creation(name=""), creation(rt=ANY)]}
+    body = {"Creations": [creation(name="a"), creation(name=""), creation(rt=99)]}
     answer = create_acls_response(body, None, e.value)
     violation = {"ErrorCode": Errors.POLICY_VIOLATION, "ErrorMessage": e.value.message}
     assert answer == {"ThrottleTimeMs": 0, "Results": [
@@ -336,13 +340,14 @@ def test_an_unknown_filter_is_invalid_request_and_the_others_go_on(fields, messa
 
 
 @pytest.mark.parametrize("field", ["ResourceTypeFilter", "PatternTypeFilter", "Operation", "PermissionType"])
-def test_a_filter_with_an_unknown_code_is_refused_as_the_request_parse_would(field):
+def test_a_filter_with_an_unknown_code_refuses_the_whole_request_as_its_parse_would(field):
     img, _ = five_acls()
     f = acl_filter()
     f[field] = 0
-    records, (result,) = img.delete(f)
-    assert records == [] and result["ErrorCode"] == Errors.INVALID_REQUEST and result["MatchingAcls"] == []
-    assert result["ErrorMessage"].startswith("Filters contain UNKNOWN elements")
+    records, results = img.delete(acl_filter(), f)
+    assert records == [] and len(img.image.acls) == len(ACLS)
+    assert [(r["ErrorCode"], r["MatchingAcls"]) for r in results] == [(Errors.INVALID_REQUEST, [])] * 2
+    assert all(r["ErrorMessage"].startswith(f"Filters contain UNKNOWN elements: filter 1: {field}") for r in results)
 
 
 def test_no_match_and_no_filter():

@@ -7,16 +7,19 @@ does, but it authorizes nobody: the principal of the request (or of the Envelope
 is not checked for ALTER on the cluster. The brokers' own ``StandardAuthorizer`` enforces the ACLs
 the controller committed, from the metadata log.
 
-**CreateAcls.** Each creation is checked as Kafka's ``AclApis`` does first (a CLUSTER resource must be
-named ``kafka-cluster``; the name must not be empty), then as its ``AclControlManager`` does, in this
-order: the resource type (not UNKNOWN nor ANY), the pattern type (LITERAL or PREFIXED), the operation
-(not UNKNOWN nor ANY), the permission type (ALLOW or DENY), the principal (``Type:Name``: a colon),
-the host (not empty; ``*`` or any string without ``/``; a CIDR ``address/prefix`` only from
-metadata.version 4.4-IV1, and it must parse). A refused creation has INVALID_REQUEST (UNSUPPORTED_VERSION
-for a CIDR host below 4.4-IV1) with Kafka's message; the others succeed. An ACL equal in every field
-to one in the image, or to one earlier in the request, succeeds without a record; each other is an
-``AccessControlEntryRecord`` with a random id that no ACL has. More than 10000 records refuse the
-whole request (POLICY_VIOLATION, every creation that passed the first checks).
+**CreateAcls.** A creation Kafka cannot make an ``AclBinding`` of (resource type ANY, pattern type
+ANY or MATCH, operation or permission type ANY) fails the whole request, as in Kafka's ``AclApis``:
+every creation UNKNOWN_SERVER_ERROR without a message, nothing written. Otherwise each creation is
+checked as ``AclApis`` does first (a CLUSTER resource must be named ``kafka-cluster``; the name must
+not be empty), then as the controller's ``AclControlManager`` does, in this order: the resource type
+(a code Kafka does not know is UNKNOWN, refused), the pattern type (LITERAL or PREFIXED), the
+operation, the permission type (ALLOW or DENY), the principal (``Type:Name``: a colon), the host (not
+empty; ``*`` or any string without ``/``; a CIDR ``address/prefix`` only from metadata.version
+4.4-IV1, and it must parse as Kafka's ``CidrUtils`` parses it). A refused creation has INVALID_REQUEST
+(UNSUPPORTED_VERSION for a CIDR host below 4.4-IV1) with Kafka's message; the others succeed. An ACL
+equal in every field to one in the image, or to one earlier in the request, succeeds without a
+record; each other is an ``AccessControlEntryRecord`` with a random id that no ACL has. More than
+10000 records refuse the whole request (POLICY_VIOLATION, every creation that passed ``AclApis``).
 
 **DeleteAcls.** Each filter (Kafka's ``AclBindingFilter``) must be known (its resource and pattern
 types, its operation and permission type: codes Kafka knows, UNKNOWN refused: INVALID_REQUEST). It
@@ -29,8 +32,10 @@ filter's result with its fields. More than 10000 records refuse the whole reques
 
 **A difference.** Kafka refuses a CreateAcls or DeleteAcls carrying the code 0 (UNKNOWN) for a type,
 an operation or a permission when it parses the request (it closes the connection, or answers a
-forwarded one with an INVALID_REQUEST Envelope); kraftkit answers it, each creation or filter with
-INVALID_REQUEST and the reason, and writes nothing.
+forwarded one with an INVALID_REQUEST Envelope); kraftkit answers it, every creation or filter with
+INVALID_REQUEST and the reason, and writes nothing. A request refused before Kafka's controller is
+asked is answered NOT_CONTROLLER by a kraftkit controller that is not the active one (the broker
+then asks the active one, which refuses it as Kafka would).
 """
 
 from __future__ import annotations
@@ -195,16 +200,33 @@ def _name(codes: Mapping[int, str], code: int) -> str:
     return codes.get(code, "UNKNOWN")
 
 
-def _pre_check(c: t.CreateAclsRequestAclCreation) -> ControllerError | None:
-    """What refuses a creation before the controller sees it: the request's UNKNOWN codes (Kafka's
-    parse, see the module's difference), then Kafka's ``AclApis`` checks."""
+def _request_refusal(body: t.CreateAclsRequest) -> tuple[int, str | None] | None:
+    """What refuses a whole CreateAcls request before its creations are looked at, as (error, message):
+    a code 0 (UNKNOWN) anywhere (Kafka's request parse; the module's difference), then a creation Kafka
+    cannot make an ``AclBinding`` of (resource type ANY, pattern type ANY or MATCH, operation or permission
+    type ANY: ``IllegalArgumentException`` in ``AclApis``, every creation UNKNOWN_SERVER_ERROR, no message)."""
+    creations = body.get("Creations") or []
     fields = (("resource pattern type", "ResourcePatternType"), ("resource type", "ResourceType"),
               ("permission type", "PermissionType"), ("operation", "Operation"))  # fmt: skip
-    unknown = [
-        what for what, field in fields if c.get(field, LITERAL if field == "ResourcePatternType" else 0) == UNKNOWN
-    ]
-    if unknown:
-        return ControllerError(Errors.INVALID_REQUEST, f"CreatableAcls contain unknown elements: {', '.join(unknown)}")
+    for i, c in enumerate(creations):
+        unknown = [
+            what for what, field in fields if c.get(field, LITERAL if field == "ResourcePatternType" else 0) == UNKNOWN
+        ]
+        if unknown:
+            return Errors.INVALID_REQUEST, f"CreatableAcls contain unknown elements: creation {i}: {', '.join(unknown)}"
+    for c in creations:
+        if (
+            c.get("ResourceType") == ANY
+            or c.get("ResourcePatternType", LITERAL) in (ANY, MATCH)
+            or c.get("Operation") == ANY
+            or c.get("PermissionType") == ANY
+        ):
+            return Errors.UNKNOWN_SERVER_ERROR, None
+    return None
+
+
+def _pre_check(c: t.CreateAclsRequestAclCreation) -> ControllerError | None:
+    """What Kafka's ``AclApis`` refuses in a creation before the controller sees it."""
     name = c.get("ResourceName") or ""
     if c.get("ResourceType") == CLUSTER and name != CLUSTER_NAME:
         return ControllerError(
@@ -272,7 +294,7 @@ def _cidr_error(cidr: str) -> str | None:
     if not _JAVA_INT.fullmatch(prefix) or not -(2**31) <= int(prefix) <= _INT_MAX:
         return f"Could not parse [{cidr}] - invalid prefix length"
     if not 0 <= int(prefix) <= 128:
-        return f"Could not parse [{cidr}] - prefix length must be between 0 and128"
+        return f"Could not parse [{cidr}] - prefix length must be between 0 and 128"
     literal = address[1:-1] if address.startswith("[") and address.endswith("]") else address
     try:
         parsed = IPv6Address(literal)
@@ -307,12 +329,17 @@ class AclControlManager:
         if level is None:
             raise ControllerError(Errors.NOT_CONTROLLER, "the metadata log holds no metadata.version yet")
         cidr = registry().metadata_version(level).supported("cidr_acl")
+        creations = body.get("Creations") or []
+        refused_all = _request_refusal(body)
+        if refused_all is not None:
+            code, message = refused_all
+            return [], [{"ErrorCode": code, "ErrorMessage": message} for _ in creations]
         existing = {Acl.of_record(r) for r in image.acls.values()}
         taken = set(image.acls)
         new: set[Acl] = set()
         records: list[bytes] = []
         results: list[t.CreateAclsResponseAclCreationResult] = []
-        for creation in body.get("Creations") or []:
+        for creation in creations:
             refused = _pre_check(creation)
             acl = Acl.of_creation(creation)
             if refused is None:
@@ -339,15 +366,18 @@ class AclControlManager:
         self, image: MetadataImage, body: t.DeleteAclsRequest
     ) -> tuple[list[bytes], list[t.DeleteAclsResponseDeleteAclsFilterResult]]:
         """The RemoveAccessControlEntryRecords of a DeleteAclsRequest and its per-filter results."""
+        filters = body.get("Filters") or []
+        unknown = _unknown_filter(body)
+        if unknown is not None:
+            return [], [{"ErrorCode": Errors.INVALID_REQUEST, "ErrorMessage": unknown, "MatchingAcls": []}] * len(
+                filters
+            )
         acls = [(acl_id, Acl.of_record(r)) for acl_id, r in image.acls.items()]
         removed: dict[uuid.UUID, bytes] = {}
         results: list[t.DeleteAclsResponseDeleteAclsFilterResult] = []
-        for f in body.get("Filters") or []:
-            refused = _unknown_filter(f)
+        for f in filters:
             matching: list[t.DeleteAclsResponseDeleteAclsFilterResultDeleteAclsMatchingAcl] = []
             try:
-                if refused is not None:
-                    raise refused
                 flt = AclFilter.of(f)
                 flt.check()
                 for acl_id, acl in acls:
@@ -377,12 +407,14 @@ class _TooMany(ControllerError):
         )
 
 
-def _unknown_filter(f: t.DeleteAclsRequestDeleteAclsFilter) -> ControllerError | None:
-    """A filter carrying the code 0 (UNKNOWN) Kafka's request parse refuses (the module's difference)."""
+def _unknown_filter(body: t.DeleteAclsRequest) -> str | None:
+    """Why Kafka's request parse refuses a DeleteAcls (a filter carrying the code 0, UNKNOWN: the
+    module's difference), None if it does not."""
     fields = ("PatternTypeFilter", "ResourceTypeFilter", "Operation", "PermissionType")
-    unknown = [field for field in fields if f.get(field, 0 if field != "PatternTypeFilter" else LITERAL) == UNKNOWN]
-    if unknown:
-        return ControllerError(Errors.INVALID_REQUEST, f"Filters contain UNKNOWN elements: {', '.join(unknown)}")
+    for i, f in enumerate(body.get("Filters") or []):
+        unknown = [x for x in fields if f.get(x, LITERAL if x == "PatternTypeFilter" else 0) == UNKNOWN]
+        if unknown:
+            return f"Filters contain UNKNOWN elements: filter {i}: {', '.join(unknown)}"
     return None
 
 
@@ -396,8 +428,13 @@ def create_acls_response(
     before the controller saw them, which keep their own (Kafka's ``ClusterMetadataAuthorizer``)."""
     if results is None:
         assert error is not None
+        creations = body.get("Creations") or []
+        refused_all = _request_refusal(body)
+        if refused_all is not None:  # (refused before the controller was asked)
+            code, message = refused_all
+            return {"ThrottleTimeMs": 0, "Results": [{"ErrorCode": code, "ErrorMessage": message} for _ in creations]}
         results = []
-        for c in body.get("Creations") or []:
+        for c in creations:
             e = _pre_check(c) or error
             results.append({"ErrorCode": e.code, "ErrorMessage": e.message})
     return {"ThrottleTimeMs": 0, "Results": results}
