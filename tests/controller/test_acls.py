@@ -220,6 +220,8 @@ def test_an_unknown_code_refuses_the_whole_request_as_its_parse_would(field):
     records, results = img.create(creation(name="ok"), c)
     assert records == [] and [r["ErrorCode"] for r in results] == [Errors.INVALID_REQUEST] * 2
     assert all(r["ErrorMessage"].startswith("CreatableAcls contain unknown elements: creation 1: ") for r in results)
+    answer = create_acls_response({"Creations": [creation(name="ok"), c]}, None, ControllerError(Errors.NOT_CONTROLLER, ""))
+    assert answer["Results"] == results
 
 
 def test_refusals_do_not_stop_the_other_creations_and_results_keep_the_order():
@@ -348,6 +350,11 @@ def test_a_filter_with_an_unknown_code_refuses_the_whole_request_as_its_parse_wo
     assert records == [] and len(img.image.acls) == len(ACLS)
     assert [(r["ErrorCode"], r["MatchingAcls"]) for r in results] == [(Errors.INVALID_REQUEST, [])] * 2
     assert all(r["ErrorMessage"].startswith(f"Filters contain UNKNOWN elements: filter 1: {field}") for r in results)
+    # also on a controller that is not the active one (as Kafka's parse, before anything else)
+    answer = delete_acls_response({"Filters": [acl_filter(), f]}, None, ControllerError(Errors.NOT_CONTROLLER, "no"))
+    assert answer["FilterResults"] == results
+    answer = delete_acls_response({"Filters": [acl_filter()]}, None, ControllerError(Errors.NOT_CONTROLLER, "no"))
+    assert answer["FilterResults"] == [{"ErrorCode": Errors.NOT_CONTROLLER, "ErrorMessage": "no", "MatchingAcls": []}]
 
 
 def test_no_match_and_no_filter():

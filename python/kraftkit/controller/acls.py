@@ -33,9 +33,7 @@ filter's result with its fields. More than 10000 records refuse the whole reques
 **A difference.** Kafka refuses a CreateAcls or DeleteAcls carrying the code 0 (UNKNOWN) for a type,
 an operation or a permission when it parses the request (it closes the connection, or answers a
 forwarded one with an INVALID_REQUEST Envelope); kraftkit answers it, every creation or filter with
-INVALID_REQUEST and the reason, and writes nothing. A request refused before Kafka's controller is
-asked is answered NOT_CONTROLLER by a kraftkit controller that is not the active one (the broker
-then asks the active one, which refuses it as Kafka would).
+INVALID_REQUEST and the reason, and writes nothing (on any controller node, active or not).
 """
 
 from __future__ import annotations
@@ -190,10 +188,8 @@ class AclFilter:
             return self.name == acl.resource_name or acl.resource_name == WILDCARD
         if acl.pattern_type == PREFIXED:
             return self.name.startswith(acl.resource_name)
-        # (Kafka throws IllegalArgumentException: the filter's result is UNKNOWN_SERVER_ERROR)
-        raise ControllerError(
-            Errors.UNKNOWN_SERVER_ERROR, "The server experienced an unexpected error when processing the request."
-        )
+        # (Kafka throws IllegalArgumentException: the filter's result is UNKNOWN_SERVER_ERROR, no message)
+        raise ControllerError(Errors.UNKNOWN_SERVER_ERROR, "")
 
 
 def _name(codes: Mapping[int, str], code: int) -> str:
@@ -369,9 +365,9 @@ class AclControlManager:
         filters = body.get("Filters") or []
         unknown = _unknown_filter(body)
         if unknown is not None:
-            return [], [{"ErrorCode": Errors.INVALID_REQUEST, "ErrorMessage": unknown, "MatchingAcls": []}] * len(
-                filters
-            )
+            return [], [
+                {"ErrorCode": Errors.INVALID_REQUEST, "ErrorMessage": unknown, "MatchingAcls": []} for _ in filters
+            ]
         acls = [(acl_id, Acl.of_record(r)) for acl_id, r in image.acls.items()]
         removed: dict[uuid.UUID, bytes] = {}
         results: list[t.DeleteAclsResponseDeleteAclsFilterResult] = []
@@ -391,7 +387,7 @@ class AclControlManager:
             except _TooMany:
                 raise  # (Kafka rethrows it: the whole request fails)
             except ControllerError as e:
-                results.append({"ErrorCode": e.code, "ErrorMessage": e.message, "MatchingAcls": []})
+                results.append({"ErrorCode": e.code, "ErrorMessage": e.message or None, "MatchingAcls": []})
                 continue
             results.append({"ErrorCode": Errors.NONE, "ErrorMessage": None, "MatchingAcls": matching})
         return list(removed.values()), results
@@ -446,11 +442,10 @@ def delete_acls_response(
     error: ControllerError | None = None,
 ) -> t.DeleteAclsResponse:
     """A DeleteAclsResponse: the per-filter ``results``, or ``error`` for every filter when the whole
-    request failed."""
+    request failed (the refusal of its parse when it has an UNKNOWN code)."""
     if results is None:
         assert error is not None
-        results = [
-            {"ErrorCode": error.code, "ErrorMessage": error.message, "MatchingAcls": []}
-            for _ in body.get("Filters") or []
-        ]
+        unknown = _unknown_filter(body)
+        code, message = (error.code, error.message) if unknown is None else (Errors.INVALID_REQUEST, unknown)
+        results = [{"ErrorCode": code, "ErrorMessage": message, "MatchingAcls": []} for _ in body.get("Filters") or []]
     return {"ThrottleTimeMs": 0, "FilterResults": results}
