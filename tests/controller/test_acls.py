@@ -15,6 +15,7 @@ import pytest
 from kraftkit._core import decode_metadata_record, encode_metadata_record, encode_request
 from kraftkit._kafka import ACCESS_CONTROL_ENTRY, FEATURE_LEVEL, REMOVE_ACCESS_CONTROL_ENTRY
 from kraftkit.controller.acls import (
+    MAX_ACL_COMPARISONS,
     MAX_RECORDS_PER_USER_OP,
     AclControlManager,
     create_acls_response,
@@ -384,6 +385,30 @@ def test_more_matches_than_the_bound_refuse_the_whole_request():
     assert answer["FilterResults"] == [{"ErrorCode": Errors.INVALID_REQUEST, "ErrorMessage": e.value.message,
                                         "MatchingAcls": []}] * 2
     assert len(img.image.acls) == MAX_RECORDS_PER_USER_OP + 1
+
+
+def test_the_work_of_one_delete_is_bounded():
+    """kraftkit's bound (not Kafka's): filters compared with ACLs, a repeated filter once, a named
+    filter only with the ACLs its name can match."""
+    img = Image()
+    n = 1001
+    img.create(*[creation(name=f"n{i}", principal=f"User:u{i}") for i in range(n)])
+    # distinct filters without a name: each is compared with every ACL, more than the bound in all
+    filters = [acl_filter(principal=f"User:x{i}") for i in range(MAX_ACL_COMPARISONS // n + 1)]
+    with pytest.raises(ControllerError) as e:
+        img.acls.delete_acls(img.image, {"Filters": filters})
+    assert e.value.code == Errors.INVALID_REQUEST
+    assert e.value.message == (f"DeleteAcls of {len(filters)} filters against {n} ACLs: more than "
+                               f"{MAX_ACL_COMPARISONS} comparisons of a filter with an ACL (kraftkit's bound per request)")
+    # the same filter again and again: compared once, each answered alike
+    records, results = img.delete(*[acl_filter(principal="User:nobody")] * (2 * MAX_ACL_COMPARISONS // n))
+    assert records == [] and all(r["MatchingAcls"] == [] and r["ErrorCode"] == Errors.NONE for r in results)
+    # named filters: compared with the ACLs of that name only (and MATCH with the wildcard and prefixes)
+    named = [acl_filter(TOPIC, f"n{i}", LITERAL, principal="User:nobody") for i in range(2 * n)]
+    records, results = img.delete(*named, acl_filter(TOPIC, "n7", MATCH), acl_filter(TOPIC, "n8", ANY))
+    assert all(r["MatchingAcls"] == [] for r in results[:-2])
+    assert [[m["ResourceName"] for m in r["MatchingAcls"]] for r in results[-2:]] == [["n7"], ["n8"]]
+    assert len(records) == 2 and len(img.image.acls) == n - 2
 
 
 # ---------------------------------------------------------------------------------------------- live

@@ -30,10 +30,13 @@ equal; an operation or permission type other than ANY must be equal. Every match
 ``RemoveAccessControlEntryRecord`` (one per ACL, however many filters match it) and is listed in the
 filter's result with its fields. More than 10000 records refuse the whole request (INVALID_REQUEST).
 
-**A difference.** Kafka refuses a CreateAcls or DeleteAcls carrying the code 0 (UNKNOWN) for a type,
+**Differences.** Kafka refuses a CreateAcls or DeleteAcls carrying the code 0 (UNKNOWN) for a type,
 an operation or a permission when it parses the request (it closes the connection, or answers a
 forwarded one with an INVALID_REQUEST Envelope); kraftkit answers it, every creation or filter with
-INVALID_REQUEST and the reason, and writes nothing (on any controller node, active or not).
+INVALID_REQUEST and the reason, and writes nothing (on any controller node, active or not). And it
+bounds the work of one DeleteAcls (a filter given again is compared once; a filter with a name only
+with the ACLs its name can match): more than ``MAX_ACL_COMPARISONS`` comparisons of a filter with an
+ACL and matches listed refuse the whole request (INVALID_REQUEST, saying so), where Kafka goes on.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from kraftkit.protocol import types as t
 from kraftkit.protocol.messages import Errors
 
 __all__ = [
+    "MAX_ACL_COMPARISONS",
     "MAX_RECORDS_PER_USER_OP",
     "AclControlManager",
     "create_acls_response",
@@ -63,6 +67,8 @@ __all__ = [
 
 #: Kafka's ``QuorumController.MAX_RECORDS_PER_USER_OP``
 MAX_RECORDS_PER_USER_OP = 10000
+#: kraftkit's bound of the work of one DeleteAcls: comparisons of a filter with an ACL, and matches listed
+MAX_ACL_COMPARISONS = 1_000_000
 #: Kafka's ``Resource.CLUSTER_NAME``
 CLUSTER_NAME = "kafka-cluster"
 
@@ -368,29 +374,69 @@ class AclControlManager:
             return [], [
                 {"ErrorCode": Errors.INVALID_REQUEST, "ErrorMessage": unknown, "MatchingAcls": []} for _ in filters
             ]
-        acls = [(acl_id, Acl.of_record(r)) for acl_id, r in image.acls.items()]
+        index = _AclIndex(image)
         removed: dict[uuid.UUID, bytes] = {}
         results: list[t.DeleteAclsResponseDeleteAclsFilterResult] = []
+        seen: dict[AclFilter, list[tuple[uuid.UUID, Acl]] | ControllerError] = {}  # (a filter given again)
+        work = 0
         for f in filters:
             matching: list[t.DeleteAclsResponseDeleteAclsFilterResultDeleteAclsMatchingAcl] = []
+            flt = AclFilter.of(f)
             try:
-                flt = AclFilter.of(f)
-                flt.check()
-                for acl_id, acl in acls:
-                    if not flt.matches(acl):
-                        continue
+                found = seen.get(flt)
+                if found is None:
+                    try:
+                        flt.check()
+                        candidates = index.candidates(flt)
+                        work += len(candidates)
+                        if work > MAX_ACL_COMPARISONS:
+                            raise _TooMuchWork(len(filters), len(index.acls))
+                        found = [(acl_id, acl) for acl_id, acl in candidates if flt.matches(acl)]
+                    except _TooMuchWork:
+                        raise
+                    except ControllerError as e:
+                        found = e
+                    seen[flt] = found
+                if isinstance(found, ControllerError):
+                    raise found
+                work += len(found)
+                if work > MAX_ACL_COMPARISONS:
+                    raise _TooMuchWork(len(filters), len(index.acls))
+                for acl_id, acl in found:
                     if len(removed) >= MAX_RECORDS_PER_USER_OP:
                         raise _TooMany()
                     matching.append(acl.matching())
                     if acl_id not in removed:
                         removed[acl_id] = encode_metadata_record(REMOVE_ACCESS_CONTROL_ENTRY, 0, {"Id": acl_id})
-            except _TooMany:
-                raise  # (Kafka rethrows it: the whole request fails)
+            except (_TooMany, _TooMuchWork):
+                raise  # (the whole request fails)
             except ControllerError as e:
                 results.append({"ErrorCode": e.code, "ErrorMessage": e.message or None, "MatchingAcls": []})
                 continue
             results.append({"ErrorCode": Errors.NONE, "ErrorMessage": None, "MatchingAcls": matching})
         return list(removed.values()), results
+
+
+class _AclIndex:
+    """The image's ACLs (in its order), and by name: a filter with a name is compared only with the
+    ACLs it can match (that name, the literal ``*``, and for MATCH the PREFIXED ACLs named by one of
+    its prefixes)."""
+
+    def __init__(self, image: MetadataImage) -> None:
+        self.acls = [(acl_id, Acl.of_record(r)) for acl_id, r in image.acls.items()]
+        self.by_name: dict[str, list[int]] = {}
+        for i, (_id, acl) in enumerate(self.acls):
+            self.by_name.setdefault(acl.resource_name, []).append(i)
+        self.prefix_lengths = sorted({len(acl.resource_name) for _id, acl in self.acls if acl.pattern_type == PREFIXED})
+
+    def candidates(self, flt: AclFilter) -> list[tuple[uuid.UUID, Acl]]:
+        if flt.name is None:
+            return self.acls
+        names = {flt.name, WILDCARD} if flt.pattern_type == MATCH else {flt.name}
+        if flt.pattern_type == MATCH:
+            names.update(flt.name[:n] for n in self.prefix_lengths if n <= len(flt.name))
+        positions = sorted(i for name in names for i in self.by_name.get(name, ()))
+        return [self.acls[i] for i in positions]
 
 
 class _TooMany(ControllerError):
@@ -400,6 +446,18 @@ class _TooMany(ControllerError):
         super().__init__(
             Errors.INVALID_REQUEST,
             f"Cannot remove more than {MAX_RECORDS_PER_USER_OP} acls in a single delete operation.",
+        )
+
+
+class _TooMuchWork(ControllerError):
+    """A DeleteAcls whose filters would be compared with more ACLs than kraftkit's bound (the module's
+    differences): the whole request is refused."""
+
+    def __init__(self, filters: int, acls: int) -> None:
+        super().__init__(
+            Errors.INVALID_REQUEST,
+            f"DeleteAcls of {filters} filters against {acls} ACLs: more than {MAX_ACL_COMPARISONS} comparisons "
+            "of a filter with an ACL (kraftkit's bound per request)",
         )
 
 
