@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kraftkit.controller.acls import create_acls_response, delete_acls_response
 from kraftkit.controller.client_quotas import alter_client_quotas, alter_client_quotas_response
 from kraftkit.controller.cluster import ControllerError
 from kraftkit.controller.configs import alter_response
@@ -310,6 +311,20 @@ class ControllerApis:
         out: asyncio.Future = asyncio.get_running_loop().create_future()
         out.set_result(self.reassignments.list_reassignments(self.controller.image, body))
         return out
+
+    # ------------------------------------------------------------------ ACLs
+    def create_acls(self, body: t.CreateAclsRequest, version: int) -> asyncio.Future:
+        """Answers CreateAcls (:mod:`kraftkit.controller.acls`; no authorizer checks the principal)
+        once its AccessControlEntryRecords are committed as one batch."""
+        c = self.controller
+        build = functools.partial(c.acls.create_acls, c.image, body)
+        return self._answer("CreateAcls", build, functools.partial(create_acls_response, body))
+
+    def delete_acls(self, body: t.DeleteAclsRequest, version: int) -> asyncio.Future:
+        """Answers DeleteAcls once its RemoveAccessControlEntryRecords are committed as one batch."""
+        c = self.controller
+        build = functools.partial(c.acls.delete_acls, c.image, body)
+        return self._answer("DeleteAcls", build, functools.partial(delete_acls_response, body))
 
     # ------------------------------------------------------------------ producer ids
     def allocate_producer_ids(self, body: t.AllocateProducerIdsRequest, version: int) -> asyncio.Future:

@@ -44,6 +44,7 @@ from kraftkit._kafka import (
     UNREGISTER_BROKER,
     UNREGISTER_CONTROLLER,
 )
+from kraftkit.controller.acls import AclControlManager
 from kraftkit.controller.apis import WRITE_TIMEOUT_MS, ControllerApis
 from kraftkit.controller.bootstrap import BootstrapMetadata
 from kraftkit.controller.cluster import BROKER_RECORDS, ClusterControlManager, ControllerError
@@ -111,6 +112,7 @@ class QuorumController:
         self.replication = ReplicationControlManager(self.cluster, static_config)
         self.partitions = PartitionControlManager(self.replication, node.node_id)
         self.producer_ids = ProducerIdControlManager(self.cluster)
+        self.acls = AclControlManager()
         self._fence_timer: asyncio.TimerHandle | None = None
         config = static_config or {}
         self.auto_rebalance = str(config.get("auto.leader.rebalance.enable", "true")).strip().lower() == "true"

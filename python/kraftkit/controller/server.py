@@ -8,6 +8,11 @@ CreateTopics, DeleteTopics and CreatePartitions through its
 feature fields of KIP-584: SupportedFeatures (this node's ranges), FinalizedFeatures (from the committed
 log, eventually consistent on a follower) and FinalizedFeaturesEpoch (the offset of the last committed
 feature change, -1 if none). Brokers forward their clients' admin requests inside
+CreateTopics, CreateAcls and DeleteAcls through its
+:class:`~kraftkit.controller.quorum_controller.QuorumController`, and its ApiVersions carries
+the feature fields of KIP-584: SupportedFeatures (this node's ranges), FinalizedFeatures (from the
+committed log, eventually consistent on a follower) and FinalizedFeaturesEpoch (the offset of the
+last committed feature change, -1 if none). Brokers forward their clients' admin requests inside
 Envelope (KIP-590): see :meth:`ControllerNode.envelope`. It does not take Produce: the metadata log changes only
 through the controller's records, as on Kafka's controllers.
 """
@@ -53,6 +58,8 @@ CONTROLLER_APIS = (
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS,
     ApiKey.LIST_PARTITION_REASSIGNMENTS,
+    ApiKey.CREATE_ACLS,
+    ApiKey.DELETE_ACLS,
     ApiKey.ENVELOPE,
 )
 
@@ -111,6 +118,8 @@ class ControllerNode(RaftNode):
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: c.alter_user_scram_credentials,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: c.alter_partition_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: c.list_partition_reassignments,
+            ApiKey.CREATE_ACLS: c.create_acls,
+            ApiKey.DELETE_ACLS: c.delete_acls,
             ApiKey.ENVELOPE: self.envelope,
         }
 
@@ -150,7 +159,7 @@ class ControllerNode(RaftNode):
         INVALID_REQUEST, each logged with the reason (EnvelopeResponse has no message field). A
         forwardable API this node does not serve is answered inside ResponseData with its own
         UNSUPPORTED_VERSION response naming it. RequestPrincipal is not interpreted: kraftkit's
-        controller has no ACLs yet, so the forwarded principal is neither checked nor used."""
+        controller has no authorizer, so the forwarded principal is neither checked nor used."""
         data = body.get("RequestData") or b""
         peer = f"the envelope of {len(data)} bytes"
 
