@@ -208,7 +208,7 @@ class PartitionReassignments:
     ) -> dict[str, Any] | None:  # fmt: skip
         """Kafka's ``changePartitionReassignment``."""
         partition = topic.partitions[pid]
-        self.partitions.replication.validate_manual(target, None)
+        self.partitions.replication.validate_manual(image, target, None)
         if not allow_rf_change:
             if in_progress(partition):
                 rf = len(set(partition["Replicas"]) - set(partition["RemovingReplicas"]))
