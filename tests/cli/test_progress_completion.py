@@ -134,3 +134,16 @@ def test_the_zsh_script_runs_the_bash_function_through_bashcompinit():
     script = completion("zsh")
     assert script.startswith("#compdef kraftkit\n") and "bashcompinit" in script
     assert script.endswith(completion("bash"))
+
+
+def test_spark_generate_draws_the_same_line(at_once, monkeypatch, capsys, tmp_path):
+    """``spark generate`` uses the one helper too (and ``--no-progress`` turns it off)."""
+    term = Terminal()
+    monkeypatch.setattr(P.sys, "stderr", term)
+    assert main(["spark", "generate", str(tmp_path / "f"), "--clusters", "2", "--topics", "2:3"]) == 0
+    assert "2/2 clusters generated" in term.getvalue() and term.getvalue().endswith("\r\x1b[K")
+    quiet = Terminal()
+    monkeypatch.setattr(P.sys, "stderr", quiet)
+    assert main(["spark", "generate", str(tmp_path / "g"), "--clusters", "2", "--topics", "2:3", "--no-progress"]) == 0
+    assert quiet.getvalue() == ""
+    capsys.readouterr()

@@ -16,10 +16,10 @@ import argparse
 import importlib
 import json
 import re
-import sys
 from typing import Any
 
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
+from kraftkit.cli.progress import Progress
 from kraftkit.errors import KraftkitError
 
 #: the packages of the ``spark`` extra the jobs import (pyspark[sql] brings pyarrow and pandas)
@@ -78,14 +78,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     q.add_argument(
         "root", metavar="PATH", help="directory to write <cluster>/<node>/__cluster_metadata-0/ and fleet.json under"
     )
-    q.add_argument("--clusters", type=int, default=8)
-    q.add_argument("--nodes", type=int, default=3)
+    q.add_argument("--clusters", type=int, default=8, help="clusters to generate (default 8)")
+    q.add_argument("--nodes", type=int, default=3, help="controller nodes per cluster (default 3)")
     q.add_argument("--topics", default="50:400", help="topics per cluster, MIN:MAX (default 50:400)")
     q.add_argument("--partitions", type=int, default=12, help="typical partitions per topic (default 12)")
-    q.add_argument("--segment-bytes", type=int, default=1 << 20)
+    q.add_argument("--segment-bytes", type=int, default=1 << 20, help="segment size in bytes (default 1 MiB)")
     q.add_argument("--corrupt", type=int, default=0, help="damage one node of this many clusters")
-    q.add_argument("--seed", type=int, default=42)
+    q.add_argument("--seed", type=int, default=42, help="random seed: the same seed makes the same fleet")
     q.add_argument("--json", action="store_true", help="one JSON object instead of the text summary")
+    q.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
     q.set_defaults(func=run_generate)
 
 
@@ -292,23 +293,24 @@ def run_generate(args: argparse.Namespace) -> int:
     except ValueError:
         return fail("spark generate", "--topics is MIN:MAX")
 
-    def progress(done: int, total: int) -> None:
-        if sys.stderr.isatty():
-            sys.stderr.write(f"\rgenerated {done}/{total} clusters")
-            sys.stderr.write("\n" if done == total else "")
-            sys.stderr.flush()
+    line = Progress("generated", total=args.clusters, unit="clusters", quiet=args.no_progress)
 
-    fleet = generate_fleet(
-        args.root,
-        clusters=args.clusters,
-        nodes=args.nodes,
-        topics=(lo, hi),
-        partitions=args.partitions,
-        segment_bytes=args.segment_bytes,
-        corrupt=args.corrupt,
-        seed=args.seed,
-        progress=progress,
-    )
+    def progress(done: int, total: int) -> None:
+        line.total = total
+        line.update(done)
+
+    with line:
+        fleet = generate_fleet(
+            args.root,
+            clusters=args.clusters,
+            nodes=args.nodes,
+            topics=(lo, hi),
+            partitions=args.partitions,
+            segment_bytes=args.segment_bytes,
+            corrupt=args.corrupt,
+            seed=args.seed,
+            progress=progress,
+        )
     size = fleet.bytes
     if args.json:
         _print_json(

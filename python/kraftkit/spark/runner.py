@@ -5,7 +5,6 @@ written as Parquet, and the RDD that runs one task per item."""
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 import threading
 from collections import defaultdict
@@ -54,44 +53,48 @@ class LocalCopy:
 
 
 class Progress:
-    """Prints the progress of the running Spark stages to stderr (when it is a terminal, or
-    when forced), once a second, from a background thread."""
+    """The progress of the running Spark stages (completed/all tasks of the active stages), polled once
+    a second from a background thread and shown by the CLI's one progress line
+    (:class:`kraftkit.cli.progress.Progress`: on stderr when it is a terminal; ``enabled`` True forces
+    it, False turns it off)."""
 
     def __init__(self, spark: Any, label: str, enabled: bool | None = None) -> None:
+        from kraftkit.cli.progress import Progress as Line
+
         self.sc = spark.sparkContext
+        self.line = Line(label, quiet=enabled is False)
+        if enabled:
+            self.line.enabled = True
         self.label = label
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> Self:
-        if self.enabled:
+        if self.line.enabled:
+            self.line.__enter__()
             self._thread = threading.Thread(target=self._run, daemon=True)
             self._thread.start()
         return self
 
     def _run(self) -> None:
         tracker = self.sc.statusTracker()
-        last = ""
         while not self._stop.wait(1.0):
-            parts = []
+            done = total = 0
+            stages = []
             for sid in tracker.getActiveStageIds():
                 st = tracker.getStageInfo(sid)
                 if st is not None:
-                    parts.append(f"stage {sid}: {st.numCompletedTasks}/{st.numTasks} tasks")
-            line = f"{self.label}: " + ("; ".join(parts) if parts else "working")
-            if line != last:
-                sys.stderr.write("\r" + line[:120].ljust(len(last[:120])))
-                sys.stderr.flush()
-                last = line
-        if last:
-            sys.stderr.write("\r" + " " * len(last[:120]) + "\r")
-            sys.stderr.flush()
+                    done, total = done + st.numCompletedTasks, total + st.numTasks
+                    stages.append(str(sid))
+            self.line.total = total or None
+            what = f"{self.label}: stage {', '.join(stages)} tasks" if stages else f"{self.label}: working"
+            self.line.update(done, what)
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        self.line.close()
 
 
 def write_result(df: Any, out: str | None, name: str) -> str | None:
