@@ -259,7 +259,7 @@ def describe(extra: dict) -> str:
     return f"brokers suite (Kafka {b.get('version')} brokers and clients): load average " + ", ".join(parts)
 
 
-def main(argv=None) -> int:
+def parse(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--topics", type=int, default=1000, help="topics to create (default 1000)")
     p.add_argument("--partitions", type=int, default=10, help="partitions of each (default 10)")
@@ -269,7 +269,11 @@ def main(argv=None) -> int:
     p.add_argument("--no-kafka", action="store_true", help="kraftkit's side only")
     p.add_argument("--work-dir", metavar="DIR", help="keep the nodes' directories and logs here (default: a temporary one)")
     p.add_argument("--json", metavar="PATH")
-    a = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    a = parse(argv)
     say = lambda m="": print(m, file=sys.stderr, flush=True)  # noqa: E731
     t0 = time.perf_counter()
     rows, extra = run_all(a, say)

@@ -24,6 +24,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import benchlib  # noqa: E402
+import brokers  # noqa: E402
 import controller  # noqa: E402
 import datasets  # noqa: E402
 import metadata  # noqa: E402
@@ -41,8 +42,8 @@ def parse_args(argv=None):
     p.add_argument("--codecs", default=None, help="compressed variants of 'topic' (default lz4,zstd; quick lz4; any of lz4,zstd,gzip,snappy; 'none' for no variant)")
     p.add_argument("--datasets", default=None, help="comma list overriding the dataset selection (meta,topic,topic-1k,topic-lz4,...)")
     p.add_argument("--suites", default="crc,decode,dump",
-                   help="comma list of crc, decode, dump, metadata, controller (metadata and controller are opt-in: "
-                   "~20 min and ~4 min on 2 cores)")
+                   help="comma list of crc, decode, dump, metadata, controller, brokers (the last three are opt-in: "
+                   "~20, ~4 and ~6 min on 2 cores)")
     p.add_argument("--metadata-records", type=int, default=None, help="records in the metadata log (default 5 M, quick 500k)")
     p.add_argument("--snapshot-topics", type=int, default=None,
                    help="topics (x 50 partitions) of the snapshot image (default 20000 = 1 M partitions, quick 2000)")
@@ -254,6 +255,14 @@ def main(argv=None) -> int:
         rows += crows
         extra.update(cextra)
 
+    if "brokers" in a.suites:
+        say("7. Real brokers on kraftkit's controllers vs Kafka's")
+        brows, bextra = brokers.run_all(brokers.parse([*(["--no-kafka"] if a.no_kafka else []),
+                                                       *(["--kafka-version", a.kafka_version] if a.kafka_version
+                                                         else [])]), log=say)
+        rows += brows
+        extra.update(bextra)
+
     benchlib.finalize(rows)
     elapsed = time.perf_counter() - t_start
     env["loadavg_end"] = os.getloadavg()
@@ -269,6 +278,8 @@ def main(argv=None) -> int:
         print(metadata.describe(extra))
     if "controller" in extra:
         print(controller.describe(extra))
+    if "brokers" in extra:
+        print(brokers.describe(extra))
     print()
     print(text)
     mtext = metadata.print_table(rows)
@@ -277,7 +288,10 @@ def main(argv=None) -> int:
     ctext = controller.print_table(rows)
     if ctext:
         print(ctext)
-    tg = targets(rows) + metadata.targets(rows) + controller.targets(rows)
+    btext = brokers.print_table(rows)
+    if btext:
+        print(btext)
+    tg = targets(rows) + metadata.targets(rows) + controller.targets(rows) + brokers.targets(rows)
     if tg:
         print("== targets ==")
         for t in tg:
