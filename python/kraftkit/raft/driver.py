@@ -220,6 +220,7 @@ class RaftDriver:
         self._t0 = self._loop.time()
         self._wall0 = int(time.time() * 1000)
         self._stopped = asyncio.Event()
+        self._logs_closed = False
         for tp in self.config.partitions:
             rep = Replica(self, tp)
             rep.listeners = list(self._extra_listeners)
@@ -255,6 +256,8 @@ class RaftDriver:
             await p.close()
 
     def _close_replicas(self) -> None:
+        # (the listener may take a moment more to close: a step or a flush queued meanwhile is dropped)
+        self._logs_closed = True
         for rep in self.replicas.values():
             if rep.timer is not None:
                 rep.timer.cancel()
@@ -268,7 +271,7 @@ class RaftDriver:
 
     # ------------------------------------------------------------------ driving the core
     def _step(self, rep: Replica, event) -> list:
-        if self._loop is None:
+        if self._loop is None or self._logs_closed:
             return []
         try:
             out = rep.core.step(event)
@@ -334,7 +337,7 @@ class RaftDriver:
 
     def _flush(self, rep: Replica) -> None:
         rep.flush_scheduled = False
-        if self._loop is None:
+        if self._loop is None or self._logs_closed:
             return
         try:
             rep.log.flush()
