@@ -16,6 +16,7 @@ from kraftkit.controller import ControllerNode, read_bootstrap_metadata
 from kraftkit.raft.core import RaftConfig
 from kraftkit.raft.driver import NodeConfig
 from tests.controller._nodes import CLUSTER_ID, format_dirs, running
+from tests.raft._cluster import wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -49,6 +50,10 @@ async def check_load_generator(tmp_path: Path) -> None:
             session_timeout_ms=SESSION_MS, log_dirs={i: d / "__cluster_metadata-0" for i, d in zip(voters, dirs, strict=True)},
             probe=False, log=lambda _m: None)
         active = next(n for n in nodes if n.controller.active)
+        # (the generator sees the fencing appended to the log file; the image holds it once committed)
+        silenced_ids = [f["broker"] for f in res["fence"] if f["fenced"]]
+        await wait_for(lambda: all(active.controller.image.brokers[b]["Fenced"] for b in silenced_ids), 10,
+                       "the fencing committed")
         image = active.controller.image
         brokers = dict(image.brokers)
 
