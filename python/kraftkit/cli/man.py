@@ -114,20 +114,22 @@ def _args(p: argparse.ArgumentParser, a: argparse.Action) -> str:
     return fmt._format_args(a, a.dest.upper() if a.option_strings else a.dest)
 
 
-def _synopsis_token(p: argparse.ArgumentParser, a: argparse.Action) -> str:
-    if not a.option_strings:
-        return _italic(_args(p, a))
-    token = _bold(a.option_strings[0])
-    if a.nargs != 0:
-        token += " " + _italic(_args(p, a))
-    return token
+def _synopsis_token(p: argparse.ArgumentParser, a: argparse.Action, room: int) -> str:
+    """An option with what it takes (``--files FILE[,FILE...]``), or a positional argument, its words
+    held together by unbreakable spaces when it fits in ``room`` columns (with its brackets)."""
+    args = _args(p, a) if not a.option_strings or a.nargs != 0 else ""
+    words = list(a.option_strings[:1]) + ([args] if args else [])
+    glue = "\\ " if len(" ".join(words)) + 2 <= room else " "
+    parts = [_bold(o) for o in a.option_strings[:1]] + ([_italic(args).replace(" ", glue)] if args else [])
+    return glue.join(parts)
 
 
 def _synopsis(path: tuple[str, ...], p: argparse.ArgumentParser) -> list[str]:
-    """``.SY`` ... ``.YS``: one token a line, unbreakable inside; optional ones in brackets, the
+    """``.SY`` ... ``.YS``: one token a line (unbreakable inside where it fits); optional ones in brackets, the
     options of a mutually exclusive group as ``[a | b]``, as argparse's usage line has them."""
     groups = {id(a): g for g in p._mutually_exclusive_groups for a in g._group_actions}
     lines = [f'.SY "{esc(" ".join(path), breaks=False)}"']
+    room = WIDTH - len("       ") - len(" ".join(path)) - 1  # the page's indent, the command, a space
     done: set[int] = set()
     # options first, then the positional arguments, as argparse's usage line has them
     for a in sorted(p._actions, key=lambda a: not a.option_strings):
@@ -137,12 +139,12 @@ def _synopsis(path: tuple[str, ...], p: argparse.ArgumentParser) -> list[str]:
         if group is not None:
             members = [m for m in group._group_actions if m.help != argparse.SUPPRESS]
             done.update(id(m) for m in members)
-            inner = " | ".join(_synopsis_token(p, m) for m in members)
+            inner = " | ".join(_synopsis_token(p, m, room) for m in members)
             lines.append(f"({inner})" if group.required else f"[{inner}]")
         elif a.option_strings and not a.required:
-            lines.append(f"[{_synopsis_token(p, a)}]")
+            lines.append(f"[{_synopsis_token(p, a, room)}]")
         else:
-            lines.append(_synopsis_token(p, a))
+            lines.append(_synopsis_token(p, a, room))
     return [*lines, ".YS"]
 
 
