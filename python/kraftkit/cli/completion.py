@@ -25,32 +25,42 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _nodes(parser: argparse.ArgumentParser, path: str):
-    """(path, subcommands, words, options, {option: choices}) of ``parser`` and every parser below
-    it; ``words`` are what may come next: its subcommands, or the choices of its arguments."""
-    subs: dict[str, argparse.ArgumentParser] = {}
-    opts: list[str] = []
-    choices: dict[str, list[str]] = {}
-    words: list[str] = []
+def commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ("kraftkit",), help: str | None = None):
+    """(path, parser, help) of ``parser`` and of every (sub)command below it, depth first; ``help`` is
+    the line its parent lists it with (``kraftkit man`` walks the same tree)."""
+    yield path, parser, help
     for a in parser._actions:
         if isinstance(a, argparse._SubParsersAction):
-            subs.update(a.choices)
-        elif not a.option_strings and a.choices:
-            words += [str(c) for c in a.choices]
-        else:
-            opts += a.option_strings
-            if a.option_strings and a.choices:
-                for o in a.option_strings:
-                    choices[o] = [str(c) for c in a.choices]
-    yield path, sorted(subs), sorted(subs) + words, opts, choices
-    for name, sp in subs.items():
-        yield from _nodes(sp, f"{path} {name}")
+            helps = {c.dest: c.help for c in a._choices_actions}
+            for name, sp in a.choices.items():
+                yield from commands(sp, (*path, name), helps.get(name))
+
+
+def _nodes(parser: argparse.ArgumentParser):
+    """(path, subcommands, words, options, {option: choices}) of ``parser`` and every parser below
+    it; ``words`` are what may come next: its subcommands, or the choices of its arguments."""
+    for path, node, _ in commands(parser):
+        subs: dict[str, argparse.ArgumentParser] = {}
+        opts: list[str] = []
+        choices: dict[str, list[str]] = {}
+        words: list[str] = []
+        for a in node._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                subs.update(a.choices)
+            elif not a.option_strings and a.choices:
+                words += [str(c) for c in a.choices]
+            else:
+                opts += a.option_strings
+                if a.option_strings and a.choices:
+                    for o in a.option_strings:
+                        choices[o] = [str(c) for c in a.choices]
+        yield " ".join(path), sorted(subs), sorted(subs) + words, opts, choices
 
 
 def bash_script() -> str:
     from kraftkit.cli.main import build_parser
 
-    nodes = list(_nodes(build_parser(["--help"]), "kraftkit"))
+    nodes = list(_nodes(build_parser(["--help"])))
     steps = []  # "path word" -> the path one level down
     cases = []
     for path, subs, words, opts, choices in nodes:
@@ -108,4 +118,4 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-__all__ = ["bash_script", "zsh_script"]
+__all__ = ["bash_script", "commands", "zsh_script"]

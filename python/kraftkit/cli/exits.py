@@ -1,4 +1,5 @@
-"""The exit codes of every ``kraftkit`` command, and the one way a command reports an error.
+"""The exit codes of every ``kraftkit`` command (:data:`EXIT_CODES` says what each means to the user;
+the man pages print it), and the one way a command reports an error.
 
 * ``EXIT_OK`` (0): done; nothing wrong found.
 * ``EXIT_PROBLEMS`` (1): the command ran and found problems in the data (corrupt or missing
@@ -25,6 +26,22 @@ EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
+#: What each exit code means, as the user reads it (the EXIT STATUS of every ``kraftkit man`` page).
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "done; nothing wrong found.",
+    EXIT_PROBLEMS: "the command ran and found problems in the data (corrupt or missing batches, a CRC mismatch, "
+    "a bad index, a torn tail, a refused change, a failed node or append).",
+    EXIT_USAGE: "a usage error or an input that cannot be read (a missing path, a FIFO or device in place of a "
+    "file, a path with no metadata there), or an output that exists already (never overwritten).",
+    EXIT_INTERRUPTED: "stopped by Ctrl-C (128 + SIGINT, as shells report it).",
+}
+
+#: How the codes combine (said once with the table).
+EXIT_CODES_NOTE = (
+    "The same condition has the same code in every command. A command given several inputs exits with the "
+    f"worst code: {EXIT_USAGE} outranks {EXIT_PROBLEMS}, which outranks {EXIT_OK}."
+)
+
 
 def fail(command: str, message: str, code: int = EXIT_USAGE) -> int:
     """Prints ``kraftkit <command>: <message>`` to stderr and returns ``code`` (the command's exit code)."""
@@ -32,4 +49,4 @@ def fail(command: str, message: str, code: int = EXIT_USAGE) -> int:
     return code
 
 
-__all__ = ["EXIT_INTERRUPTED", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_USAGE", "fail"]
+__all__ = ["EXIT_CODES", "EXIT_CODES_NOTE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_USAGE", "fail"]

@@ -23,6 +23,7 @@ COMMANDS = {
     "demo": "demo",
     "spark": "spark",
     "completion": "completion",
+    "man": "man",
 }
 
 
