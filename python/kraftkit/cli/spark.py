@@ -72,7 +72,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     q.set_defaults(func=run_rewrite)
     q = jobs.add_parser("scan", help='read every record with format("kraft") and count them by cluster and type')
     common(q, out=False)
-    q.add_argument("--kind", choices=["all", "snapshots", "logs"], default="all")
+    q.add_argument(
+        "--kind",
+        choices=["all", "snapshots", "logs"],
+        default="all",
+        help="which files to scan: all (default), snapshots or log segments",
+    )
     q.set_defaults(func=run_scan)
     q = jobs.add_parser("generate", help="write a synthetic fleet (for tests, benchmarks and demos)")
     q.add_argument(
