@@ -111,7 +111,8 @@ def digest(pairs) -> tuple[int, str]:
     return len(lines), hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
-def run_under_faults(tmp_path: Path, mode: str, per_second: int, *, kill_controller: bool = True) -> dict:
+def run_under_faults(tmp_path: Path, mode: str, per_second: int, victims: tuple[int, ...], *,
+                     kill_controller: bool = True) -> dict:
     jars.ensure_kafka(V)
     cid = random_cluster_id()
     ports = {i: free_port() for i in (1, 2, 3)}
@@ -144,6 +145,62 @@ def run_under_faults(tmp_path: Path, mode: str, per_second: int, *, kill_control
     def more_acks(than: int, what: str) -> None:
         wait_for(what, lambda: producer.poll() is None and acked() >= than + 2 * per_second, tails, timeout=120)
 
+    def fault_round(rnd: int, victim: int) -> None:
+        """kill -9 of broker ``victim`` and its restart, then (``kill_controller``) kill -9 of the active
+        controller and its restart, all while the producer runs; the times measured go to ``measured``."""
+        m: dict[str, object] = {}
+        measured[f"round {rnd}"] = m
+        survivor = brokers[next(b for b in BROKERS if b != victim)].broker_port
+        led = leaders(survivor)
+        assert led and any(lead == victim for lead, _i in led.values()), led  # it leads partitions
+        m["partitions the killed broker led"] = sum(lead == victim for lead, _i in led.values())
+        before = acked()
+        brokers[victim].kill()
+        killed_at = time.monotonic()
+        wait_for(f"no partition led by {victim}", lambda: (
+            (d := leaders(survivor)) and len(d) == PARTITIONS and all(lead != victim for lead, _i in d.values())),
+            tails, timeout=60)
+        m[f"broker {victim} kill -> leaderships moved (s)"] = round(time.monotonic() - killed_at, 2)
+        wait_for(f"{victim} out of every ISR", lambda: (
+            (d := leaders(survivor)) and all(victim not in isr for _l, isr in d.values())), tails, timeout=60)
+        m["broker kill -> ISRs shrunk (s)"] = round(time.monotonic() - killed_at, 2)
+        more_acks(acked(), "the producer carrying on without the killed broker")
+        m["acks while the broker was down"] = acked() - before
+
+        back = time.monotonic()
+        brokers[victim].start()  # a new incarnation: registers, catches up, rejoins every ISR
+        wait_for(f"{victim} back in every ISR", lambda: (
+            (d := leaders(survivor)) and all(isr == list(BROKERS) for _l, isr in d.values())), tails, timeout=120)
+        m["broker restart (its JVM start included) -> back in every ISR (s)"] = round(time.monotonic() - back, 2)
+        if not kill_controller:
+            return
+
+        epochs = active_epochs(tmp_path)
+        active = max(epochs, key=lambda n: epochs[n])
+        old_epoch = epochs[active]
+        before = acked()
+        procs[active].proc.kill()
+        killed_at = time.monotonic()
+        assert procs[active].stop() == -9
+        wait_for("another active controller", lambda: max(active_epochs(tmp_path).values()) > old_epoch,
+                 tails, timeout=60)
+        m[f"controller {active} kill -> new active controller (s)"] = round(time.monotonic() - killed_at, 2)
+        new_active = max((e, n) for n, e in active_epochs(tmp_path).items())[1]
+        assert new_active != active
+        # the brokers find it: a topic created through a broker (CreateTopics forwarded in an Envelope)
+        out = tools.topic_command(V, brokers[victim].bootstrap, [
+            "--create", "--topic", f"u{rnd}", "--partitions", "1", "--replication-factor", "3"])
+        assert f"Created topic u{rnd}." in out, (out, tails())
+        m["controller kill -> a topic created through the new one (s)"] = round(time.monotonic() - killed_at, 2)
+        more_acks(acked(), "the producer carrying on under the new controller")
+        m["acks around the controller failover"] = acked() - before
+        target = len(metadata_log(dirs[new_active] / CLUSTER_METADATA_DIR) or ())
+        back = time.monotonic()
+        procs[active] = controller(active, f"c{active}-restarted-{rnd}.log")
+        wait_for(f"controller {active} caught up", lambda: (
+            len(metadata_log(dirs[active] / CLUSTER_METADATA_DIR) or ()) >= target), tails, timeout=60)
+        m["controller restart -> caught up (s)"] = round(time.monotonic() - back, 2)
+
     try:
         for i in dirs:
             procs[i] = controller(i, f"c{i}.log")
@@ -164,51 +221,8 @@ def run_under_faults(tmp_path: Path, mode: str, per_second: int, *, kill_control
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         more_acks(0, "the producer acknowledged")
 
-        # kill -9 of a broker that leads partitions
-        victim = 102
-        survivor = brokers[103].broker_port
-        led = leaders(survivor)
-        assert led and any(lead == victim for lead, _i in led.values()), led
-        measured["partitions the killed broker led"] = sum(lead == victim for lead, _i in led.values())
-        before = acked()
-        brokers[victim].kill()
-        killed_at = time.monotonic()
-        wait_for(f"no partition led by {victim}", lambda: (
-            (d := leaders(survivor)) and len(d) == PARTITIONS and all(lead != victim for lead, _i in d.values())),
-            tails, timeout=60)
-        measured["broker kill -> leaderships moved (s)"] = round(time.monotonic() - killed_at, 2)
-        wait_for(f"{victim} out of every ISR", lambda: (
-            (d := leaders(survivor)) and all(victim not in isr for _l, isr in d.values())), tails, timeout=60)
-        measured["broker kill -> ISRs shrunk (s)"] = round(time.monotonic() - killed_at, 2)
-        more_acks(acked(), "the producer carrying on without the killed broker")
-        measured["acks while the broker was down"] = acked() - before
-
-        back = time.monotonic()
-        brokers[victim].start()  # a new incarnation: registers, catches up, rejoins every ISR
-        wait_for(f"{victim} back in every ISR", lambda: (
-            (d := leaders(survivor)) and all(isr == list(BROKERS) for _l, isr in d.values())), tails, timeout=120)
-        measured["broker restart (its JVM start included) -> back in every ISR (s)"] = round(time.monotonic() - back, 2)
-
-        if kill_controller:
-            epochs = active_epochs(tmp_path)
-            active = max(epochs, key=lambda n: epochs[n])
-            old_epoch = epochs[active]
-            before = acked()
-            procs[active].proc.kill()
-            killed_at = time.monotonic()
-            assert procs[active].stop() == -9
-            wait_for("another active controller", lambda: max(active_epochs(tmp_path).values()) > old_epoch,
-                     tails, timeout=60)
-            measured["controller kill -> new active controller (s)"] = round(time.monotonic() - killed_at, 2)
-            new_active = max((e, n) for n, e in active_epochs(tmp_path).items())[1]
-            assert new_active != active
-            # the brokers find it: a topic created through a broker (CreateTopics forwarded in an Envelope)
-            out = tools.topic_command(V, brokers[103].bootstrap, [
-                "--create", "--topic", "u", "--partitions", "1", "--replication-factor", "3"])
-            assert "Created topic u." in out, (out, tails())
-            more_acks(acked(), "the producer carrying on under the new controller")
-            measured["acks around the controller failover"] = acked() - before
-            procs[active] = controller(active, f"c{active}-restarted.log")
+        for rnd, victim in enumerate(victims):
+            fault_round(rnd, victim)
 
         more_acks(acked(), "the producer after the faults")
         stop_path.touch()
@@ -283,9 +297,16 @@ def run_under_faults(tmp_path: Path, mode: str, per_second: int, *, kill_control
 
 
 def test_idempotent_producer_through_a_broker_and_a_controller_kill(kafka_jars, tmp_path):
-    run_under_faults(tmp_path, "idempotent", 200)
+    run_under_faults(tmp_path, "idempotent", 200, (102,))
+
+
+def test_transactional_producer_through_a_broker_and_a_controller_kill(kafka_jars, tmp_path):
+    run_under_faults(tmp_path, "transactional", 200, (102,))
 
 
 @pytest.mark.slow
-def test_transactional_producer_through_a_broker_and_a_controller_kill(kafka_jars, tmp_path):
-    run_under_faults(tmp_path, "transactional", 200)
+@pytest.mark.parametrize("mode", ["idempotent", "transactional"])
+def test_every_broker_and_three_active_controllers_killed_in_turn(kafka_jars, tmp_path, mode):
+    """Three rounds: each broker killed once (one of them hosts the group's, or the transaction's,
+    coordinator), and after each the active controller."""
+    run_under_faults(tmp_path, mode, 300, (101, 102, 103))
