@@ -13,8 +13,8 @@ Then a consumer group (``group.id``: its coordinator and ``__consumer_offsets``,
 brokers, work) reads the topic back: every acknowledged record, exactly once (count and a checksum of
 keys and values equal; no duplicates from the idempotent producer), and with a transactional producer
 (``read_committed``) nothing from an aborted transaction and every transaction whole or not at all.
-All three controllers hold the same metadata log at the end; no controller logged an ERROR, and no
-broker an ERROR other than the ones the kill itself causes. The times from each kill to its
+All three controllers hold the same metadata log at the end; no controller and no broker logged an
+ERROR. The times from each kill to its
 leaderships moved, and the producer's errors, are printed (measured, never asserted)."""
 
 from __future__ import annotations
@@ -54,9 +54,6 @@ REPLICATED = {  # the brokers' internal topics, replicated like the data
     "transaction.state.log.num.partitions": 3, "share.coordinator.state.topic.replication.factor": 3,
     "share.coordinator.state.topic.min.isr": 2,
 }
-#: what a broker logs at ERROR because a peer was killed under it (the fault itself, not a finding)
-KILL_CONSEQUENCES = re.compile(r"Connection to node \d+ .* could not be established|"
-                               r"Error sending fetch request|Error in response for fetch request")
 
 
 def client_cmd(args: list[object]) -> list[str]:
@@ -128,7 +125,7 @@ def run_under_faults(tmp_path: Path, mode: str, per_second: int, victims: tuple[
         b.version = V
     procs: dict[int, KraftkitProcess] = {}
     producer: subprocess.Popen | None = None
-    acks_path, stop_path = tmp_path / "acks.txt", tmp_path / "stop-producing"
+    acks_path, stop_path, producer_log = tmp_path / "acks.txt", tmp_path / "stop-producing", tmp_path / "producer.log"
     measured: dict[str, object] = {"mode": mode}
 
     def tails() -> str:
@@ -216,9 +213,10 @@ def run_under_faults(tmp_path: Path, mode: str, per_second: int, victims: tuple[
             (d := leaders(brokers[101].broker_port)) and len(d) == PARTITIONS
             and all(isr == list(BROKERS) for _l, isr in d.values())), tails)
 
-        producer = subprocess.Popen(client_cmd(["produce", brokers[101].bootstrap, "t", mode, per_second,
-                                                stop_path, acks_path]),
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        with open(producer_log, "wb") as plog:
+            producer = subprocess.Popen(client_cmd(["produce", brokers[101].bootstrap, "t", mode, per_second,
+                                                    stop_path, acks_path]),
+                                        stdout=plog, stderr=subprocess.STDOUT, start_new_session=True)
         more_acks(0, "the producer acknowledged")
 
         for rnd, victim in enumerate(victims):
@@ -226,8 +224,11 @@ def run_under_faults(tmp_path: Path, mode: str, per_second: int, victims: tuple[
 
         more_acks(acked(), "the producer after the faults")
         stop_path.touch()
-        pout, _ = producer.communicate(timeout=120)
-        assert producer.returncode == 0, (pout.decode(errors="replace")[-3000:], tails())
+        assert producer.wait(timeout=120) == 0, (producer_log.read_text(errors="replace")[-3000:], tails())
+        # what the client logged on its way through the faults (WARN and above): retries, reconnections
+        warnings = [re.sub(r"\d+", "N", ln.split("] ", 1)[-1])[:100] for ln in
+                    producer_log.read_text(errors="replace").splitlines() if re.match(r"\[[^]]*\] (WARN|ERROR)", ln)]
+        measured["producer client warnings"] = {w: warnings.count(w) for w in sorted(set(warnings))}
 
         lines = acks_path.read_text().splitlines()
         assert lines[-1].startswith("done "), lines[-5:]
@@ -243,8 +244,9 @@ def run_under_faults(tmp_path: Path, mode: str, per_second: int, victims: tuple[
 
         group_out = tmp_path / "consumed.txt"
         isolation = "read_committed" if mode == "transactional" else "read_uncommitted"
-        subprocess.run(client_cmd(["consume", brokers[103].bootstrap, "t", isolation, f"readers-{mode}", group_out]),
-                       check=True, capture_output=True, timeout=240)
+        consumer = subprocess.run(client_cmd(["consume", brokers[103].bootstrap, "t", isolation, f"readers-{mode}",
+                                              group_out]), capture_output=True, text=True, timeout=240)
+        assert consumer.returncode == 0, (consumer.stdout[-2000:], consumer.stderr[-3000:], tails())
         rows = group_out.read_text().splitlines()
         committed, ends = map(int, rows[-1].split()[1:])
         assert committed == ends > 0  # the group's offsets were committed (to __consumer_offsets)
@@ -290,8 +292,7 @@ def run_under_faults(tmp_path: Path, mode: str, per_second: int, victims: tuple[
     assert not [ln for ln in controller_logs.splitlines() if "ERROR" in ln], tails()
     for b in brokers.values():
         text = b.server_log.read_text(errors="replace")
-        findings = [ln for ln in text.splitlines() if " ERROR " in ln and not KILL_CONSEQUENCES.search(ln)]
-        assert not findings, findings[:20]
+        assert " ERROR " not in text, [ln for ln in text.splitlines() if " ERROR " in ln][:20]
     print(f"\nend to end on kraftkit ({mode}):", measured)
     return measured
 
