@@ -108,8 +108,7 @@ def digest(pairs) -> tuple[int, str]:
     return len(lines), hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
-def run_under_faults(tmp_path: Path, mode: str, per_second: int, victims: tuple[int, ...], *,
-                     kill_controller: bool = True) -> dict:
+def run_under_faults(tmp_path: Path, mode: str, per_second: int, victims: tuple[tuple[int, bool], ...]) -> dict:
     jars.ensure_kafka(V)
     cid = random_cluster_id()
     ports = {i: free_port() for i in (1, 2, 3)}
@@ -142,24 +141,56 @@ def run_under_faults(tmp_path: Path, mode: str, per_second: int, victims: tuple[
     def more_acks(than: int, what: str) -> None:
         wait_for(what, lambda: producer.poll() is None and acked() >= than + 2 * per_second, tails, timeout=120)
 
-    def fault_round(rnd: int, victim: int) -> None:
-        """kill -9 of broker ``victim`` and its restart, then (``kill_controller``) kill -9 of the active
-        controller and its restart, all while the producer runs; the times measured go to ``measured``."""
-        m: dict[str, object] = {}
+    def kill_active_controller(m: dict, rnd: int, via: int) -> tuple[int, int]:
+        """kill -9 of the active controller; another takes over and a topic is created through broker
+        ``via`` (CreateTopics forwarded in an Envelope to the new one). Returns (killed, new active)."""
+        epochs = active_epochs(tmp_path)
+        active = max(epochs, key=lambda n: epochs[n])
+        procs[active].proc.kill()
+        killed_at = time.monotonic()
+        assert procs[active].stop() == -9
+        wait_for("another active controller", lambda: max(active_epochs(tmp_path).values()) > epochs[active],
+                 tails, timeout=60)
+        m[f"controller {active} kill -> new active controller (s)"] = round(time.monotonic() - killed_at, 2)
+        new_active = max((e, n) for n, e in active_epochs(tmp_path).items())[1]
+        assert new_active != active
+        out = tools.topic_command(V, brokers[via].bootstrap, [
+            "--create", "--topic", f"u{rnd}", "--partitions", "1", "--replication-factor", "2"])
+        assert f"Created topic u{rnd}." in out, (out, tails())
+        m["controller kill -> a topic created through the new one (s)"] = round(time.monotonic() - killed_at, 2)
+        return active, new_active
+
+    def restart_controller(m: dict, rnd: int, active: int, new_active: int) -> None:
+        target = len(metadata_log(dirs[new_active] / CLUSTER_METADATA_DIR) or ())
+        back = time.monotonic()
+        procs[active] = controller(active, f"c{active}-restarted-{rnd}.log")
+        wait_for(f"controller {active} caught up", lambda: (
+            len(metadata_log(dirs[active] / CLUSTER_METADATA_DIR) or ()) >= target), tails, timeout=60)
+        m["controller restart -> caught up (s)"] = round(time.monotonic() - back, 2)
+
+    def fault_round(rnd: int, victim: int, together: bool) -> None:
+        """kill -9 of broker ``victim`` and its restart, then kill -9 of the active
+        controller and its restart, all while the producer runs; with ``together`` the controller is
+        killed right after the broker, before the broker is fenced: the new active controller must fence
+        it. The times measured go to ``measured``."""
+        m: dict[str, object] = {"together": together}
         measured[f"round {rnd}"] = m
-        survivor = brokers[next(b for b in BROKERS if b != victim)].broker_port
-        led = leaders(survivor)
+        survivor = next(b for b in BROKERS if b != victim)
+        led = leaders(brokers[survivor].broker_port)
         assert led and any(lead == victim for lead, _i in led.values()), led  # it leads partitions
         m["partitions the killed broker led"] = sum(lead == victim for lead, _i in led.values())
         before = acked()
         brokers[victim].kill()
         killed_at = time.monotonic()
+        if together:
+            killed = kill_active_controller(m, rnd, survivor)
         wait_for(f"no partition led by {victim}", lambda: (
-            (d := leaders(survivor)) and len(d) == PARTITIONS and all(lead != victim for lead, _i in d.values())),
-            tails, timeout=60)
+            (d := leaders(brokers[survivor].broker_port)) and len(d) == PARTITIONS
+            and all(lead != victim for lead, _i in d.values())), tails, timeout=60)
         m[f"broker {victim} kill -> leaderships moved (s)"] = round(time.monotonic() - killed_at, 2)
         wait_for(f"{victim} out of every ISR", lambda: (
-            (d := leaders(survivor)) and all(victim not in isr for _l, isr in d.values())), tails, timeout=60)
+            (d := leaders(brokers[survivor].broker_port)) and all(victim not in isr for _l, isr in d.values())),
+            tails, timeout=60)
         m["broker kill -> ISRs shrunk (s)"] = round(time.monotonic() - killed_at, 2)
         more_acks(acked(), "the producer carrying on without the killed broker")
         m["acks while the broker was down"] = acked() - before
@@ -167,36 +198,17 @@ def run_under_faults(tmp_path: Path, mode: str, per_second: int, victims: tuple[
         back = time.monotonic()
         brokers[victim].start()  # a new incarnation: registers, catches up, rejoins every ISR
         wait_for(f"{victim} back in every ISR", lambda: (
-            (d := leaders(survivor)) and all(isr == list(BROKERS) for _l, isr in d.values())), tails, timeout=120)
+            (d := leaders(brokers[survivor].broker_port)) and all(isr == list(BROKERS) for _l, isr in d.values())),
+            tails, timeout=120)
         m["broker restart (its JVM start included) -> back in every ISR (s)"] = round(time.monotonic() - back, 2)
-        if not kill_controller:
-            return
-
-        epochs = active_epochs(tmp_path)
-        active = max(epochs, key=lambda n: epochs[n])
-        old_epoch = epochs[active]
-        before = acked()
-        procs[active].proc.kill()
-        killed_at = time.monotonic()
-        assert procs[active].stop() == -9
-        wait_for("another active controller", lambda: max(active_epochs(tmp_path).values()) > old_epoch,
-                 tails, timeout=60)
-        m[f"controller {active} kill -> new active controller (s)"] = round(time.monotonic() - killed_at, 2)
-        new_active = max((e, n) for n, e in active_epochs(tmp_path).items())[1]
-        assert new_active != active
-        # the brokers find it: a topic created through a broker (CreateTopics forwarded in an Envelope)
-        out = tools.topic_command(V, brokers[victim].bootstrap, [
-            "--create", "--topic", f"u{rnd}", "--partitions", "1", "--replication-factor", "3"])
-        assert f"Created topic u{rnd}." in out, (out, tails())
-        m["controller kill -> a topic created through the new one (s)"] = round(time.monotonic() - killed_at, 2)
-        more_acks(acked(), "the producer carrying on under the new controller")
-        m["acks around the controller failover"] = acked() - before
-        target = len(metadata_log(dirs[new_active] / CLUSTER_METADATA_DIR) or ())
-        back = time.monotonic()
-        procs[active] = controller(active, f"c{active}-restarted-{rnd}.log")
-        wait_for(f"controller {active} caught up", lambda: (
-            len(metadata_log(dirs[active] / CLUSTER_METADATA_DIR) or ()) >= target), tails, timeout=60)
-        m["controller restart -> caught up (s)"] = round(time.monotonic() - back, 2)
+        if together:
+            restart_controller(m, rnd, *killed)
+        else:
+            before = acked()
+            killed = kill_active_controller(m, rnd, victim)
+            more_acks(acked(), "the producer carrying on under the new controller")
+            m["acks around the controller failover"] = acked() - before
+            restart_controller(m, rnd, *killed)
 
     try:
         for i in dirs:
@@ -219,8 +231,8 @@ def run_under_faults(tmp_path: Path, mode: str, per_second: int, victims: tuple[
                                         stdout=plog, stderr=subprocess.STDOUT, start_new_session=True)
         more_acks(0, "the producer acknowledged")
 
-        for rnd, victim in enumerate(victims):
-            fault_round(rnd, victim)
+        for rnd, (victim, together) in enumerate(victims):
+            fault_round(rnd, victim, together)
 
         more_acks(acked(), "the producer after the faults")
         stop_path.touch()
@@ -298,16 +310,17 @@ def run_under_faults(tmp_path: Path, mode: str, per_second: int, victims: tuple[
 
 
 def test_idempotent_producer_through_a_broker_and_a_controller_kill(kafka_jars, tmp_path):
-    run_under_faults(tmp_path, "idempotent", 200, (102,))
+    run_under_faults(tmp_path, "idempotent", 200, ((102, False),))
 
 
 def test_transactional_producer_through_a_broker_and_a_controller_kill(kafka_jars, tmp_path):
-    run_under_faults(tmp_path, "transactional", 200, (102,))
+    run_under_faults(tmp_path, "transactional", 200, ((102, False),))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["idempotent", "transactional"])
 def test_every_broker_and_three_active_controllers_killed_in_turn(kafka_jars, tmp_path, mode):
     """Three rounds: each broker killed once (one of them hosts the group's, or the transaction's,
-    coordinator), and after each the active controller."""
-    run_under_faults(tmp_path, mode, 300, (101, 102, 103))
+    coordinator), and after each the active controller; in the last round the controller right after
+    the broker, before its session expires."""
+    run_under_faults(tmp_path, mode, 300, ((101, False), (102, False), (103, True)))
