@@ -43,7 +43,9 @@ from tests.kafka.test_broker_failover_on_kraftkit import Broker, wait_for
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(900)]
 
 V = jars.KAFKA_4
-RELEASE = "4.3"  # the quorum's metadata.version: the newest a 4.3.1 broker supports
+#: the quorum's release: the newest a 4.3.1 broker registers at (at the default, 4.4-IV2, its registration is
+#: refused with UNSUPPORTED_VERSION: it supports share.version up to 1 and metadata.version up to 4.3's)
+RELEASE = "4.3"
 SESSION_MS = 4000
 SOURCE = Path(tools.__file__).resolve().parent / "java" / "EndToEndClient.java"
 PARTITIONS = 6
@@ -301,7 +303,7 @@ def run_under_faults(tmp_path: Path, mode: str, per_second: int, victims: tuple[
     assert logs[0] and logs[0] == logs[1] == logs[2]
     controller_logs = "".join(p.read_text(errors="replace") for p in tmp_path.glob("c*.log"))
     assert "because its session has timed out" in controller_logs
-    assert not [ln for ln in controller_logs.splitlines() if "ERROR" in ln], tails()
+    assert not [ln for ln in controller_logs.splitlines() if re.search(r" (ERROR|CRITICAL) |Traceback", ln)], tails()
     for b in brokers.values():
         text = b.server_log.read_text(errors="replace")
         assert " ERROR " not in text, [ln for ln in text.splitlines() if " ERROR " in ln][:20]
