@@ -13,8 +13,9 @@ Then a consumer group (``group.id``: its coordinator and ``__consumer_offsets``,
 brokers, work) reads the topic back: every acknowledged record, exactly once (count and a checksum of
 keys and values equal; no duplicates from the idempotent producer), and with a transactional producer
 (``read_committed``) nothing from an aborted transaction and every transaction whole or not at all.
-All three controllers hold the same metadata log at the end; no controller and no broker logged an
-ERROR. The times from each kill to its
+All three controllers hold the same metadata log at the end; no controller logged an ERROR, and no
+broker either, but for a race of transactions v2 in Kafka's own produce path that the client retries
+(``TV2_SEQUENCE_RACE``, counted). The times from each kill to its
 leaderships moved, and the producer's errors, are printed (measured, never asserted)."""
 
 from __future__ import annotations
@@ -56,6 +57,16 @@ REPLICATED = {  # the brokers' internal topics, replicated like the data
     "transaction.state.log.num.partitions": 3, "share.coordinator.state.topic.replication.factor": 3,
     "share.coordinator.state.topic.min.isr": 2,
 }
+
+#: Kafka's own data path, not the controller's: under transaction.version 2 a transaction's first batch to a
+#: partition whose previous transaction's markers are still being written gets CONCURRENT_TRANSACTIONS and is
+#: retried, while the producer's next batch (sequence 1, in flight behind it) meets a partition with no state
+#: for the producer; the leader logs this at ERROR and answers OUT_OF_ORDER_SEQUENCE_NUMBER, which the client
+#: retries (its send succeeds: the records are acknowledged and read back below)
+TV2_SEQUENCE_RACE = re.compile(r"ERROR \[ReplicaManager broker=\d+\] Error processing append operation on partition "
+                               r"\S+:t-\d+ .*\n.*OutOfOrderSequenceException: Invalid sequence number for producer \d+ "
+                               r"at offset \d+ in partition t-\d+: \d+ \(incoming seq\. number\)\. Expected sequence 0 "
+                               r"for transactions v2 idempotent producer with no existing state\.")
 
 
 def client_cmd(args: list[object]) -> list[str]:
@@ -304,9 +315,20 @@ def run_under_faults(tmp_path: Path, mode: str, per_second: int, victims: tuple[
     controller_logs = "".join(p.read_text(errors="replace") for p in tmp_path.glob("c*.log"))
     assert "because its session has timed out" in controller_logs
     assert not [ln for ln in controller_logs.splitlines() if re.search(r" (ERROR|CRITICAL) |Traceback", ln)], tails()
+    races = 0
     for b in brokers.values():
-        text = b.server_log.read_text(errors="replace")
-        assert " ERROR " not in text, [ln for ln in text.splitlines() if " ERROR " in ln][:20]
+        lines = b.server_log.read_text(errors="replace").splitlines()
+        for at, ln in enumerate(lines):
+            if " ERROR " not in ln:
+                continue
+            following = lines[at + 1] if at + 1 < len(lines) else ""
+            if mode == "transactional" and TV2_SEQUENCE_RACE.search(ln + "\n" + following):
+                races += 1
+                continue
+            pytest.fail(f"broker {b.node_id} logged an ERROR:\n{ln}\n{following}")
+    producer_text = producer_log.read_text(errors="replace")
+    assert races <= producer_text.count("Error: OUT_OF_ORDER_SEQUENCE_NUMBER")  # each one retried by the client
+    measured["broker ERRORs of the transactions-v2 sequence race (retried)"] = races
     print(f"\nend to end on kraftkit ({mode}):", measured)
     return measured
 
