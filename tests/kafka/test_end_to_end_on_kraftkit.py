@@ -62,7 +62,8 @@ REPLICATED = {  # the brokers' internal topics, replicated like the data
 #: partition whose previous transaction's markers are still being written gets CONCURRENT_TRANSACTIONS and is
 #: retried, while the producer's next batch (sequence 1, in flight behind it) meets a partition with no state
 #: for the producer; the leader logs this at ERROR and answers OUT_OF_ORDER_SEQUENCE_NUMBER, which the client
-#: retries (its send succeeds: the records are acknowledged and read back below)
+#: retries (its send succeeds: the records are acknowledged and read back below). Three 4.3.1 brokers on
+#: Kafka 4.3.1's own controllers log the same under this producer, without any fault.
 TV2_SEQUENCE_RACE = re.compile(r"ERROR \[ReplicaManager broker=\d+\] Error processing append operation on partition "
                                r"\S+:t-\d+ .*\n.*OutOfOrderSequenceException: Invalid sequence number for producer \d+ "
                                r"at offset \d+ in partition t-\d+: \d+ \(incoming seq\. number\)\. Expected sequence 0 "
