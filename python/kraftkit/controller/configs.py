@@ -1,5 +1,12 @@
-"""``ConfigurationControlManager``: dynamic BROKER configs on the controller (KIP-919), as Kafka 4.4's
-controller keeps them.
+"""``ConfigurationControlManager``: dynamic BROKER configs on the controller (KIP-919), and TOPIC
+configs, as Kafka 4.4's controller keeps them.
+
+**TOPIC writes.** IncrementalAlterConfigs (SET, DELETE, and APPEND or SUBTRACT of a LIST key, from its
+current value or else its default) and the legacy AlterConfigs (the topic's configs become those
+given) of a TOPIC resource are checked as :mod:`kraftkit.controller.topic_configs` describes (Kafka's
+topic config definitions, with Kafka's messages), then the topic must exist
+(UNKNOWN_TOPIC_OR_PARTITION); a ConfigRecord (ResourceType 2) is written only for a value that
+changes.
 
 **Writes.** IncrementalAlterConfigs (and the legacy AlterConfigs) of a BROKER resource, a broker id or
 ``""`` (the cluster-wide default), become ``ConfigRecord``s; a deletion is a ConfigRecord with a null
@@ -269,9 +276,9 @@ def java_hash_order(keys: list[str]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------- the manager
-def config_record(resource_name: str, name: str, value: str | None) -> bytes:
+def config_record(resource_name: str, name: str, value: str | None, resource_type: int = BROKER) -> bytes:
     return encode_metadata_record(
-        CONFIG, 0, {"ResourceType": BROKER, "ResourceName": resource_name, "Name": name, "Value": value}
+        CONFIG, 0, {"ResourceType": resource_type, "ResourceName": resource_name, "Name": name, "Value": value}
     )
 
 
@@ -327,7 +334,7 @@ class ConfigurationControlManager:
             )
         if records and not body.get("ValidateOnly"):
             done = [r["ResourceName"] or "<default>" for r in results if r["ErrorCode"] == Errors.NONE]
-            log.info("node %d: BROKER configs of %s altered: %d ConfigRecord(s)", self.node_id, done, len(records))
+            log.info("node %d: configs of %s altered: %d ConfigRecord(s)", self.node_id, done, len(records))
         return ([] if body.get("ValidateOnly") else records), results
 
     def _alter_all(self, image: MetadataImage, body: Mapping, *, incremental: bool) -> tuple[list[bytes], list[dict]]:
@@ -352,10 +359,19 @@ class ConfigurationControlManager:
             seen.add(key)
             planned.append((key, res))
         for (rtype, rname), res in planned:
+            if rtype == TOPIC:
+                try:
+                    out = self._topic_change(image, rname, res, incremental)
+                except ControllerError as e:
+                    results.append(_result(rtype, rname, e.code, e.message))
+                    continue
+                records.extend(out)
+                results.append(_result(rtype, rname))
+                continue
             if rtype != BROKER:
                 results.append(
                     _result(rtype, rname, Errors.INVALID_REQUEST,
-                            f"kraftkit's controller keeps BROKER configs only, not {RESOURCE_TYPES[rtype]} ones")
+                            f"kraftkit's controller keeps BROKER and TOPIC configs only, not {RESOURCE_TYPES[rtype]} ones")
                 )  # fmt: skip
                 continue
             try:
@@ -394,10 +410,65 @@ class ConfigurationControlManager:
         order = java_hash_order(list(changes)) if incremental else list(changes)
         return [config_record(rname, name, changes[name]) for name in order]
 
-    def _split_op(self, op: int, current: str | None, name: str, value: str) -> str:
+    def _topic_change(self, image: MetadataImage, rname: str, res: Mapping, incremental: bool) -> list[bytes]:
+        """The ConfigRecords of a TOPIC resource's change (:mod:`kraftkit.controller.topic_configs`): only
+        those that change a value, after Kafka's topic config validation and the topic's existence check."""
+        from kraftkit.controller.topic_configs import topic_schema, validate_topic_configs  # (it imports this module)
+
+        schema = topic_schema()
+        current = dict(image.configs.get((TOPIC, rname), {}))
+        changes: dict[str, str | None] = {}
+        if incremental:
+            for c in res.get("Configs") or []:
+                name, op, value = c.get("Name", ""), c.get("ConfigOperation", SET), c.get("Value")
+                if op == SET:
+                    changes[name] = value
+                elif op == DELETE:
+                    changes[name] = None
+                elif op in (APPEND, SUBTRACT):
+                    if schema.type_of(name) != "LIST":
+                        raise ControllerError(
+                            Errors.INVALID_CONFIG, f"Can't {OP_NAMES[op]} to key {name} because its type is not LIST."
+                        )
+                    changes[name] = self._split_op(op, current.get(name), name, value or "", schema.default(name))
+                else:
+                    raise ControllerError(Errors.INVALID_REQUEST, f"Unknown operation type {op}")
+            deleted: list[str] = []
+        else:
+            changes = {c.get("Name", ""): c.get("Value") for c in res.get("Configs") or []}
+            deleted = [k for k in current if k not in changes]
+        self._check_sizes(changes)
+        after = {k: v for k, v in current.items() if k not in deleted}
+        for k, v in changes.items():
+            if v is None:
+                after.pop(k, None)
+            else:
+                after[k] = v
+        validate_topic_configs(rname, current, after, self.static_config, image.configs, self.node_id)
+        if rname not in image.topic_ids:  # QuorumController's ConfigResourceExistenceChecker
+            raise ControllerError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{rname}' does not exist.")
+        altered = [k for k in java_hash_order(list(changes)) if current.get(k) != changes[k]]
+        return [config_record(rname, k, v, TOPIC) for k, v in [(k, changes[k]) for k in altered]] + [
+            config_record(rname, k, None, TOPIC) for k in deleted
+        ]
+
+    @staticmethod
+    def _check_sizes(changes: Mapping[str, str | None]) -> None:
+        for name, value in changes.items():
+            if value is not None and len(value.encode("utf-8", "surrogatepass")) > MAX_VALUE_CHARS:
+                raise ControllerError(
+                    Errors.INVALID_CONFIG,
+                    "The configuration value cannot be added because it exceeds the maximum value size of 32767 bytes.",
+                )
+            if len(name.encode("utf-8", "surrogatepass")) > MAX_VALUE_CHARS:
+                raise ControllerError(
+                    Errors.INVALID_CONFIG, f"The configuration name {name[:80]!r}... is over 32767 bytes in UTF-8."
+                )
+
+    def _split_op(self, op: int, current: str | None, name: str, value: str, default: str | None = None) -> str:
         """APPEND or SUBTRACT of the comma-separated ``value`` to the key's current value (its
         default when it has none), as ConfigurationControlManager does it."""
-        base = current if current is not None else self.schema.defaults.get(name)
+        base = current if current is not None else (default if default is not None else self.schema.defaults.get(name))
         parts = [p for p in (base or "").split(",") if p]
         for v in value.split(","):
             if op == APPEND and v not in parts:
