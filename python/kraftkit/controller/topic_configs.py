@@ -118,6 +118,8 @@ class TopicConfigSchema:
             return
         kind = validator["kind"]
         if kind == "range":
+            if parsed != parsed:  # NaN: Java's comparisons with it are all false, so a Range takes it
+                return
             lo, hi = validator.get("min"), validator.get("max")
             if lo is not None and Decimal(parsed) < Decimal(lo):
                 raise _invalid(name, parsed, f"Value must be at least {lo}")
