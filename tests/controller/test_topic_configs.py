@@ -9,7 +9,7 @@ from Kafka's jars."""
 from __future__ import annotations
 
 from kraftkit._core import decode_metadata_record, encode_metadata_record
-from kraftkit._kafka import CONFIG
+from kraftkit._kafka import CLEAR_ELR, CONFIG, FEATURE_LEVEL
 from kraftkit.controller.configs import (
     APPEND,
     DEFAULT_CONFIG,
@@ -211,7 +211,9 @@ def test_create_topics_lists_the_effective_configs():
     (r,) = res
     assert r["ErrorCode"] == Errors.NONE and r["TopicConfigErrorCode"] == Errors.NONE
     configs = {e["Name"]: (e["Value"], e["ConfigSource"]) for e in r["Configs"]}
-    assert [e["Name"] for e in r["Configs"]] == sorted(topic_schema().keys)  # every topic config, by name
+    # every topic config but the internal ones, by name
+    assert [e["Name"] for e in r["Configs"]] == sorted(n for n, k in topic_schema().keys.items() if not k.get("internal"))
+    assert "internal.segment.bytes" not in configs and "retention.bytes" in configs
     assert not any(e["ReadOnly"] or e["IsSensitive"] for e in r["Configs"])
     assert configs["max.message.bytes"] == ("100", DYNAMIC_TOPIC_CONFIG)  # its own over the static 5000
     assert configs["segment.bytes"] == ("4000000", DYNAMIC_BROKER_CONFIG)  # this node's over the cluster's
@@ -219,7 +221,60 @@ def test_create_topics_lists_the_effective_configs():
     assert configs["retention.ms"] == (str(2 * 3600 * 1000), STATIC_BROKER_CONFIG)  # hours, converted
     assert configs["cleanup.policy"] == ("delete", DEFAULT_CONFIG)  # (broker 2's config is not this node's)
     assert configs["retention.bytes"] == ("-1", DEFAULT_CONFIG)
-    assert configs["internal.segment.bytes"] == (None, DEFAULT_CONFIG)  # an internal key without a default
     # a validate-only creation answers the same configs
     _r, res2 = c.create(topic("v", configs={"max.message.bytes": "100"}), validate_only=True)
     assert res2[0]["Configs"] == r["Configs"]
+
+
+def test_a_new_min_insync_replicas_clears_the_topics_elrs_while_elr_is_enabled():
+    c, mgr = setup()
+    records, _res = mgr.incremental_alter(c.image, alter("t", ("min.insync.replicas", SET, "2")))
+    assert [decode_metadata_record(r)[0] for r in records] == [CONFIG]  # ELR is not enabled
+    c.apply([encode_metadata_record(FEATURE_LEVEL, 0, {"Name": "eligible.leader.replicas.version", "FeatureLevel": 1})])
+    body = alter("t", ("min.insync.replicas", SET, "2"), ("retention.ms", SET, "9"))
+    body["Resources"] += alter("u", ("min.insync.replicas", SET, "2"))["Resources"]
+    records, res = mgr.incremental_alter(c.image, body)
+    assert [r[1] for r in results(res)] == [Errors.NONE, Errors.NONE]
+    got = [decode_metadata_record(r) for r in records]
+    # the request's ConfigRecords, then a ClearElrRecord per topic whose min.insync.replicas changes
+    assert [k for k, _v, _d in got] == [CONFIG, CONFIG, CONFIG, CLEAR_ELR, CLEAR_ELR]
+    assert [d for k, _v, d in got if k == CLEAR_ELR] == [{"TopicName": "t"}, {"TopicName": "u"}]
+    c.apply(records)
+    records, _res = mgr.incremental_alter(c.image, alter("t", ("min.insync.replicas", SET, "2")))
+    assert records == []  # unchanged: no ConfigRecord, so nothing to clear
+    records, _res = mgr.incremental_alter(c.image, alter("t", ("min.insync.replicas", DELETE, None)))
+    assert [decode_metadata_record(r)[0] for r in records] == [CONFIG, CLEAR_ELR]
+
+
+def test_describe_of_topic_configs_on_the_controller():
+    static = {"log.retention.hours": "2"}
+    c, mgr = setup(static)
+    mgr.node_id = 1
+    c.apply([encode_metadata_record(CONFIG, 0, {"ResourceType": BROKER, "ResourceName": "", "Name": n, "Value": v})
+             for n, v in [("log.retention.ms", "60000"), ("min.insync.replicas", "1")]])
+    run(c, mgr, alter("t", ("cleanup.policy", SET, " compact , delete "), ("retention.ms", DELETE, None)))
+    body = {"Resources": [{"ResourceType": TOPIC, "ResourceName": n, "ConfigurationKeys": k}
+                          for n, k in [("t", None), ("t", ["retention.ms", "no.such"]), ("nope", None),
+                                       ("a/b", None)]],
+            "IncludeSynonyms": True, "IncludeDocumentation": False}
+    res = mgr.describe(c.image, body, 4)["Results"]
+    assert [(r["ErrorCode"], r["ErrorMessage"]) for r in res[2:]] == [
+        (Errors.UNKNOWN_TOPIC_OR_PARTITION, ""),
+        (Errors.INVALID_TOPIC_EXCEPTION,
+         "Topic name is invalid: 'a/b' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"),
+    ]
+    entries = {e["Name"]: e for e in res[0]["Configs"]}
+    assert sorted(entries) == sorted(n for n, k in topic_schema().keys.items() if not k.get("internal"))
+    # the topic's own value, as ConfigDef renders it, then the broker config it falls back to
+    e = entries["cleanup.policy"]
+    assert (e["Value"], e["ConfigSource"], e["ReadOnly"], e["IsSensitive"]) == ("compact,delete", DYNAMIC_TOPIC_CONFIG,
+                                                                               False, False)
+    assert [(s["Name"], s["Value"], s["Source"]) for s in e["Synonyms"]] == [
+        ("cleanup.policy", "compact,delete", DYNAMIC_TOPIC_CONFIG), ("log.cleanup.policy", "delete", DEFAULT_CONFIG)]
+    # retention.ms: this node's cluster-wide dynamic log.retention.ms over its static log.retention.hours
+    e = entries["retention.ms"]
+    assert (e["Value"], e["ConfigSource"]) == ("60000", DYNAMIC_DEFAULT_BROKER_CONFIG)
+    assert [(s["Name"], s["Value"], s["Source"]) for s in e["Synonyms"]][:2] == [
+        ("log.retention.ms", "60000", DYNAMIC_DEFAULT_BROKER_CONFIG), ("log.retention.hours", "2", STATIC_BROKER_CONFIG)]
+    assert entries["retention.bytes"]["ConfigSource"] == DEFAULT_CONFIG
+    assert [e["Name"] for e in res[1]["Configs"]] == ["retention.ms"]  # the keys asked for that exist

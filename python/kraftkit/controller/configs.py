@@ -6,7 +6,9 @@ current value or else its default) and the legacy AlterConfigs (the topic's conf
 given) of a TOPIC resource are checked as :mod:`kraftkit.controller.topic_configs` describes (Kafka's
 topic config definitions, with Kafka's messages), then the topic must exist
 (UNKNOWN_TOPIC_OR_PARTITION); a ConfigRecord (ResourceType 2) is written only for a value that
-changes.
+changes; a change of a topic's ``min.insync.replicas`` while eligible leader replicas are enabled is
+followed by a ClearElrRecord of the topic. DescribeConfigs of a TOPIC resource is answered from the
+node's image as Kafka's controller answers it (``ConfigHelper``).
 
 **Writes.** IncrementalAlterConfigs (and the legacy AlterConfigs) of a BROKER resource, a broker id or
 ``""`` (the cluster-wide default), become ``ConfigRecord``s; a deletion is a ConfigRecord with a null
@@ -44,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from kraftkit._core import encode_metadata_record
-from kraftkit._kafka import CONFIG
+from kraftkit._kafka import CLEAR_ELR, CONFIG
 from kraftkit.controller.cluster import ControllerError
 from kraftkit.metadata.image import MetadataImage
 from kraftkit.metadata.mv_levels import MV_4_3_IV0
@@ -340,6 +342,7 @@ class ConfigurationControlManager:
     def _alter_all(self, image: MetadataImage, body: Mapping, *, incremental: bool) -> tuple[list[bytes], list[dict]]:
         records: list[bytes] = []
         results: list[dict] = []
+        clear_elr: list[str] = []  # topics whose min.insync.replicas record is written
         seen: set[tuple[int, str]] = set()
         duplicates: set[tuple[int, str]] = set()
         planned: list[tuple[tuple[int, str], Mapping]] = []
@@ -361,12 +364,14 @@ class ConfigurationControlManager:
         for (rtype, rname), res in planned:
             if rtype == TOPIC:
                 try:
-                    out = self._topic_change(image, rname, res, incremental)
+                    out, min_isr = self._topic_change(image, rname, res, incremental)
                 except ControllerError as e:
                     results.append(_result(rtype, rname, e.code, e.message))
                     continue
                 records.extend(out)
                 results.append(_result(rtype, rname))
+                if min_isr:
+                    clear_elr.append(rname)
                 continue
             if rtype != BROKER:
                 results.append(
@@ -381,6 +386,9 @@ class ConfigurationControlManager:
                 continue
             records.extend(out)
             results.append(_result(rtype, rname))
+        if clear_elr and (image.features.get(ELR_FEATURE) or 0) >= 1:
+            # Kafka 4.4's createClearElrRecordsAsNeeded: a topic's new min.insync.replicas clears its ELRs
+            records += [encode_metadata_record(CLEAR_ELR, 0, {"TopicName": name}) for name in clear_elr]
         return records, results
 
     def _broker_change(self, image: MetadataImage, rname: str, res: Mapping, incremental: bool) -> list[bytes]:
@@ -410,47 +418,12 @@ class ConfigurationControlManager:
         order = java_hash_order(list(changes)) if incremental else list(changes)
         return [config_record(rname, name, changes[name]) for name in order]
 
-    def _topic_change(self, image: MetadataImage, rname: str, res: Mapping, incremental: bool) -> list[bytes]:
-        """The ConfigRecords of a TOPIC resource's change (:mod:`kraftkit.controller.topic_configs`): only
-        those that change a value, after Kafka's topic config validation and the topic's existence check."""
-        from kraftkit.controller.topic_configs import topic_schema, validate_topic_configs  # (it imports this module)
+    def _topic_change(
+        self, image: MetadataImage, rname: str, res: Mapping, incremental: bool
+    ) -> tuple[list[bytes], bool]:
+        from kraftkit.controller.topic_configs import topic_change  # (it imports this module)
 
-        schema = topic_schema()
-        current = dict(image.configs.get((TOPIC, rname), {}))
-        changes: dict[str, str | None] = {}
-        if incremental:
-            for c in res.get("Configs") or []:
-                name, op, value = c.get("Name", ""), c.get("ConfigOperation", SET), c.get("Value")
-                if op == SET:
-                    changes[name] = value
-                elif op == DELETE:
-                    changes[name] = None
-                elif op in (APPEND, SUBTRACT):
-                    if schema.type_of(name) != "LIST":
-                        raise ControllerError(
-                            Errors.INVALID_CONFIG, f"Can't {OP_NAMES[op]} to key {name} because its type is not LIST."
-                        )
-                    changes[name] = self._split_op(op, current.get(name), name, value or "", schema.default(name))
-                else:
-                    raise ControllerError(Errors.INVALID_REQUEST, f"Unknown operation type {op}")
-            deleted: list[str] = []
-        else:
-            changes = {c.get("Name", ""): c.get("Value") for c in res.get("Configs") or []}
-            deleted = [k for k in current if k not in changes]
-        self._check_sizes(changes)
-        after = {k: v for k, v in current.items() if k not in deleted}
-        for k, v in changes.items():
-            if v is None:
-                after.pop(k, None)
-            else:
-                after[k] = v
-        validate_topic_configs(rname, current, after, self.static_config, image.configs, self.node_id)
-        if rname not in image.topic_ids:  # QuorumController's ConfigResourceExistenceChecker
-            raise ControllerError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{rname}' does not exist.")
-        altered = [k for k in java_hash_order(list(changes)) if current.get(k) != changes[k]]
-        return [config_record(rname, k, v, TOPIC) for k, v in [(k, changes[k]) for k in altered]] + [
-            config_record(rname, k, None, TOPIC) for k in deleted
-        ]
+        return topic_change(self, image, rname, res, incremental)
 
     @staticmethod
     def _check_sizes(changes: Mapping[str, str | None]) -> None:
@@ -551,10 +524,18 @@ class ConfigurationControlManager:
                         Errors.INVALID_REQUEST,
                         f"Unexpected resource type UNKNOWN for resource {bad.get('ResourceName') or ''}",
                     )
+                if rtype == TOPIC:
+                    from kraftkit.controller.topic_configs import describe_topic  # (it imports this module)
+
+                    out["Configs"] = describe_topic(self, image, rname, keys, synonyms)
+                    listed += len(out["Configs"])
+                    results.append(out)
+                    continue
                 if rtype != BROKER:
                     raise ControllerError(
                         Errors.INVALID_REQUEST,
-                        f"kraftkit's controller describes BROKER configs only, not {RESOURCE_TYPES[rtype]} ones",
+                        f"kraftkit's controller describes BROKER and TOPIC configs only, not {RESOURCE_TYPES[rtype]} "
+                        "ones",
                     )
                 memo_key = (rname, None if keys is None else tuple(keys))
                 if memo_key not in memo:

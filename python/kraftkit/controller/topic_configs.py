@@ -19,12 +19,14 @@ static and dynamic broker configs through the synonyms, else Kafka's defaults).
 topic's own value (DYNAMIC_TOPIC_CONFIG), else the first synonym the controller's dynamic config
 (DYNAMIC_BROKER_CONFIG), the cluster-wide dynamic default (DYNAMIC_DEFAULT_BROKER_CONFIG) or its
 server.properties (STATIC_BROKER_CONFIG) has, converted by the synonym's factor, else the default
-(DEFAULT_CONFIG). CreateTopics lists them (sorted by name) for a created topic.
+(DEFAULT_CONFIG). CreateTopics lists them (sorted by name, but the internal ones) for a created topic.
 
 What differs from Kafka: with ``remote.log.storage.system.enable=true`` the checks Kafka makes of a
 topic that enables remote storage (its cleanup policy, local retention against retention, copy lag)
-are not made; changing a topic's ``min.insync.replicas`` while eligible leader replicas are enabled
-does not clear the ELRs of its partitions (Kafka 4.4 writes ClearElrRecords for them).
+are not made.
+
+While eligible leader replicas are enabled, a change of a topic's ``min.insync.replicas`` is followed
+by a ClearElrRecord of the topic (after the request's ConfigRecords), as Kafka 4.4 writes one.
 """
 
 from __future__ import annotations
@@ -39,19 +41,37 @@ from typing import Any
 
 from kraftkit.controller.cluster import ControllerError
 from kraftkit.controller.configs import (
+    APPEND,
     BROKER,
+    CONFIG_TYPES,
     DEFAULT_CONFIG,
+    DELETE,
     DYNAMIC_BROKER_CONFIG,
     DYNAMIC_DEFAULT_BROKER_CONFIG,
+    OP_NAMES,
+    SET,
     STATIC_BROKER_CONFIG,
+    SUBTRACT,
+    TOPIC,
+    ConfigurationControlManager,
     ConfigValueError,
+    config_record,
     java_double,
     java_hash_order,
     parse_type,
+    render,
 )
+from kraftkit.metadata.image import MetadataImage
 from kraftkit.protocol.messages import Errors
 
-__all__ = ["DYNAMIC_TOPIC_CONFIG", "TopicConfigSchema", "topic_schema", "validate_topic_configs"]
+__all__ = [
+    "DYNAMIC_TOPIC_CONFIG",
+    "TopicConfigSchema",
+    "describe_topic",
+    "topic_change",
+    "topic_schema",
+    "validate_topic_configs",
+]
 
 TABLE = Path(__file__).with_name("topic_configs.json")
 #: DescribeConfigsResponse.ConfigSource id of a topic's own config
@@ -187,8 +207,8 @@ class TopicConfigSchema:
     def created_configs(
         self, static: Mapping[str, str], cluster: Mapping[str, str], node: Mapping[str, str], topic: Mapping[str, str]
     ) -> list[dict]:
-        """The ``Configs`` of a CreatableTopicResult: the effective configs sorted by name (none of
-        Kafka's topic configs is sensitive or read-only)."""
+        """The ``Configs`` of a CreatableTopicResult: the effective configs but the internal ones, sorted by
+        name (none of Kafka's topic configs is sensitive or read-only)."""
         effective = self.resolve(static, cluster, node, topic)
         return [
             {
@@ -199,6 +219,7 @@ class TopicConfigSchema:
                 "IsSensitive": self.type_of(n) == "PASSWORD",
             }
             for n, (v, src) in sorted(effective.items())
+            if not self.keys[n].get("internal")
         ]
 
     # ------------------------------------------------------------------ validation
@@ -288,3 +309,109 @@ def validate_topic_configs(
         schema.validate(existing, props, node_values, remote)
     except ConfigValueError as e:
         raise ControllerError(Errors.INVALID_CONFIG, str(e)) from None
+
+
+def topic_change(
+    mgr: ConfigurationControlManager, image: MetadataImage, rname: str, res: Mapping, incremental: bool
+) -> tuple[list[bytes], bool]:
+    """The ConfigRecords of a TOPIC resource's change (:mod:`kraftkit.controller.topic_configs`): only
+    those that change a value, after Kafka's topic config validation and the topic's existence check;
+    and whether one of them is the topic's ``min.insync.replicas``."""
+    schema = topic_schema()
+    current = dict(image.configs.get((TOPIC, rname), {}))
+    changes: dict[str, str | None] = {}
+    if incremental:
+        for c in res.get("Configs") or []:
+            name, op, value = c.get("Name", ""), c.get("ConfigOperation", SET), c.get("Value")
+            if op == SET:
+                changes[name] = value
+            elif op == DELETE:
+                changes[name] = None
+            elif op in (APPEND, SUBTRACT):
+                if schema.type_of(name) != "LIST":
+                    raise ControllerError(
+                        Errors.INVALID_CONFIG, f"Can't {OP_NAMES[op]} to key {name} because its type is not LIST."
+                    )
+                changes[name] = mgr._split_op(op, current.get(name), name, value or "", schema.default(name))
+            else:
+                raise ControllerError(Errors.INVALID_REQUEST, f"Unknown operation type {op}")
+        deleted: list[str] = []
+    else:
+        changes = {c.get("Name", ""): c.get("Value") for c in res.get("Configs") or []}
+        deleted = [k for k in current if k not in changes]
+    mgr._check_sizes(changes)
+    after = {k: v for k, v in current.items() if k not in deleted}
+    for k, v in changes.items():
+        if v is None:
+            after.pop(k, None)
+        else:
+            after[k] = v
+    validate_topic_configs(rname, current, after, mgr.static_config, image.configs, mgr.node_id)
+    if rname not in image.topic_ids:  # QuorumController's ConfigResourceExistenceChecker
+        raise ControllerError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{rname}' does not exist.")
+    altered = [k for k in java_hash_order(list(changes)) if current.get(k) != changes[k]]
+    records = [config_record(rname, k, changes[k], TOPIC) for k in altered]
+    records += [config_record(rname, k, None, TOPIC) for k in deleted]
+    return records, "min.insync.replicas" in altered or "min.insync.replicas" in deleted
+
+
+def describe_topic(
+    mgr: ConfigurationControlManager, image: MetadataImage, rname: str, keys: list[str] | None, with_synonyms: bool
+) -> list[dict]:
+    """The entries of a DescribeConfigs answer for a TOPIC resource, as Kafka's controller answers one
+    (``ConfigHelper``): every topic config that is not internal and every config the topic has, its value
+    (the topic's own, else this node's value of it), its source and synonyms (the topic's own, then the
+    broker config it falls back to with that config's broker synonyms). An invalid name is
+    INVALID_TOPIC_EXCEPTION; a topic the image lacks, UNKNOWN_TOPIC_OR_PARTITION."""
+    from kraftkit.controller.replication import validate_topic_name  # (replication imports this module)
+
+    why = validate_topic_name(rname)
+    if why is not None:
+        raise ControllerError(Errors.INVALID_TOPIC_EXCEPTION, why)
+    if rname not in image.topic_ids:
+        raise ControllerError(Errors.UNKNOWN_TOPIC_OR_PARTITION, "")
+    schema = topic_schema()
+    props = image.configs.get((TOPIC, rname), {})
+    mine, default = mgr.dynamic_configs(image)
+    node = {n: v for n, (v, _s) in schema.resolve(mgr.static_config, default, mine, {}).items()}
+    names = {n for n, k in schema.keys.items() if not k.get("internal")} | set(props)
+    if keys:
+        names &= set(keys)
+    layers = (
+        (mine, DYNAMIC_BROKER_CONFIG),
+        (default, DYNAMIC_DEFAULT_BROKER_CONFIG),
+        (mgr.static_config, STATIC_BROKER_CONFIG),
+        (mgr.schema.defaults, DEFAULT_CONFIG),
+    )
+    entries = []
+    for name in sorted(names):
+        kind = schema.type_of(name)
+        sensitive = kind is None or kind == "PASSWORD"
+        raw = props[name] if name in props else node.get(name)
+        value = None if sensitive or raw is None else render(kind, raw)
+        syns: list[dict[str, Any]] = []
+        if name in props:
+            syns.append({"Name": name, "Value": value, "Source": DYNAMIC_TOPIC_CONFIG})
+        key = schema.keys.get(name)
+        if key and key["synonyms"]:
+            primary = key["synonyms"][0]["name"]
+            found = [
+                {"Name": s, "Value": None if sensitive else layer[s], "Source": source}
+                for layer, source in layers
+                for s in mgr.schema.synonyms(primary)
+                if s in layer
+            ]
+            while found and found[0]["Name"] != primary:
+                found.pop(0)
+            syns += found
+        entries.append({
+            "Name": name,
+            "Value": value,
+            "ReadOnly": False,
+            "IsSensitive": sensitive,
+            "ConfigSource": syns[0]["Source"] if syns else DEFAULT_CONFIG,
+            "Synonyms": syns if with_synonyms else [],
+            "ConfigType": CONFIG_TYPES.get(kind or "", 0),
+            "Documentation": None,
+        })  # fmt: skip
+    return entries
