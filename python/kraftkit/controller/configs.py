@@ -528,6 +528,7 @@ class ConfigurationControlManager:
                     from kraftkit.controller.topic_configs import describe_topic  # (it imports this module)
 
                     out["Configs"] = describe_topic(self, image, rname, keys, synonyms)
+                    out["ErrorMessage"] = ""  # (ConfigHelper leaves a TOPIC result's message at its default)
                     listed += len(out["Configs"])
                     results.append(out)
                     continue
