@@ -9,7 +9,8 @@ from Kafka's jars."""
 from __future__ import annotations
 
 from kraftkit._core import decode_metadata_record, encode_metadata_record
-from kraftkit._kafka import CLEAR_ELR, CONFIG, FEATURE_LEVEL
+from kraftkit._kafka import CLEAR_ELR, CONFIG, FEATURE_LEVEL, PARTITION
+from kraftkit._kafka import TOPIC as TOPIC_RECORD
 from kraftkit.controller.configs import (
     APPEND,
     DEFAULT_CONFIG,
@@ -177,7 +178,7 @@ def test_legacy_alter_configs_replaces_the_topics_configs():
 
 def test_create_topics_checks_the_configs_before_the_placement():
     c = Cluster(THREE)
-    records, res = c.create(
+    _records, res = c.create(
         topic("a", configs={"no.such": "1"}),
         topic("b", configs={"retention.ms": "abc"}),
         topic("c", rf=5, configs={"cleanup.policy": "bogus"}),  # (a config error comes before the placement's)
@@ -279,3 +280,16 @@ def test_describe_of_topic_configs_on_the_controller():
         ("log.retention.ms", "60000", DYNAMIC_DEFAULT_BROKER_CONFIG), ("log.retention.hours", "2", STATIC_BROKER_CONFIG)]
     assert entries["retention.bytes"]["ConfigSource"] == DEFAULT_CONFIG
     assert [e["Name"] for e in res[1]["Configs"]] == ["retention.ms"]  # the keys asked for that exist
+
+
+def test_a_topic_created_with_min_insync_replicas_gets_a_clear_elr_record_while_elr_is_enabled():
+    c = Cluster(THREE)
+    records, _res = c.create(topic("a", configs={"min.insync.replicas": "1"}))
+    assert CLEAR_ELR not in [k for k, _v, _d in records]  # ELR is not enabled
+    c.apply([encode_metadata_record(FEATURE_LEVEL, 0, {"Name": "eligible.leader.replicas.version", "FeatureLevel": 1})])
+    records, res = c.create(topic("b", 2, configs={"min.insync.replicas": "1", "retention.ms": "5"}),
+                            topic("c", configs={"retention.ms": "5"}))
+    assert [r["ErrorCode"] for r in res] == [Errors.NONE, Errors.NONE]
+    assert [k for k, _v, _d in records] == [TOPIC_RECORD, CONFIG, CONFIG, CLEAR_ELR, PARTITION, PARTITION,
+                                            TOPIC_RECORD, CONFIG, PARTITION]
+    assert [d for k, _v, d in records if k == CLEAR_ELR] == [{"TopicName": "b"}]

@@ -77,6 +77,8 @@ CONFIG_STEPS: list[tuple[str, list[str], dict[str, str]]] = [
     ("topics", ["--create", "--topic", "bad", "--partitions", "1", "--config", "retention.ms=abc"], T0),
     ("topics", ["--create", "--topic", "bad", "--partitions", "1", "--config", "no.such.config=1"], T0),
     ("topics", ["--create", "--topic", "bad", "--partitions", "1", "--config", "cleanup.policy=bogus"], T0),
+    # (eligible leader replicas are enabled: a new topic's min.insync.replicas comes with a ClearElrRecord)
+    ("topics", ["--create", "--topic", "m", "--partitions", "1", "--config", "min.insync.replicas=1"], T0),
     ("configs", ["--alter", *TOPIC_CONFIGS, "--add-config", "retention.ms=2000,segment.ms=100000"], T1),
     ("configs", ["--alter", *TOPIC_CONFIGS, "--add-config", "retention.ms=abc"], T1),
     ("configs", ["--alter", *TOPIC_CONFIGS, "--add-config", "no.such.config=1"], T1),
@@ -276,8 +278,8 @@ def test_kafka_topics_tool_creates_alters_and_deletes_the_same_in_kafka_and_in_k
     differ = [f"config step {i} {CONFIG_STEPS[i][:2]}:\nKafka:    {k}\nkraftkit: {o}"
               for i, (k, o) in enumerate(zip(theirs_cfg, ours_cfg, strict=True)) if k != o]
     assert not differ, "\n".join(differ)
-    assert [code for code, _out, _exc in ours_cfg] == [1, 1, 1, 0, 1, 1, 1, 1, 0, 1, 0, 0, 0, 0, 0]
-    assert "InvalidConfigurationException: Unknown topic config name: no.such.config" in ours_cfg[5][2]
+    assert [code for code, _out, _exc in ours_cfg] == [1, 1, 1, 0, 0, 1, 1, 1, 1, 0, 1, 0, 0, 0, 0, 0]
+    assert "InvalidConfigurationException: Unknown topic config name: no.such.config" in ours_cfg[6][2]
     assert ours_created == theirs_created, (
         [(o, k) for o, k in zip(ours_created["Topics"][0].pop("Configs"), theirs_created["Topics"][0].pop("Configs"),
                                 strict=False) if o != k], ours_created, theirs_created)
@@ -299,6 +301,7 @@ def test_kafka_topics_tool_creates_alters_and_deletes_the_same_in_kafka_and_in_k
     ours_image = image_topics(tmp_path / "k1", our_end, our_dir)
     assert ours_image == image_topics(kafka_log, their_end, their_dir)
     topics, configs = ours_image
-    assert {n: len(p) for n, p in topics.items()} == {"t": 6, "u": 2}
-    assert configs == {(2, "t"): T3}  # u's old config gone
-    assert ("batch", (CONFIG, CLEAR_ELR)) in ours_records  # the min.insync.replicas change
+    assert {n: len(p) for n, p in topics.items()} == {"t": 6, "u": 2, "m": 1}
+    assert configs == {(2, "t"): T3, (2, "m"): {"min.insync.replicas": "1"}}  # u's old config gone
+    assert ("batch", (CONFIG, CLEAR_ELR)) in ours_records  # t's min.insync.replicas changes
+    assert ("batch", (TOPIC, CONFIG, CLEAR_ELR, PARTITION)) in ours_records  # m's creation

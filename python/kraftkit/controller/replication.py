@@ -27,8 +27,9 @@ Kafka 4.4's ``ControllerApis.createTopics`` and ``ReplicationControlManager.crea
   partitions costs nothing.
 
 A created topic is a TopicRecord (a random id), then its ConfigRecords (resource type TOPIC, in
-the order Kafka's HashMap of them iterates), then a PartitionRecord per partition at the version
-the finalized metadata.version writes: ISR = the replicas that are active, leader = the first of
+the order Kafka's HashMap of them iterates; with eligible leader replicas enabled, a
+``min.insync.replicas`` among them is followed by a ClearElrRecord of the topic), then a
+PartitionRecord per partition at the version the finalized metadata.version writes: ISR = the replicas that are active, leader = the first of
 the ISR, leader and partition epoch 0, and (from metadata.version 3.7-IV2, directory assignment)
 each replica's log directory: its broker's only directory when it registered exactly one, else
 Kafka's UNASSIGNED id (MIGRATING when it registered none). ``validateOnly`` answers the same and
@@ -50,7 +51,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kraftkit._core import encode_metadata_record
-from kraftkit._kafka import CONFIG, PARTITION, TOPIC
+from kraftkit._kafka import CLEAR_ELR, CONFIG, PARTITION, TOPIC
 from kraftkit.controller.cluster import ClusterControlManager, ControllerError
 from kraftkit.controller.configs import MAX_RECORDS, MAX_VALUE_CHARS, java_hash_order
 from kraftkit.controller.configs import TOPIC as TOPIC_RESOURCE
@@ -361,6 +362,13 @@ class ReplicationControlManager:
         rf, parts = topic.get("ReplicationFactor", -1), topic.get("NumPartitions", -1)
         assignments = topic.get("Assignments") or []
         new: dict[int, list[int]] = {}
+        # with eligible leader replicas enabled, a ConfigRecord of min.insync.replicas brings a ClearElrRecord
+        isr_key = "min.insync.replicas"
+        clear_elr = (
+            (image.features.get("eligible.leader.replicas.version") or 0) >= 1
+            and isr_key in configs
+            and (image.configs.get((TOPIC_RESOURCE, name), {}).get(isr_key) != configs[isr_key])
+        )
         if assignments:
             if rf != -1:
                 raise ControllerError(
@@ -372,7 +380,7 @@ class ReplicationControlManager:
                     Errors.INVALID_REQUEST,
                     "A manual partition assignment was specified, but numPartitions was not set to -1.",
                 )
-            self._check_room(records, 1 + len(configs) + len(assignments))
+            self._check_room(records, 1 + len(configs) + clear_elr + len(assignments))
             size: int | None = None
             for a in assignments:
                 index, replicas = a.get("PartitionIndex", 0), list(a.get("BrokerIds") or [])
@@ -407,7 +415,7 @@ class ReplicationControlManager:
         else:
             n = self.default_partitions if parts == -1 else parts
             r = self.default_replication_factor if rf == -1 else rf
-            self._check_room(records, 1 + len(configs) + n)
+            self._check_room(records, 1 + len(configs) + clear_elr + n)
             try:
                 placed = place(self.random, self.usable_brokers(image), n, r)
             except PlacementError as e:
@@ -435,6 +443,8 @@ class ReplicationControlManager:
                         {"ResourceType": TOPIC_RESOURCE, "ResourceName": name, "Name": key, "Value": configs[key]},
                     )
                 )
+        if clear_elr:  # Kafka 4.4's createClearElrRecordsAsNeeded, as for a change of the topic's config
+            records.append(encode_metadata_record(CLEAR_ELR, 0, {"TopicName": name}))
         for index in sorted(new):
             records.append(self.partition_record(mv, topic_id, index, new[index]))
         return {
