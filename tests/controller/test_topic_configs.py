@@ -107,6 +107,9 @@ def test_refusals_with_kafkas_errors_and_messages():
          "Topic name is invalid: 'a b' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"),
         (alter("t", ("retention.ms", SET, "abc")), Errors.INVALID_CONFIG,
          "Invalid value abc for configuration retention.ms: Not a number of type LONG"),
+        # (a number of more digits than Python's int() takes is no number of the type either)
+        (alter("t", ("retention.ms", SET, "1" * 5000)), Errors.INVALID_CONFIG,
+         f"Invalid value {'1' * 5000} for configuration retention.ms: Not a number of type LONG"),
         (alter("t", ("min.insync.replicas", SET, "0")), Errors.INVALID_CONFIG,
          "Invalid value 0 for configuration min.insync.replicas: Value must be at least 1"),
         (alter("t", ("cleanup.policy", SET, "bogus")), Errors.INVALID_CONFIG,
@@ -201,7 +204,8 @@ def test_create_topics_checks_the_configs_before_the_placement():
 
 
 def test_create_topics_lists_the_effective_configs():
-    static = {"log.retention.hours": "2", "log.segment.bytes": "2000000", "message.max.bytes": "5000"}
+    static = {"log.retention.hours": "2", "log.segment.bytes": "2000000", "message.max.bytes": "5000",
+              "log.roll.hours": "9" * 5000}  # (not an int: ConfigSynonym's converter makes it 0)
     c = Cluster(THREE, config=static)
     c.rc.node_id = 1
     # the controller's own dynamic config and the cluster-wide one (BROKER resources 1 and "")
@@ -222,6 +226,7 @@ def test_create_topics_lists_the_effective_configs():
     assert configs["retention.ms"] == (str(2 * 3600 * 1000), STATIC_BROKER_CONFIG)  # hours, converted
     assert configs["cleanup.policy"] == ("delete", DEFAULT_CONFIG)  # (broker 2's config is not this node's)
     assert configs["retention.bytes"] == ("-1", DEFAULT_CONFIG)
+    assert configs["segment.ms"] == ("0", STATIC_BROKER_CONFIG)
     # a validate-only creation answers the same configs
     _r, res2 = c.create(topic("v", configs={"max.message.bytes": "100"}), validate_only=True)
     assert res2[0]["Configs"] == r["Configs"]

@@ -182,7 +182,8 @@ def parse_type(kind: str, value: str, name: str) -> Any:
         return v.lower() == "true"
     if kind in INT_BOUNDS:
         bound = INT_BOUNDS[kind]
-        if not _INTEGER.fullmatch(v) or not -bound <= int(v) < bound:
+        # (a value of more than 20 digits is out of range: Python's int() refuses some of those)
+        if not _INTEGER.fullmatch(v) or len(v) > 21 or not -bound <= int(v) < bound:
             raise ConfigValueError(f"Invalid value {v} for configuration {name}: Not a number of type {kind}")
         return int(v)
     if kind == "DOUBLE":

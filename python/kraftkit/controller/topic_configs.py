@@ -266,7 +266,7 @@ def _convert(value: str, factor: int) -> str:
     if factor == 1:
         return value
     v = value.strip()
-    n = int(v) if re.fullmatch(r"[+-]?[0-9]+", v) and -(2**31) <= int(v) < 2**31 else 0
+    n = int(v) if re.fullmatch(r"[+-]?[0-9]{1,11}", v) and -(2**31) <= int(v) < 2**31 else 0
     return str(n * factor)
 
 
