@@ -7,6 +7,7 @@ messages are Kafka's (read from its jars); the defaults come from the table gene
 from __future__ import annotations
 
 import asyncio
+import math
 
 import pytest
 
@@ -237,3 +238,10 @@ async def check_describe(nodes, leader, follower, cleaner_default: str) -> dict:
         (Errors.INVALID_REQUEST, f"Unexpected broker id, expected {lid} or empty string, but received {fid}"),
         (Errors.INVALID_REQUEST, "Broker id must be an integer, but it is: x")]
     return {leader.node_id: (describe(lid), mine), follower.node_id: (describe(""), default)}
+
+
+def test_a_nan_passes_a_range_as_in_java():
+    # (Range.ensureValid compares with < and >, both false for NaN: a broker takes it; the check must not fail)
+    schema = broker_schema()
+    assert math.isnan(schema.parse("log.cleaner.min.cleanable.ratio", "NaN"))
+    assert "log.cleaner.min.cleanable.ratio" in schema.effective({"log.cleaner.min.cleanable.ratio": "NaN"}, True)

@@ -201,6 +201,8 @@ def check_validator(validator: Mapping[str, Any] | None, parsed: Any, name: str)
     kind = validator["kind"]
     if kind == "range":
         lo, hi = validator.get("min"), validator.get("max")
+        if parsed != parsed:  # NaN: Java's comparisons with it are all false, so a Range takes it
+            return
         if (lo is not None and parsed < Decimal(lo)) or (hi is not None and parsed > Decimal(hi)):
             raise ConfigValueError(f"Invalid value {parsed} for configuration {name}: out of range [{lo},{hi}]")
     elif kind in ("string", "string_ci"):
