@@ -50,7 +50,8 @@ def add_topic(c: Cluster, name: str, tid: uuid.UUID, partitions: int = 1) -> Non
 
 def test_by_name_removes_the_topic_its_partitions_and_configs_as_kafkas_replay_does():
     c = Cluster(THREE)
-    _r, (a, b) = c.create(topic("a", 3, 2, configs={"retention.ms": "1"}), topic("b", 2, configs={"x": "y"}))
+    _r, (a, b) = c.create(topic("a", 3, 2, configs={"retention.ms": "1"}),
+                          topic("b", 2, configs={"cleanup.policy": "compact"}))
     before_b = (c.image.topic("b"), dict(c.image.configs[(2, "b")]))
     for version in (1, 5, 6):
         if c.image.topic("a") is None:
@@ -67,7 +68,7 @@ def test_by_name_removes_the_topic_its_partitions_and_configs_as_kafkas_replay_d
     fresh = Cluster(THREE)
     fresh.apply([encode_metadata_record(TOPIC, 0, {"Name": "b", "TopicId": b["TopicId"]})])
     assert set(c.image.topics) == {b["TopicId"]} and c.image.topic_ids == fresh.image.topic_ids
-    assert {k: v for k, v in c.image.configs.items() if k[0] == 2} == {(2, "b"): {"x": "y"}}
+    assert {k: v for k, v in c.image.configs.items() if k[0] == 2} == {(2, "b"): {"cleanup.policy": "compact"}}
     assert a["TopicId"] not in c.image.topics
 
 

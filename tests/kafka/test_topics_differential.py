@@ -7,7 +7,15 @@ the topic records each quorum committed, in order (TopicRecords, topic ConfigRec
 PartitionRecords, RemoveTopicRecords, each topic id replaced by its topic's name and the broker's
 log directory by a placeholder; and the record types of every batch holding one), and the topics and topic configs of the images their logs replay
 into. After each change the script waits until the broker's metadata shows it (Metadata requests),
-so that the tool's own checks see the same state in both runs."""
+so that the tool's own checks see the same state in both runs.
+
+Then topic configs (CONFIG_STEPS): creations with configs Kafka's controller refuses (and one with
+``min.insync.replicas``, which brings a ClearElrRecord), and ``kafka-configs.sh --entity-type topics``
+alters (forwarded by the broker in an Envelope: sets, refusals of an unknown name, a bad value, remote
+storage, an unknown topic), ``--delete-config`` and describes (the broker's answers from the records
+each quorum committed), each waited for until the broker's DescribeConfigs shows the topic's configs;
+then one validate-only CreateTopics sent through the broker, whose answer (the topic's effective
+configs) must be the same, and a controller's own DescribeConfigs of topics (entries sorted by name)."""
 
 from __future__ import annotations
 
@@ -20,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from kraftkit._core import decode_metadata_record
-from kraftkit._kafka import CONFIG, NO_OP, PARTITION, REMOVE_TOPIC, TOPIC
+from kraftkit._kafka import CLEAR_ELR, CONFIG, NO_OP, PARTITION, REMOVE_TOPIC, TOPIC
 from kraftkit.features.storage import MetaProperties, parse_uuid
 from kraftkit.metadata.image import load_image
 from kraftkit.metadata.source import batches
@@ -58,6 +66,89 @@ STEPS: list[tuple[list[str], dict[str, int]]] = [
     (["--list"], {"t": 6, "u": 2}),
     (["--describe"], {"t": 6, "u": 2}),
 ]
+
+
+TOPIC_CONFIGS = ["--entity-type", "topics", "--entity-name", "t"]
+T0 = {"retention.ms": "1000", "cleanup.policy": "compact"}
+T1 = {"retention.ms": "2000", "cleanup.policy": "compact", "segment.ms": "100000"}
+T2 = {"retention.ms": "2000", "cleanup.policy": "compact"}
+T3 = {"retention.ms": "2000", "cleanup.policy": "compact,delete"}
+#: (the tool, its arguments, the dynamic configs of topic t the broker shows once it took effect)
+CONFIG_STEPS: list[tuple[str, list[str], dict[str, str]]] = [
+    ("topics", ["--create", "--topic", "bad", "--partitions", "1", "--config", "retention.ms=abc"], T0),
+    ("topics", ["--create", "--topic", "bad", "--partitions", "1", "--config", "no.such.config=1"], T0),
+    # (eligible leader replicas are enabled: a new topic's min.insync.replicas comes with a ClearElrRecord)
+    ("topics", ["--create", "--topic", "m", "--partitions", "1", "--config", "min.insync.replicas=1"], T0),
+    ("configs", ["--alter", *TOPIC_CONFIGS, "--add-config", "retention.ms=2000,segment.ms=100000"], T1),
+    ("configs", ["--alter", *TOPIC_CONFIGS, "--add-config", "retention.ms=abc"], T1),
+    ("configs", ["--alter", *TOPIC_CONFIGS, "--add-config", "no.such.config=1"], T1),
+    ("configs", ["--alter", *TOPIC_CONFIGS, "--add-config", "remote.storage.enable=true"], T1),
+    ("configs", ["--alter", *TOPIC_CONFIGS, "--delete-config", "segment.ms"], T2),
+    ("configs", ["--alter", "--entity-type", "topics", "--entity-name", "nope", "--add-config", "retention.ms=1"], T2),
+    # (with eligible leader replicas enabled, a topic's new min.insync.replicas also clears its ELRs)
+    ("configs", ["--alter", *TOPIC_CONFIGS, "--add-config", "min.insync.replicas=1"],
+     {**T2, "min.insync.replicas": "1"}),
+    ("configs", ["--alter", *TOPIC_CONFIGS, "--delete-config", "min.insync.replicas"], T2),
+    ("configs", ["--alter", *TOPIC_CONFIGS, "--add-config", "cleanup.policy=[compact,delete]"], T3),
+    ("configs", ["--describe", *TOPIC_CONFIGS], T3),
+    ("configs", ["--describe", *TOPIC_CONFIGS, "--all"], T3),
+]
+
+
+def broker_topic_configs(port: int, name: str) -> dict[str, str]:
+    """The topic's own configs (DYNAMIC_TOPIC_CONFIG) as the broker describes them."""
+    with KafkaConnection("127.0.0.1", port, timeout=30) as conn:
+        got = conn.request(ApiKey.DESCRIBE_CONFIGS, conn.version_for(ApiKey.DESCRIBE_CONFIGS),
+                           {"Resources": [{"ResourceType": 2, "ResourceName": name, "ConfigurationKeys": None}],
+                            "IncludeSynonyms": False, "IncludeDocumentation": False})
+    (res,) = got["Results"]
+    return {c["Name"]: c["Value"] for c in res["Configs"] if c["ConfigSource"] == 1}
+
+
+def controller_describe(controller: str) -> list[dict]:
+    """A controller's DescribeConfigs answer for topics t (with synonyms) and nope, once it shows t's
+    configs as the last step left them (its entries sorted by name)."""
+    host, port = controller.split(":")
+    deadline = time.monotonic() + 60
+    while True:
+        with KafkaConnection(host, int(port), timeout=30) as conn:
+            got = conn.request(ApiKey.DESCRIBE_CONFIGS, conn.version_for(ApiKey.DESCRIBE_CONFIGS),
+                               {"Resources": [{"ResourceType": 2, "ResourceName": n, "ConfigurationKeys": None}
+                                              for n in ("t", "nope", "a/b")],
+                                "IncludeSynonyms": True, "IncludeDocumentation": False})
+        results = got["Results"]
+        for r in results:
+            r["Configs"] = sorted(r["Configs"], key=lambda c: c["Name"])
+        if {c["Name"]: c["Value"] for c in results[0]["Configs"] if c["ConfigSource"] == 1} == CONFIG_STEPS[-1][2]:
+            return results
+        assert time.monotonic() < deadline, results
+        time.sleep(0.2)
+
+
+def run_config_steps(broker: BrokerOnly) -> tuple[list[tuple[int, str, str]], dict]:
+    """CONFIG_STEPS' outputs, and the answer to a validate-only CreateTopics with configs sent through the
+    broker (its topic id left out: a validate-only creation's id is a random one)."""
+    commands = {"topics": tools.topic_command_class(VERSION),
+                "configs": tools.find_class(VERSION, "org.apache.kafka.tools.ConfigCommand")}
+    outputs = []
+    for tool, args, expect in CONFIG_STEPS:
+        got = tools.run_tool(VERSION, commands[tool], ["--bootstrap-server", broker.bootstrap, *args], check=False,
+                             timeout=120)
+        outputs.append((got.returncode, normalized(got.stdout),
+                        re.sub(r"^\[[-\d :,]+\] ", "", exception_line(got.stderr))))
+        deadline = time.monotonic() + 60
+        while (seen := broker_topic_configs(broker.broker_port, "t")) != expect:
+            assert time.monotonic() < deadline, (args, seen, expect, got.stdout, got.stderr[-2000:])
+            time.sleep(0.2)
+    with KafkaConnection("127.0.0.1", broker.broker_port, timeout=30) as conn:
+        answer = conn.request(ApiKey.CREATE_TOPICS, conn.version_for(ApiKey.CREATE_TOPICS), {
+            "Topics": [{"Name": "v", "NumPartitions": 1, "ReplicationFactor": 1, "Assignments": [],
+                        "Configs": [{"Name": "retention.ms", "Value": "5"},
+                                    {"Name": "cleanup.policy", "Value": "compact"}]}],
+            "timeoutMs": 30000, "validateOnly": True})
+    for t in answer["Topics"]:
+        t.pop("TopicId")
+    return outputs, answer
 
 
 def broker_topics(port: int) -> dict[str, int]:
@@ -98,7 +189,7 @@ def topic_records(metadata_dir: Path, broker_dir: uuid.UUID) -> tuple[list[tuple
             kinds = []
             for r in batch.records():
                 key, version, data = decode_metadata_record(r.value)
-                if key != NO_OP:  # (Kafka's controller writes a NoOpRecord every 500 ms: it may share the batch)
+                if key != NO_OP:  # (Kafka's periodic NoOpRecord may share a batch with a change: timing)
                     kinds.append(key)
                 if key == TOPIC:
                     names[data["TopicId"]] = data["Name"]
@@ -156,6 +247,8 @@ def test_kafka_topics_tool_creates_alters_and_deletes_the_same_in_kafka_and_in_k
                                          tmp_path / f"k{i}.log"))
         broker.start()
         ours = run_steps(broker)
+        ours_cfg, ours_created = run_config_steps(broker)
+        ours_described = controller_describe(f"127.0.0.1:{ports[1]}")
         our_dir = broker_dir_id(broker)
     finally:
         broker.stop()
@@ -169,6 +262,8 @@ def test_kafka_topics_tool_creates_alters_and_deletes_the_same_in_kafka_and_in_k
         try:
             kbroker.start()
             theirs = run_steps(kbroker)
+            theirs_cfg, theirs_created = run_config_steps(kbroker)
+            theirs_described = controller_describe(q.controller_bootstrap.split(",")[0])
             their_dir = broker_dir_id(kbroker)
         finally:
             kbroker.stop()
@@ -179,6 +274,22 @@ def test_kafka_topics_tool_creates_alters_and_deletes_the_same_in_kafka_and_in_k
     assert not differ, "\n".join(differ)
     assert [code for code, _out, _exc in ours] == [0, 0, 0, 1, 1, 0, 1, 1, 0, 1, 0, 0, 0]
     assert ours[-2][1].split() == ["t", "u"]
+    differ = [f"config step {i} {CONFIG_STEPS[i][:2]}:\nKafka:    {k}\nkraftkit: {o}"
+              for i, (k, o) in enumerate(zip(theirs_cfg, ours_cfg, strict=True)) if k != o]
+    assert not differ, "\n".join(differ)
+    assert [code for code, _out, _exc in ours_cfg] == [1, 1, 0, 0, 1, 1, 1, 0, 1, 0, 0, 0, 0, 0]
+    assert "InvalidConfigurationException: Unknown topic config name: no.such.config" in ours_cfg[5][2]
+    assert ours_created == theirs_created, (
+        [(o, k) for o, k in zip(ours_created["Topics"][0].pop("Configs"), theirs_created["Topics"][0].pop("Configs"),
+                                strict=False) if o != k], ours_created, theirs_created)
+    assert ours_described == theirs_described, [
+        (o.get("ErrorMessage"), k.get("ErrorMessage"), [(a, b) for a, b in zip(o["Configs"], k["Configs"], strict=False)
+                                                         if a != b], len(o["Configs"]), len(k["Configs"]))
+        for o, k in zip(ours_described, theirs_described, strict=True)]
+    assert [r["ErrorCode"] for r in ours_described] == [0, 3, 17] and len(ours_described[0]["Configs"]) > 30
+    (created,) = ours_created["Topics"]
+    assert created["ErrorCode"] == 0 and len(created["Configs"]) > 30
+    assert {c["Name"]: (c["Value"], c["ConfigSource"]) for c in created["Configs"]}["retention.ms"] == ("5", 1)
 
     ours_records, our_end = topic_records(tmp_path / "k1" / "__cluster_metadata-0", our_dir)
     their_records, their_end = topic_records(kafka_log, their_dir)
@@ -189,5 +300,7 @@ def test_kafka_topics_tool_creates_alters_and_deletes_the_same_in_kafka_and_in_k
     ours_image = image_topics(tmp_path / "k1", our_end, our_dir)
     assert ours_image == image_topics(kafka_log, their_end, their_dir)
     topics, configs = ours_image
-    assert {n: len(p) for n, p in topics.items()} == {"t": 6, "u": 2}
-    assert configs == {(2, "t"): {"retention.ms": "1000", "cleanup.policy": "compact"}}  # u's old config gone
+    assert {n: len(p) for n, p in topics.items()} == {"t": 6, "u": 2, "m": 1}
+    assert configs == {(2, "t"): T3, (2, "m"): {"min.insync.replicas": "1"}}  # u's old config gone
+    assert ("batch", (CONFIG, CLEAR_ELR)) in ours_records  # t's min.insync.replicas changes
+    assert ("batch", (TOPIC, CONFIG, CLEAR_ELR, PARTITION)) in ours_records  # m's creation

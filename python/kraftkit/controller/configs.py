@@ -1,5 +1,14 @@
-"""``ConfigurationControlManager``: dynamic BROKER configs on the controller (KIP-919), as Kafka 4.4's
-controller keeps them.
+"""``ConfigurationControlManager``: dynamic BROKER configs on the controller (KIP-919), and TOPIC
+configs, as Kafka 4.4's controller keeps them.
+
+**TOPIC writes.** IncrementalAlterConfigs (SET, DELETE, and APPEND or SUBTRACT of a LIST key, from its
+current value or else its default) and the legacy AlterConfigs (the topic's configs become those
+given) of a TOPIC resource are checked as :mod:`kraftkit.controller.topic_configs` describes (Kafka's
+topic config definitions, with Kafka's messages), then the topic must exist
+(UNKNOWN_TOPIC_OR_PARTITION); a ConfigRecord (ResourceType 2) is written only for a value that
+changes; a change of a topic's ``min.insync.replicas`` while eligible leader replicas are enabled is
+followed by a ClearElrRecord of the topic. DescribeConfigs of a TOPIC resource is answered from the
+node's image as Kafka's controller answers it (``ConfigHelper``).
 
 **Writes.** IncrementalAlterConfigs (and the legacy AlterConfigs) of a BROKER resource, a broker id or
 ``""`` (the cluster-wide default), become ``ConfigRecord``s; a deletion is a ConfigRecord with a null
@@ -37,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from kraftkit._core import encode_metadata_record
-from kraftkit._kafka import CONFIG
+from kraftkit._kafka import CLEAR_ELR, CONFIG
 from kraftkit.controller.cluster import ControllerError
 from kraftkit.metadata.image import MetadataImage
 from kraftkit.metadata.mv_levels import MV_4_3_IV0
@@ -173,7 +182,8 @@ def parse_type(kind: str, value: str, name: str) -> Any:
         return v.lower() == "true"
     if kind in INT_BOUNDS:
         bound = INT_BOUNDS[kind]
-        if not _INTEGER.fullmatch(v) or not -bound <= int(v) < bound:
+        # (a value of more than 20 digits is out of range: Python's int() refuses some of those)
+        if not _INTEGER.fullmatch(v) or len(v) > 21 or not -bound <= int(v) < bound:
             raise ConfigValueError(f"Invalid value {v} for configuration {name}: Not a number of type {kind}")
         return int(v)
     if kind == "DOUBLE":
@@ -191,6 +201,8 @@ def check_validator(validator: Mapping[str, Any] | None, parsed: Any, name: str)
     kind = validator["kind"]
     if kind == "range":
         lo, hi = validator.get("min"), validator.get("max")
+        if parsed != parsed:  # NaN: Java's comparisons with it are all false, so a Range takes it
+            return
         if (lo is not None and parsed < Decimal(lo)) or (hi is not None and parsed > Decimal(hi)):
             raise ConfigValueError(f"Invalid value {parsed} for configuration {name}: out of range [{lo},{hi}]")
     elif kind in ("string", "string_ci"):
@@ -269,9 +281,9 @@ def java_hash_order(keys: list[str]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------- the manager
-def config_record(resource_name: str, name: str, value: str | None) -> bytes:
+def config_record(resource_name: str, name: str, value: str | None, resource_type: int = BROKER) -> bytes:
     return encode_metadata_record(
-        CONFIG, 0, {"ResourceType": BROKER, "ResourceName": resource_name, "Name": name, "Value": value}
+        CONFIG, 0, {"ResourceType": resource_type, "ResourceName": resource_name, "Name": name, "Value": value}
     )
 
 
@@ -327,12 +339,13 @@ class ConfigurationControlManager:
             )
         if records and not body.get("ValidateOnly"):
             done = [r["ResourceName"] or "<default>" for r in results if r["ErrorCode"] == Errors.NONE]
-            log.info("node %d: BROKER configs of %s altered: %d ConfigRecord(s)", self.node_id, done, len(records))
+            log.info("node %d: configs of %s altered: %d ConfigRecord(s)", self.node_id, done, len(records))
         return ([] if body.get("ValidateOnly") else records), results
 
     def _alter_all(self, image: MetadataImage, body: Mapping, *, incremental: bool) -> tuple[list[bytes], list[dict]]:
         records: list[bytes] = []
         results: list[dict] = []
+        clear_elr: list[str] = []  # topics whose min.insync.replicas record is written
         seen: set[tuple[int, str]] = set()
         duplicates: set[tuple[int, str]] = set()
         planned: list[tuple[tuple[int, str], Mapping]] = []
@@ -352,10 +365,21 @@ class ConfigurationControlManager:
             seen.add(key)
             planned.append((key, res))
         for (rtype, rname), res in planned:
+            if rtype == TOPIC:
+                try:
+                    out, min_isr = self._topic_change(image, rname, res, incremental)
+                except ControllerError as e:
+                    results.append(_result(rtype, rname, e.code, e.message))
+                    continue
+                records.extend(out)
+                results.append(_result(rtype, rname))
+                if min_isr:
+                    clear_elr.append(rname)
+                continue
             if rtype != BROKER:
                 results.append(
                     _result(rtype, rname, Errors.INVALID_REQUEST,
-                            f"kraftkit's controller keeps BROKER configs only, not {RESOURCE_TYPES[rtype]} ones")
+                            f"kraftkit's controller keeps BROKER and TOPIC configs only, not {RESOURCE_TYPES[rtype]} ones")
                 )  # fmt: skip
                 continue
             try:
@@ -365,6 +389,9 @@ class ConfigurationControlManager:
                 continue
             records.extend(out)
             results.append(_result(rtype, rname))
+        if clear_elr and (image.features.get(ELR_FEATURE) or 0) >= 1:
+            # Kafka 4.4's createClearElrRecordsAsNeeded: a topic's new min.insync.replicas clears its ELRs
+            records += [encode_metadata_record(CLEAR_ELR, 0, {"TopicName": name}) for name in clear_elr]
         return records, results
 
     def _broker_change(self, image: MetadataImage, rname: str, res: Mapping, incremental: bool) -> list[bytes]:
@@ -394,10 +421,30 @@ class ConfigurationControlManager:
         order = java_hash_order(list(changes)) if incremental else list(changes)
         return [config_record(rname, name, changes[name]) for name in order]
 
-    def _split_op(self, op: int, current: str | None, name: str, value: str) -> str:
+    def _topic_change(
+        self, image: MetadataImage, rname: str, res: Mapping, incremental: bool
+    ) -> tuple[list[bytes], bool]:
+        from kraftkit.controller.topic_configs import topic_change  # (it imports this module)
+
+        return topic_change(self, image, rname, res, incremental)
+
+    @staticmethod
+    def _check_sizes(changes: Mapping[str, str | None]) -> None:
+        for name, value in changes.items():
+            if value is not None and len(value.encode("utf-8", "surrogatepass")) > MAX_VALUE_CHARS:
+                raise ControllerError(
+                    Errors.INVALID_CONFIG,
+                    "The configuration value cannot be added because it exceeds the maximum value size of 32767 bytes.",
+                )
+            if len(name.encode("utf-8", "surrogatepass")) > MAX_VALUE_CHARS:
+                raise ControllerError(
+                    Errors.INVALID_CONFIG, f"The configuration name {name[:80]!r}... is over 32767 bytes in UTF-8."
+                )
+
+    def _split_op(self, op: int, current: str | None, name: str, value: str, default: str | None = None) -> str:
         """APPEND or SUBTRACT of the comma-separated ``value`` to the key's current value (its
         default when it has none), as ConfigurationControlManager does it."""
-        base = current if current is not None else self.schema.defaults.get(name)
+        base = current if current is not None else (default if default is not None else self.schema.defaults.get(name))
         parts = [p for p in (base or "").split(",") if p]
         for v in value.split(","):
             if op == APPEND and v not in parts:
@@ -480,10 +527,19 @@ class ConfigurationControlManager:
                         Errors.INVALID_REQUEST,
                         f"Unexpected resource type UNKNOWN for resource {bad.get('ResourceName') or ''}",
                     )
+                if rtype == TOPIC:
+                    from kraftkit.controller.topic_configs import describe_topic  # (it imports this module)
+
+                    out["Configs"] = describe_topic(self, image, rname, keys, synonyms)
+                    out["ErrorMessage"] = ""  # (ConfigHelper leaves a TOPIC result's message at its default)
+                    listed += len(out["Configs"])
+                    results.append(out)
+                    continue
                 if rtype != BROKER:
                     raise ControllerError(
                         Errors.INVALID_REQUEST,
-                        f"kraftkit's controller describes BROKER configs only, not {RESOURCE_TYPES[rtype]} ones",
+                        f"kraftkit's controller describes BROKER and TOPIC configs only, not {RESOURCE_TYPES[rtype]} "
+                        "ones",
                     )
                 memo_key = (rname, None if keys is None else tuple(keys))
                 if memo_key not in memo:

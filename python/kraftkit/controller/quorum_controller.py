@@ -109,7 +109,7 @@ class QuorumController:
         self.features = FeatureControlManager(node.node_id, node.config.voters)
         self.cluster = ClusterControlManager(node.config.cluster_id, session_timeout_ms)
         self.configs = ConfigurationControlManager(node.node_id, node.config.voters, static_config)
-        self.replication = ReplicationControlManager(self.cluster, static_config)
+        self.replication = ReplicationControlManager(self.cluster, static_config, node_id=node.node_id)
         self.partitions = PartitionControlManager(self.replication, node.node_id)
         self.producer_ids = ProducerIdControlManager(self.cluster)
         self.acls = AclControlManager()

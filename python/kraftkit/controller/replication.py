@@ -9,7 +9,10 @@ Kafka 4.4's ``ControllerApis.createTopics`` and ``ReplicationControlManager.crea
   characters or one with characters other than ASCII alphanumerics, ``.``, ``_`` and ``-``; a name
   that differs from an existing topic's only by ``.`` against ``_``: INVALID_TOPIC_EXCEPTION (it
   collides); an existing name: TOPIC_ALREADY_EXISTS;
-* a config with a null value: INVALID_CONFIG; a value over 32767 characters: INVALID_CONFIG;
+* a config with a null value: INVALID_CONFIG; a value over 32767 characters: INVALID_CONFIG; then
+  the configs are checked as Kafka's controller checks a topic's configs (INVALID_CONFIG with Kafka's
+  message for an unknown name, a value of the wrong type or one its validator refuses:
+  :mod:`kraftkit.controller.topic_configs`), before the topic's placement;
 * with manual assignments, ReplicationFactor and NumPartitions must be -1, each partition given
   once, its brokers registered, not with all their log directories cordoned (KIP-1066), distinct,
   as many for every partition, at least one of them active (unfenced, not in controlled shutdown),
@@ -24,18 +27,18 @@ Kafka 4.4's ``ControllerApis.createTopics`` and ``ReplicationControlManager.crea
   partitions costs nothing.
 
 A created topic is a TopicRecord (a random id), then its ConfigRecords (resource type TOPIC, in
-the order Kafka's HashMap of them iterates), then a PartitionRecord per partition at the version
-the finalized metadata.version writes: ISR = the replicas that are active, leader = the first of
+the order Kafka's HashMap of them iterates; with eligible leader replicas enabled, a
+``min.insync.replicas`` among them is followed by a ClearElrRecord of the topic), then a
+PartitionRecord per partition at the version the finalized metadata.version writes: ISR = the replicas that are active, leader = the first of
 the ISR, leader and partition epoch 0, and (from metadata.version 3.7-IV2, directory assignment)
 each replica's log directory: its broker's only directory when it registered exactly one, else
 Kafka's UNASSIGNED id (MIGRATING when it registered none). ``validateOnly`` answers the same and
-writes nothing.
+writes nothing. A success lists the topic's effective configs, sorted by name (the ``Configs`` of
+the CreatableTopicResult, from version 5): its own, else the controller's dynamic, cluster-wide
+dynamic or static broker config of a synonym, else Kafka's default, each with its ConfigSource.
 
-What differs from Kafka: topic configs are not checked against Kafka's topic config definitions
-(an unknown name or a value of the wrong type is written as given); there is no CreateTopicPolicy,
-no controller mutation quota and no ACLs (every principal may create and describe); a success
-lists no configs (TopicConfigErrorCode NONE, Configs empty: Kafka lists the topic's effective
-configs).
+What differs from Kafka: there is no CreateTopicPolicy, no controller mutation quota and no ACLs
+(every principal may create and describe: TopicConfigErrorCode is always NONE).
 """
 
 from __future__ import annotations
@@ -48,11 +51,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from kraftkit._core import encode_metadata_record
-from kraftkit._kafka import CONFIG, PARTITION, TOPIC
+from kraftkit._kafka import CLEAR_ELR, CONFIG, PARTITION, TOPIC
 from kraftkit.controller.cluster import ClusterControlManager, ControllerError
 from kraftkit.controller.configs import MAX_RECORDS, MAX_VALUE_CHARS, java_hash_order
 from kraftkit.controller.configs import TOPIC as TOPIC_RESOURCE
 from kraftkit.controller.placement import PlacementError, UsableBroker, place
+from kraftkit.controller.topic_configs import node_layers, topic_schema, validate_topic_configs
 from kraftkit.features.registry import registry
 from kraftkit.metadata.image import MetadataImage, uuid_text
 from kraftkit.protocol.messages import Errors
@@ -174,8 +178,11 @@ class ReplicationControlManager:
         cluster: ClusterControlManager,
         static_config: Mapping[str, str] | None = None,
         rng: random.Random | None = None,
+        node_id: int | None = None,
     ) -> None:
         self.cluster = cluster
+        #: this controller's id (its dynamic BROKER configs are a layer of a new topic's effective configs)
+        self.node_id = node_id
         self.random = rng if rng is not None else random.Random()
         config = static_config or {}
         self.static_config: Mapping[str, str] = config
@@ -294,6 +301,10 @@ class ReplicationControlManager:
                 errors[name] = (Errors.INVALID_CONFIG, why)
             else:
                 configs[name] = {c.get("Name") or "": c["Value"] for c in given}
+                try:  # ConfigurationControlManager.incrementalAlterConfig of the new topic's configs
+                    validate_topic_configs(name, {}, configs[name], self.static_config, image.configs, self.node_id)
+                except ControllerError as e:
+                    errors[name] = (e.code, e.message)
         records: list[bytes] = []
         successes: dict[str, dict] = {}
         taken: dict[uuid.UUID, Any] = dict(image.topics)
@@ -351,6 +362,13 @@ class ReplicationControlManager:
         rf, parts = topic.get("ReplicationFactor", -1), topic.get("NumPartitions", -1)
         assignments = topic.get("Assignments") or []
         new: dict[int, list[int]] = {}
+        # with eligible leader replicas enabled, a ConfigRecord of min.insync.replicas brings a ClearElrRecord
+        isr_key = "min.insync.replicas"
+        clear_elr = (
+            (image.features.get("eligible.leader.replicas.version") or 0) >= 1
+            and isr_key in configs
+            and (image.configs.get((TOPIC_RESOURCE, name), {}).get(isr_key) != configs[isr_key])
+        )
         if assignments:
             if rf != -1:
                 raise ControllerError(
@@ -362,7 +380,7 @@ class ReplicationControlManager:
                     Errors.INVALID_REQUEST,
                     "A manual partition assignment was specified, but numPartitions was not set to -1.",
                 )
-            self._check_room(records, 1 + len(configs) + len(assignments))
+            self._check_room(records, 1 + len(configs) + clear_elr + len(assignments))
             size: int | None = None
             for a in assignments:
                 index, replicas = a.get("PartitionIndex", 0), list(a.get("BrokerIds") or [])
@@ -397,7 +415,7 @@ class ReplicationControlManager:
         else:
             n = self.default_partitions if parts == -1 else parts
             r = self.default_replication_factor if rf == -1 else rf
-            self._check_room(records, 1 + len(configs) + n)
+            self._check_room(records, 1 + len(configs) + clear_elr + n)
             try:
                 placed = place(self.random, self.usable_brokers(image), n, r)
             except PlacementError as e:
@@ -425,6 +443,8 @@ class ReplicationControlManager:
                         {"ResourceType": TOPIC_RESOURCE, "ResourceName": name, "Name": key, "Value": configs[key]},
                     )
                 )
+        if clear_elr:  # Kafka 4.4's createClearElrRecordsAsNeeded, as for a change of the topic's config
+            records.append(encode_metadata_record(CLEAR_ELR, 0, {"TopicName": name}))
         for index in sorted(new):
             records.append(self.partition_record(mv, topic_id, index, new[index]))
         return {
@@ -435,7 +455,9 @@ class ReplicationControlManager:
             "TopicConfigErrorCode": Errors.NONE,
             "NumPartitions": len(new),
             "ReplicationFactor": len(new[0]),
-            "Configs": [],
+            "Configs": topic_schema().created_configs(
+                self.static_config, *node_layers(image.configs, self.node_id), configs
+            ),
         }
 
     def partition_record(self, mv: Any, topic_id: uuid.UUID, index: int, replicas: list[int]) -> bytes:
