@@ -277,6 +277,8 @@ def offline_runs(tmp: Path) -> list[tuple[str, list[Any]]]:
                             "-d", tmp / "formatted", "--standalone", "--controller-listener",
                             "CONTROLLER://127.0.0.1:9093"]),
         ("storage info", ["storage", "info", "--json", DATA, tmp / "formatted", tmp / "missing"]),
+        ("quorum recover", ["quorum", "recover", "--json", "--from", DATA, "--from", downgrade, "--voters",
+                            "1@127.0.0.1:9093,2@127.0.0.1:9094", "--out", tmp / "recovered"]),
     ]
 
 

@@ -50,6 +50,17 @@ def test_leader_and_vote_are_exclusive():
         ElectionState(1, leader_id=1, voted_id=2)
 
 
+#: what a real Kafka 4.4.0 controller of a static quorum wrote (tests/kafka/test_recover_kafka.py saw it): a
+#: follower keeps the vote it gave the leader it then followed
+KAFKA_44_FOLLOWER = ('{"clusterId":"","leaderId":2,"leaderEpoch":1,"votedId":2,"appliedOffset":0,'
+                     '"currentVoters":[{"voterId":1},{"voterId":2},{"voterId":3}],"data_version":0}')
+
+
+def test_a_kafka_4_followers_file_with_its_leader_and_its_vote_is_read_as_following_the_leader():
+    st, v = parse_quorum_state(KAFKA_44_FOLLOWER)
+    assert v == 0 and st == ElectionState(1, leader_id=2, voters=(1, 2, 3))
+
+
 def test_uuid_roundtrip():
     u = uuid.UUID("27c6803d-c7cb-42dd-9baa-cd4925faccc1")
     assert uuid_from_kafka(uuid_to_kafka(u)) == u

@@ -129,6 +129,50 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     a.set_defaults(func=run_append)
 
+    rc = qsub.add_parser(
+        "recover",
+        help="write a new quorum from the metadata logs that survive a lost majority (beyond Kafka)",
+        description="Recover a cluster whose controller quorum lost its majority for good: read the "
+        "__cluster_metadata logs that survive (a controller's log directory, or a broker's: every broker "
+        "holds a copy), choose the most complete (the highest last epoch, then the longest log), say what "
+        "may be lost, and write OUT/<id>/ for every voter of --voters: meta.properties, a snapshot of the "
+        "metadata at the chosen log's end and a quorum-state above every epoch seen. Start each new "
+        "controller (Kafka's or kraftkit's) on its directory with controller.quorum.voters set to --voters. "
+        "A dynamic quorum's (kraft.version 1) new voter set goes into the snapshot. Exit 0 written (or "
+        "--dry-run), 1 the survivors cannot be recovered as they are (another cluster, damage inside a log), "
+        "2 bad arguments, "
+        "an unreadable survivor or an existing output.",
+    )
+    rc.add_argument(
+        "--from",
+        dest="sources",
+        action="append",
+        required=True,
+        metavar="DIR",
+        help="a surviving log directory (or its __cluster_metadata-0), repeatable; the nodes must be stopped",
+    )
+    rc.add_argument(
+        "--voters",
+        required=True,
+        metavar="ID@HOST:PORT,...",
+        help="the new quorum's voters (controller.quorum.voters)",
+    )
+    rc.add_argument(
+        "--cluster-id", metavar="ID", help="the cluster's id, when no survivor has a meta.properties naming it"
+    )
+    rc.add_argument(
+        "--out", metavar="DIR", help="where OUT/<id>/ is written for each voter (required without --dry-run)"
+    )
+    rc.add_argument(
+        "--controller-listener-name",
+        default="CONTROLLER",
+        metavar="NAME",
+        help="a dynamic quorum's voters' listener (controller.listener.names; default CONTROLLER)",
+    )
+    rc.add_argument("--dry-run", action="store_true", help="say what would be recovered and lost; write nothing")
+    rc.add_argument("--json", action="store_true", help="one JSON document (fields: docs/json.md)")
+    rc.set_defaults(func=run_recover)
+
 
 #: the defaults of the run options a server.properties may also give (``controller run --config``)
 RUN_DEFAULTS = {
@@ -526,4 +570,55 @@ def run_append(args: argparse.Namespace) -> int:
             print(f"committed offsets {base}..{last}")
     what = f"{len(args.topic)} TopicRecord(s)" if args.topic else f"{len(values)} NoOpRecord(s)"
     print(f"committed {what} in {len(out)} request(s): offsets {out[0][0]}..{out[-1][1]}")
+    return EXIT_OK
+
+
+def run_recover(args: argparse.Namespace) -> int:
+    """``quorum recover``: survey the survivors, plan, write the new voters' directories."""
+    from kraftkit.errors import KraftkitError
+    from kraftkit.raft.driver import parse_voters
+    from kraftkit.raft.recovery import RecoveryInputError, plan, survey, write_quorum
+
+    cmd = "quorum recover"
+    try:
+        voters = parse_voters(args.voters)
+    except ValueError as e:
+        return fail(cmd, f"--voters: {e}")
+    if args.out is None and not args.dry_run:
+        return fail(cmd, "--out DIR is required (or --dry-run)")
+    try:
+        recovery = plan([survey(p) for p in args.sources], voters, args.cluster_id)
+        if not args.dry_run:
+            write_quorum(recovery, args.out, listener_name=args.controller_listener_name)
+    except RecoveryInputError as e:
+        return fail(cmd, str(e))
+    except KraftkitError as e:
+        return fail(cmd, str(e), EXIT_PROBLEMS)
+    except OSError as e:
+        from kraftkit._fs import error_text
+
+        return fail(cmd, error_text(e))
+    if args.json:
+        emit(recovery.to_json())
+        return EXIT_OK
+    for line in recovery.report():
+        print(line)
+    if args.dry_run:
+        print("dry run: nothing written")
+    else:
+        for w in recovery.written:
+            print(f"wrote {w}")
+        if recovery.kraft_version:
+            ids = ", ".join(f"{k}: {v}" for k, v in sorted(recovery.directory_ids.items()))
+            boot = ",".join(f"{h}:{p}" for _, (h, p) in sorted(voters.items()))
+            print(f"directory ids: {ids}")
+            print(
+                "start each controller on its directory (metadata.log.dir, or log.dirs) with "
+                f"controller.quorum.bootstrap.servers={boot}"
+            )
+        else:
+            print(
+                "start each controller on its directory (metadata.log.dir, or log.dirs) with "
+                f"controller.quorum.voters={args.voters}"
+            )
     return EXIT_OK

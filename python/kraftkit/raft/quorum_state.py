@@ -125,10 +125,15 @@ def parse_quorum_state(text: str) -> tuple[ElectionState, int]:
         if v == 0 and obj.get("currentVoters") is not None:
             voters = tuple(int(x["voterId"]) for x in obj["currentVoters"])
         vdir = uuid_from_kafka(obj["votedDirectoryId"]) if v == 1 and "votedDirectoryId" in obj else ZERO_UUID
+        leader, voted = int(obj.get("leaderId", -1)), int(obj.get("votedId", -1))
+        if leader >= 0 and voted >= 0:
+            # Kafka 4.x keeps the vote of a follower that voted for the leader it then followed; once
+            # the epoch's leader is known the vote decides nothing (no vote is granted in that epoch)
+            voted, vdir = -1, ZERO_UUID
         st = ElectionState(
             epoch=int(obj.get("leaderEpoch", -1)),
-            leader_id=int(obj.get("leaderId", -1)),
-            voted_id=int(obj.get("votedId", -1)),
+            leader_id=leader,
+            voted_id=voted,
             voted_directory_id=vdir,
             voters=voters,
         )
