@@ -23,6 +23,8 @@ from kraftkit.log.control import control_type_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from kraftkit.metadata.iterate import MetadataRecord
 
 HELP = "KRaft metadata records and the metadata image"
@@ -273,6 +275,7 @@ def add_records_parser(msub: argparse._SubParsersAction) -> None:
         "kafka-dump-log --cluster-metadata-decoder prints it)",
     )
     r.add_argument("--allow-gaps", action="store_true", help=GAPS_HELP)
+    add_quiet(r)
     add_max_batch_bytes(r)
     r.set_defaults(func=run_records)
 
@@ -283,8 +286,12 @@ def run_records(args: argparse.Namespace) -> int:
     from kraftkit.metadata.source import ContinuityError, MetadataSourceError
 
     gaps: list = []
+    # checking the log, then reading it: a line on a terminal's stderr while stdout goes elsewhere
+    progress = Progress(f"checking {args.path}", quiet=args.quiet, stdout_busy=True)
     try:
-        it = records(args.path, allow_gaps=args.allow_gaps, gaps=gaps)
+        with progress:
+            it = records(args.path, allow_gaps=args.allow_gaps, gaps=gaps)
+            return _print_records(args, it, gaps, progress)
     except ContinuityError as e:
         report_refusal("metadata", e.problems)
         return EXIT_PROBLEMS
@@ -294,12 +301,22 @@ def run_records(args: argparse.Namespace) -> int:
         return fail("metadata", str(e))
     except KraftkitError as e:
         return fail("metadata", str(e), EXIT_PROBLEMS)
+
+
+def _print_records(args: argparse.Namespace, it: Iterator[MetadataRecord], gaps: list, progress: Progress) -> int:
+    from kraftkit.metadata.source import expand
+
     report_gaps("metadata", gaps)
     out = sys.stdout
     file = None
+    # the files in the order the records come from them: the bytes read so far of all of them
+    sizes = {str(f.path): _size(f.path) for f in expand([args.path])}
+    before = dict(zip(sizes, itertools.accumulate([0, *sizes.values()]), strict=False))
+    progress.total, progress.unit, progress.what = sum(sizes.values()), "bytes", "read"
     try:
         for r in it:
             b = r.batch
+            progress.update(before.get(b.file, 0) + b.position)
             if args.json:
                 body = _body_json(r)
                 out.write(

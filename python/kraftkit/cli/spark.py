@@ -49,7 +49,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         )
         q.add_argument("--master", default=None, help="Spark master when not under spark-submit (default local[2])")
         q.add_argument("--json", action="store_true", help="JSON lines instead of the text summary")
-        q.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+        _add_quiet(q)
 
     q = jobs.add_parser(
         "audit", help="per cluster: features, metadata.version, counts, corrupt batches, downgrade losses"
@@ -91,7 +91,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--corrupt", type=int, default=0, help="damage one node of this many clusters")
     q.add_argument("--seed", type=int, default=42, help="random seed: the same seed makes the same fleet")
     q.add_argument("--json", action="store_true", help="one JSON object instead of the text summary")
-    q.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    _add_quiet(q)
     q.set_defaults(func=run_generate)
 
 
@@ -181,8 +181,15 @@ def _guard(fn):
     return run
 
 
+def _add_quiet(p: argparse.ArgumentParser) -> None:
+    """``--quiet`` as every other command spells it; ``--no-progress``, its first name here, still works."""
+    p.add_argument(
+        "--quiet", "-q", "--no-progress", dest="quiet", action="store_true", help="no progress line on stderr"
+    )
+
+
 def _progress(args: argparse.Namespace) -> bool | None:
-    return False if args.no_progress else None
+    return False if args.quiet else None
 
 
 def _fleet(args: argparse.Namespace, kind: str = "all") -> list[Any]:
@@ -298,7 +305,7 @@ def run_generate(args: argparse.Namespace) -> int:
     except ValueError:
         return fail("spark generate", "--topics is MIN:MAX")
 
-    line = Progress("generated", total=args.clusters, unit="clusters", quiet=args.no_progress)
+    line = Progress("generated", total=args.clusters, unit="clusters", quiet=args.quiet)
 
     def progress(done: int, total: int) -> None:
         line.total = total
