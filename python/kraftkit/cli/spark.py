@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import re
 from typing import Any
 
@@ -155,7 +154,10 @@ def camel(value: Any) -> Any:
 
 
 def _print_json(obj: dict[str, Any]) -> None:
-    print(json.dumps(camel(obj), default=str))
+    """One line of --json through the one writer of every command (compact, UTF-8; docs/json.md)."""
+    from kraftkit.cli.jsonout import emit
+
+    emit(camel(obj))
 
 
 def _emit_rows(df: Any, kind: str) -> None:
