@@ -94,6 +94,8 @@ def test_a_crc_mismatch_in_a_snapshot_is_exit_1_and_located_once(tmp_path, capsy
         said = err + out
         assert code == 1, (argv, said)
         assert f"{snap}: CRC mismatch: " in said and said.count(where) == 1, (argv, said)
+        if argv[:2] != ["snapshot", "verify"]:  # (its report is on stdout) the error names the command run
+            assert err.startswith(f"kraftkit {argv[0]} {argv[1]}: {snap}: CRC mismatch: "), (argv, err)
     assert not (tmp_path / "out" / "x.checkpoint").exists()
 
 
