@@ -58,6 +58,11 @@ def damaged(tmp_path) -> Path:
     ["features", "describe", "{dir}"],
     ["features", "describe", "{log}"],
     ["snapshot", "create", "{dir}", "--at", "80", "--out", "{out}"],
+    ["metadata", "records", "{dir}"],
+    # the offline changes read the log before they validate anything (they were 2)
+    ["features", "upgrade", "{dir}", "--release-version", "4.4", "--dry-run"],
+    ["features", "downgrade", "{dir}", "--release-version", "3.9", "--unsafe", "--dry-run"],
+    ["features", "disable", "{dir}", "--feature", "group.version", "--dry-run"],
 ])
 def test_a_crc_mismatch_is_exit_1_for_every_command(damaged, tmp_path, capsys, argv):
     (tmp_path / "out").mkdir()
@@ -67,6 +72,31 @@ def test_a_crc_mismatch_is_exit_1_for_every_command(damaged, tmp_path, capsys, a
     assert code == 1, err
     said = err + out  # (verify-log lists the problems in its report, on stdout)
     assert "CRC" in said and "byte position 174" in said, said
+
+
+def test_a_crc_mismatch_in_a_snapshot_is_exit_1_and_located_once(tmp_path, capsys):
+    """A damaged snapshot: ``snapshot rewrite`` of it was 2, and the commands that check a directory's
+    snapshot before reading it said its batch offset and byte position twice."""
+    from kraftkit.log import Segment
+
+    d = tmp_path / "node"
+    shutil.copytree(DATA, d)
+    snap = d / SNAPSHOT.relative_to(DATA)
+    second = list(Segment(SNAPSHOT).batches())[1]  # the records' batch (the first holds the header)
+    _flip(snap, second.position + 100)
+    where = f"(batch base offset {second.base_offset}, byte position {second.position})"
+    (tmp_path / "out").mkdir()
+    for argv in (["snapshot", "rewrite", snap, tmp_path / "out" / "x.checkpoint", "--metadata-version", "3.9"],
+                 ["snapshot", "verify", snap], ["metadata", "image", d], ["metadata", "dump", d],
+                 ["metadata", "records", d], ["features", "describe", d],
+                 ["features", "upgrade", d, "--release-version", "4.4", "--dry-run"]):
+        code, out, err = run(capsys, *argv)
+        said = err + out
+        assert code == 1, (argv, said)
+        assert f"{snap}: CRC mismatch: " in said and said.count(where) == 1, (argv, said)
+        if argv[:2] != ["snapshot", "verify"]:  # (its report is on stdout) the error names the command run
+            assert err.startswith(f"kraftkit {argv[0]} {argv[1]}: {snap}: CRC mismatch: "), (argv, err)
+    assert not (tmp_path / "out" / "x.checkpoint").exists()
 
 
 def test_a_crc_mismatch_in_a_formatted_directorys_bootstrap_file_is_exit_1_everywhere(tmp_path, capsys):

@@ -45,11 +45,11 @@ def test_text_lines_and_control_records_of_a_kafka_snapshot() -> None:
 def test_exit_codes_and_messages(metalog: Path, tmp_path: Path) -> None:  # noqa: F811
     missing = run("metadata", "records", str(tmp_path / "missing"))
     assert missing.returncode == 2
-    assert missing.stderr == f"kraftkit metadata: {tmp_path / 'missing'}: no such file or directory\n"
+    assert missing.stderr == f"kraftkit metadata records: {tmp_path / 'missing'}: no such file or directory\n"
     fifo = tmp_path / "00000000000000000000.log"
     os.mkfifo(fifo)
     proc = run("metadata", "records", str(fifo))
-    assert proc.returncode == 2 and proc.stderr == f"kraftkit metadata: {fifo}: not a regular file (a FIFO)\n"
+    assert proc.returncode == 2 and proc.stderr == f"kraftkit metadata records: {fifo}: not a regular file (a FIFO)\n"
 
     seg = metalog / segment_name(0)
     data = bytearray(seg.read_bytes())
@@ -59,7 +59,7 @@ def test_exit_codes_and_messages(metalog: Path, tmp_path: Path) -> None:  # noqa
     proc = run("metadata", "records", "--json", str(metalog))
     assert proc.returncode == 1
     assert [json.loads(x)["offset"] for x in proc.stdout.splitlines()] == [0, 1]  # the records before it
-    assert proc.stderr.startswith(f"kraftkit metadata: {seg}: ") and "CRC" in proc.stderr
+    assert proc.stderr.startswith(f"kraftkit metadata records: {seg}: ") and "CRC" in proc.stderr
     assert "base offset 2" in proc.stderr and f"position {second}" in proc.stderr
 
 
@@ -72,10 +72,10 @@ def test_a_hole_exits_1_unless_allowed(metalog: Path) -> None:  # noqa: F811
     proc = run("metadata", "records", str(metalog))
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.splitlines() == [
-        f"kraftkit metadata: {seg}: offsets 2..3 are missing: the batch before ends at offset 1 "
+        f"kraftkit metadata records: {seg}: offsets 2..3 are missing: the batch before ends at offset 1 "
         f"(batch base offset 4, byte position {cut[0]})",
-        "kraftkit metadata: refused: the log is not continuous (--allow-gaps goes on anyway)",
+        "kraftkit metadata records: refused: the log is not continuous (--allow-gaps goes on anyway)",
     ]
     proc = run("metadata", "records", "--allow-gaps", "--json", str(metalog), check=0)
     assert [json.loads(x)["offset"] for x in proc.stdout.splitlines()] == [0, 1, 4, 5]
-    assert "kraftkit metadata: warning: " in proc.stderr
+    assert "kraftkit metadata records: warning: " in proc.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import shutil
 import subprocess
 import sys
@@ -75,6 +76,68 @@ def test_a_replay_shows_what_it_does_while_it_runs(at_once, monkeypatch, capsys,
     capsys.readouterr()
 
 
+def test_metadata_records_draws_the_bytes_read_and_not_with_quiet(at_once, monkeypatch, capsys):
+    """``metadata records`` of a large log runs for seconds: the line counts the bytes of the files it
+    reads (snapshots, then segments), and ``--quiet`` turns it off."""
+    term = Terminal()
+    monkeypatch.setattr(P.sys, "stderr", term)
+    assert main(["metadata", "records", "--json", str(DATA)]) == 0
+    out = capsys.readouterr().out
+    files = [f for f in (DATA / "__cluster_metadata-0").iterdir() if f.suffix in (".log", ".checkpoint")]
+    total = sum(f.stat().st_size for f in files)
+    text = term.getvalue()
+    assert f"/{total} bytes read" in text and text.endswith("\r\x1b[K"), text
+    # the line of the last record's batch: the bytes of the files before its own, then its position
+    last = json.loads(out.splitlines()[-1])
+    before = sum(f.stat().st_size for f in files if str(f) != last["file"] and (
+        f.suffix == ".checkpoint" or f.name < Path(last["file"]).name))
+    assert f" {before + last['position']}/{total} bytes read" in text, text
+    quiet = Terminal()
+    monkeypatch.setattr(P.sys, "stderr", quiet)
+    assert main(["metadata", "records", "--quiet", str(DATA)]) == 0
+    assert quiet.getvalue() == ""
+    capsys.readouterr()
+
+
+def test_quorum_append_draws_the_records_committed_and_not_with_quiet(at_once, monkeypatch, capsys):
+    """``quorum append --count N`` sends N/--batch requests and waits for each commit: the line counts
+    the records committed (here against a stand-in for the quorum that commits each request at once)."""
+    import kraftkit.raft.admin
+    from kraftkit.cli import quorum
+
+    class Quorum:
+        end = 0
+
+        def __init__(self, address: str, timeout: float) -> None:
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def append(self, values: list[bytes]) -> tuple[int, int]:
+            base, Quorum.end = Quorum.end, Quorum.end + len(values)
+            return base, Quorum.end - 1
+
+    monkeypatch.setattr(kraftkit.raft.admin, "QuorumAdmin", Quorum)
+    monkeypatch.setattr(quorum, "_reachable", lambda *a: None)
+    term = Terminal()
+    monkeypatch.setattr(P.sys, "stderr", term)
+    assert main(["quorum", "append", "--bootstrap", "127.0.0.1:9093", "--count", "2500", "--batch", "1000"]) == 0
+    drawn = [x.split(" records")[0].rsplit(" ", 1)[1] for x in term.getvalue().split("\r") if " records " in x]
+    # each commit redraws it (the timer thread may draw the count before, or again, too)
+    assert {"1000/2500", "2000/2500", "2500/2500"} <= set(drawn) <= {"0/2500", "1000/2500", "2000/2500", "2500/2500"}
+    assert term.getvalue().endswith("\r\x1b[K")
+    assert capsys.readouterr().out == "committed 2500 NoOpRecord(s) in 3 request(s): offsets 0..2499\n"
+    quiet = Terminal()
+    monkeypatch.setattr(P.sys, "stderr", quiet)
+    assert main(["quorum", "append", "--bootstrap", "127.0.0.1:9093", "--count", "2500", "--quiet"]) == 0
+    assert quiet.getvalue() == ""
+    capsys.readouterr()
+
+
 def _subcommands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
     for a in parser._actions:
         if isinstance(a, argparse._SubParsersAction):
@@ -85,9 +148,12 @@ def _subcommands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
 
 def test_every_command_that_reads_much_takes_quiet():
     parser = build_parser(["--help"])
-    long_running = {("dump-log",), ("verify-log",), ("metadata", "dump"), ("metadata", "image"),
-                    ("snapshot", "create"), ("snapshot", "rewrite"), ("features", "describe"),
-                    ("features", "upgrade"), ("features", "downgrade"), ("features", "disable")}
+    long_running = {
+        ("dump-log",), ("verify-log",), ("metadata", "dump"), ("metadata", "image"), ("metadata", "records"),
+        ("quorum", "append"), ("snapshot", "create"), ("snapshot", "rewrite"), ("features", "describe"),
+        ("features", "upgrade"), ("features", "downgrade"), ("features", "disable"),
+        *(("spark", job) for job in ("audit", "verify", "rewrite", "scan", "generate")),
+    }
     found = {path for path, sp in _subcommands(parser) if any("--quiet" in a.option_strings for a in sp._actions)}
     assert long_running <= found
 
@@ -137,13 +203,15 @@ def test_the_zsh_script_runs_the_bash_function_through_bashcompinit():
 
 
 def test_spark_generate_draws_the_same_line(at_once, monkeypatch, capsys, tmp_path):
-    """``spark generate`` uses the one helper too (and ``--no-progress`` turns it off)."""
+    """``spark generate`` uses the one helper too, and ``--quiet`` turns it off as everywhere (``--no-progress``,
+    the name it had first, too)."""
     term = Terminal()
     monkeypatch.setattr(P.sys, "stderr", term)
     assert main(["spark", "generate", str(tmp_path / "f"), "--clusters", "2", "--topics", "2:3"]) == 0
     assert "2/2 clusters generated" in term.getvalue() and term.getvalue().endswith("\r\x1b[K")
     quiet = Terminal()
     monkeypatch.setattr(P.sys, "stderr", quiet)
-    assert main(["spark", "generate", str(tmp_path / "g"), "--clusters", "2", "--topics", "2:3", "--no-progress"]) == 0
+    for n, flag in enumerate(("--quiet", "-q", "--no-progress")):
+        assert main(["spark", "generate", str(tmp_path / f"g{n}"), "--clusters", "2", "--topics", "2:3", flag]) == 0
     assert quiet.getvalue() == ""
     capsys.readouterr()

@@ -75,7 +75,7 @@ def test_missing_middle_segment(logdir: Path, tmp_path: Path) -> None:
     assert f"  - {want}" in proc.stdout.splitlines() and "1 PROBLEM(S)" in proc.stdout
     for cmd in (["metadata", "image", str(logdir)], ["metadata", "dump", str(logdir)]):
         proc = run(*cmd, check=1)
-        assert f"kraftkit metadata: {want}" in proc.stderr.splitlines(), proc.stderr
+        assert f"kraftkit {' '.join(cmd[:2])}: {want}" in proc.stderr.splitlines(), proc.stderr
         assert proc.stdout == ""
     end = Segment(segs[-1]).scan()["last_offset"] + 1
     proc = run("snapshot", "create", str(logdir), "--at", str(end), "--out", str(tmp_path), check=1)
@@ -83,7 +83,7 @@ def test_missing_middle_segment(logdir: Path, tmp_path: Path) -> None:
     assert not list(tmp_path.glob("*.checkpoint"))
     # --allow-gaps: the image is built, what is missing is a warning, the exit code 0
     proc = run("metadata", "image", str(logdir), "--path", "/topics/byName", "--allow-gaps", check=0)
-    assert f"kraftkit metadata: warning: {want}" in proc.stderr.splitlines()
+    assert f"kraftkit metadata image: warning: {want}" in proc.stderr.splitlines()
     assert 0 < len(proc.stdout.split()) < TOPICS
     # below the hole nothing is missing
     assert topic_count(logdir, "--at", str(first)) == len(load_image(meta(logdir), at=first).topics)
@@ -107,7 +107,7 @@ def test_first_segment_cut_at_a_batch_boundary(logdir: Path) -> None:
     want = (f"{seg}: offsets 0..{batches[2].base_offset - 1} are missing: the first batch starts at offset "
             f"{batches[2].base_offset}, not at the segment's base offset 0 (batch base offset {batches[2].base_offset}, "
             "byte position 0)")
-    assert f"kraftkit metadata: {want}" in proc.stderr.splitlines()
+    assert f"kraftkit metadata dump: {want}" in proc.stderr.splitlines()
 
 
 def test_duplicated_segment(logdir: Path) -> None:
@@ -144,7 +144,7 @@ def test_batch_repeated_inside_a_segment(logdir: Path) -> None:
     want = (f"{seg}: batch base offset {b.base_offset} is below the next expected offset {batches[-1].last_offset + 1} "
             f"(batch base offset {b.base_offset}, byte position {len(data)})")
     for cmd in (["metadata", "image", str(logdir)], ["metadata", "dump", str(logdir)]):
-        assert f"kraftkit metadata: {want}" in run(*cmd, check=1).stderr.splitlines()
+        assert f"kraftkit {' '.join(cmd[:2])}: {want}" in run(*cmd, check=1).stderr.splitlines()
     with pytest.raises(ContinuityError):
         load_image(meta(logdir), allow_gaps=True)  # out of order is corrupt, not a gap
 
@@ -164,7 +164,7 @@ def test_log_start_after_the_newest_snapshot(logdir: Path, tmp_path: Path) -> No
     start = int(segs[4].stem)
     want = (f"{segs[4]}: offsets {at}..{start - 1} are missing: the log starts at offset {start} "
             f"and the snapshot it follows ends at offset {at} (batch base offset {start}, byte position 0)")
-    assert f"kraftkit metadata: {want}" in run("metadata", "image", str(logdir), check=1).stderr.splitlines()
+    assert f"kraftkit metadata image: {want}" in run("metadata", "image", str(logdir), check=1).stderr.splitlines()
     assert f"  - {want}" in run("verify-log", str(logdir), check=1).stdout.splitlines()
 
 

@@ -75,7 +75,7 @@ def test_empty_snapshot(logdir) -> None:
     proc = run("snapshot", "verify", str(snap), check=1)
     want = f"{snap}: empty snapshot: it claims offsets up to {sid.end_offset - 1} but holds no metadata records"
     assert f"{snap}: INVALID: {want}" in proc.stdout
-    assert f"kraftkit metadata: {want}" in run("metadata", "image", str(root), check=1).stderr.splitlines()
+    assert f"kraftkit metadata image: {want}" in run("metadata", "image", str(root), check=1).stderr.splitlines()
     snap.write_bytes(b"")
     assert "empty snapshot: no SnapshotHeader" in run("snapshot", "verify", str(snap), check=1).stdout
 
@@ -105,7 +105,7 @@ def test_name_with_the_wrong_epoch(logdir) -> None:
     seg, pos, base = batch_ending(root, sid.end_offset - 1)
     want = (f"{wrong}: epoch 5 in the name is not a leader epoch of the log (the log batch ending at offset "
             f"{sid.end_offset - 1} in {seg} has epoch 2) (batch base offset {base}, byte position {pos})")
-    assert f"kraftkit metadata: {want}" in run("metadata", "image", str(root), check=1).stderr.splitlines()
+    assert f"kraftkit metadata image: {want}" in run("metadata", "image", str(root), check=1).stderr.splitlines()
     assert f"  - {want}" in run("verify-log", str(root), check=1).stdout.splitlines()
     # an epoch below the log's
     low = wrong.with_name(SnapshotId(sid.end_offset, 1).file_name)
@@ -145,7 +145,7 @@ def test_name_with_an_end_offset_inside_a_batch(logdir) -> None:
     want = (f"{moved}: end offset {inside.end_offset} is inside the log batch {base}..{sid.end_offset - 1} of {seg}: "
             f"a snapshot ends where a batch ends (batch base offset {base}, byte position {pos})")
     assert f"  - {want}" in proc.stdout.splitlines()
-    assert f"kraftkit metadata: {want}" in run("metadata", "image", str(root), check=1).stderr.splitlines()
+    assert f"kraftkit metadata image: {want}" in run("metadata", "image", str(root), check=1).stderr.splitlines()
 
 
 def test_altered_base_offset(logdir) -> None:

@@ -98,3 +98,33 @@ def test_clusters_named_by_meta_properties_and_the_output_says_so(spark, formatt
     assert main(["spark", "verify", str(root), "--naming", "meta"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"kraftkit spark verify: {root}/ux/bare/meta.properties: no meta.properties with cluster.id")
+
+
+def test_every_jobs_json_matches_the_one_schema(spark, fleet, tmp_path, capsys):
+    """The Spark jobs' --json lines through the schema check every other command's output goes through
+    (tests/cli/test_json_schema.py): the fields docs/json.md lists, of their types, compact JSON lines,
+    on a fleet with a flipped byte, a torn tail and a bad index entry (so corrupt_batch and problem lines)."""
+    from tests.cli.test_json_schema import check_output, schema
+
+    runs = [
+        ("spark generate", ["spark", "generate", tmp_path / "gen", "--clusters", "2", "--nodes", "2", "--topics",
+                            "3:5", "--corrupt", "2", "--json", "-q"], 0),
+        ("spark scan", ["spark", "scan", fleet.root, "--json"], 1),
+        ("spark audit", ["spark", "audit", fleet.root, "--json", "-q"], 1),
+        ("spark verify", ["spark", "verify", fleet.root, "--json", "-q"], 1),
+        ("spark rewrite", ["spark", "rewrite", fleet.root, "--metadata-version", "3.5", "--json", "--dry-run", "-q"], 0),
+    ]
+    errors: list[str] = []
+    kinds: dict[str, set[str]] = {}
+    for command, argv, code in runs:
+        assert main([str(a) for a in argv]) == code, argv
+        out = capsys.readouterr().out
+        errors += check_output(command, out)
+        assert all(not line.startswith('{"type": ') for line in out.splitlines())  # one compact line each
+        kinds[command] = {json.loads(line).get("type", "") for line in out.splitlines()}
+    assert errors == []
+    assert {c for c in schema()["commands"] if c.startswith("spark ")} == {c for c, _, _ in runs}
+    # every kind of line the schema lists was printed, and so checked
+    assert kinds["spark audit"] == {"naming", "cluster", "downgrade", "corrupt_batch"}
+    assert kinds["spark verify"] == {"naming", "file", "problem"}
+    assert kinds["spark scan"] == {"naming", "count", "total"}

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,8 @@ def test_no_log4j_lines_on_stderr_and_camel_case_json(fleet):
     assert log4j == []
     assert "Setting default log level" not in proc.stderr
     assert "log4j" not in proc.stderr
+    # nor the JVM's own start-up warning (Spark's launcher always adds --add-modules=jdk.incubator.vector)
+    assert [line for line in proc.stderr.splitlines() if line.startswith("WARNING")] == []
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
     want = sum(b.count for f in sorted(Path(node).rglob("*")) if f.suffix in (".log", ".checkpoint")
                for b in Segment(f).batches())
@@ -84,6 +87,26 @@ def test_no_log4j_lines_on_stderr_and_camel_case_json(fleet):
     for x in lines:
         assert all(re.fullmatch(r"[a-z][a-zA-Z0-9]*", k) for k in x), x
     assert {"cluster", "recordType", "count"} <= set(counts[0])
+
+
+def test_the_jvms_stderr_goes_on_but_for_its_start_up_warning(capfd):
+    """What the quiet session's JVM writes to stderr reaches this process's stderr line by line (an
+    ERROR of Spark's, a crash), all but the incubator-module warning the JVM prints on every start."""
+    from kraftkit.spark.session import _jvm_stderr
+
+    w = _jvm_stderr()
+    lines = [b"WARNING: Using incubator modules: jdk.incubator.vector\n", b"spark ERROR Executor: lost\n",
+             b"Exception in thread \"main\" java.lang.OutOfMemoryError\n", b"no newline at the end"]
+    for line in lines:
+        os.write(w, line)
+    os.close(w)
+    err = ""
+    for _ in range(100):  # (the pump is a thread: until it has written the last line)
+        err += capfd.readouterr().err
+        if err.endswith("no newline at the end"):
+            break
+        time.sleep(0.05)
+    assert err == "".join(line.decode() for line in lines[1:])
 
 
 def test_json_field_names_are_camel_case_but_data_map_keys_are_kept():

@@ -43,10 +43,34 @@ EXIT_CODES_NOTE = (
 )
 
 
+def error_code(e: BaseException) -> int:
+    """The exit code of an error a command stops on: :data:`EXIT_PROBLEMS` when it is damage found
+    in the data (a corrupt or torn batch, a CRC mismatch, a bad index, a log with holes or a snapshot
+    that does not match it, a replay the records make impossible, a snapshot misnamed), else
+    :data:`EXIT_USAGE` (bad input, an unreadable or missing file, an existing output)."""
+    # (imported here: ``kraftkit --version`` and the parser load this module without the core)
+    from kraftkit.errors import CorruptIndexError, CorruptRecordError
+    from kraftkit.metadata.image import ReplayError
+    from kraftkit.metadata.snapshot import SnapshotNameError
+    from kraftkit.metadata.source import ContinuityError
+
+    damage = (CorruptRecordError, CorruptIndexError, ContinuityError, ReplayError, SnapshotNameError)
+    return EXIT_PROBLEMS if isinstance(e, damage) else EXIT_USAGE
+
+
 def fail(command: str, message: str, code: int = EXIT_USAGE) -> int:
     """Prints ``kraftkit <command>: <message>`` to stderr and returns ``code`` (the command's exit code)."""
     print(f"kraftkit {command}: {message}", file=sys.stderr)
     return code
 
 
-__all__ = ["EXIT_CODES", "EXIT_CODES_NOTE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_USAGE", "fail"]
+__all__ = [
+    "EXIT_CODES",
+    "EXIT_CODES_NOTE",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_PROBLEMS",
+    "EXIT_USAGE",
+    "error_code",
+    "fail",
+]

@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 
-from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
+from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, error_code, fail
 from kraftkit.cli.jsonout import emit
 from kraftkit.cli.main import add_max_batch_bytes
 from kraftkit.cli.progress import Progress, add_quiet
@@ -303,7 +303,7 @@ def run_change(args: argparse.Namespace) -> int:
         return EXIT_PROBLEMS if e.results else EXIT_USAGE
     except (KraftkitError, OSError) as e:
         print(f"{prog}: {_error_text(e)}", file=sys.stderr)
-        return EXIT_USAGE
+        return error_code(e)  # damaged metadata: 1, as every command; bad input: 2
     if args.json:
         emit(
             {

@@ -23,6 +23,8 @@ from kraftkit.log.control import control_type_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from kraftkit.metadata.iterate import MetadataRecord
 
 HELP = "KRaft metadata records and the metadata image"
@@ -106,6 +108,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     i.set_defaults(func=run_image)
 
 
+def _prog(args: argparse.Namespace) -> str:
+    """The command an error names: ``metadata dump|records|image`` (``dump-log`` when its
+    ``--cluster-metadata-decoder`` runs the dump)."""
+    sub = getattr(args, "metadata_command", None)
+    return f"metadata {sub}" if sub else "dump-log"
+
+
 def report_gaps(prog: str, problems: list) -> None:
     """--allow-gaps: what is missing or held twice, as warnings on stderr."""
     for p in problems:
@@ -137,13 +146,13 @@ def run_dump(args: argparse.Namespace) -> int:
         files = expand(args.paths)
         problems = dump_problems(args.paths)
     except (MetadataSourceError, SnapshotError) as e:  # a damaged snapshot name is a problem in the data
-        return fail("metadata", str(e), EXIT_PROBLEMS if isinstance(e, SnapshotNameError) else EXIT_USAGE)
+        return fail(_prog(args), str(e), EXIT_PROBLEMS if isinstance(e, SnapshotNameError) else EXIT_USAGE)
     except OSError as e:
-        return fail("metadata", str(e))
+        return fail(_prog(args), str(e))
     if problems and (not args.allow_gaps or any(p.kind == "corrupt" for p in problems)):
-        report_refusal("metadata", problems)
+        report_refusal(_prog(args), problems)
         return EXIT_PROBLEMS
-    report_gaps("metadata", problems)
+    report_gaps(_prog(args), problems)
     out = sys.stdout
     status = EXIT_OK
     sizes = [_size(f.path) for f in files]
@@ -210,12 +219,12 @@ def _dump_one(args: argparse.Namespace, f, out, progress: Progress, before: int)
     except KraftkitError as e:
         out.flush()
         msg = str(e) if str(f.path) in str(e) else f"{f.path}: {e}"
-        status = max(status, fail("metadata", msg, EXIT_PROBLEMS))
+        status = max(status, fail(_prog(args), msg, EXIT_PROBLEMS))
     except BrokenPipeError:
         raise
     except OSError as e:
         out.flush()
-        status = max(status, fail("metadata", f"{f.path}: {e}"))
+        status = max(status, fail(_prog(args), f"{f.path}: {e}"))
     if args.json:
         emit({"type": "summary", "file": str(f.path), "records": n}, out)
     return status
@@ -231,19 +240,19 @@ def run_image(args: argparse.Namespace) -> int:
         with Progress(f"replaying {args.path}", quiet=args.quiet):
             image = load_image(args.path, at=args.at, allow_gaps=args.allow_gaps, gaps=gaps)
     except ContinuityError as e:
-        report_refusal("metadata", e.problems)
+        report_refusal(_prog(args), e.problems)
         return EXIT_PROBLEMS
     except MetadataSourceError as e:
-        return fail("metadata", str(e))
+        return fail(_prog(args), str(e))
     except OSError as e:
-        return fail("metadata", str(e))
+        return fail(_prog(args), str(e))
     except KraftkitError as e:
-        return fail("metadata", str(e), EXIT_PROBLEMS)
-    report_gaps("metadata", gaps)
+        return fail(_prog(args), str(e), EXIT_PROBLEMS)
+    report_gaps(_prog(args), gaps)
     try:
         _, node = lookup(image, args.node)
     except ShellPathError as e:
-        return fail("metadata", str(e))
+        return fail(_prog(args), str(e))
     node = image_json(node)
     if args.json:
         emit(node)
@@ -273,6 +282,7 @@ def add_records_parser(msub: argparse._SubParsersAction) -> None:
         "kafka-dump-log --cluster-metadata-decoder prints it)",
     )
     r.add_argument("--allow-gaps", action="store_true", help=GAPS_HELP)
+    add_quiet(r)
     add_max_batch_bytes(r)
     r.set_defaults(func=run_records)
 
@@ -283,23 +293,37 @@ def run_records(args: argparse.Namespace) -> int:
     from kraftkit.metadata.source import ContinuityError, MetadataSourceError
 
     gaps: list = []
+    # checking the log, then reading it: a line on a terminal's stderr while stdout goes elsewhere
+    progress = Progress(f"checking {args.path}", quiet=args.quiet, stdout_busy=True)
     try:
-        it = records(args.path, allow_gaps=args.allow_gaps, gaps=gaps)
+        with progress:
+            it = records(args.path, allow_gaps=args.allow_gaps, gaps=gaps)
+            return _print_records(args, it, gaps, progress)
     except ContinuityError as e:
-        report_refusal("metadata", e.problems)
+        report_refusal(_prog(args), e.problems)
         return EXIT_PROBLEMS
     except (MetadataSourceError, SnapshotError) as e:  # a damaged snapshot name is a problem in the data
-        return fail("metadata", str(e), EXIT_PROBLEMS if isinstance(e, SnapshotNameError) else EXIT_USAGE)
+        return fail(_prog(args), str(e), EXIT_PROBLEMS if isinstance(e, SnapshotNameError) else EXIT_USAGE)
     except OSError as e:
-        return fail("metadata", str(e))
+        return fail(_prog(args), str(e))
     except KraftkitError as e:
-        return fail("metadata", str(e), EXIT_PROBLEMS)
-    report_gaps("metadata", gaps)
+        return fail(_prog(args), str(e), EXIT_PROBLEMS)
+
+
+def _print_records(args: argparse.Namespace, it: Iterator[MetadataRecord], gaps: list, progress: Progress) -> int:
+    from kraftkit.metadata.source import expand
+
+    report_gaps(_prog(args), gaps)
     out = sys.stdout
     file = None
+    # the files in the order the records come from them: the bytes read so far of all of them
+    sizes = {str(f.path): _size(f.path) for f in expand([args.path])}
+    before = dict(zip(sizes, itertools.accumulate([0, *sizes.values()]), strict=False))
+    progress.total, progress.unit, progress.what = sum(sizes.values()), "bytes", "read"
     try:
         for r in it:
             b = r.batch
+            progress.update(before.get(b.file, 0) + b.position)
             if args.json:
                 body = _body_json(r)
                 out.write(
@@ -321,12 +345,12 @@ def run_records(args: argparse.Namespace) -> int:
         out.flush()
         where = getattr(e, "file", None) or args.path  # the core's errors name their file; others may not
         msg = str(e) if str(where) in str(e) else f"{where}: {e}"
-        return fail("metadata", msg, EXIT_PROBLEMS)
+        return fail(_prog(args), msg, EXIT_PROBLEMS)
     except BrokenPipeError:
         raise
     except OSError as e:
         out.flush()
-        return fail("metadata", str(e))
+        return fail(_prog(args), str(e))
     out.flush()
     return EXIT_OK
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
 from kraftkit.cli.jsonout import emit
+from kraftkit.cli.progress import Progress, add_quiet
 
 if TYPE_CHECKING:
     from kraftkit.raft.driver import NodeConfig
@@ -127,6 +128,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     a.add_argument(
         "--verbose", "-v", action="store_true", help="print every request's committed offsets, not only the summary"
     )
+    add_quiet(a)
     a.set_defaults(func=run_append)
 
     rc = qsub.add_parser(
@@ -545,9 +547,13 @@ def run_append(args: argparse.Namespace) -> int:
     if code is not None:
         return code
     try:
-        with QuorumAdmin(args.bootstrap, timeout=args.timeout) as admin:
+        with (
+            Progress("committed", total=len(values), unit="records", quiet=args.quiet) as progress,
+            QuorumAdmin(args.bootstrap, timeout=args.timeout) as admin,
+        ):
             for i in range(0, len(values), batch):
                 out.append(admin.append(values[i : i + batch]))
+                progress.advance(len(values[i : i + batch]))
     except (KraftkitError, ValueError) as e:
         print(f"kraftkit quorum append: {args.bootstrap}: {e}", file=sys.stderr)
         if args.json:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
+from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, error_code, fail
 from kraftkit.cli.jsonout import camel_keys, emit, record_type_name
 from kraftkit.cli.main import add_max_batch_bytes
 from kraftkit.cli.metadata import offset_arg
@@ -251,7 +251,8 @@ def run_rewrite(args: argparse.Namespace) -> int:
         elif isinstance(res, (KraftkitError, OSError)):
             from kraftkit._fs import error_text
 
-            status = fail("snapshot rewrite", error_text(res) if isinstance(res, OSError) else str(res), EXIT_USAGE)
+            text = error_text(res) if isinstance(res, OSError) else str(res)
+            status = max(status, fail("snapshot rewrite", text, error_code(res)))
             continue
         else:
             refused = False

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import re
 from typing import Any
 
@@ -49,7 +48,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         )
         q.add_argument("--master", default=None, help="Spark master when not under spark-submit (default local[2])")
         q.add_argument("--json", action="store_true", help="JSON lines instead of the text summary")
-        q.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+        _add_quiet(q)
 
     q = jobs.add_parser(
         "audit", help="per cluster: features, metadata.version, counts, corrupt batches, downgrade losses"
@@ -91,7 +90,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--corrupt", type=int, default=0, help="damage one node of this many clusters")
     q.add_argument("--seed", type=int, default=42, help="random seed: the same seed makes the same fleet")
     q.add_argument("--json", action="store_true", help="one JSON object instead of the text summary")
-    q.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    _add_quiet(q)
     q.set_defaults(func=run_generate)
 
 
@@ -155,7 +154,10 @@ def camel(value: Any) -> Any:
 
 
 def _print_json(obj: dict[str, Any]) -> None:
-    print(json.dumps(camel(obj), default=str))
+    """One line of --json through the one writer of every command (compact, UTF-8; docs/json.md)."""
+    from kraftkit.cli.jsonout import emit
+
+    emit(camel(obj))
 
 
 def _emit_rows(df: Any, kind: str) -> None:
@@ -181,8 +183,15 @@ def _guard(fn):
     return run
 
 
+def _add_quiet(p: argparse.ArgumentParser) -> None:
+    """``--quiet`` as every other command spells it; ``--no-progress``, its first name here, still works."""
+    p.add_argument(
+        "--quiet", "-q", "--no-progress", dest="quiet", action="store_true", help="no progress line on stderr"
+    )
+
+
 def _progress(args: argparse.Namespace) -> bool | None:
-    return False if args.no_progress else None
+    return False if args.quiet else None
 
 
 def _fleet(args: argparse.Namespace, kind: str = "all") -> list[Any]:
@@ -298,7 +307,7 @@ def run_generate(args: argparse.Namespace) -> int:
     except ValueError:
         return fail("spark generate", "--topics is MIN:MAX")
 
-    line = Progress("generated", total=args.clusters, unit="clusters", quiet=args.no_progress)
+    line = Progress("generated", total=args.clusters, unit="clusters", quiet=args.quiet)
 
     def progress(done: int, total: int) -> None:
         line.total = total

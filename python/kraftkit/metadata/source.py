@@ -219,15 +219,13 @@ def snapshot_problem(path: Path) -> Discontinuity | None:
         err = validate_snapshot(path, None)["error"]
     if err is None:
         return None
-    reason = str(err)
-    prefix = f"{path}: "
-    return Discontinuity(
-        str(path),
-        getattr(err, "offset", None),
-        getattr(err, "position", None),
-        reason[len(prefix) :] if reason.startswith(prefix) else reason,
-        "corrupt",
-    )
+    # the core's errors carry their reason apart from the file and the location their text adds
+    # (the Discontinuity adds those itself: the text would say them twice)
+    reason = getattr(err, "reason", None)
+    if not reason:
+        text, prefix = str(err), f"{path}: "
+        reason = text[len(prefix) :] if text.startswith(prefix) else text
+    return Discontinuity(str(path), getattr(err, "offset", None), getattr(err, "position", None), reason, "corrupt")
 
 
 def check_log(

@@ -337,6 +337,8 @@ def plan(
         )
     chosen = max(survivors, key=lambda s: (s.last_epoch, s.end_offset))
     epoch = max(max(s.last_epoch, s.state_epoch or 0) for s in survivors)
+    if epoch >= 2**31 - 1:
+        raise RecoveryError(f"a survivor is at epoch {epoch}: no leader epoch can be above it")
     committed = max((s.snapshot.end_offset for s in survivors if s.snapshot), default=0)
     image = _image_of(chosen)
     out = RecoveryPlan(
