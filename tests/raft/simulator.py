@@ -130,6 +130,8 @@ class Simulation:
         self.voter_ids = list(range(scenario.voters))
         self.nodes = [Node(self, i) for i in range(scenario.voters + scenario.observers)]
         self.blocked: set[tuple[int, int]] = set()  # (src, dst) pairs whose messages are dropped
+        # (asker, asked, correlation id) of the pre-votes sent: their answers grant nothing durable
+        self.pre_votes: set[tuple[int, int, int]] = set()
         self.loss, self.dup = scenario.loss, scenario.dup
         self.healed = False
         self.heal_at = scenario.fault_ms
@@ -329,8 +331,15 @@ class Simulation:
         if one is None:
             return
         p = one[1]
+        pre_vote = False
         if o.api == m.VOTE and not o.is_response:
             epoch = p["ReplicaEpoch"]
+            pre_vote = bool(p.get("PreVote"))
+            if pre_vote:
+                self.pre_votes.add((node.id, o.dest, o.correlation_id))
+        elif o.api == m.VOTE:
+            epoch = p["LeaderEpoch"]
+            pre_vote = (o.dest, node.id, o.correlation_id) in self.pre_votes
         elif o.api in (m.FETCH, m.FETCH_SNAPSHOT):
             epoch = p["CurrentLeader"]["LeaderEpoch"] if o.is_response else p["CurrentLeaderEpoch"]
         else:
@@ -340,9 +349,11 @@ class Simulation:
         if epoch > stored:
             raise Violation(f"persist-before-send: node {node.id} sent {m.API_NAMES[o.api]} with epoch {epoch} "
                             f"while its quorum-state holds epoch {stored}")
-        if o.api == m.VOTE and o.is_response and p["VoteGranted"] and (st is None or st.voted_id != o.dest):
+        # (a pre-vote, asked or granted, is the exception: it binds nobody)
+        granted = o.api == m.VOTE and o.is_response and p["VoteGranted"]
+        if granted and not pre_vote and (st is None or st.voted_id != o.dest):
             raise Violation(f"persist-before-send: node {node.id} granted its vote to {o.dest} before storing it")
-        if o.api == m.VOTE and not o.is_response and (st is None or st.voted_id != node.id):
+        if o.api == m.VOTE and not o.is_response and not pre_vote and (st is None or st.voted_id != node.id):
             raise Violation(f"persist-before-send: node {node.id} asked for votes before storing its own")
         if o.api == m.BEGIN_QUORUM_EPOCH and not o.is_response and (st is None or st.leader_id != node.id):
             raise Violation(f"persist-before-send: node {node.id} claimed leadership before storing it")

@@ -71,12 +71,14 @@ def test_a_seed_replays_exactly():
 def _break_vote_rule(monkeypatch):
     """Grant votes without comparing logs: a classic raft bug."""
 
-    def can_grant(self, candidate, last_epoch, last_offset):
+    def can_grant(self, candidate, last_epoch, last_offset, pre_vote=False):
         if self.is_observer:
             return False
-        if self.role is Role.VOTED:
+        if pre_vote:
+            return self.role is not Role.LEADER and not getattr(self.state, "fetched", False)
+        if self.role in (Role.VOTED, Role.PROSPECTIVE) and self.voted_id >= 0:
             return self.voted_id == candidate
-        return self.role is Role.UNATTACHED and self.leader_id < 0
+        return self.role in (Role.UNATTACHED, Role.PROSPECTIVE) and self.leader_id < 0
 
     monkeypatch.setattr(raft_core.RaftCore, "_can_grant", can_grant)
 
