@@ -583,7 +583,7 @@ class RaftCore(Handlers, Elections):
             return
         st = self.state
         if isinstance(st, FollowerState) and node == st.leader_id and st.fetch_deadline is not None:
-            # a voter stands at once; an observer asks the other voters who leads now
+            # a voter stands (asks for pre-votes) at once; an observer asks the other voters who leads now
             st.fetch_deadline = min(st.fetch_deadline, self.now)
         elif isinstance(st, (CandidateState, ProspectiveState)) and node in self.voters and node not in st.granted:
             # a voter that is down cannot vote in time: when too few are left to win, back off now
