@@ -266,6 +266,20 @@ def test_a_resigned_leader_asks_for_pre_votes_in_the_epoch_it_led():
     assert p["VoteGranted"] is False
 
 
+def test_a_restart_in_the_middle_of_a_pre_vote_comes_back_as_the_role_its_file_names():
+    for persisted, role in ((ElectionState(5, leader_id=2), Role.FOLLOWER), (ElectionState(5, voted_id=3), Role.VOTED),
+                            (ElectionState(5), Role.UNATTACHED)):
+        c, _ = make(persisted=persisted)
+        c.step(Tick(c.next_deadline()))
+        if c.role is not Role.PROSPECTIVE:  # (a follower's fetch timer ends after its fetch request's)
+            c.step(Tick(c.next_deadline()))
+        assert c.role is Role.PROSPECTIVE and c.election_state() == persisted
+        again = RaftCore(1, (1, 2, 3), c.log, c.election_state(), c.cfg, random.Random(1))
+        again.step(Start(0))
+        assert (again.role, again.epoch, again.leader_id, again.voted_id) == (
+            role, 5, persisted.leader_id, persisted.voted_id)
+
+
 def test_a_single_voter_stands_at_once_and_pre_vote_off_stands_at_once_too():
     solo, out = make(voters=(1,), persisted=ElectionState(3))
     assert (solo.role, solo.epoch) == (Role.LEADER, 4)
