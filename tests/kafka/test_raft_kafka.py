@@ -8,6 +8,7 @@
   The same against three 3.9 controllers.
 * Kafka's own ``kafka-metadata-quorum.sh describe --status/--replication`` against three
   ``kraftkit quorum run`` voters (and an observer) reports what ``kraftkit quorum describe`` does.
+* kraftkit's Vote bodies, pre-votes (Vote v2) among them, answered by real 4.x and 3.9 controllers.
 
 The real quorum comes from ``tests/harness/quorum.py``; kraftkit runs as real processes.
 """
@@ -26,8 +27,12 @@ import pytest
 
 from kraftkit.errors import KraftkitError
 from kraftkit.metadata.image import load_image
+from kraftkit.protocol import encode_request
+from kraftkit.protocol.client import KafkaConnection
+from kraftkit.raft import messages as m
 from kraftkit.raft.admin import QuorumAdmin
 from kraftkit.raft.core import RaftConfig
+from kraftkit.raft.messages import Errors
 from tests._procs import KraftkitProcess
 from tests.harness import jars, tools
 from tests.harness.node import free_port, random_cluster_id
@@ -209,6 +214,49 @@ def test_observer_replicates_a_real_quorum_byte_for_byte(kafka_jars, tmp_path, v
         image = load_image(obs_dir / METADATA)
         assert set(image.topic_ids) == {"interop-a", "interop-b"}
         assert image.configs[(2, "interop-a")] == {"cleanup.policy": "compact", "retention.ms": "3600000"}
+
+
+@pytest.mark.parametrize("version", [jars.KAFKA_4, jars.KAFKA_3])
+def test_real_controllers_answer_kraftkits_vote_bodies(kafka_jars, tmp_path, version):
+    """kraftkit's Vote bodies (``raft/messages.py``) against three real controllers, at the version
+    each negotiates. The leader and the followers fetching from it refuse a standard vote of their
+    epoch (4.x at v2, 3.9 at v1). A 4.x controller takes a pre-vote as one: each refuses an
+    up-to-date pre-vote of its epoch, and a pre-vote of an older epoch is fenced, naming the leader;
+    3.9 speaks Vote up to v1, below which a pre-vote cannot be written (what kraftkit's transport
+    answers UNSUPPORTED_VERSION, so the prospective stands at once). Nothing changes: the same
+    leader in the same epoch."""
+    with KafkaQuorum(tmp_path / "kafka", version, broker=False) as q:
+        first = f"127.0.0.1:{q.controller_ports[1]}"
+        view = wait_until("a leader", lambda: (v := leader_view(first))["leader_id"] >= 0 and v, 60, q.log_tails)
+        leader, epoch = view["leader_id"], view["leader_epoch"]
+        # every follower has fetched from the leader by now
+        wait_until("the followers to fetch", lambda: all(
+            r["last_fetch_ms"] > 0 for r in leader_view(first)["voters"] if r["id"] != leader), 60, q.log_tails)
+
+        def answer(conn: KafkaConnection, v: int, body: dict) -> tuple:
+            got = conn.request(m.VOTE, v, body)
+            assert got["ErrorCode"] == 0, got
+            p = got["Topics"][0]["Partitions"][0]
+            return p["ErrorCode"], p["VoteGranted"], p["LeaderId"], p["LeaderEpoch"]
+
+        for n, port in sorted(q.controller_ports.items()):
+            asker = next(v for v in q.nodes if v != n)  # (another voter's id: refused, it binds nobody)
+            tp, cid = m.METADATA_PARTITION, q.cluster_id
+            with KafkaConnection("127.0.0.1", port, timeout=10) as conn:
+                v = conn.version_for(m.VOTE)
+                assert v == (1 if version == jars.KAFKA_3 else m.VERSIONS[m.VOTE])
+                assert answer(conn, v, m.vote_request(tp, cid, n, epoch, asker, 0, 0)) == (0, False, leader, epoch)
+                # a log claimed longer than anyone's: only the roles' rules can refuse it
+                pre = m.vote_request(tp, cid, n, epoch, asker, epoch, 1 << 40, pre_vote=True)
+                if v < 2:
+                    with pytest.raises(ValueError, match="PreVote"):
+                        encode_request(m.VOTE, v, 1, "raft-client-9", pre)
+                    continue
+                assert answer(conn, v, pre) == (0, False, leader, epoch)
+                stale = m.vote_request(tp, cid, n, epoch - 1, asker, 0, 0, pre_vote=True)
+                assert answer(conn, v, stale) == (Errors.FENCED_LEADER_EPOCH, False, leader, epoch)
+        after = leader_view(first)
+        assert (after["leader_id"], after["leader_epoch"]) == (leader, epoch)
 
 
 def test_observer_fetches_the_snapshot_of_a_real_leader(kafka_jars, tmp_path):

@@ -26,6 +26,16 @@ Invariants (checked after every event; persist-before-send on every message sent
   * majority-hw: a leader's HW is durable (flushed) on a majority of the voters;
   * snapshot-at-log-start: a node's snapshot ends exactly at its log start, and the leader-epoch
     cache validates it.
+
+The rejoin schedules (:func:`run_rejoin`, KIP-996's disruptive server) check one more, after every
+event, on top of those: once a leader has committed, one of its followers is cut off from every
+node for a while and then healed, with nothing else going wrong:
+  * no-disruption: while the follower is away and after it is back, no node (in memory or in its
+    quorum-state) gets past the healthy leader's epoch and that leader stays leader; by the end the
+    rejoined node follows it and has committed an append made after it came back. With pre-vote off
+    (KIP-595) the returning node's higher epoch forces an election, which this catches.
+
+    python -m tests.raft.simulator --rejoin --seed 7 --trace
 """
 
 from __future__ import annotations
@@ -48,6 +58,7 @@ from kraftkit.raft.events import (
 )
 from kraftkit.raft.log import LogError, MemoryLog
 from kraftkit.raft.quorum_state import MemoryQuorumStateStore, Role
+from kraftkit.raft.state import FollowerState
 
 CORR_STRIDE = 1 << 40  # correlation ids of different incarnations never collide
 
@@ -74,6 +85,8 @@ class Scenario:
     snapshot_interval_ms: int  # ... and at most this often (Kafka cleans the log only periodically)
     crash_after_persist: float  # chance that a node crashes right after a role change
     config: RaftConfig
+    #: rejoin schedules: no appends while the node is away (its log stays as up to date as the others')
+    idle_while_away: bool = False
 
     @classmethod
     def from_seed(cls, seed: int, big: bool = False) -> "Scenario":
@@ -91,7 +104,22 @@ class Scenario:
                    max_delay=r.choice([2, 10, 40]), fault_every=r.choice([(100, 600), (300, 2000), (1000, 4000)]),
                    append_every=r.choice([(5, 50), (20, 200)]), snapshot_every=r.choice([5, 20, 10**9]),
                    snapshot_interval_ms=r.choice([1000, 3000]),
-                   crash_after_persist=r.choice([0.0, 0.0, 0.1]), config=cfg)
+                   crash_after_persist=r.choice([0.0, 0.0, 0.1]),
+                   # (drawn last, so the draws above are those of the schedules before pre-vote)
+                   config=dataclasses.replace(cfg, pre_vote=r.random() < 0.75))
+
+    @classmethod
+    def rejoin_from_seed(cls, seed: int) -> "Scenario":
+        """A rejoin schedule: no loss nor crash, only the one follower cut off (see :func:`run_rejoin`)."""
+        sc = cls.from_seed(seed)
+        r = random.Random(f"rejoin-{seed}")
+        return dataclasses.replace(sc, voters=r.choice([3, 5]), loss=0.0, crash_after_persist=0.0,
+                                   fault_ms=r.choice([3000, 8000, 20000]), idle_while_away=r.random() < 0.5,
+                                   # (a fetch must outlive the leader's fetch wait, or an idle quorum's
+                                   # followers time out while all is well, as with Kafka's defaults; and
+                                   # fetches of 3 entries never catch up with 20 s of appends)
+                                   config=dataclasses.replace(sc.config, pre_vote=True, request_timeout_ms=2000,
+                                                              max_fetch_entries=50))
 
 
 class Node:
@@ -130,6 +158,8 @@ class Simulation:
         self.voter_ids = list(range(scenario.voters))
         self.nodes = [Node(self, i) for i in range(scenario.voters + scenario.observers)]
         self.blocked: set[tuple[int, int]] = set()  # (src, dst) pairs whose messages are dropped
+        # (asker, asked, correlation id) of the pre-votes sent: their answers grant nothing durable
+        self.pre_votes: set[tuple[int, int, int]] = set()
         self.loss, self.dup = scenario.loss, scenario.dup
         self.healed = False
         self.heal_at = scenario.fault_ms
@@ -141,6 +171,7 @@ class Simulation:
         self.verified: dict[tuple[int, int], int] = {}  # (leader node, epoch) -> ledger_order index checked
         self.next_value = 0
         self.live_target: int | None = None  # an offset appended after healing that must commit everywhere
+        self.appends_paused = False
         self.events = 0
         self.stats = {"refused": 0, "crashes": 0, "partitions": 0, "resigns": 0, "snapshots": 0, "snapshot_loads": 0,
                       "elections": 0, "messages": 0, "dropped": 0}
@@ -329,8 +360,15 @@ class Simulation:
         if one is None:
             return
         p = one[1]
+        pre_vote = False
         if o.api == m.VOTE and not o.is_response:
             epoch = p["ReplicaEpoch"]
+            pre_vote = bool(p.get("PreVote"))
+            if pre_vote:
+                self.pre_votes.add((node.id, o.dest, o.correlation_id))
+        elif o.api == m.VOTE:
+            epoch = p["LeaderEpoch"]
+            pre_vote = (o.dest, node.id, o.correlation_id) in self.pre_votes
         elif o.api in (m.FETCH, m.FETCH_SNAPSHOT):
             epoch = p["CurrentLeader"]["LeaderEpoch"] if o.is_response else p["CurrentLeaderEpoch"]
         else:
@@ -340,9 +378,11 @@ class Simulation:
         if epoch > stored:
             raise Violation(f"persist-before-send: node {node.id} sent {m.API_NAMES[o.api]} with epoch {epoch} "
                             f"while its quorum-state holds epoch {stored}")
-        if o.api == m.VOTE and o.is_response and p["VoteGranted"] and (st is None or st.voted_id != o.dest):
+        # (a pre-vote, asked or granted, is the exception: it binds nobody)
+        granted = o.api == m.VOTE and o.is_response and p["VoteGranted"]
+        if granted and not pre_vote and (st is None or st.voted_id != o.dest):
             raise Violation(f"persist-before-send: node {node.id} granted its vote to {o.dest} before storing it")
-        if o.api == m.VOTE and not o.is_response and (st is None or st.voted_id != node.id):
+        if o.api == m.VOTE and not o.is_response and not pre_vote and (st is None or st.voted_id != node.id):
             raise Violation(f"persist-before-send: node {node.id} asked for votes before storing its own")
         if o.api == m.BEGIN_QUORUM_EPOCH and not o.is_response and (st is None or st.leader_id != node.id):
             raise Violation(f"persist-before-send: node {node.id} claimed leadership before storing it")
@@ -469,6 +509,79 @@ class Simulation:
         raise Violation(f"liveness: no append committed on every node within {self.sc.liveness_ms} ms after the "
                         f"faults healed (target offset {self.live_target})")
 
+    def run_rejoin(self, max_events: int = 2_000_000) -> dict:
+        """The rejoin schedule: the nodes start and elect; once a leader has committed, one of its
+        follower voters is cut off for ``fault_ms``, then the network heals; checks no-disruption
+        (module docstring) and the usual invariants after every event."""
+        for n in self.nodes:
+            self.push(n.id, "restart", n.id)
+        self.push(self.rng.randint(*self.sc.append_every), "append")
+        leader: Node | None = None
+        epoch = -1
+        away: int | None = None
+        back_at = deadline = None
+        target: int | None = None
+        while self.queue:
+            t, _, kind, args = heapq.heappop(self.queue)
+            if deadline is not None and t > deadline:
+                break
+            self.now = t
+            self.events += 1
+            if self.events > max_events:
+                raise Violation(f"more than {max_events} events")
+            touched = self.dispatch(kind, args)
+            if touched is not None:
+                self.check_node(touched)
+            self.check_global()
+            if back_at is None and self.now > 60_000:
+                raise Violation("liveness: no leader committed (or no follower caught up) within 60 s of the start")
+            if leader is None:
+                lead = [n for n in self.nodes if n.running and n.core.role is Role.LEADER
+                        and n.core.leader_high_watermark() is not None and n.core.high_watermark > 0]
+                if lead and all(n.core.epoch == lead[0].core.epoch for n in self.nodes if n.id in self.voter_ids):
+                    leader, epoch = lead[0], lead[0].core.epoch
+                    away = self.rng.choice([v for v in self.voter_ids if v != leader.id])
+                    # an idle quorum stops appending first, and the node goes once it holds the whole
+                    # log: its pre-votes are then up to date, and only the roles' rules refuse them
+                    self.appends_paused = self.sc.idle_while_away
+                continue
+            assert away is not None
+            if back_at is None and not (self.sc.idle_while_away
+                                        and self.nodes[away].log.flushed_offset < leader.log.end_offset):
+                self.blocked = {(away, n.id) for n in self.nodes} | {(n.id, away) for n in self.nodes}
+                back_at = self.now + self.sc.fault_ms
+                deadline = back_at + self.sc.liveness_ms // 2
+                self.push(back_at, "rejoin")
+                self.log_trace(f"=== node {away} cut off (leader {leader.id}, epoch {epoch}) ===")
+            self.check_no_disruption(leader, epoch)
+            if kind == "rejoin":
+                self.blocked = set()
+                self.log_trace(f"=== node {away} back ===")
+            if self.appends_paused and back_at is not None and self.now >= back_at:
+                # an idle quorum stays idle until the node is back following (its log as long as theirs)
+                st = self.nodes[away].core.state
+                if isinstance(st, FollowerState) and st.fetched and st.leader_id == leader.id:
+                    self.appends_paused = False
+            if back_at is not None and self.now > back_at and target is None:
+                target = leader.log.end_offset  # an append made after the node came back must reach it
+            if target is not None and leader.core.high_watermark > target and self.nodes[away].core.high_watermark > target:
+                rejoined = self.nodes[away].core
+                if (rejoined.role, rejoined.leader_id) == (Role.FOLLOWER, leader.id):
+                    return self.result()
+        raise Violation(f"liveness: node {away} did not follow leader {leader.id if leader else None} and commit "
+                        f"past offset {target} within {self.sc.liveness_ms // 2} ms of coming back")
+
+    def check_no_disruption(self, leader: Node, epoch: int) -> None:
+        """no-disruption (module docstring)."""
+        for n in self.nodes:
+            st = n.store.state
+            got = max(n.core.epoch if n.running else -1, st.epoch if st is not None else -1)
+            if got > epoch:
+                raise Violation(f"no-disruption: node {n.id} moved to epoch {got} while leader {leader.id} of epoch "
+                                f"{epoch} was healthy (a node cut off and back forced an election)")
+        if not leader.running or leader.core.role is not Role.LEADER or leader.core.epoch != epoch:
+            raise Violation(f"no-disruption: leader {leader.id} of epoch {epoch} lost its leadership")
+
     def liveness_reached(self) -> bool:
         target = self.live_target
         assert target is not None
@@ -537,9 +650,11 @@ class Simulation:
         if kind == "heal":
             self.heal()
             return None
+        if kind == "rejoin":
+            return None
         if kind == "append":
             leaders = [n for n in self.nodes if n.running and n.core.role is Role.LEADER]
-            if leaders:
+            if leaders and not self.appends_paused:
                 n = self.rng.choice(leaders)
                 self.next_value += 1
                 payloads = tuple(f"v{self.next_value}.{i}" for i in range(self.rng.randint(1, 3)))
@@ -583,6 +698,18 @@ def run_seed(seed: int, big: bool = False, trace: bool = False) -> dict:
             from e
 
 
+def run_rejoin(seed: int, trace: bool = False) -> dict:
+    """Run one rejoin schedule (module docstring); raise :class:`Violation` naming the seed."""
+    sim = Simulation(Scenario.rejoin_from_seed(seed), trace=trace)
+    try:
+        return sim.run_rejoin()
+    except Violation as e:
+        tail = "\n".join(sim.trace[-60:]) if trace else ""
+        raise Violation(f"raft rejoin seed {seed} failed at t={sim.now} ms after {sim.events} events: {e}\n"
+                        f"replay: .venv/bin/python -m tests.raft.simulator --rejoin --seed {seed} --trace"
+                        + (f"\n--- trace tail ---\n{tail}" if tail else "")) from e
+
+
 def _worker(args: tuple[int, int, bool]) -> tuple[list[tuple[int, str]], int]:
     start, stop, big = args
     events = 0
@@ -590,6 +717,18 @@ def _worker(args: tuple[int, int, bool]) -> tuple[list[tuple[int, str]], int]:
     for seed in range(start, stop):
         try:
             events += run_seed(seed, big)["events"]
+        except Violation as e:
+            failures.append((seed, str(e)))
+    return failures, events
+
+
+def run_rejoins(first: int, count: int) -> tuple[list[tuple[int, str]], int]:
+    """Rejoin schedules ``first .. first+count-1`` in this process; returns (failures, events)."""
+    failures: list[tuple[int, str]] = []
+    events = 0
+    for seed in range(first, first + count):
+        try:
+            events += run_rejoin(seed)["events"]
         except Violation as e:
             failures.append((seed, str(e)))
     return failures, events
@@ -625,10 +764,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--big", action="store_true", help="bigger clusters and longer fault phases")
     p.add_argument("--jobs", type=int, default=multiprocessing.cpu_count(), help="worker processes")
     p.add_argument("--trace", action="store_true", help="with --seed: print the event trace tail on failure")
+    p.add_argument("--rejoin", action="store_true", help="the rejoin schedules (no-disruption) instead")
     a = p.parse_args(argv)
+    if a.rejoin and a.seed is None:
+        failures, events = run_rejoins(a.first, a.seeds)
+        for seed, err in failures:
+            print(err, file=sys.stderr)
+        print(f"{a.seeds} rejoin seeds from {a.first}: {len(failures)} failed {[s for s, _ in failures][:20]}")
+        return 1 if failures else 0
     if a.seed is not None:
         try:
-            res = run_seed(a.seed, a.big, a.trace)
+            res = run_rejoin(a.seed, a.trace) if a.rejoin else run_seed(a.seed, a.big, a.trace)
         except Violation as e:
             print(e, file=sys.stderr)
             return 1

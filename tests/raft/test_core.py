@@ -60,8 +60,13 @@ def respond(core: RaftCore, now: int, req: Send, body: dict) -> list:
 
 
 def elect(core: RaftCore, now: int = 5000) -> list:
-    """Drive ``core`` (a voter of 3) through a won election; returns the outputs of the winning step."""
+    """Drive ``core`` (a voter of 3) through a won pre-vote and a won election; returns the outputs of
+    the winning step."""
     out = core.step(Tick(now))
+    if core.role is Role.PROSPECTIVE:
+        reqs = sends(out, m.VOTE)
+        assert reqs and all(part_of(r.body, m.VOTE, response=False)["PreVote"] for r in reqs)
+        out = respond(core, now, reqs[0], m.vote_response(TP, 0, -1, core.epoch, True))
     assert core.role is Role.CANDIDATE
     reqs = sends(out, m.VOTE)
     return respond(core, now + 1, reqs[0], m.vote_response(TP, 0, -1, core.epoch, True))
@@ -192,6 +197,14 @@ def test_election_timeout_is_jittered_in_t_2t_and_candidate_persists_before_aski
         assert 1000 <= d < 2000
         assert core.step(Tick(d - 1)) == [] or core.role is Role.UNATTACHED
         out = core.step(Tick(d))
+        # first the pre-votes, in epoch 0, with nothing persisted
+        assert core.role is Role.PROSPECTIVE and core.epoch == 0
+        assert not any(isinstance(o, PersistElection) for o in out)
+        pre = sends(out, m.VOTE)
+        assert {s.dest for s in pre} == {2, 3}
+        p = part_of(pre[0].body, m.VOTE, response=False)
+        assert (p["ReplicaEpoch"], p["ReplicaId"], p["PreVote"]) == (0, 1, True)
+        out = respond(core, d + 1, pre[0], m.vote_response(TP, 0, -1, 0, True))
         assert core.role is Role.CANDIDATE and core.epoch == 1
         first_send = next(i for i, o in enumerate(out) if isinstance(o, Send))
         persist = next(i for i, o in enumerate(out) if isinstance(o, PersistElection))
@@ -199,6 +212,7 @@ def test_election_timeout_is_jittered_in_t_2t_and_candidate_persists_before_aski
         assert {s.dest for s in sends(out, m.VOTE)} == {2, 3}
         p = part_of(sends(out, m.VOTE)[0].body, m.VOTE, response=False)
         assert (p["ReplicaEpoch"], p["ReplicaId"], p["LastOffsetEpoch"], p["LastOffset"]) == (1, 1, 0, 0)
+        assert p["PreVote"] is False
 
 
 def test_winning_candidate_writes_leader_change_and_begins_quorum_epoch():
@@ -215,20 +229,32 @@ def test_winning_candidate_writes_leader_change_and_begins_quorum_epoch():
     assert any(isinstance(o, Fsync) for o in out)
 
 
+def stand(c: RaftCore, now: int, voter: int = 2) -> list:
+    """A prospective ``c`` (a voter of 3) gets ``voter``'s pre-vote; returns the candidate's outputs."""
+    assert c.role is Role.PROSPECTIVE
+    corr = next(k for k, (d, api, _) in c._inflight.items() if api == m.VOTE and d == voter)
+    out = c.step(Receive(now, voter, m.VOTE, m.vote_response(TP, 0, -1, c.epoch, True), corr, True))
+    assert c.role is Role.CANDIDATE
+    return out
+
+
 def test_candidate_backs_off_when_majority_rejects_then_retries_with_next_epoch():
     c, _ = make(election_backoff_max_ms=300)
-    out = c.step(Tick(5000))
+    c.step(Tick(5000))
+    out = stand(c, 5000)
     reqs = sends(out, m.VOTE)
     for r in reqs:
         respond(c, 5001, r, m.vote_response(TP, 0, -1, 1, False))
     # the wait is 100 * k ms, k uniform in [0, 2^retries), capped at 300 ms; the election timer
-    # (>= 1000 ms) is not what ends it
+    # (>= 1000 ms) is not what ends it; then it asks for pre-votes again, in its epoch
     t = 5001
-    while c.epoch == 1:
+    while c.role is Role.CANDIDATE:
         assert t <= 5001 + 300
         c.step(Tick(t))
         t += 1
-    assert c.role is Role.CANDIDATE and c.epoch == 2 and c._retries == 2
+    assert c.role is Role.PROSPECTIVE and c.epoch == 1 and c._retries == 2
+    stand(c, t)
+    assert c.epoch == 2 and c._retries == 2
     seen = set()
     for seed in range(40):
         c = RaftCore(1, (1, 2, 3), MemoryLog(), None, RaftConfig(election_backoff_max_ms=1000), random.Random(seed))
@@ -258,7 +284,9 @@ def test_fetch_timeout_makes_a_voter_follower_a_candidate():
     c.step(Tick(1999))
     assert c.role is Role.FOLLOWER
     c.step(Tick(2000))
-    assert c.role is Role.CANDIDATE and c.epoch == 4
+    assert c.role is Role.PROSPECTIVE and (c.epoch, c.leader_id) == (3, 2)
+    stand(c, 2001)
+    assert c.epoch == 4
 
 
 def test_a_refused_leader_makes_a_voter_stand_at_once_but_nothing_else_does():
@@ -266,8 +294,9 @@ def test_a_refused_leader_makes_a_voter_stand_at_once_but_nothing_else_does():
     c.step(PeerUnreachable(10, 3))  # another voter is down: no reason to stand
     assert c.role is Role.FOLLOWER
     out = c.step(PeerUnreachable(11, 2))  # the leader's process is gone
-    assert c.role is Role.CANDIDATE and c.epoch == 4
-    assert isinstance(out[0], PersistElection) and sends(out, m.VOTE)
+    assert c.role is Role.PROSPECTIVE and c.epoch == 3 and sends(out, m.VOTE)
+    out = stand(c, 11, voter=3)
+    assert c.epoch == 4 and isinstance(out[0], PersistElection) and sends(out, m.VOTE)
     # switched off, it waits out the fetch timeout as Kafka does
     k, _ = make(persisted=ElectionState(3, leader_id=2), fetch_timeout_ms=2000, elect_on_refused_leader=False)
     k.step(PeerUnreachable(11, 2))
@@ -279,10 +308,9 @@ def test_a_refused_leader_makes_a_voter_stand_at_once_but_nothing_else_does():
     respond(c, 12, to3, m.vote_response(TP, 0, -1, 4, False))
     assert c._backoff_deadline is None
     out = c.step(PeerUnreachable(13, 2))
-    # (a backoff of 0 ms stands again at once, in epoch 5)
-    assert (c._backoff_deadline is not None and c._backoff_deadline <= 13 + 1000) or (
-        c.epoch == 5 and any(v.body["Topics"][0]["Partitions"][0]["ReplicaEpoch"] == 5 for v in sends(out, m.VOTE)))
-    assert c.role is Role.CANDIDATE
+    # (after a backoff of 0 ms it asks for pre-votes again at once, in epoch 4)
+    assert (c.role is Role.CANDIDATE and c._backoff_deadline is not None and c._backoff_deadline <= 13 + 1000) or (
+        c.role is Role.PROSPECTIVE and c.epoch == 4 and sends(out, m.VOTE))
     # an observer never stands, but stops asking the dead leader and asks the other voters
     o, out = make(node_id=9, persisted=ElectionState(3, leader_id=2))
     (f,) = sends(out, m.FETCH)
@@ -550,6 +578,9 @@ def test_resignation_orders_successors_by_replicated_offset():
     c, _ = make(node_id=1, voters=(1, 2, 3, 4))
     out = c.step(Tick(5000))
     for s in sends(out, m.VOTE)[:2]:
+        out = respond(c, 5000, s, m.vote_response(TP, 0, -1, 0, True)) or out
+    assert c.role is Role.CANDIDATE
+    for s in sends(out, m.VOTE)[:2]:
         respond(c, 5001, s, m.vote_response(TP, 0, -1, 1, True))
     assert c.role is Role.LEADER
     c.step(Append(5002, ("a", "b", "c")))
@@ -582,13 +613,13 @@ def test_first_preferred_successor_stands_at_once_others_wait():
         assert part_of(sends(out, m.END_QUORUM_EPOCH)[0].body, m.END_QUORUM_EPOCH)["ErrorCode"] == 0
         return c
     first = got_end(3)
-    assert first.role is Role.CANDIDATE and first.epoch == 5  # position 0: no wait
+    assert first.role is Role.PROSPECTIVE and first.epoch == 4  # position 0: no wait
     second = got_end(2)
     assert second.role is Role.FOLLOWER
     second.step(Tick(100 + (1000 >> 1) - 1))
     assert second.role is Role.FOLLOWER
     second.step(Tick(100 + (1000 >> 1)))
-    assert second.role is Role.CANDIDATE
+    assert second.role is Role.PROSPECTIVE
 
 
 def test_check_quorum_resigns_a_leader_nobody_fetches_from():

@@ -56,6 +56,9 @@ def test_scenarios_exercise_every_fault():
     assert totals["ledger"] > 200 * 5
     assert {v for v, *_ in shapes} == {1, 2, 3, 5}
     assert any(obs for _, obs, _, _ in shapes) and any(loss for *_, loss, _ in shapes)
+    # most schedules run with pre-vote (Kafka's default), some without (KIP-595 alone)
+    modes = [sim.Scenario.from_seed(seed).config.pre_vote for seed in range(200)]
+    assert 100 < sum(modes) < 200
 
 
 def test_a_seed_replays_exactly():
@@ -71,12 +74,14 @@ def test_a_seed_replays_exactly():
 def _break_vote_rule(monkeypatch):
     """Grant votes without comparing logs: a classic raft bug."""
 
-    def can_grant(self, candidate, last_epoch, last_offset):
+    def can_grant(self, candidate, last_epoch, last_offset, pre_vote=False):
         if self.is_observer:
             return False
-        if self.role is Role.VOTED:
+        if pre_vote:
+            return self.role is not Role.LEADER and not getattr(self.state, "fetched", False)
+        if self.role in (Role.VOTED, Role.PROSPECTIVE) and self.voted_id >= 0:
             return self.voted_id == candidate
-        return self.role is Role.UNATTACHED and self.leader_id < 0
+        return self.role in (Role.UNATTACHED, Role.PROSPECTIVE) and self.leader_id < 0
 
     monkeypatch.setattr(raft_core.RaftCore, "_can_grant", can_grant)
 
@@ -190,3 +195,43 @@ def test_vote_sent_before_it_is_stored_is_caught(monkeypatch):
     monkeypatch.setattr(raft_core.RaftCore, "_become_voted", become_voted)
     failures, _ = sim.run_many(0, 50, jobs=1)
     assert failures and all("persist-before-send" in e for _, e in failures)
+
+
+REJOIN_SEEDS = 60
+
+
+def test_a_node_cut_off_and_back_never_disrupts_a_healthy_quorum():
+    """no-disruption: with pre-vote, a follower cut off from everyone (its timers running out again
+    and again) and healed neither bumps an epoch nor unseats the leader, busy or idle."""
+    failures, events = sim.run_rejoins(0, REJOIN_SEEDS)
+    assert not failures, _report(failures)
+    assert events > REJOIN_SEEDS * 500
+    scenarios = [sim.Scenario.rejoin_from_seed(seed) for seed in range(REJOIN_SEEDS)]
+    assert {sc.voters for sc in scenarios} == {3, 5} and {sc.idle_while_away for sc in scenarios} == {True, False}
+
+
+def test_standing_without_pre_vote_is_caught_as_a_disruption(monkeypatch, capsys):
+    """KIP-595 alone: the cut-off node stands again and again, and its higher epoch unseats the leader."""
+    monkeypatch.setattr(raft_core.RaftCore, "_stand", raft_core.RaftCore._become_candidate)
+    failures, _ = sim.run_rejoins(0, 20)
+    assert len(failures) == 20 and all("no-disruption" in e for _, e in failures)
+    seed, err = failures[0]
+    assert f"python -m tests.raft.simulator --rejoin --seed {seed}" in err
+    assert sim.main(["--rejoin", "--seed", str(seed)]) == 1
+    assert err.splitlines()[0] in capsys.readouterr().err
+
+
+def test_a_follower_granting_pre_votes_while_its_leader_lives_is_caught(monkeypatch):
+    """Drop the rule that a follower that has fetched from its leader refuses pre-votes: an idle
+    quorum's followers then hand the returning node the majority it needs."""
+    real = raft_core.RaftCore._can_grant
+
+    def can_grant(self, candidate, last_epoch, last_offset, pre_vote=False):
+        if pre_vote and self.role is Role.FOLLOWER:
+            return (last_epoch, last_offset) >= (self.log.last_epoch(), self.log.end_offset)
+        return real(self, candidate, last_epoch, last_offset, pre_vote)
+
+    monkeypatch.setattr(raft_core.RaftCore, "_can_grant", can_grant)
+    failures, _ = sim.run_rejoins(0, 30)
+    assert failures and all("no-disruption" in e for _, e in failures)
+    assert all(sim.Scenario.rejoin_from_seed(seed).idle_while_away for seed, _ in failures)

@@ -29,6 +29,7 @@ from typing import Any
 
 from kraftkit.metadata.snapshot import SnapshotId
 from kraftkit.raft import messages as m
+from kraftkit.raft.elections import Elections
 from kraftkit.raft.events import (
     Append,
     Appended,
@@ -59,6 +60,7 @@ from kraftkit.raft.state import (
     FetchingState,
     FollowerState,
     LeaderState,
+    ProspectiveState,
     RaftStateError,
     ResignedState,
     UnattachedState,
@@ -66,8 +68,6 @@ from kraftkit.raft.state import (
 )
 
 __all__ = ["RaftConfig", "RaftCore", "RaftStateError", "RecordsAdapter", "Role", "end_epoch_backoff_ms"]
-
-RETRY_BACKOFF_BASE_MS = 100
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +89,11 @@ class RaftConfig:
     #: a partition or a hung host still waits the timeouts out. Kafka waits in every case; the
     #: difference is listed in the README.
     elect_on_refused_leader: bool = True
+    #: KIP-996: a voter whose timer runs out first asks the voters for pre-votes (as a prospective,
+    #: in its epoch, nothing persisted) and stands for election only with a majority of them, so a
+    #: node cut off from a healthy quorum cannot force an election when it comes back. False: it
+    #: stands at once (KIP-595). Pre-votes from other nodes are answered either way.
+    pre_vote: bool = True
 
 
 class RecordsAdapter:
@@ -120,7 +125,7 @@ class _RoleField:
         setattr(core.state, self.name, value)
 
 
-class RaftCore(Handlers):
+class RaftCore(Handlers, Elections):
     """One raft replica of ``tp``. ``voters`` is the static voter set (kraft.version 0); a node
     whose id is not in it is an observer (it fetches but never votes or stands).
 
@@ -319,8 +324,11 @@ class RaftCore(Handlers):
     def _become_unattached(self, epoch: int, leader_id: int = -1) -> None:
         # Kafka keeps the remaining election time when a candidate or an unattached voter moves to a
         # higher epoch: otherwise a candidate with a stale log could hold off every election forever.
+        # (a prospective keeps it too, unless a majority refused it: Kafka's transitionToUnattached)
         old = self.state
         keep = old.election_deadline if isinstance(old, (CandidateState, UnattachedState, VotedState)) else None
+        if isinstance(old, ProspectiveState) and not self._lost(old.rejected):
+            keep = old.election_deadline
         new: UnattachedState = self._set_role(Role.UNATTACHED, epoch, leader_id, -1)
         new.election_deadline = keep if keep is not None else self._unattached_timeout()
 
@@ -338,27 +346,11 @@ class RaftCore(Handlers):
             and self.leader_id >= 0
             and self.leader_id != leader_id
             and self.started
-            and self.role in (Role.FOLLOWER, Role.RESIGNED)
+            and self.role in (Role.FOLLOWER, Role.RESIGNED, Role.PROSPECTIVE)
         ):
             raise RaftStateError(f"two leaders in epoch {epoch}: {self.leader_id} and {leader_id}")
         new: FollowerState = self._set_role(Role.FOLLOWER, epoch, leader_id, -1)
         new.fetch_deadline = self.now + self.cfg.fetch_timeout_ms
-
-    def _become_candidate(self) -> None:
-        if self.is_observer:
-            raise RaftStateError(f"observer {self.node_id} cannot stand for election")
-        old = self.state
-        retries = old.retries + 1 if isinstance(old, CandidateState) else 1
-        new: CandidateState = self._set_role(Role.CANDIDATE, self.epoch + 1, -1, self.node_id)
-        new.retries = retries
-        new.granted = {self.node_id}
-        new.election_deadline = self.now + self._random_election_timeout()
-        self._maybe_won()
-
-    def _maybe_won(self) -> None:
-        st = self.state
-        if isinstance(st, CandidateState) and len(st.granted) >= self.majority:
-            self._become_leader()
 
     def _become_leader(self) -> None:
         old = self.state
@@ -410,34 +402,15 @@ class RaftCore(Handlers):
         st = self.state
         if isinstance(st, LeaderState):
             self._poll_leader(st)
-        elif isinstance(st, CandidateState):
-            if st.backoff_deadline is None and st.election_deadline is not None and st.election_deadline <= now:
-                self._start_backoff()
-            if st.backoff_deadline is not None and st.backoff_deadline <= now:
-                self._become_candidate()
+        elif isinstance(st, (CandidateState, ProspectiveState)):
+            if self._poll_nominee(st):
                 return self._poll()
-            if st.backoff_deadline is None:  # (still a candidate: nothing above changed the role)
-                for v in self.voters:
-                    if v != self.node_id and v not in st.granted and v not in st.rejected:
-                        self._send_once(
-                            v,
-                            m.VOTE,
-                            m.vote_request(
-                                self.tp,
-                                self.cfg.cluster_id,
-                                v,
-                                self.epoch,
-                                self.node_id,
-                                self.log.last_epoch(),
-                                self.log.end_offset,
-                            ),
-                        )
         elif isinstance(st, ResignedState):
             if st.election_deadline is not None and st.election_deadline <= now:
                 if self.is_observer:
                     self._become_unattached(self.epoch + 1)
                 else:
-                    self._become_candidate()
+                    self._stand()
                 return self._poll()
             for v in sorted(st.unacked_end):
                 self._send_once(
@@ -448,22 +421,17 @@ class RaftCore(Handlers):
         elif isinstance(st, FollowerState):
             if st.fetch_deadline is not None and st.fetch_deadline <= now:
                 if not self.is_observer:
-                    self._become_candidate()
+                    self._stand()
                     return self._poll()
                 st.fetch_deadline = None  # an observer asks the bootstrap voters until it hears back
             self._maybe_send_fetch()
         else:  # UNATTACHED / VOTED
             deadline = st.election_deadline  # type: ignore[attr-defined]
             if deadline is not None and deadline <= now and not self.is_observer:
-                self._become_candidate()
+                self._stand()
                 return self._poll()
             if self.is_observer:
                 self._maybe_send_fetch()
-
-    def _start_backoff(self) -> None:
-        st: CandidateState = self.state  # type: ignore[assignment]
-        k = self.rng.randrange(1 << min(21, max(st.retries, 1)))
-        st.backoff_deadline = self.now + min(RETRY_BACKOFF_BASE_MS * k, self.cfg.election_backoff_max_ms)
 
     def _poll_leader(self, st: LeaderState) -> None:
         now = self.now
@@ -615,13 +583,14 @@ class RaftCore(Handlers):
             return
         st = self.state
         if isinstance(st, FollowerState) and node == st.leader_id and st.fetch_deadline is not None:
-            # a voter stands at once; an observer asks the other voters who leads now
+            # a voter stands (asks for pre-votes) at once; an observer asks the other voters who leads now
             st.fetch_deadline = min(st.fetch_deadline, self.now)
-        elif isinstance(st, CandidateState) and node in self.voters and node not in st.granted:
+        elif isinstance(st, (CandidateState, ProspectiveState)) and node in self.voters and node not in st.granted:
             # a voter that is down cannot vote in time: when too few are left to win, back off now
-            # rather than at the election timeout (a split vote after a leader crash ends sooner)
+            # rather than at the election timeout (a split vote after a leader crash ends sooner); a
+            # prospective gives up its round then (in _poll)
             st.rejected.add(node)
-            if len(self.voters) - len(st.rejected) < self.majority and st.backoff_deadline is None:
+            if isinstance(st, CandidateState) and self._lost(st.rejected) and st.backoff_deadline is None:
                 self._start_backoff()
 
     def _after_log_change(self) -> None:

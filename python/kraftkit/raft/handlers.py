@@ -22,6 +22,7 @@ from kraftkit.raft.state import (
     FetchingState,
     FollowerState,
     LeaderState,
+    ProspectiveState,
     RaftStateError,
     ResignedState,
 )
@@ -107,24 +108,38 @@ class Handlers:
             return self._respond(ev.src, api, ev.correlation_id, build(0, Errors.INVALID_REQUEST))
         handler(ev.src, ev.correlation_id, body, one[1])
 
-    def _can_grant(self: RaftCore, candidate: int, last_epoch: int, last_offset: int) -> bool:  # type: ignore[misc]  # RaftCore's mixin
+    def _can_grant(self: RaftCore, candidate: int, last_epoch: int, last_offset: int, pre_vote: bool = False) -> bool:  # type: ignore[misc]  # RaftCore's mixin
+        """Kafka's ``canGrantVote`` of each role. A pre-vote is granted to an up-to-date log by every
+        role but a leader and a follower that has fetched from its leader in this role; a vote only
+        by a voter without a leader that has not voted for another in this epoch."""
         if self.is_observer:
             return False
         up_to_date = (last_epoch, last_offset) >= (self.log.last_epoch(), self.log.end_offset)
-        if self.role is Role.VOTED:
+        st = self.state
+        if pre_vote:
+            if isinstance(st, LeaderState):
+                return False
+            if isinstance(st, FollowerState):
+                return up_to_date and not st.fetched
+            return up_to_date
+        if self.role in (Role.VOTED, Role.PROSPECTIVE) and self.voted_id >= 0:
             return self.voted_id == candidate
-        if self.role is Role.UNATTACHED:
+        if self.role in (Role.UNATTACHED, Role.PROSPECTIVE):
             return self.leader_id < 0 and up_to_date
         return False
 
     def _on_vote_request(self: RaftCore, src: int, corr: int, body: t.VoteRequest, part: VotePart) -> None:  # type: ignore[misc]  # RaftCore's mixin
         cand_epoch, cand = part["ReplicaEpoch"], part["ReplicaId"]
         last_epoch, last_offset = part["LastOffsetEpoch"], part["LastOffset"]
+        # (absent below v2: a standard vote)
+        pre_vote = bool(part.get("PreVote", False))
 
         def reply(error: int, granted: bool = False) -> None:
             self._respond(src, m.VOTE, corr, m.vote_response(self.tp, error, self.leader_id, self.epoch, granted))
 
-        if last_offset < 0 or last_epoch < 0 or last_epoch >= cand_epoch:
+        # a candidate stands in an epoch above its log's; a prospective asks in its own epoch, which
+        # its log may have reached (Kafka's handleVoteRequest)
+        if last_offset < 0 or last_epoch < 0 or last_epoch > cand_epoch or (last_epoch == cand_epoch and not pre_vote):
             return reply(Errors.INVALID_REQUEST)
         if cand_epoch < self.epoch:
             return reply(Errors.FENCED_LEADER_EPOCH)
@@ -135,9 +150,13 @@ class Handlers:
         voter_id = body.get("VoterId", -1)
         if voter_id >= 0 and voter_id != self.node_id:
             return reply(Errors.INVALID_VOTER_KEY)
-        granted = self._can_grant(cand, last_epoch, last_offset)
-        if granted and self.role is Role.UNATTACHED:
-            self._become_voted(cand)
+        # (a higher epoch is news even in a pre-vote: the receiver moved to it above, as in Kafka)
+        granted = self._can_grant(cand, last_epoch, last_offset, pre_vote)
+        if granted and not pre_vote:  # a pre-vote granted changes nothing here, and stores nothing
+            if self.role is Role.UNATTACHED:
+                self._become_voted(cand)
+            elif self.role is Role.PROSPECTIVE and self.voted_id < 0:
+                self._become_prospective(voted_id=cand)
         reply(Errors.NONE, granted)
 
     def _on_begin_request(self: RaftCore, src: int, corr: int, body: BeginRequest, part: BeginPart) -> None:  # type: ignore[misc]  # RaftCore's mixin
@@ -185,6 +204,8 @@ class Handlers:
         elif epoch == self.epoch:
             if self.role is Role.LEADER or (self.role is Role.RESIGNED):
                 raise RaftStateError(f"two leaders in epoch {epoch}: {self.node_id} and {leader}")
+            if self.role is Role.PROSPECTIVE and self.leader_id >= 0 and self.leader_id != leader:
+                raise RaftStateError(f"two leaders in epoch {epoch}: {self.leader_id} and {leader}")
             if self.role is Role.FOLLOWER:
                 if self.leader_id != leader:
                     raise RaftStateError(f"two leaders in epoch {epoch}: {self.leader_id} and {leader}")
@@ -343,6 +364,15 @@ class Handlers:
         if isinstance(st, FetchingState) and ev.correlation_id == st.fetch_corr:
             is_fetch, st.fetch_corr = True, None
         body = ev.body
+        if (
+            body.get("ErrorCode", 0) == Errors.UNSUPPORTED_VERSION
+            and ev.api == m.VOTE
+            and isinstance(st, ProspectiveState)
+        ):
+            # the peer cannot take a pre-vote (its Vote stops below v2, as a Kafka 3.9 voter's does): not
+            # every voter speaks pre-vote, so stand at once (Kafka's handleVoteResponse)
+            self._become_candidate()
+            return
         if body.get("ErrorCode", 0) != 0:
             self._retry_at[(ev.src, ev.api)] = self.now + self.cfg.retry_backoff_ms
             return
@@ -393,15 +423,17 @@ class Handlers:
         return True
 
     def _on_vote_response(self: RaftCore, src: int, part: t.VoteResponseTopicDataPartitionData) -> None:  # type: ignore[misc]  # RaftCore's mixin
+        """A candidate's vote or a prospective's pre-vote (a prospective refused by a majority gives
+        up its round in ``_poll``)."""
         st = self.state
-        if not isinstance(st, CandidateState) or src not in self.voters:
+        if not isinstance(st, (CandidateState, ProspectiveState)) or src not in self.voters:
             return
         if part.get("VoteGranted"):
             st.granted.add(src)
             self._maybe_won()
         else:
             st.rejected.add(src)
-            if len(self.voters) - len(st.rejected) < self.majority and st.backoff_deadline is None:
+            if isinstance(st, CandidateState) and self._lost(st.rejected) and st.backoff_deadline is None:
                 self._start_backoff()
 
     def _follower_accepts(self: RaftCore, src: int) -> bool:  # type: ignore[misc]  # RaftCore's mixin
@@ -415,6 +447,7 @@ class Handlers:
         st = self.state
         assert isinstance(st, FollowerState)
         st.fetch_deadline = self.now + self.cfg.fetch_timeout_ms
+        st.fetched = True
         st.bootstrap_target = None
         log = self.log
         div = part.get("DivergingEpoch") or {}
@@ -467,6 +500,7 @@ class Handlers:
                 f" but the partial snapshot is {tuple(sid)} at {len(buf)}"
             )
         st.fetch_deadline = self.now + self.cfg.fetch_timeout_ms
+        st.fetched = True
         buf.extend(part.get("UnalignedRecords") or b"")
         if len(buf) >= part.get("Size", 0):
             if sid.end_offset < self.high_watermark:

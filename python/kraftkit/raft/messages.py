@@ -6,7 +6,9 @@ was generated from), so a transport can hand any body built here to
 :func:`kraftkit.protocol.encode_request` / :func:`~kraftkit.protocol.encode_response` at the
 version given in :data:`VERSIONS`. Note that in those schemas ``VoteRequest`` names the candidate
 ``ReplicaId``/``ReplicaEpoch`` (Kafka renamed ``CandidateId``/``CandidateEpoch`` when it added
-pre-vote); the meaning is unchanged.
+pre-vote); the meaning is unchanged. A transport talking to an older peer sends the highest version
+both speak: a standard vote (``PreVote`` false) encodes at v0 and v1 as well, a pre-vote only from
+v2 (the codec refuses a non-default ``PreVote`` below it, as Kafka's does).
 
 Every body is *batched*: the topic/partition arrays are kept, and the builders take the
 :class:`TopicPartition` the replica is keyed by, so one transport can later multiplex many raft
@@ -44,9 +46,10 @@ __all__ = [
 FETCH, VOTE, FETCH_SNAPSHOT = ApiKey.FETCH, ApiKey.VOTE, ApiKey.FETCH_SNAPSHOT
 BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH = ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH
 
-#: The request versions kraftkit's replica sends its peers (real Kafka 3.9 and 4.x quorums take them:
-#: tests/kafka/test_raft_kafka.py).
-VERSIONS: dict[int, int] = {VOTE: 1, BEGIN_QUORUM_EPOCH: 1, END_QUORUM_EPOCH: 1, FETCH: 17, FETCH_SNAPSHOT: 1}
+#: The highest request versions kraftkit's replica sends its peers, capped per peer by its ApiVersions
+#: answer (real Kafka 3.9 and 4.x quorums take them: tests/kafka/test_raft_kafka.py). Vote v2 carries
+#: ``PreVote`` (KIP-996); a Kafka 3.9 voter speaks Vote up to v1.
+VERSIONS: dict[int, int] = {VOTE: 2, BEGIN_QUORUM_EPOCH: 1, END_QUORUM_EPOCH: 1, FETCH: 17, FETCH_SNAPSHOT: 1}
 #: apiKey -> the RPC's schema name without "Request" (``Vote``)
 API_NAMES = {
     m["api_key"]: m["name"].removesuffix("Request")
@@ -117,7 +120,10 @@ def vote_request(
     candidate_id: int,
     last_epoch: int,
     last_offset: int,
+    pre_vote: bool = False,
 ) -> t.VoteRequest:
+    """A vote request; ``pre_vote``: a prospective's, in its own epoch, that the receiver answers
+    without voting (Vote v2)."""
     return {
         "ClusterId": cluster_id,
         "VoterId": voter_id,
@@ -133,6 +139,7 @@ def vote_request(
                         "VoterDirectoryId": ZERO_UUID,
                         "LastOffsetEpoch": last_epoch,
                         "LastOffset": last_offset,
+                        "PreVote": pre_vote,
                     }
                 ],
             }

@@ -43,11 +43,13 @@ class QuorumStateError(ValueError):
 
 
 class Role(enum.Enum):
-    """Kafka's replica states. ``VOTED`` is Kafka's Unattached state with a recorded vote; observers
+    """Kafka's replica states. ``VOTED`` is Kafka's Unattached state with a recorded vote; a
+    ``PROSPECTIVE`` voter asks for pre-votes (KIP-996) before it stands as a ``CANDIDATE``; observers
     (nodes outside the voter set) only use ``UNATTACHED`` and ``FOLLOWER`` (see ``RaftCore.is_observer``)."""
 
     UNATTACHED = "unattached"
     VOTED = "voted"
+    PROSPECTIVE = "prospective"
     CANDIDATE = "candidate"
     LEADER = "leader"
     FOLLOWER = "follower"

@@ -1,5 +1,5 @@
 """What a raft replica knows in each role, one class per role as in Kafka's raft module
-(``UnattachedState``, ``VotedState``, ``CandidateState``, ``LeaderState``, ``FollowerState``,
+(``UnattachedState``, ``VotedState``, ``ProspectiveState``, ``CandidateState``, ``LeaderState``, ``FollowerState``,
 ``ResignedState``, the ``EpochState`` implementations :class:`~kraftkit.raft.core.RaftCore`'s
 quorum state moves between).
 
@@ -25,6 +25,7 @@ __all__ = [
     "FetchingState",
     "UnattachedState",
     "VotedState",
+    "ProspectiveState",
     "CandidateState",
     "LeaderState",
     "FollowerState",
@@ -94,6 +95,32 @@ class VotedState(FetchingState):
 
 
 @dataclasses.dataclass
+class ProspectiveState(EpochState):
+    """Asking the voters whether they would vote for it (KIP-996 pre-vote) before it stands.
+
+    It stays in the epoch, and keeps the leader and the vote, of the role it came from, so that its
+    quorum-state file is that role's: a pre-vote changes nothing durable anywhere. With a majority
+    of pre-votes it stands for election (a candidate of the next epoch); refused by a majority, or
+    when its election timer runs out, it goes back to following the leader it knows or to unattached.
+    ``voted_id`` is the vote it gave in this epoch (it may give one, as an unattached voter can)."""
+
+    role: ClassVar[Role] = Role.PROSPECTIVE
+    election_deadline: int | None = None
+    #: elections stood in a row (carried to the candidate, whose backoff grows with it)
+    retries: int = 1
+    granted: set[int] = dataclasses.field(default_factory=set)
+    rejected: set[int] = dataclasses.field(default_factory=set)
+
+    def election(self) -> ElectionState:
+        # Kafka's ElectionState may name a leader and a vote at once; kraftkit's keeps the vote then
+        # (the roles a prospective comes from never hold both)
+        return ElectionState(self.epoch, self.leader_id if self.voted_id < 0 else -1, self.voted_id)
+
+    def deadlines(self) -> list[int | None]:
+        return [self.election_deadline]
+
+
+@dataclasses.dataclass
 class CandidateState(EpochState):
     """Standing for election: the votes so far, and the backoff after a lost election."""
 
@@ -144,6 +171,9 @@ class FollowerState(FetchingState):
 
     role: ClassVar[Role] = Role.FOLLOWER
     fetch_deadline: int | None = None
+    #: a fetch from the leader succeeded in this role: the follower refuses pre-votes from then on
+    #: (its leader is alive; once the fetch timer runs out it is a prospective itself)
+    fetched: bool = False
     #: the snapshot being fetched and the bytes so far
     snapshot_fetch: tuple[SnapshotId, bytearray] | None = None
 
@@ -165,5 +195,14 @@ class ResignedState(EpochState):
 
 
 STATE_OF_ROLE: dict[Role, type[EpochState]] = {
-    cls.role: cls for cls in (UnattachedState, VotedState, CandidateState, LeaderState, FollowerState, ResignedState)
+    cls.role: cls
+    for cls in (
+        UnattachedState,
+        VotedState,
+        ProspectiveState,
+        CandidateState,
+        LeaderState,
+        FollowerState,
+        ResignedState,
+    )
 }

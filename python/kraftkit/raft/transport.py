@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from kraftkit.errors import KraftkitError
-from kraftkit.protocol.messages import ApiKey, decode_response, encode_request, encode_response
+from kraftkit.protocol.messages import ApiKey, Errors, decode_response, encode_request, encode_response
 from kraftkit.raft.framing import (
     MAX_FRAME_BYTES,
     SMALL_FRAME_BYTES,
@@ -202,9 +202,16 @@ class PeerConnection:
                     try:
                         # (a typed body is a dict at run time: the codec reads dicts)
                         payload = encode_request(api, version, cid, self.client_id, cast(dict, body))
-                    except KraftkitError as e:
-                        log.error("cannot encode %s v%d for peer %d: %s", api, version, self.node_id, e)
-                        cb(None)
+                    except (KraftkitError, ValueError) as e:  # (the codec refuses a body with ValueError)
+                        if version < self.versions[api]:
+                            # the body needs a newer version than the peer speaks (a pre-vote to a
+                            # voter whose Vote stops at v1): answered here with UNSUPPORTED_VERSION,
+                            # as Kafka's network client does, so the sender can fall back
+                            log.info("peer %d takes %s up to v%d only: %s", self.node_id, api, version, e)
+                            cb({"ErrorCode": Errors.UNSUPPORTED_VERSION})
+                        else:
+                            log.error("cannot encode %s v%d for peer %d: %s", api, version, self.node_id, e)
+                            cb(None)
                         continue
                     inflight[cid] = (api, version, cb)
                     write_frame(writer, payload)
