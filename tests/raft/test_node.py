@@ -328,3 +328,47 @@ def test_an_uncommittable_produce_times_out_with_request_timed_out(tmp_path):
             assert leader.replica().log.end_offset > part["BaseOffset"] >= 1  # appended, never committed
 
     run(main())
+
+
+def test_update_raft_voter_is_answered_as_kafkas_leader_answers_it_at_kraft_version_0(tmp_path):
+    """Kafka 4.x voters send their leader UpdateRaftVoter (KIP-853). This static quorum answers as a
+    Kafka leader at kraft.version 0 does (KafkaRaftClient's checks, then UpdateVoterHandler's), never
+    INVALID_REQUEST (which stops a Kafka voter): UNSUPPORTED_VERSION from the leader, the epoch checks
+    first, NOT_LEADER_OR_FOLLOWER from a follower, INCONSISTENT_CLUSTER_ID for another cluster; each
+    answer names the leader, its epoch and its address."""
+
+    async def main():
+        nodes = make_nodes(tmp_path, snapshot_every_records=0)
+        async with running(nodes):
+            leader = await wait_for(lambda: leader_of(nodes), what="a leader")
+            await wait_for(lambda: leader.replica().core.high_watermark > 0, what="the epoch committed")
+            follower = next(n for n in nodes if n is not leader)
+            epoch = leader.replica().core.epoch
+            cid = leader.config.cluster_id
+
+            def ask(node, **over):
+                body = {"ClusterId": cid, "CurrentLeaderEpoch": epoch, "VoterId": follower.node_id,
+                        "VoterDirectoryId": uuid.uuid4(),
+                        "Listeners": [{"Name": "CONTROLLER", "Host": "127.0.0.1", "Port": follower.address[1]}],
+                        "KRaftVersionFeature": {"MinSupportedVersion": 0, "MaxSupportedVersion": 1}, **over}
+                with KafkaConnection("127.0.0.1", node.address[1]) as conn:
+                    assert conn.version_for(ApiKey.UPDATE_RAFT_VOTER) == 0
+                    return conn.request(ApiKey.UPDATE_RAFT_VOTER, 0, body)
+
+            def client_work():
+                return {
+                    "leader": ask(leader),
+                    "follower": ask(follower),
+                    "older": ask(leader, CurrentLeaderEpoch=epoch - 1),
+                    "newer": ask(leader, CurrentLeaderEpoch=epoch + 1),
+                    "cluster": ask(leader, ClusterId="b3RoZXItY2x1c3Rlci1pZA"),
+                }
+
+            out = await asyncio.get_running_loop().run_in_executor(None, client_work)
+            codes = {k: v["ErrorCode"] for k, v in out.items()}
+            assert codes == {"leader": 35, "follower": 6, "older": 74, "newer": 75, "cluster": 104}, codes
+            for answer in out.values():
+                assert answer["CurrentLeader"] == {"LeaderId": leader.node_id, "LeaderEpoch": epoch,
+                                                   "Host": "127.0.0.1", "Port": leader.address[1]}, answer
+
+    run(main())

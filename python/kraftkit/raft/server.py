@@ -25,6 +25,7 @@ from kraftkit.raft.events import Receive
 from kraftkit.raft.file_log import MAX_BATCH_BYTES, ClientBatches
 from kraftkit.raft.messages import Errors, TopicPartition
 from kraftkit.raft.quorum_state import Role
+from kraftkit.raft.state import LeaderState
 from kraftkit.raft.transport import (
     RequestBudget,
     RequestLimitError,
@@ -50,6 +51,7 @@ SERVED = (
     ApiKey.DESCRIBE_QUORUM,
     ApiKey.FETCH_SNAPSHOT,
     ApiKey.DESCRIBE_CLUSTER,
+    ApiKey.UPDATE_RAFT_VOTER,
 )
 RAFT_APIS = (m.VOTE, m.BEGIN_QUORUM_EPOCH, m.END_QUORUM_EPOCH, m.FETCH, m.FETCH_SNAPSHOT)
 CONTROLLER_LISTENER = "CONTROLLER"
@@ -217,6 +219,8 @@ class RaftNode(RaftDriver):
                 fut.set_result(self._describe_quorum(body, version))
             elif api == ApiKey.DESCRIBE_CLUSTER:
                 fut.set_result(self._describe_cluster(body))
+            elif api == ApiKey.UPDATE_RAFT_VOTER:
+                fut.set_result(self._update_raft_voter(body))
             elif api == ApiKey.PRODUCE:
                 self._produce(body, version, fut)
             else:
@@ -296,6 +300,40 @@ class RaftNode(RaftDriver):
         self._inbound[rid] = fut
         fut.add_done_callback(lambda _f: self._inbound.pop(rid, None))
         self._step(rep, Receive(self.now(), -conn.id, api, body, rid, False))
+
+    # -- UpdateRaftVoter (KIP-853): what Kafka 4.x voters send their leader
+    def _update_raft_voter(self, body: dict) -> dict:
+        """A voter's new endpoints and kraft.version range, sent by Kafka 4.x voters to their leader.
+        This quorum is static (kraft.version 0), so the leader answers as Kafka's leader answers at
+        kraft.version 0: UNSUPPORTED_VERSION (REQUEST_TIMED_OUT while its epoch is not committed yet),
+        after Kafka's cluster id and epoch checks (INCONSISTENT_CLUSTER_ID, FENCED_LEADER_EPOCH,
+        UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER); every answer names the leader and epoch. Never
+        INVALID_REQUEST, which a Kafka voter takes for a bug and stops on."""
+        core = next(iter(self.replicas.values())).core
+        epoch, leader = core.epoch, core.leader_id
+        asked = body.get("CurrentLeaderEpoch", -1)
+        if body.get("ClusterId") is not None and body["ClusterId"] != self.config.cluster_id:
+            error = Errors.INCONSISTENT_CLUSTER_ID
+        elif asked < epoch:
+            error = Errors.FENCED_LEADER_EPOCH
+        elif asked > epoch:
+            error = Errors.UNKNOWN_LEADER_EPOCH
+        elif not isinstance(core.state, LeaderState):
+            error = Errors.NOT_LEADER_OR_FOLLOWER
+        elif core.state.high_watermark is None:
+            error = Errors.REQUEST_TIMED_OUT
+        else:
+            error = Errors.UNSUPPORTED_VERSION
+        host, port = "", -1
+        if leader == self.node_id and self.address is not None:
+            host, port = self.config.voters.get(leader, self.address)
+        elif leader >= 0 and leader in self.config.voters:
+            host, port = self.config.voters[leader]
+        return {
+            "ThrottleTimeMs": 0,
+            "ErrorCode": error,
+            "CurrentLeader": {"LeaderId": leader, "LeaderEpoch": epoch, "Host": host, "Port": port},
+        }
 
     # -- DescribeQuorum / DescribeCluster (what kafka-metadata-quorum.sh asks)
     def _describe_quorum(self, body: dict, version: int) -> dict:
