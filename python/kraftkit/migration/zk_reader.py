@@ -1,0 +1,483 @@
+"""Reads a ZooKeeper-mode Kafka cluster's metadata out of ZooKeeper into plain data.
+
+The znodes and their JSON are those of Kafka 3.9's ``kafka.zk.ZkData``: ``/cluster/id``,
+``/brokers/topics/<topic>`` (topic id and replica assignment, with adding and removing replicas),
+``/brokers/topics/<topic>/partitions/<p>/state`` (leader, leader epoch, ISR, leader recovery
+state; the znode's version is the partition epoch), ``/config/topics/<topic>``,
+``/latest_producer_id_block``, ``/admin/delete_topics`` and ``/admin/reassign_partitions``.
+Everything ZooKeeper hands over is bounded (:class:`ZkLimits`): a znode's size, the children of
+one znode, the topics, the partitions and the znodes read in all; a znode past a bound, or one
+whose JSON is not what Kafka writes, is an error naming the znode (:class:`ZkInputError`).
+
+What is read but not carried yet (quotas, SCRAM credentials, ACLs, broker configs, finalized
+features, delegation tokens, a migration in progress) is listed in :attr:`ZkCluster.not_carried`
+so the converter can refuse it and say why.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kraftkit.errors import KraftkitError
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+#: Kafka's topic name rules (``org.apache.kafka.common.internals.Topic.validate``)
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+class ZkError(KraftkitError):
+    """Something about the ZooKeeper input."""
+
+
+class ZkConnectError(ZkError):
+    """ZooKeeper cannot be reached (a usage error: the address, the ensemble)."""
+
+
+class ZkInputError(ZkError):
+    """A znode the converter cannot take (too big, too many, not Kafka's JSON); the message
+    begins with the znode's path."""
+
+
+@dataclass(frozen=True)
+class ZkLimits:
+    """Bounds on what ZooKeeper input can make the converter do."""
+
+    #: a znode's data, at most (ZooKeeper's own jute.maxbuffer default is 1 MiB)
+    max_znode_bytes: int = 1024 * 1024
+    #: the children of one znode, at most
+    max_children: int = 200_000
+    #: topics, at most
+    max_topics: int = 100_000
+    #: partitions of all topics, at most
+    max_partitions: int = 2_000_000
+    #: znodes read in all, at most
+    max_znodes: int = 5_000_000
+
+
+class ZkSource(Protocol):
+    """What the reader needs of ZooKeeper: a znode's data and version, a znode's children."""
+
+    def get(self, path: str) -> tuple[bytes, int] | None:
+        """(data, stat version) of ``path``, or None when there is no such znode."""
+
+    def children(self, path: str) -> list[str] | None:
+        """The names of ``path``'s children, or None when there is no such znode."""
+
+
+@dataclass
+class PartitionState:
+    """``/brokers/topics/<t>/partitions/<p>/state``."""
+
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    leader_recovery_state: int
+    #: the state znode's version (Kafka's partition epoch in ZooKeeper mode)
+    partition_epoch: int
+
+
+@dataclass
+class ZkPartition:
+    replicas: list[int]
+    adding: list[int] = field(default_factory=list)
+    removing: list[int] = field(default_factory=list)
+    #: None: the state znode is missing (Kafka's migration then takes the replicas as ISR)
+    state: PartitionState | None = None
+
+
+@dataclass
+class ZkTopic:
+    name: str
+    topic_id: uuid.UUID | None
+    partitions: dict[int, ZkPartition]
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ProducerIdBlock:
+    """``/latest_producer_id_block``: the last block handed out."""
+
+    broker: int
+    block_start: int
+    block_end: int
+
+    @property
+    def next_producer_id(self) -> int:
+        """``ProducerIdsBlock.nextBlockFirstId``: the first id after the block."""
+        return self.block_end + 1
+
+
+@dataclass
+class ZkCluster:
+    cluster_id: str
+    topics: dict[str, ZkTopic]
+    producer_id_block: ProducerIdBlock | None = None
+    #: topics queued for deletion (``/admin/delete_topics``)
+    pending_deletions: list[str] = field(default_factory=list)
+    #: partitions being reassigned: ``/admin/reassign_partitions`` or adding/removing replicas
+    reassigning: list[str] = field(default_factory=list)
+    #: what ZooKeeper holds that this converter does not carry yet: (znode, what)
+    not_carried: list[tuple[str, str]] = field(default_factory=list)
+    #: topic config znodes of topics that do not exist (Kafka ignores them too)
+    orphan_configs: list[str] = field(default_factory=list)
+    znodes_read: int = 0
+
+    @property
+    def partition_count(self) -> int:
+        return sum(len(t.partitions) for t in self.topics.values())
+
+
+# ------------------------------------------------------------------ JSON checks
+
+
+def _json(path: str, data: bytes) -> Any:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ZkInputError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except ValueError as e:
+        raise ZkInputError(f"{path}: not JSON: {e}") from None
+    except RecursionError:
+        raise ZkInputError(f"{path}: not JSON: nested too deeply") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _obj(path: str, v: Any, what: str = "the znode") -> dict[str, Any]:
+    if not isinstance(v, dict):
+        raise ZkInputError(f"{path}: {what} is not a JSON object")
+    return v
+
+
+def _int(path: str, v: Any, what: str, lo: int = INT32_MIN, hi: int = INT32_MAX) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ZkInputError(f"{path}: {what} is not a whole number: {_short(v)}")
+    if not lo <= v <= hi:
+        raise ZkInputError(f"{path}: {what} is out of range ({lo} to {hi}): {v}")
+    return v
+
+
+def _ids(path: str, v: Any, what: str) -> list[int]:
+    if not isinstance(v, list):
+        raise ZkInputError(f"{path}: {what} is not a list of broker ids: {_short(v)}")
+    out = [_int(path, x, f"{what} entry", 0, INT32_MAX) for x in v]
+    if len(set(out)) != len(out):
+        raise ZkInputError(f"{path}: {what} names a broker twice: {out}")
+    return out
+
+
+def _short(v: Any) -> str:
+    text = json.dumps(v)
+    return text if len(text) <= 60 else text[:50] + f"... ({len(text)} characters)"
+
+
+# ------------------------------------------------------------------ the reader
+
+
+class _Reader:
+    def __init__(self, source: ZkSource, limits: ZkLimits) -> None:
+        self.source = source
+        self.limits = limits
+        self.read = 0
+
+    def _count(self, path: str) -> None:
+        self.read += 1
+        if self.read > self.limits.max_znodes:
+            raise ZkInputError(f"{path}: more than {self.limits.max_znodes} znodes to read (the bound)")
+
+    def get(self, path: str) -> tuple[bytes, int] | None:
+        self._count(path)
+        got = self.source.get(path)
+        if got is not None and len(got[0]) > self.limits.max_znode_bytes:
+            raise ZkInputError(f"{path}: {len(got[0])} bytes, more than {self.limits.max_znode_bytes} (the bound)")
+        return got
+
+    def json(self, path: str) -> tuple[Any, int] | None:
+        got = self.get(path)
+        if got is None:
+            return None
+        return _json(path, got[0]), got[1]
+
+    def children(self, path: str) -> list[str]:
+        self._count(path)
+        kids = self.source.children(path)
+        if kids is None:
+            return []
+        if len(kids) > self.limits.max_children:
+            raise ZkInputError(f"{path}: {len(kids)} children, more than {self.limits.max_children} (the bound)")
+        return sorted(kids)
+
+
+def read_cluster(source: ZkSource, limits: ZkLimits | None = None) -> ZkCluster:
+    """Reads what the converter carries (and notes what it does not) from ``source``."""
+    r = _Reader(source, limits or ZkLimits())
+    cluster_id = _cluster_id(r)
+    names = r.children("/brokers/topics")
+    if len(names) > r.limits.max_topics:
+        raise ZkInputError(f"/brokers/topics: {len(names)} topics, more than {r.limits.max_topics} (the bound)")
+    deletions = r.children("/admin/delete_topics")
+    topics: dict[str, ZkTopic] = {}
+    partitions = 0
+    reassigning: list[str] = []
+    for name in names:
+        path = f"/brokers/topics/{name}"
+        if not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
+            raise ZkInputError(f"{path}: not a legal Kafka topic name")
+        topic = _topic(r, name)
+        if topic is None:
+            continue  # deleted while we listed (the cluster should be stopped)
+        partitions += len(topic.partitions)
+        if partitions > r.limits.max_partitions:
+            raise ZkInputError(f"{path}: more than {r.limits.max_partitions} partitions in all (the bound)")
+        for p, part in sorted(topic.partitions.items()):
+            if part.adding or part.removing:
+                reassigning.append(f"{name}-{p}")
+            part.state = _state(r, name, p)
+        topics[name] = topic
+    orphans = []
+    for name in r.children("/config/topics"):
+        path = f"/config/topics/{name}"
+        if name not in topics:
+            orphans.append(path)
+            continue
+        got = r.json(path)
+        if got is not None:
+            topics[name].configs = _configs(path, got[0])
+    if r.get("/admin/reassign_partitions") is not None:
+        reassigning.insert(0, "/admin/reassign_partitions")
+    cluster = ZkCluster(
+        cluster_id,
+        topics,
+        _producer_ids(r),
+        pending_deletions=deletions,
+        reassigning=reassigning,
+        orphan_configs=orphans,
+    )
+    cluster.not_carried = _not_carried(r)
+    cluster.znodes_read = r.read
+    return cluster
+
+
+def _cluster_id(r: _Reader) -> str:
+    path = "/cluster/id"
+    got = r.json(path)
+    if got is None:
+        raise ZkInputError(f"{path}: no such znode (is this the ZooKeeper, and chroot, of a Kafka cluster?)")
+    cid = _obj(path, got[0]).get("id")
+    if not isinstance(cid, str):
+        raise ZkInputError(f"{path}: no cluster id string in it")
+    from kraftkit.features.storage.uuids import validate_cluster_id
+
+    try:
+        return validate_cluster_id(cid)
+    except (KraftkitError, ValueError) as e:
+        raise ZkInputError(f"{path}: {e}") from None
+
+
+def _topic(r: _Reader, name: str) -> ZkTopic | None:
+    path = f"/brokers/topics/{name}"
+    got = r.json(path)
+    if got is None:
+        return None
+    js = _obj(path, got[0])
+    tid: uuid.UUID | None = None
+    if "topic_id" in js:
+        raw = js["topic_id"]
+        tid = _topic_id(path, raw)
+    parts_js = _obj(path, js.get("partitions", {}), "partitions")
+    adding = _obj(path, js.get("adding_replicas") or {}, "adding_replicas")
+    removing = _obj(path, js.get("removing_replicas") or {}, "removing_replicas")
+    parts: dict[int, ZkPartition] = {}
+    for key, reps in parts_js.items():
+        if not re.fullmatch(r"0|[1-9][0-9]{0,9}", key) or int(key) > INT32_MAX:
+            raise ZkInputError(f"{path}: partition {key!r} is not a partition number")
+        p = int(key)
+        replicas = _ids(path, reps, f"partition {p}'s replicas")
+        if not replicas:
+            raise ZkInputError(f"{path}: partition {p} has no replicas")
+        parts[p] = ZkPartition(
+            replicas,
+            _ids(path, adding.get(key, []), f"partition {p}'s adding_replicas"),
+            _ids(path, removing.get(key, []), f"partition {p}'s removing_replicas"),
+        )
+    if sorted(parts) != list(range(len(parts))):
+        raise ZkInputError(f"{path}: partitions are not numbered 0 to {len(parts) - 1}: {sorted(parts)[:10]}")
+    return ZkTopic(name, tid, parts)
+
+
+def _topic_id(path: str, raw: Any) -> uuid.UUID:
+    """Kafka's ``Uuid.fromString``: 22 characters of URL-safe base64 without padding."""
+    import base64
+
+    if not isinstance(raw, str) or not re.fullmatch(r"[A-Za-z0-9_-]{22}", raw):
+        raise ZkInputError(f"{path}: topic_id is not a Kafka Uuid: {_short(raw)}")
+    u = uuid.UUID(bytes=base64.urlsafe_b64decode(raw + "=="))
+    if u.int == 0 or u.int == 1:  # Uuid.ZERO_UUID and Uuid.METADATA_TOPIC_ID are reserved
+        raise ZkInputError(f"{path}: topic_id {raw} is reserved")
+    return u
+
+
+def _state(r: _Reader, topic: str, p: int) -> PartitionState | None:
+    path = f"/brokers/topics/{topic}/partitions/{p}/state"
+    got = r.json(path)
+    if got is None:
+        return None
+    js = _obj(path, got[0])
+    for key in ("leader", "leader_epoch", "isr"):
+        if key not in js:
+            raise ZkInputError(f"{path}: no {key!r} in it")
+    lrs = _int(path, js.get("leader_recovery_state", 0), "leader_recovery_state", 0, 1)
+    return PartitionState(
+        _int(path, js["leader"], "leader", -1),
+        _int(path, js["leader_epoch"], "leader_epoch", 0),
+        _ids(path, js["isr"], "isr"),
+        lrs,
+        got[1],
+    )
+
+
+def _configs(path: str, js: Any) -> dict[str, str]:
+    """``ConfigEntityZNode.decode``: ``{"version":1,"config":{name: value}}``, values strings."""
+    cfg = _obj(path, js).get("config", {})
+    cfg = _obj(path, cfg, "config")
+    out = {}
+    for k, v in cfg.items():
+        if not isinstance(v, str):
+            raise ZkInputError(f"{path}: config {k!r} is not a string: {_short(v)}")
+        out[k] = v
+    return out
+
+
+def _producer_ids(r: _Reader) -> ProducerIdBlock | None:
+    path = "/latest_producer_id_block"
+    got = r.get(path)
+    if got is None or not got[0]:
+        return None  # Kafka creates the znode empty
+    js = _obj(path, _json(path, got[0]))
+    try:
+        broker = _int(path, js["broker"], "broker", 0)
+        start, end = int(js["block_start"]), int(js["block_end"])
+    except KeyError as e:
+        raise ZkInputError(f"{path}: no {e.args[0]!r} in it") from None
+    except (TypeError, ValueError):
+        raise ZkInputError(f"{path}: block_start and block_end are not numbers") from None
+    if not 0 <= start <= end < 2**63 - 1:
+        raise ZkInputError(f"{path}: the block {start}..{end} is not a range of producer ids")
+    return ProducerIdBlock(broker, start, end)
+
+
+#: znodes whose children are metadata this converter does not carry yet
+_NOT_CARRIED = (
+    ("/config/brokers", "broker configs"),
+    ("/config/clients", "client quotas"),
+    ("/config/users", "user quotas or SCRAM credentials"),
+    ("/config/ips", "IP quotas"),
+    ("/kafka-acl", "ACLs"),
+    ("/kafka-acl-extended", "ACLs"),
+    ("/delegation_token/tokens", "delegation tokens"),
+)
+
+
+def _not_carried(r: _Reader) -> list[tuple[str, str]]:
+    out = []
+    for path, what in _NOT_CARRIED:
+        for kid in _walk_leaves(r, path, depth=2 if path.startswith("/kafka-acl") else 1):
+            out.append((kid, what))
+    got = r.json("/feature")
+    if got is not None:
+        feats = _obj("/feature", got[0]).get("features") or {}
+        if feats:
+            out.append(("/feature", f"finalized features {sorted(_obj('/feature', feats, 'features'))}"))
+    if r.get("/migration") is not None:
+        out.append(("/migration", "a ZooKeeper-to-KRaft migration already begun"))
+    return out
+
+
+def _walk_leaves(r: _Reader, path: str, depth: int) -> Iterator[str]:
+    for kid in r.children(path):
+        p = f"{path}/{kid}"
+        if depth > 1:
+            yield from _walk_leaves(r, p, depth - 1)
+        else:
+            yield p
+
+
+# ------------------------------------------------------------------ sources
+
+
+class DictSource:
+    """ZooKeeper as a dict (path -> data, or (data, version)): for tests and for input read
+    elsewhere. Parents are implied by their children."""
+
+    def __init__(self, nodes: dict[str, bytes | tuple[bytes, int]]) -> None:
+        self.nodes = {p: (v if isinstance(v, tuple) else (v, 0)) for p, v in nodes.items()}
+
+    def get(self, path: str) -> tuple[bytes, int] | None:
+        return self.nodes.get(path)
+
+    def children(self, path: str) -> list[str] | None:
+        prefix = path.rstrip("/") + "/"
+        kids = {p[len(prefix) :].split("/", 1)[0] for p in self.nodes if p.startswith(prefix)}
+        if not kids and path not in self.nodes:
+            return None
+        return sorted(kids)
+
+    def close(self) -> None:
+        pass
+
+
+class KazooSource:
+    """A running ZooKeeper through kazoo (the ``zookeeper`` extra): ``HOST:PORT[,HOST:PORT...][/chroot]``."""
+
+    def __init__(self, connect: str, timeout: float = 15.0) -> None:
+        try:
+            from kazoo.client import KazooClient
+            from kazoo.handlers.threading import KazooTimeoutError
+        except ImportError:
+            raise ZkConnectError("reading ZooKeeper needs kazoo: pip install 'kraftkit[zookeeper]'") from None
+        import logging
+
+        logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # the errors are ours to say
+        self.connect = connect
+        self.client = KazooClient(hosts=connect, timeout=timeout, read_only=True)
+        try:
+            self.client.start(timeout=timeout)
+        except KazooTimeoutError:
+            self.client.close()
+            raise ZkConnectError(f"{connect}: no ZooKeeper answered within {timeout:g} s") from None
+        except ValueError as e:
+            self.client.close()
+            raise ZkConnectError(f"{connect}: {e}") from None
+
+    def get(self, path: str) -> tuple[bytes, int] | None:
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            data, stat = self.client.get(path)
+        except NoNodeError:
+            return None
+        return (data or b""), stat.version
+
+    def children(self, path: str) -> list[str] | None:
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            return list(self.client.get_children(path))
+        except NoNodeError:
+            return None
+
+    def close(self) -> None:
+        try:
+            self.client.stop()
+        finally:
+            self.client.close()
