@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from kraftkit._core import decode_metadata_record, encode_metadata_record
-from kraftkit._kafka import CONFIG, FEATURE_LEVEL, PARTITION, PRODUCER_IDS, TOPIC
+from kraftkit._kafka import CLIENT_QUOTA, CONFIG, FEATURE_LEVEL, PARTITION, PRODUCER_IDS, TOPIC, USER_SCRAM_CREDENTIAL
 from kraftkit.cli.main import main
 from kraftkit.features.storage import MetaProperties
-from kraftkit.metadata.image import load_snapshot
+from kraftkit.metadata.image import load_snapshot, replay_records
 from kraftkit.migration import convert, zk_reader
 from kraftkit.migration.zk_reader import DictSource, ZkInputError, ZkLimits, read_cluster
 
@@ -137,6 +137,79 @@ def test_the_written_directories_hold_that_metadata(tmp_path):
     assert not [x for x in tmp_path.iterdir() if x.name.startswith(".")]
 
 
+SALT, STORED, SERVER = b"salt-bytes-16...", bytes(range(32)), bytes(range(32, 64))
+
+
+def b64(b: bytes) -> str:
+    return base64.b64encode(b).decode()
+
+
+def quota_nodes() -> dict:
+    """Quotas and SCRAM credentials as ``ZkAdminManager`` and ``ConfigCommand`` store them: a sanitized
+    user name (``@`` as ``%40``), default entities as ``<default>``, a user's client id, an IP."""
+    cred = f"salt={b64(SALT)},stored_key={b64(STORED)},server_key={b64(SERVER)},iterations=8192"
+    return {
+        **zk_nodes(),
+        "/config/users/alice%40corp": j({"version": 1, "config": {"SCRAM-SHA-256": cred,
+                                                                   "producer_byte_rate": "1024"}}),
+        "/config/users/bob": j({"version": 1, "config": {"SCRAM-SHA-512": cred}}),
+        "/config/users/<default>": j({"version": 1, "config": {"consumer_byte_rate": "2048.0"}}),
+        "/config/users/carol": b"",  # only its client id has a quota: Kafka leaves it empty
+        "/config/users/carol/clients/<default>": j({"version": 1, "config": {"producer_byte_rate": "5"}}),
+        "/config/users/bob/clients/app+1": j({"version": 1, "config": {"request_percentage": "50.5"}}),
+        "/config/clients/<default>": j({"version": 1, "config": {"controller_mutation_rate": "1e1"}}),
+        "/config/ips/10.0.0.1": j({"version": 1, "config": {"connection_creation_rate": "7"}}),
+    }
+
+
+def test_quotas_and_scram_credentials_become_their_records():
+    cluster = read_cluster(DictSource(quota_nodes()))
+    recs = decoded(convert.records(cluster, convert.metadata_version_of_ibp("3.9")))
+    quotas = {(tuple((e["EntityType"], e["EntityName"]) for e in d["Entity"]), d["Key"]): d["Value"]
+              for k, d in recs if k == CLIENT_QUOTA and not d["Remove"]}
+    assert quotas[(("user", "alice@corp"),), "producer_byte_rate"] == 1024.0
+    assert quotas[(("user", None),), "consumer_byte_rate"] == 2048.0
+    assert quotas[(("user", "bob"), ("client-id", "app 1")), "request_percentage"] == 50.5
+    assert quotas[(("client-id", None),), "controller_mutation_rate"] == 10.0
+    assert quotas[(("ip", "10.0.0.1"),), "connection_creation_rate"] == 7.0
+    assert quotas[(("user", "carol"), ("client-id", None)), "producer_byte_rate"] == 5.0
+    assert len(quotas) == 6
+    scram = {(d["Name"], d["Mechanism"]): d for k, d in recs if k == USER_SCRAM_CREDENTIAL}
+    assert set(scram) == {("alice@corp", 1), ("bob", 2)}
+    for d in scram.values():
+        assert (bytes(d["Salt"]), bytes(d["StoredKey"]), bytes(d["ServerKey"]), d["Iterations"]) == (
+            SALT, STORED, SERVER, 8192)
+    img = replay_records(convert.records(cluster, convert.metadata_version_of_ibp("3.9")))
+    assert len(img.scram) == 2 and len(img.client_quotas) == 6
+
+
+@pytest.mark.parametrize("path,data,said", [
+    ("/config/users/bob", j({"version": 1, "config": {"producer_byte_rate": "lots"}}),
+     "/config/users/bob: quota 'producer_byte_rate' is not a number"),
+    ("/config/users/bob", j({"version": 1, "config": {"producer_byte_rate": "0x1p3"}}),
+     "/config/users/bob: quota 'producer_byte_rate' is not a number"),
+    ("/config/users/bob", j({"version": 1, "config": {"SCRAM-SHA-256": "salt=AA==,iterations=1"}}),
+     "/config/users/bob: SCRAM-SHA-256 is not a SCRAM credential"),
+    ("/config/users/bob", j({"version": 1, "config": {"SCRAM-SHA-256": "salt=*,stored_key=A,server_key=A,"
+                                                                       "iterations=1"}}),
+     "/config/users/bob: SCRAM-SHA-256: salt, stored_key or server_key is not base64"),
+    ("/config/users/bob", j({"version": 1, "config": {"SCRAM-SHA-256": "salt=,stored_key=,server_key=,"
+                                                                       "iterations=99999999999"}}),
+     "/config/users/bob: SCRAM-SHA-256: iterations is not a whole number"),
+    ("/config/users/bad%zz", j({"version": 1, "config": {"producer_byte_rate": "1"}}),
+     "/config/users/bad%zz: 'bad%zz' is not a sanitized name"),
+    ("/config/users/bad%ff", j({"version": 1, "config": {"producer_byte_rate": "1"}}),
+     "/config/users/bad%ff: 'bad%ff' does not decode to UTF-8 text"),
+    ("/config/clients/c", j({"version": 1, "config": {"SCRAM-SHA-512": "x"}}),
+     "/config/clients/c: a SCRAM credential outside /config/users"),
+    ("/config/users/bob/clients/c", b"{", "/config/users/bob/clients/c: not JSON"),
+])
+def test_a_hostile_quota_or_credential_znode_is_refused_naming_it(path, data, said):
+    with pytest.raises(ZkInputError) as e:
+        read_cluster(DictSource({**quota_nodes(), path: data}))
+    assert str(e.value).startswith(said), str(e.value)
+
+
 def _with(**changes) -> dict:
     nodes = zk_nodes()
     for k, v in changes.items():
@@ -207,8 +280,6 @@ def test_bounds_name_the_znode():
                                   "topic_id": kid(AUDIT_ID)})}, "partition reassignments in progress (audit-0)"),
     ({"/admin/delete_topics/audit": b""}, "topic deletions in progress (/admin/delete_topics: audit)"),
     ({"/brokers/topics/audit": j({"partitions": {"0": [2]}})}, "topics without a topic id (audit)"),
-    ({"/config/users/alice": j({"version": 1, "config": {}})}, "user quotas or SCRAM credentials (/config/users/alice)"),
-    ({"/config/clients/app": j({"version": 1, "config": {}})}, "client quotas (/config/clients/app)"),
     ({"/config/brokers/1": j({"version": 1, "config": {}})}, "broker configs (/config/brokers/1)"),
     ({"/kafka-acl/Topic/orders": j({"version": 1, "acls": []})}, "ACLs (/kafka-acl/Topic/orders)"),
     ({"/feature": j({"features": {"x": {"max_version_level": 1}}, "version": 2, "status": 1})},
@@ -268,10 +339,10 @@ def test_the_command_writes_and_an_existing_controller_dir_is_exit_2(fake_zk, tm
 
 
 def test_the_command_refuses_what_it_cannot_carry_with_1(fake_zk, tmp_path, capsys):
-    fake_zk["/config/users/alice"] = j({"version": 1, "config": {"consumer_byte_rate": "10"}})
+    fake_zk["/config/brokers/<default>"] = j({"version": 1, "config": {"log.cleaner.threads": "2"}})
     code, out, err = run(capsys, *base(tmp_path))
     assert code == 1
-    assert err.startswith("kraftkit migrate from-zookeeper: cannot convert: user quotas or SCRAM credentials")
+    assert err.startswith("kraftkit migrate from-zookeeper: cannot convert: broker configs (/config/brokers/<default>)")
     assert "Traceback" not in err and not (tmp_path / "ctl").exists()
 
 

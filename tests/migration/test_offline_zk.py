@@ -1,10 +1,11 @@
 """``kraftkit migrate from-zookeeper`` against real Kafka: a real ZooKeeper (3.8.4, from the Kafka
 3.9.2 jars) holding a real Kafka 3.9.2 ZooKeeper-mode cluster of two brokers, topics made with
 Kafka's kafka-topics (replication factor 2 and 1, topic configs), records produced by Kafka's
-producer; the brokers stopped, the cluster converted, then Kafka 4.3.1 booted as KRaft on the
-result (one controller on the written directory, the two brokers on their old log directories):
-kafka-topics describes the same topics, topic ids, partition counts and configs, and every
-produced record is consumed back."""
+producer, client quotas and SCRAM users set with kafka-configs; the brokers stopped, the cluster
+converted, then Kafka 4.3.1 booted as KRaft on the result (one controller on the written
+directory, the two brokers on their old log directories): kafka-topics describes the same topics,
+topic ids, partition counts and configs, every produced record is consumed back, kafka-configs
+describes the same quotas and credentials, and a client authenticates with each user's password."""
 
 from __future__ import annotations
 
@@ -125,6 +126,7 @@ class KRaftNode(KafkaNode):
         self.voters = voters
         self.controller_port = controller_port
         self.broker_port = free_port() if broker else 0
+        self.sasl_port = free_port() if broker else 0
         self.formatted = True  # the converter wrote meta.properties
 
     def _ensure_ports(self) -> None:
@@ -144,12 +146,18 @@ class KRaftNode(KafkaNode):
             "num.network.threads": 2,
         }
         if self.broker:
+            b, sasl = self.broker_port, self.sasl_port
+            jaas = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
             props.update({
                 "process.roles": "broker",
-                "listeners": f"PLAINTEXT://127.0.0.1:{self.broker_port}",
-                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.broker_port}",
+                "listeners": f"PLAINTEXT://127.0.0.1:{b},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{b},SASL_PLAINTEXT://127.0.0.1:{sasl}",
                 "inter.broker.listener.name": "PLAINTEXT",
-                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+                                                  "CONTROLLER:PLAINTEXT",
+                "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+                "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": jaas,
+                "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": jaas,
                 "offsets.topic.replication.factor": 2,
                 "min.insync.replicas": 1,  # as the ZooKeeper-mode brokers had it (kafka-topics shows it)
                 "share.coordinator.state.topic.replication.factor": 1,
@@ -187,6 +195,32 @@ def describe(version: str, bootstrap: str) -> dict[str, dict]:
     return topics
 
 
+def kafka_configs(version: str, bootstrap: str, *args: str) -> str:
+    cls = tools.find_class(version, "org.apache.kafka.tools.ConfigCommand", "kafka.admin.ConfigCommand")
+    return tools.run_tool(version, cls, ["--bootstrap-server", bootstrap, *args], timeout=120).stdout
+
+
+#: (entity args, what kafka-configs --describe says) of the quotas set on the ZooKeeper cluster
+QUOTAS = [
+    (["--entity-type", "clients", "--entity-name", "app-1"], "producer_byte_rate=1024",
+     "Quota configs for client-id 'app-1' are producer_byte_rate=1024.0"),
+    (["--entity-type", "users", "--entity-default"], "consumer_byte_rate=2048",
+     "Quota configs for the default user-principal are consumer_byte_rate=2048.0"),
+    (["--entity-type", "users", "--entity-name", "carol@corp", "--entity-type", "clients", "--entity-name", "app-2"],
+     "request_percentage=50", "Quota configs for user-principal 'carol@corp', client-id 'app-2' are "
+     "request_percentage=50.0"),
+]
+
+
+def sasl_list_topics(bootstrap: str, path: Path, user: str, password: str, mechanism: str):
+    path.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism={mechanism}\n"
+                    "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+                    f'username="{user}" password="{password}";\n'
+                    "request.timeout.ms=20000\ndefault.api.timeout.ms=30000\n", encoding="utf-8")
+    return tools.run_tool(jars.KAFKA_4, tools.topic_command_class(jars.KAFKA_4), [
+        "--bootstrap-server", bootstrap, "--command-config", str(path), "--list"], check=False, timeout=120)
+
+
 def kraftkit(*args) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kraftkit.cli.main", *map(str, args)], capture_output=True,
                           text=True, timeout=300)
@@ -220,6 +254,11 @@ def test_a_zookeeper_cluster_converted_offline_boots_as_kraft_and_serves_its_dat
                               "partition": i % t["partitions"]} for i in range(60)]}
                 for name, t in TOPICS.items()]
         acks = tools.produce(jars.KAFKA_3, boot, jobs)
+        for entity, config, _said in QUOTAS:
+            kafka_configs(jars.KAFKA_3, boot, "--alter", "--add-config", config, *entity)
+        for user, mech, pw in (("alice", "SCRAM-SHA-256", "alice-pw"), ("bob@corp", "SCRAM-SHA-512", "bob-pw")):
+            kafka_configs(jars.KAFKA_3, boot, "--alter", "--add-config", f"{mech}=[iterations=8192,password={pw}]",
+                          "--entity-type", "users", "--entity-name", user)
         assert len(acks) == 60 * len(TOPICS)
         before = describe(jars.KAFKA_3, boot)
         assert set(before) == set(TOPICS)
@@ -239,6 +278,7 @@ def test_a_zookeeper_cluster_converted_offline_boots_as_kraft_and_serves_its_dat
         assert check_output("migrate from-zookeeper", dry.stdout) == []
         plan = json.loads(dry.stdout)
         assert plan["topics"] == 3 and plan["partitions"] == 6 and plan["topicConfigs"] == 4
+        assert plan["clientQuotas"] == 3 and plan["scramCredentials"] == 2
         assert plan["metadataVersion"] == "3.9-IV0" and plan["written"] == []
         assert not cdir.exists() and not (bdirs[0] / "meta.properties.zk-backup").exists()
         done = kraftkit(*argv)
@@ -288,6 +328,20 @@ def test_a_zookeeper_cluster_converted_offline_boots_as_kraft_and_serves_its_dat
             by_key = {r["key"]: r["value"] for r in got}
             for i in range(60):
                 assert by_key[f"{name}-k{i}".encode()] == f"{name}-v{i}".encode() * (i % 7 + 1)
+        # quotas and SCRAM credentials: as Kafka describes them, and a client authenticates with each
+        # user's password (and not with another)
+        for entity, _config, said in QUOTAS:
+            out = kafka_configs(jars.KAFKA_4, kboot, "--describe", *entity)
+            assert said in out, out
+        out = kafka_configs(jars.KAFKA_4, kboot, "--describe", "--entity-type", "users")
+        assert "SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192" in out, out
+        assert "SCRAM credential configs for user-principal 'bob@corp' are SCRAM-SHA-512=iterations=8192" in out, out
+        sasl = brokers[0].sasl_port
+        for user, mech, pw in (("alice", "SCRAM-SHA-256", "alice-pw"), ("bob@corp", "SCRAM-SHA-512", "bob-pw")):
+            ok = sasl_list_topics(f"127.0.0.1:{sasl}", tmp_path / f"{mech}.properties", user, pw, mech)
+            assert ok.returncode == 0 and "orders" in ok.stdout, (ok.stdout, ok.stderr[-2000:])
+            bad = sasl_list_topics(f"127.0.0.1:{sasl}", tmp_path / f"{mech}-bad.properties", user, "nope", mech)
+            assert bad.returncode != 0 and "invalid credentials" in bad.stdout + bad.stderr
     finally:
         for n in reversed(new):
             n.stop()

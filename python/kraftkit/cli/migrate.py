@@ -39,14 +39,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "directories and rewrite the brokers' meta.properties",
         description="Convert a ZooKeeper-mode Kafka cluster whose brokers are stopped (its ZooKeeper still "
         "running) to KRaft, offline. Read from ZooKeeper: the cluster id, the topics with their topic ids, "
-        "their partitions (replicas, ISR, leader, leader epoch), topic configs and the producer id block. "
+        "their partitions (replicas, ISR, leader, leader epoch), topic configs, client quotas, SCRAM "
+        "credentials and the producer id block. "
         "Written: for each --controller-dir a new KRaft controller directory (meta.properties and a "
         "snapshot of that metadata in __cluster_metadata-0) at the metadata.version of the brokers' "
         "inter.broker.protocol.version; start each controller on it with controller.quorum.voters set to "
         "--voters. Each --broker-dir's meta.properties is rewritten for KRaft (node.id = broker.id), the "
         "old one kept as meta.properties.zk-backup; the partitions' data stay where they are. Refused "
-        "(exit 1, saying why): what is not carried yet (client quotas, SCRAM credentials, ACLs, broker "
-        "configs, delegation tokens, finalized features) and partition reassignments or topic deletions "
+        "(exit 1, saying why): what is not carried yet (ACLs, broker configs, delegation tokens, finalized "
+        "features) and partition reassignments or topic deletions "
         "in progress; a znode past a bound or not holding Kafka's JSON (the error names it). Exit 0 "
         "written (or --dry-run), 1 the cluster cannot be converted as it is, 2 bad arguments, ZooKeeper "
         "unreachable, an unreadable broker directory or an existing controller directory.",

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kraftkit._kafka import CONFIG, PARTITION, PRODUCER_IDS, TOPIC
+from kraftkit._kafka import CLIENT_QUOTA, CONFIG, PARTITION, PRODUCER_IDS, TOPIC, USER_SCRAM_CREDENTIAL
 from kraftkit.errors import KraftkitError
 from kraftkit.features.registry import MetadataVersion, UnknownVersionError, registry
 from kraftkit.features.storage.errors import StorageError
@@ -71,7 +71,9 @@ def metadata_version_of_ibp(ibp: str) -> MetadataVersion:
 def records(cluster: ZkCluster, mv: MetadataVersion) -> list[Record]:
     """The metadata records of ``cluster`` at ``mv``: feature levels (as ``kafka-storage format
     --release-version`` would start a cluster at ``mv``), then per topic (by name) its
-    TopicRecord, its PartitionRecords and its ConfigRecords, then the ProducerIdsRecord.
+    TopicRecord, its PartitionRecords and its ConfigRecords, then the ClientQuotaRecords and
+    UserScramCredentialRecords (``ZkMigrationClient.migrateClientQuotas``), then the
+    ProducerIdsRecord.
     PartitionRecords are as ``ZkTopicMigrationClient`` made them: the state znode's leader, leader
     epoch, ISR and leader recovery state, its znode version as the partition epoch; no state znode:
     the replicas as ISR, the first as leader, epochs 0. Directories are left out: a replica's
@@ -108,6 +110,25 @@ def records(cluster: ZkCluster, mv: MetadataVersion) -> list[Record]:
             out.append(
                 (CONFIG, 0, {"ResourceType": TOPIC_RESOURCE, "ResourceName": name, "Name": k, "Value": t.configs[k]})
             )
+    for q in cluster.client_quotas:
+        entity = [{"EntityType": t, "EntityName": n} for t, n in q.entity]
+        for key, value in q.values.items():
+            out.append((CLIENT_QUOTA, 0, {"Entity": entity, "Key": key, "Value": value, "Remove": False}))
+    for c in cluster.scram:
+        out.append(
+            (
+                USER_SCRAM_CREDENTIAL,
+                0,
+                {
+                    "Name": c.user,
+                    "Mechanism": c.mechanism,
+                    "Salt": c.salt,
+                    "StoredKey": c.stored_key,
+                    "ServerKey": c.server_key,
+                    "Iterations": c.iterations,
+                },
+            )
+        )
     if cluster.producer_id_block is not None:
         b = cluster.producer_id_block
         out.append((PRODUCER_IDS, 0, {"BrokerId": b.broker, "BrokerEpoch": -1, "NextProducerId": b.next_producer_id}))
@@ -147,6 +168,8 @@ class Plan:
             "topics": len(c.topics),
             "partitions": c.partition_count,
             "topicConfigs": sum(len(t.configs) for t in c.topics.values()),
+            "clientQuotas": sum(len(q.values) for q in c.client_quotas),
+            "scramCredentials": len(c.scram),
             "records": len(self.records),
             "znodesRead": c.znodes_read,
         }
@@ -157,7 +180,8 @@ class Plan:
             f"cluster {c.cluster_id}: metadata.version {self.metadata_version.name} "
             f"(level {self.metadata_version.level}), {n['znodesRead']} znodes read",
             f"carried: {n['topics']} topic(s) with their topic ids, {n['partitions']} partition(s) "
-            f"(replicas, ISR, leader, leader epoch), {n['topicConfigs']} topic config(s)"
+            f"(replicas, ISR, leader, leader epoch), {n['topicConfigs']} topic config(s), "
+            f"{n['clientQuotas']} client quota(s), {n['scramCredentials']} SCRAM credential(s)"
             + (
                 f", the producer id block (next producer id {c.producer_id_block.next_producer_id})"
                 if c.producer_id_block

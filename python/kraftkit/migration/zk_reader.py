@@ -4,13 +4,16 @@ The znodes and their JSON are those of Kafka 3.9's ``kafka.zk.ZkData``: ``/clust
 ``/brokers/topics/<topic>`` (topic id and replica assignment, with adding and removing replicas),
 ``/brokers/topics/<topic>/partitions/<p>/state`` (leader, leader epoch, ISR, leader recovery
 state; the znode's version is the partition epoch), ``/config/topics/<topic>``,
-``/latest_producer_id_block``, ``/admin/delete_topics`` and ``/admin/reassign_partitions``.
+``/config/users/<user>[/clients/<client id>]``, ``/config/clients/<client id>`` and
+``/config/ips/<ip>`` (client quotas; a user's ``SCRAM-SHA-256``/``-512`` entries are its SCRAM
+credentials), ``/latest_producer_id_block``, ``/admin/delete_topics`` and
+``/admin/reassign_partitions``.
 Everything ZooKeeper hands over is bounded (:class:`ZkLimits`): a znode's size, the children of
 one znode, the topics, the partitions and the znodes read in all; a znode past a bound, or one
 whose JSON is not what Kafka writes, is an error naming the znode (:class:`ZkInputError`).
 
-What is read but not carried yet (quotas, SCRAM credentials, ACLs, broker configs, finalized
-features, delegation tokens, a migration in progress) is listed in :attr:`ZkCluster.not_carried`
+What is read but not carried yet (ACLs, broker configs, finalized features, delegation tokens, a
+migration in progress) is listed in :attr:`ZkCluster.not_carried`
 so the converter can refuse it and say why.
 """
 
@@ -113,11 +116,42 @@ class ProducerIdBlock:
         return self.block_end + 1
 
 
+#: ScramMechanism: name -> type (``org.apache.kafka.common.security.scram.internals.ScramMechanism``)
+SCRAM_MECHANISMS = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
+#: ``ZooKeeperInternals.DEFAULT_STRING``: the znode of a default quota entity
+DEFAULT_ENTITY = "<default>"
+
+
+@dataclass
+class ClientQuota:
+    """One quota entity's values (``ClientQuotaRecord``s): the entity as (type, name) pairs, a
+    default entity's name None."""
+
+    entity: tuple[tuple[str, str | None], ...]
+    values: dict[str, float]
+    znode: str
+
+
+@dataclass
+class ScramCredential:
+    """A user's SCRAM credential (``UserScramCredentialRecord``)."""
+
+    user: str
+    mechanism: int
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+    znode: str
+
+
 @dataclass
 class ZkCluster:
     cluster_id: str
     topics: dict[str, ZkTopic]
     producer_id_block: ProducerIdBlock | None = None
+    client_quotas: list[ClientQuota] = field(default_factory=list)
+    scram: list[ScramCredential] = field(default_factory=list)
     #: topics queued for deletion (``/admin/delete_topics``)
     pending_deletions: list[str] = field(default_factory=list)
     #: partitions being reassigned: ``/admin/reassign_partitions`` or adding/removing replicas
@@ -250,9 +284,7 @@ def read_cluster(source: ZkSource, limits: ZkLimits | None = None) -> ZkCluster:
         if name not in topics:
             orphans.append(path)
             continue
-        got = r.json(path)
-        if got is not None:
-            topics[name].configs = _configs(path, got[0])
+        topics[name].configs = _entity_configs(r, path)
     if r.get("/admin/reassign_partitions") is not None:
         reassigning.insert(0, "/admin/reassign_partitions")
     cluster = ZkCluster(
@@ -263,6 +295,7 @@ def read_cluster(source: ZkSource, limits: ZkLimits | None = None) -> ZkCluster:
         reassigning=reassigning,
         orphan_configs=orphans,
     )
+    _quotas_and_scram(r, cluster)
     cluster.not_carried = _not_carried(r)
     cluster.znodes_read = r.read
     return cluster
@@ -346,6 +379,15 @@ def _state(r: _Reader, topic: str, p: int) -> PartitionState | None:
     )
 
 
+def _entity_configs(r: _Reader, path: str) -> dict[str, str]:
+    """A config znode's configs; an empty znode has none (Kafka creates a user's znode empty when
+    only its client ids have quotas, and ``ConfigEntityZNode.decode`` reads empty data as none)."""
+    got = r.get(path)
+    if got is None or not got[0]:
+        return {}
+    return _configs(path, _json(path, got[0]))
+
+
 def _configs(path: str, js: Any) -> dict[str, str]:
     """``ConfigEntityZNode.decode``: ``{"version":1,"config":{name: value}}``, values strings."""
     cfg = _obj(path, js).get("config", {})
@@ -379,13 +421,91 @@ def _producer_ids(r: _Reader) -> ProducerIdBlock | None:
 #: znodes whose children are metadata this converter does not carry yet
 _NOT_CARRIED = (
     ("/config/brokers", "broker configs"),
-    ("/config/clients", "client quotas"),
-    ("/config/users", "user quotas or SCRAM credentials"),
-    ("/config/ips", "IP quotas"),
     ("/kafka-acl", "ACLs"),
     ("/kafka-acl-extended", "ACLs"),
     ("/delegation_token/tokens", "delegation tokens"),
 )
+
+
+def desanitize(path: str, name: str) -> str:
+    """``Sanitizer.desanitize`` (Java's ``URLDecoder.decode``, UTF-8): ``+`` is a space, ``%XX``
+    a byte. A malformed escape is refused, as Java refuses it; bytes that are not UTF-8 are refused
+    too (Java would put U+FFFD in their place, a name nobody wrote)."""
+    if re.search(r"%(?![0-9A-Fa-f]{2})", name):
+        raise ZkInputError(f"{path}: {name!r} is not a sanitized name (a malformed %-escape)")
+    from urllib.parse import unquote_to_bytes
+
+    try:
+        return unquote_to_bytes(name.replace("+", " ")).decode("utf-8")
+    except UnicodeDecodeError:
+        raise ZkInputError(f"{path}: {name!r} does not decode to UTF-8 text") from None
+
+
+#: Java's ``Double.valueOf`` for decimal text (hexadecimal floats are refused)
+_JAVA_DOUBLE = re.compile(r"[+-]?(NaN|Infinity|(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?[fFdD]?)")
+
+
+def _quota_value(path: str, key: str, text: str) -> float:
+    t = text.strip(" \t\n\r\x0b\x0c\x00")  # String.trim: every char <= ' '
+    if not _JAVA_DOUBLE.fullmatch(t) or len(t) > 400:
+        raise ZkInputError(f"{path}: quota {key!r} is not a number: {_short(text)}")
+    t = t.rstrip("fFdD") if t[-1:] in "fFdD" and not t.endswith("Infinity") else t
+    return float(t.replace("Infinity", "inf"))
+
+
+def _scram(path: str, user: str, mechanism: str, text: str) -> ScramCredential:
+    """``ScramCredentialUtils.credentialFromString``: ``salt=..,stored_key=..,server_key=..,iterations=N``."""
+    import base64
+    import binascii
+
+    props: dict[str, str] = {}
+    for token in text.split(","):
+        i = token.find("=")
+        if i <= 0:
+            raise ZkInputError(f"{path}: {mechanism} is not a SCRAM credential")
+        props[token[:i]] = token[i + 1 :]
+    if sorted(props) != ["iterations", "salt", "server_key", "stored_key"]:
+        raise ZkInputError(f"{path}: {mechanism} is not a SCRAM credential (fields {sorted(props)})")
+    try:
+        raw = {k: base64.b64decode(props[k], validate=True) for k in ("salt", "stored_key", "server_key")}
+    except (binascii.Error, ValueError):
+        raise ZkInputError(f"{path}: {mechanism}: salt, stored_key or server_key is not base64") from None
+    if not re.fullmatch(r"[+-]?[0-9]{1,10}", props["iterations"]):
+        raise ZkInputError(f"{path}: {mechanism}: iterations is not a whole number")
+    iterations = _int(path, int(props["iterations"]), f"{mechanism} iterations")
+    return ScramCredential(
+        user, SCRAM_MECHANISMS[mechanism], raw["salt"], raw["stored_key"], raw["server_key"], iterations, path
+    )
+
+
+def _entity_name(path: str, znode_name: str) -> str | None:
+    return None if znode_name == DEFAULT_ENTITY else desanitize(path, znode_name)
+
+
+def _quotas_and_scram(r: _Reader, cluster: ZkCluster) -> None:
+    """``ZkConfigMigrationClient.iterateClientQuotas``: users (their SCRAM mechanisms are credentials,
+    the rest quotas), client ids, users' client ids, IPs."""
+
+    for ztype, etype in (("users", "user"), ("clients", "client-id"), ("ips", "ip")):
+        for name in r.children(f"/config/{ztype}"):
+            path = f"/config/{ztype}/{name}"
+            props = _entity_configs(r, path)
+            for mech in SCRAM_MECHANISMS:
+                if mech in props:
+                    if ztype != "users":
+                        raise ZkInputError(f"{path}: a SCRAM credential outside /config/users")
+                    cluster.scram.append(_scram(path, desanitize(path, name), mech, props.pop(mech)))
+            values = {k: _quota_value(path, k, v) for k, v in sorted(props.items())}
+            if values:
+                cluster.client_quotas.append(ClientQuota(((etype, _entity_name(path, name)),), values, path))
+            if ztype == "users":
+                for kid in r.children(f"{path}/clients"):
+                    cpath = f"{path}/clients/{kid}"
+                    cprops = _entity_configs(r, cpath)
+                    cvalues = {k: _quota_value(cpath, k, v) for k, v in sorted(cprops.items())}
+                    if cvalues:
+                        entity = (("user", _entity_name(path, name)), ("client-id", _entity_name(cpath, kid)))
+                        cluster.client_quotas.append(ClientQuota(entity, cvalues, cpath))
 
 
 def _not_carried(r: _Reader) -> list[tuple[str, str]]:
