@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kraftkit._core import decode_metadata_record, encode_metadata_record
-from kraftkit._kafka import CLIENT_QUOTA, CONFIG, FEATURE_LEVEL, PARTITION, PRODUCER_IDS, TOPIC, USER_SCRAM_CREDENTIAL
+from kraftkit._kafka import ACCESS_CONTROL_ENTRY, CLIENT_QUOTA, CONFIG, FEATURE_LEVEL, PARTITION, PRODUCER_IDS, TOPIC, USER_SCRAM_CREDENTIAL
 from kraftkit.cli.main import main
 from kraftkit.features.storage import MetaProperties
 from kraftkit.metadata.image import load_snapshot, replay_records
@@ -210,6 +210,68 @@ def test_a_hostile_quota_or_credential_znode_is_refused_naming_it(path, data, sa
     assert str(e.value).startswith(said), str(e.value)
 
 
+def acl(principal, operation, permission="Allow", host="*"):
+    return {"principal": principal, "permissionType": permission, "operation": operation, "host": host}
+
+
+def acl_nodes() -> dict:
+    """ACLs as ``AclAuthorizer`` stores them: literal patterns under /kafka-acl, prefixed ones under
+    /kafka-acl-extended/prefixed, resource types Pascal-case; one ACL given twice."""
+    return {
+        **zk_nodes(),
+        "/kafka-acl/Topic/orders": j({"version": 1, "acls": [
+            acl("User:alice", "Read"), acl("User:alice", "Read"),
+            acl("User:mallory", "Write", "Deny", "10.0.0.1")]}),
+        "/kafka-acl/Group/g1": j({"version": 1, "acls": [acl("User:alice", "Read")]}),
+        "/kafka-acl/Cluster/kafka-cluster": j({"version": 1, "acls": [acl("User:admin", "AlterConfigs")]}),
+        "/kafka-acl/TransactionalId/tx-1": j({"version": 1, "acls": [acl("User:alice", "WRITE", "ALLOW")]}),
+        "/kafka-acl/Topic/gone": b"",
+        "/kafka-acl-extended/prefixed/Topic/aud": j({"version": 1, "acls": [acl("User:bob@corp", "Describe")]}),
+    }
+
+
+def test_acls_become_their_records():
+    cluster = read_cluster(DictSource(acl_nodes()))
+    recs = decoded(convert.records(cluster, convert.metadata_version_of_ibp("3.9")))
+    got = [d for k, d in recs if k == ACCESS_CONTROL_ENTRY]
+    # codes: ResourceType TOPIC 2, GROUP 3, CLUSTER 4, TRANSACTIONAL_ID 5; PatternType LITERAL 3,
+    # PREFIXED 4; AclOperation READ 3, WRITE 4, DESCRIBE 8, ALTER_CONFIGS 11; AclPermissionType DENY 2, ALLOW 3
+    assert sorted((d["ResourceType"], d["ResourceName"], d["PatternType"], d["Principal"], d["Host"], d["Operation"],
+                   d["PermissionType"]) for d in got) == sorted([
+        (2, "orders", 3, "User:alice", "*", 3, 3),
+        (2, "orders", 3, "User:mallory", "10.0.0.1", 4, 2),
+        (3, "g1", 3, "User:alice", "*", 3, 3),
+        (4, "kafka-cluster", 3, "User:admin", "*", 11, 3),
+        (5, "tx-1", 3, "User:alice", "*", 4, 3),
+        (2, "aud", 4, "User:bob@corp", "*", 8, 3),
+    ])
+    ids = {d["Id"] for d in got}
+    assert len(ids) == 6 and uuid.UUID(int=0) not in ids
+    img = replay_records(convert.records(cluster, convert.metadata_version_of_ibp("3.9")))
+    assert len(img.acls) == 6
+
+
+@pytest.mark.parametrize("path,data,said", [
+    ("/kafka-acl/Topik/x", j({"version": 1, "acls": []}), "/kafka-acl/Topik: \"Topik\" is not a resource type"),
+    ("/kafka-acl/Any/x", j({"version": 1, "acls": []}), "/kafka-acl/Any: \"Any\" is not a resource type"),
+    ("/kafka-acl/Topic/x", j({"version": 2, "acls": []}), "/kafka-acl/Topic/x: ACL version 2, not 1"),
+    ("/kafka-acl/Topic/x", j({"version": 1, "acls": {}}), "/kafka-acl/Topic/x: acls is not a list"),
+    ("/kafka-acl/Topic/x", j({"version": 1, "acls": [acl("alice", "Read")]}),
+     "/kafka-acl/Topic/x: principal \"alice\" is not TYPE:NAME"),
+    ("/kafka-acl/Topic/x", j({"version": 1, "acls": [acl("User:a", "Reed")]}),
+     "/kafka-acl/Topic/x: \"Reed\" is not an ACL operation"),
+    ("/kafka-acl/Topic/x", j({"version": 1, "acls": [acl("User:a", "Read", "Maybe")]}),
+     "/kafka-acl/Topic/x: \"Maybe\" is not an ACL permission type"),
+    ("/kafka-acl/Topic/x", j({"version": 1, "acls": [acl("User:a", "Read", host=5)]}),
+     "/kafka-acl/Topic/x: host 5 is not a string"),
+    ("/kafka-acl-extended/prefixed/Topic/x", b"{{", "/kafka-acl-extended/prefixed/Topic/x: not JSON"),
+])
+def test_a_hostile_acl_znode_is_refused_naming_it(path, data, said):
+    with pytest.raises(ZkInputError) as e:
+        read_cluster(DictSource({**acl_nodes(), path: data}))
+    assert str(e.value).startswith(said), str(e.value)
+
+
 def _with(**changes) -> dict:
     nodes = zk_nodes()
     for k, v in changes.items():
@@ -281,7 +343,8 @@ def test_bounds_name_the_znode():
     ({"/admin/delete_topics/audit": b""}, "topic deletions in progress (/admin/delete_topics: audit)"),
     ({"/brokers/topics/audit": j({"partitions": {"0": [2]}})}, "topics without a topic id (audit)"),
     ({"/config/brokers/1": j({"version": 1, "config": {}})}, "broker configs (/config/brokers/1)"),
-    ({"/kafka-acl/Topic/orders": j({"version": 1, "acls": []})}, "ACLs (/kafka-acl/Topic/orders)"),
+    ({"/kafka-acl-extended/match/Topic/x": j({"version": 1, "acls": []})},
+     "ACLs of a pattern type Kafka does not store (/kafka-acl-extended/match)"),
     ({"/feature": j({"features": {"x": {"max_version_level": 1}}, "version": 2, "status": 1})},
      "finalized features ['x']"),
     ({"/migration": j({"version": 0})}, "a ZooKeeper-to-KRaft migration already begun"),

@@ -1,11 +1,12 @@
 """``kraftkit migrate from-zookeeper`` against real Kafka: a real ZooKeeper (3.8.4, from the Kafka
 3.9.2 jars) holding a real Kafka 3.9.2 ZooKeeper-mode cluster of two brokers, topics made with
 Kafka's kafka-topics (replication factor 2 and 1, topic configs), records produced by Kafka's
-producer, client quotas and SCRAM users set with kafka-configs; the brokers stopped, the cluster
+producer, client quotas and SCRAM users set with kafka-configs, ACLs with kafka-acls; the brokers stopped, the cluster
 converted, then Kafka 4.3.1 booted as KRaft on the result (one controller on the written
 directory, the two brokers on their old log directories): kafka-topics describes the same topics,
 topic ids, partition counts and configs, every produced record is consumed back, kafka-configs
-describes the same quotas and credentials, and a client authenticates with each user's password."""
+describes the same quotas and credentials, kafka-acls lists the same ACLs, and a client
+authenticates with each user's password."""
 
 from __future__ import annotations
 
@@ -106,6 +107,8 @@ class ZkBroker(KafkaNode):
             "default.replication.factor": 2,
             "offsets.topic.replication.factor": 2,
             "controlled.shutdown.enable": "true",
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "super.users": "User:ANONYMOUS",
         })
         return props
 
@@ -144,6 +147,8 @@ class KRaftNode(KafkaNode):
             "log.dirs": ",".join(str(d) for d in self.log_dirs),
             "num.io.threads": 2,
             "num.network.threads": 2,
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:ANONYMOUS",
         }
         if self.broker:
             b, sasl = self.broker_port, self.sasl_port
@@ -212,6 +217,39 @@ QUOTAS = [
 ]
 
 
+#: kafka-acls --add arguments of the ACLs set on the ZooKeeper cluster (literal and prefixed, allow and deny)
+ACLS = [
+    ["--allow-principal", "User:alice", "--operation", "Read", "--topic", "orders"],
+    ["--allow-principal", "User:bob@corp", "--operation", "Describe", "--topic", "orders"],
+    ["--deny-principal", "User:mallory", "--deny-host", "10.0.0.1", "--operation", "Write", "--topic", "orders"],
+    ["--allow-principal", "User:carol", "--operation", "Write", "--topic", "aud", "--resource-pattern-type",
+     "prefixed"],
+    ["--allow-principal", "User:alice", "--operation", "Read", "--group", "g1"],
+    ["--allow-principal", "User:admin", "--operation", "AlterConfigs", "--cluster"],
+    ["--allow-principal", "User:alice", "--operation", "Write", "--transactional-id", "tx-1"],
+]
+
+
+def kafka_acls(version: str, bootstrap: str, *args: str) -> str:
+    cls = tools.find_class(version, "org.apache.kafka.tools.AclCommand", "kafka.admin.AclCommand")
+    return tools.run_tool(version, cls, ["--bootstrap-server", bootstrap, *args], timeout=120).stdout
+
+
+def acl_list(version: str, bootstrap: str) -> set[tuple[str, ...]]:
+    """kafka-acls --list: {(resource type, name, pattern type, principal, host, operation, permission)}."""
+    out, resource, acls = kafka_acls(version, bootstrap, "--list"), None, set()
+    for line in out.splitlines():
+        m = re.search(r"ResourcePattern\(resourceType=(\w+), name=(.*), patternType=(\w+)\)", line)
+        if m:
+            resource = m.groups()
+            continue
+        m = re.search(r"\(principal=(.*), host=(.*), operation=(\w+), permissionType=(\w+)\)", line)
+        if m:
+            assert resource is not None, out
+            acls.add((*resource, *m.groups()))
+    return acls
+
+
 def sasl_list_topics(bootstrap: str, path: Path, user: str, password: str, mechanism: str):
     path.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism={mechanism}\n"
                     "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
@@ -256,6 +294,10 @@ def test_a_zookeeper_cluster_converted_offline_boots_as_kraft_and_serves_its_dat
         acks = tools.produce(jars.KAFKA_3, boot, jobs)
         for entity, config, _said in QUOTAS:
             kafka_configs(jars.KAFKA_3, boot, "--alter", "--add-config", config, *entity)
+        for args in ACLS:
+            kafka_acls(jars.KAFKA_3, boot, "--add", *args)
+        acls_before = acl_list(jars.KAFKA_3, boot)
+        assert len(acls_before) == len(ACLS), acls_before
         for user, mech, pw in (("alice", "SCRAM-SHA-256", "alice-pw"), ("bob@corp", "SCRAM-SHA-512", "bob-pw")):
             kafka_configs(jars.KAFKA_3, boot, "--alter", "--add-config", f"{mech}=[iterations=8192,password={pw}]",
                           "--entity-type", "users", "--entity-name", user)
@@ -278,7 +320,7 @@ def test_a_zookeeper_cluster_converted_offline_boots_as_kraft_and_serves_its_dat
         assert check_output("migrate from-zookeeper", dry.stdout) == []
         plan = json.loads(dry.stdout)
         assert plan["topics"] == 3 and plan["partitions"] == 6 and plan["topicConfigs"] == 4
-        assert plan["clientQuotas"] == 3 and plan["scramCredentials"] == 2
+        assert plan["clientQuotas"] == 3 and plan["scramCredentials"] == 2 and plan["acls"] == len(ACLS)
         assert plan["metadataVersion"] == "3.9-IV0" and plan["written"] == []
         assert not cdir.exists() and not (bdirs[0] / "meta.properties.zk-backup").exists()
         done = kraftkit(*argv)
@@ -328,6 +370,8 @@ def test_a_zookeeper_cluster_converted_offline_boots_as_kraft_and_serves_its_dat
             by_key = {r["key"]: r["value"] for r in got}
             for i in range(60):
                 assert by_key[f"{name}-k{i}".encode()] == f"{name}-v{i}".encode() * (i % 7 + 1)
+        assert acl_list(jars.KAFKA_4, kboot) == acls_before
+
         # quotas and SCRAM credentials: as Kafka describes them, and a client authenticates with each
         # user's password (and not with another)
         for entity, _config, said in QUOTAS:

@@ -21,7 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kraftkit._kafka import CLIENT_QUOTA, CONFIG, PARTITION, PRODUCER_IDS, TOPIC, USER_SCRAM_CREDENTIAL
+from kraftkit._kafka import (
+    ACCESS_CONTROL_ENTRY,
+    CLIENT_QUOTA,
+    CONFIG,
+    PARTITION,
+    PRODUCER_IDS,
+    TOPIC,
+    USER_SCRAM_CREDENTIAL,
+)
 from kraftkit.errors import KraftkitError
 from kraftkit.features.registry import MetadataVersion, UnknownVersionError, registry
 from kraftkit.features.storage.errors import StorageError
@@ -72,8 +80,8 @@ def records(cluster: ZkCluster, mv: MetadataVersion) -> list[Record]:
     """The metadata records of ``cluster`` at ``mv``: feature levels (as ``kafka-storage format
     --release-version`` would start a cluster at ``mv``), then per topic (by name) its
     TopicRecord, its PartitionRecords and its ConfigRecords, then the ClientQuotaRecords and
-    UserScramCredentialRecords (``ZkMigrationClient.migrateClientQuotas``), then the
-    ProducerIdsRecord.
+    UserScramCredentialRecords (``ZkMigrationClient.migrateClientQuotas``), the
+    AccessControlEntryRecords (``migrateAcls``: each a random id), then the ProducerIdsRecord.
     PartitionRecords are as ``ZkTopicMigrationClient`` made them: the state znode's leader, leader
     epoch, ISR and leader recovery state, its znode version as the partition epoch; no state znode:
     the replicas as ISR, the first as leader, epochs 0. Directories are left out: a replica's
@@ -129,10 +137,36 @@ def records(cluster: ZkCluster, mv: MetadataVersion) -> list[Record]:
                 },
             )
         )
+    ids: set[uuid.UUID] = set()
+    for a in cluster.acls:
+        acl_id = _random_uuid(ids)
+        ids.add(acl_id)
+        rec = {
+            "Id": acl_id.bytes,
+            "ResourceType": a.resource_type,
+            "ResourceName": a.resource_name,
+            "PatternType": a.pattern_type,
+            "Principal": a.principal,
+            "Host": a.host,
+            "Operation": a.operation,
+            "PermissionType": a.permission_type,
+        }
+        out.append((ACCESS_CONTROL_ENTRY, 0, rec))
     if cluster.producer_id_block is not None:
         b = cluster.producer_id_block
         out.append((PRODUCER_IDS, 0, {"BrokerId": b.broker, "BrokerEpoch": -1, "NextProducerId": b.next_producer_id}))
     return out
+
+
+def _random_uuid(taken: set[uuid.UUID]) -> uuid.UUID:
+    """``Uuid.randomUuid``: 128 random bits, redrawn while reserved (below 100), its text starting
+    with ``-``, or taken."""
+    import secrets
+
+    while True:
+        u = uuid.UUID(bytes=secrets.token_bytes(16))
+        if u.int >= 100 and not topic_id_text(u).startswith("-") and u not in taken:
+            return u
 
 
 @dataclass
@@ -170,6 +204,7 @@ class Plan:
             "topicConfigs": sum(len(t.configs) for t in c.topics.values()),
             "clientQuotas": sum(len(q.values) for q in c.client_quotas),
             "scramCredentials": len(c.scram),
+            "acls": len(c.acls),
             "records": len(self.records),
             "znodesRead": c.znodes_read,
         }
@@ -181,7 +216,7 @@ class Plan:
             f"(level {self.metadata_version.level}), {n['znodesRead']} znodes read",
             f"carried: {n['topics']} topic(s) with their topic ids, {n['partitions']} partition(s) "
             f"(replicas, ISR, leader, leader epoch), {n['topicConfigs']} topic config(s), "
-            f"{n['clientQuotas']} client quota(s), {n['scramCredentials']} SCRAM credential(s)"
+            f"{n['clientQuotas']} client quota(s), {n['scramCredentials']} SCRAM credential(s), {n['acls']} ACL(s)"
             + (
                 f", the producer id block (next producer id {c.producer_id_block.next_producer_id})"
                 if c.producer_id_block

@@ -6,13 +6,15 @@ The znodes and their JSON are those of Kafka 3.9's ``kafka.zk.ZkData``: ``/clust
 state; the znode's version is the partition epoch), ``/config/topics/<topic>``,
 ``/config/users/<user>[/clients/<client id>]``, ``/config/clients/<client id>`` and
 ``/config/ips/<ip>`` (client quotas; a user's ``SCRAM-SHA-256``/``-512`` entries are its SCRAM
-credentials), ``/latest_producer_id_block``, ``/admin/delete_topics`` and
+credentials), ``/kafka-acl/<ResourceType>/<name>`` and
+``/kafka-acl-extended/prefixed/<ResourceType>/<name>`` (ACLs), ``/latest_producer_id_block``,
+``/admin/delete_topics`` and
 ``/admin/reassign_partitions``.
 Everything ZooKeeper hands over is bounded (:class:`ZkLimits`): a znode's size, the children of
 one znode, the topics, the partitions and the znodes read in all; a znode past a bound, or one
 whose JSON is not what Kafka writes, is an error naming the znode (:class:`ZkInputError`).
 
-What is read but not carried yet (ACLs, broker configs, finalized features, delegation tokens, a
+What is read but not carried yet (broker configs, finalized features, delegation tokens, a
 migration in progress) is listed in :attr:`ZkCluster.not_carried`
 so the converter can refuse it and say why.
 """
@@ -145,6 +147,19 @@ class ScramCredential:
     znode: str
 
 
+@dataclass(frozen=True)
+class ZkAcl:
+    """One ACL (``AccessControlEntryRecord`` without its id), with Kafka's enum codes."""
+
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
 @dataclass
 class ZkCluster:
     cluster_id: str
@@ -152,6 +167,7 @@ class ZkCluster:
     producer_id_block: ProducerIdBlock | None = None
     client_quotas: list[ClientQuota] = field(default_factory=list)
     scram: list[ScramCredential] = field(default_factory=list)
+    acls: list[ZkAcl] = field(default_factory=list)
     #: topics queued for deletion (``/admin/delete_topics``)
     pending_deletions: list[str] = field(default_factory=list)
     #: partitions being reassigned: ``/admin/reassign_partitions`` or adding/removing replicas
@@ -296,6 +312,7 @@ def read_cluster(source: ZkSource, limits: ZkLimits | None = None) -> ZkCluster:
         orphan_configs=orphans,
     )
     _quotas_and_scram(r, cluster)
+    cluster.acls = _acls(r)
     cluster.not_carried = _not_carried(r)
     cluster.znodes_read = r.read
     return cluster
@@ -421,8 +438,6 @@ def _producer_ids(r: _Reader) -> ProducerIdBlock | None:
 #: znodes whose children are metadata this converter does not carry yet
 _NOT_CARRIED = (
     ("/config/brokers", "broker configs"),
-    ("/kafka-acl", "ACLs"),
-    ("/kafka-acl-extended", "ACLs"),
     ("/delegation_token/tokens", "delegation tokens"),
 )
 
@@ -508,11 +523,95 @@ def _quotas_and_scram(r: _Reader, cluster: ZkCluster) -> None:
                         cluster.client_quotas.append(ClientQuota(entity, cvalues, cpath))
 
 
+def _pascal(name: str) -> str:
+    """``SecurityUtils.toPascalCase``: ``TRANSACTIONAL_ID`` -> ``TransactionalId``."""
+    return "".join(part[:1] + part[1:].lower() for part in name.split("_"))
+
+
+def _names(codes: dict[int, str]) -> dict[str, int]:
+    """``SecurityUtils``'s lookup: the Pascal-case name, or it upper-cased (``valueFromMap``)."""
+    out = {}
+    for code, name in codes.items():
+        out[_pascal(name)] = code
+        out[_pascal(name).upper()] = code
+    return out
+
+
+def _code(path: str, table: dict[str, int], name: Any, what: str) -> int:
+    """A concrete enum value by name; UNKNOWN (an unknown name) and ANY refused, naming the znode."""
+    code = None
+    if isinstance(name, str):
+        code = table.get(name)
+        if code is None and name.isascii():
+            code = table.get(name.upper())
+    if code is None or code in (0, 1):
+        raise ZkInputError(f"{path}: {_short(name)} is not {what}")
+    return code
+
+
+#: the codes of Kafka's enums (``ResourceType``, ``AclOperation``, ``AclPermissionType``)
+_RESOURCE_TYPES = _names({0: "UNKNOWN", 1: "ANY", 2: "TOPIC", 3: "GROUP", 4: "CLUSTER", 5: "TRANSACTIONAL_ID",
+                          6: "DELEGATION_TOKEN", 7: "USER"})  # fmt: skip
+_OPERATIONS = _names({0: "UNKNOWN", 1: "ANY", 2: "ALL", 3: "READ", 4: "WRITE", 5: "CREATE", 6: "DELETE", 7: "ALTER",
+                      8: "DESCRIBE", 9: "CLUSTER_ACTION", 10: "DESCRIBE_CONFIGS", 11: "ALTER_CONFIGS",
+                      12: "IDEMPOTENT_WRITE", 13: "CREATE_TOKENS", 14: "DESCRIBE_TOKENS",
+                      15: "TWO_PHASE_COMMIT"})  # fmt: skip
+_PERMISSIONS = _names({0: "UNKNOWN", 1: "ANY", 2: "DENY", 3: "ALLOW"})
+#: ``PatternType``: where ``ZkAclStore`` keeps each specific pattern type
+_ACL_STORES = (("/kafka-acl", 3), ("/kafka-acl-extended/prefixed", 4))
+
+
+def _acls(r: _Reader) -> list[ZkAcl]:
+    """``AclAuthorizer.loadAllAcls``: ``<store>/<ResourceType>/<resource name>`` holding
+    ``AclEntry`` JSON (``{"version": 1, "acls": [{principal, permissionType, operation, host}]}``);
+    an empty znode holds none; the same ACL twice is one (a set)."""
+    out: list[ZkAcl] = []
+    seen: set[ZkAcl] = set()
+    for store, pattern in _ACL_STORES:
+        for rtype in r.children(store):
+            tpath = f"{store}/{rtype}"
+            code = _code(tpath, _RESOURCE_TYPES, rtype, "a resource type")
+            for name in r.children(tpath):
+                path = f"{tpath}/{name}"
+                got = r.get(path)
+                if got is None or not got[0]:
+                    continue
+                js = _obj(path, _json(path, got[0]))
+                if js.get("version") != 1:
+                    raise ZkInputError(f"{path}: ACL version {_short(js.get('version'))}, not 1")
+                entries = js.get("acls")
+                if not isinstance(entries, list):
+                    raise ZkInputError(f"{path}: acls is not a list")
+                for e in entries:
+                    e = _obj(path, e, "an ACL")
+                    principal, host = e.get("principal"), e.get("host")
+                    if not isinstance(principal, str) or ":" not in principal or principal.startswith(":"):
+                        raise ZkInputError(f"{path}: principal {_short(principal)} is not TYPE:NAME")
+                    if not isinstance(host, str):
+                        raise ZkInputError(f"{path}: host {_short(host)} is not a string")
+                    acl = ZkAcl(
+                        code,
+                        name,
+                        pattern,
+                        principal,
+                        host,
+                        _code(path, _OPERATIONS, e.get("operation"), "an ACL operation"),
+                        _code(path, _PERMISSIONS, e.get("permissionType"), "an ACL permission type"),
+                    )
+                    if acl not in seen:
+                        seen.add(acl)
+                        out.append(acl)
+    return out
+
+
 def _not_carried(r: _Reader) -> list[tuple[str, str]]:
     out = []
     for path, what in _NOT_CARRIED:
-        for kid in _walk_leaves(r, path, depth=2 if path.startswith("/kafka-acl") else 1):
+        for kid in _walk_leaves(r, path, depth=1):
             out.append((kid, what))
+    for kid in r.children("/kafka-acl-extended"):
+        if kid != "prefixed":
+            out.append((f"/kafka-acl-extended/{kid}", "ACLs of a pattern type Kafka does not store"))
     got = r.json("/feature")
     if got is not None:
         feats = _obj("/feature", got[0]).get("features") or {}
