@@ -272,6 +272,37 @@ def test_a_hostile_acl_znode_is_refused_naming_it(path, data, said):
     assert str(e.value).startswith(said), str(e.value)
 
 
+def test_finalized_features_of_the_feature_znode_are_carried_as_format_would_take_them(tmp_path):
+    nodes = {**zk_nodes(), "/feature": j({"features": {"group.version": {"max_version_level": 1}}, "version": 2,
+                                          "status": 1})}
+    recs = decoded(convert.records(read_cluster(DictSource(nodes)), convert.metadata_version_of_ibp("3.9")))
+    levels = {d["Name"]: d["FeatureLevel"] for k, d in recs if k == FEATURE_LEVEL}
+    assert levels == {"metadata.version": convert.metadata_version_of_ibp("3.9").level, "group.version": 1}
+    disabled = {**nodes, "/feature": j({"features": {"group.version": {"max_version_level": 1}}, "version": 2,
+                                        "status": 0})}
+    assert read_cluster(DictSource(disabled)).finalized_features == {}
+    unknown = {**nodes, "/feature": j({"features": {"x.version": {"max_version_level": 1}}, "version": 2,
+                                       "status": 1})}
+    with pytest.raises(convert.ConversionError, match=r"^/feature: Unsupported feature: x.version"):
+        convert.plan(read_cluster(DictSource(unknown)), "3.9", {1: tmp_path / "c"}, "1@h:1")
+
+
+@pytest.mark.parametrize("data,said", [
+    (j({"features": {}, "version": 3, "status": 1}), "/feature: unsupported version 3"),
+    (j({"features": {}, "version": 2, "status": 7}), "/feature: status 7 is not 0 (disabled) or 1 (enabled)"),
+    (j({"features": {"g": {}}, "version": 2, "status": 1}), "/feature: feature 'g' has no max_version_level"),
+    (j({"features": {"g": {"max_version_level": 0}}, "version": 2, "status": 1}),
+     "/feature: feature 'g''s max_version_level is out of range"),
+    (j({"features": {"g": {"max_version_level": 2}}, "version": 1, "status": 1}),
+     "/feature: feature 'g''s min_version_level is not a whole number"),
+    (j({"version": 2, "status": 1}), "/feature: features is not a JSON object"),
+])
+def test_a_hostile_feature_znode_is_refused(data, said):
+    with pytest.raises(ZkInputError) as e:
+        read_cluster(DictSource({**zk_nodes(), "/feature": data}))
+    assert str(e.value).startswith(said), str(e.value)
+
+
 def _with(**changes) -> dict:
     nodes = zk_nodes()
     for k, v in changes.items():
@@ -345,8 +376,6 @@ def test_bounds_name_the_znode():
     ({"/config/brokers/1": j({"version": 1, "config": {}})}, "broker configs (/config/brokers/1)"),
     ({"/kafka-acl-extended/match/Topic/x": j({"version": 1, "acls": []})},
      "ACLs of a pattern type Kafka does not store (/kafka-acl-extended/match)"),
-    ({"/feature": j({"features": {"x": {"max_version_level": 1}}, "version": 2, "status": 1})},
-     "finalized features ['x']"),
     ({"/migration": j({"version": 0})}, "a ZooKeeper-to-KRaft migration already begun"),
 ])
 def test_what_is_not_carried_is_refused_saying_why(changes, said, tmp_path):

@@ -322,6 +322,8 @@ def test_a_zookeeper_cluster_converted_offline_boots_as_kraft_and_serves_its_dat
         assert plan["topics"] == 3 and plan["partitions"] == 6 and plan["topicConfigs"] == 4
         assert plan["clientQuotas"] == 3 and plan["scramCredentials"] == 2 and plan["acls"] == len(ACLS)
         assert plan["metadataVersion"] == "3.9-IV0" and plan["written"] == []
+        assert plan["finalizedFeatures"]["metadata.version"] == plan["metadataVersionLevel"]
+        assert plan["nextProducerId"] is not None and plan["nextProducerId"] > 0  # the producers were idempotent
         assert not cdir.exists() and not (bdirs[0] / "meta.properties.zk-backup").exists()
         done = kraftkit(*argv)
         assert done.returncode == 0, done.stderr

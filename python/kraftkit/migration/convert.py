@@ -25,6 +25,7 @@ from kraftkit._kafka import (
     ACCESS_CONTROL_ENTRY,
     CLIENT_QUOTA,
     CONFIG,
+    FEATURE_LEVEL,
     PARTITION,
     PRODUCER_IDS,
     TOPIC,
@@ -78,7 +79,8 @@ def metadata_version_of_ibp(ibp: str) -> MetadataVersion:
 
 def records(cluster: ZkCluster, mv: MetadataVersion) -> list[Record]:
     """The metadata records of ``cluster`` at ``mv``: feature levels (as ``kafka-storage format
-    --release-version`` would start a cluster at ``mv``), then per topic (by name) its
+    --release-version`` would start a cluster at ``mv``, with ``--feature`` for each finalized
+    feature of ``/feature``), then per topic (by name) its
     TopicRecord, its PartitionRecords and its ConfigRecords, then the ClientQuotaRecords and
     UserScramCredentialRecords (``ZkMigrationClient.migrateClientQuotas``), the
     AccessControlEntryRecords (``migrateAcls``: each a random id), then the ProducerIdsRecord.
@@ -86,7 +88,11 @@ def records(cluster: ZkCluster, mv: MetadataVersion) -> list[Record]:
     epoch, ISR and leader recovery state, its znode version as the partition epoch; no state znode:
     the replicas as ISR, the first as leader, epochs 0. Directories are left out: a replica's
     directory is then ``DirectoryId.MIGRATING`` and each broker assigns its own."""
-    out: list[Record] = list(resolve_features(mv.name).bootstrap_records())
+    try:
+        features = resolve_features(mv.name, cluster.finalized_features)
+    except StorageError as e:
+        raise ConversionError(f"/feature: {e}") from None
+    out: list[Record] = list(features.bootstrap_records())
     for name in sorted(cluster.topics):
         t = cluster.topics[name]
         if t.topic_id is None:
@@ -234,6 +240,7 @@ class Plan:
             "metadataVersion": self.metadata_version.name,
             "metadataVersionLevel": self.metadata_version.level,
             **self.counts(),
+            "finalizedFeatures": {d["Name"]: d["FeatureLevel"] for k, _v, d in self.records if k == FEATURE_LEVEL},
             "nextProducerId": c.producer_id_block.next_producer_id if c.producer_id_block else None,
             "snapshot": self.snapshot_id.file_name,
             "controllers": [

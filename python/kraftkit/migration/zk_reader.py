@@ -8,14 +8,13 @@ state; the znode's version is the partition epoch), ``/config/topics/<topic>``,
 ``/config/ips/<ip>`` (client quotas; a user's ``SCRAM-SHA-256``/``-512`` entries are its SCRAM
 credentials), ``/kafka-acl/<ResourceType>/<name>`` and
 ``/kafka-acl-extended/prefixed/<ResourceType>/<name>`` (ACLs), ``/latest_producer_id_block``,
-``/admin/delete_topics`` and
+``/feature`` (finalized features), ``/admin/delete_topics`` and
 ``/admin/reassign_partitions``.
 Everything ZooKeeper hands over is bounded (:class:`ZkLimits`): a znode's size, the children of
 one znode, the topics, the partitions and the znodes read in all; a znode past a bound, or one
 whose JSON is not what Kafka writes, is an error naming the znode (:class:`ZkInputError`).
 
-What is read but not carried yet (broker configs, finalized features, delegation tokens, a
-migration in progress) is listed in :attr:`ZkCluster.not_carried`
+What is read but not carried yet (broker configs, delegation tokens, a migration in progress) is listed in :attr:`ZkCluster.not_carried`
 so the converter can refuse it and say why.
 """
 
@@ -168,6 +167,8 @@ class ZkCluster:
     client_quotas: list[ClientQuota] = field(default_factory=list)
     scram: list[ScramCredential] = field(default_factory=list)
     acls: list[ZkAcl] = field(default_factory=list)
+    #: ``/feature``'s finalized features (when its status is enabled): name -> level
+    finalized_features: dict[str, int] = field(default_factory=dict)
     #: topics queued for deletion (``/admin/delete_topics``)
     pending_deletions: list[str] = field(default_factory=list)
     #: partitions being reassigned: ``/admin/reassign_partitions`` or adding/removing replicas
@@ -313,6 +314,7 @@ def read_cluster(source: ZkSource, limits: ZkLimits | None = None) -> ZkCluster:
     )
     _quotas_and_scram(r, cluster)
     cluster.acls = _acls(r)
+    cluster.finalized_features = _features(r)
     cluster.not_carried = _not_carried(r)
     cluster.znodes_read = r.read
     return cluster
@@ -604,6 +606,33 @@ def _acls(r: _Reader) -> list[ZkAcl]:
     return out
 
 
+def _features(r: _Reader) -> dict[str, int]:
+    """``FeatureZNode.decode``: ``{"version": 1|2, "status": 0|1, "features": {name: {"max_version_level":
+    N[, "min_version_level": M]}}}``; the finalized level is the max. Disabled (status 0): none."""
+    path = "/feature"
+    got = r.get(path)
+    if got is None or not got[0]:
+        return {}
+    js = _obj(path, _json(path, got[0]))
+    version = _int(path, js.get("version"), "version")
+    if version not in (1, 2):
+        raise ZkInputError(f"{path}: unsupported version {version} (Kafka writes 1 or 2)")
+    status = js.get("status")
+    if status not in (0, 1) or isinstance(status, bool):
+        raise ZkInputError(f"{path}: status {_short(status)} is not 0 (disabled) or 1 (enabled)")
+    feats = _obj(path, js.get("features"), "features")
+    out: dict[str, int] = {}
+    for name, info in feats.items():
+        info = _obj(path, info, f"feature {name!r}")
+        if "max_version_level" not in info:
+            raise ZkInputError(f"{path}: feature {name!r} has no max_version_level")
+        level = _int(path, info["max_version_level"], f"feature {name!r}'s max_version_level", 1, 2**15 - 1)
+        if version == 1:
+            _int(path, info.get("min_version_level"), f"feature {name!r}'s min_version_level", 1, level)
+        out[name] = level
+    return out if status == 1 else {}
+
+
 def _not_carried(r: _Reader) -> list[tuple[str, str]]:
     out = []
     for path, what in _NOT_CARRIED:
@@ -612,11 +641,6 @@ def _not_carried(r: _Reader) -> list[tuple[str, str]]:
     for kid in r.children("/kafka-acl-extended"):
         if kid != "prefixed":
             out.append((f"/kafka-acl-extended/{kid}", "ACLs of a pattern type Kafka does not store"))
-    got = r.json("/feature")
-    if got is not None:
-        feats = _obj("/feature", got[0]).get("features") or {}
-        if feats:
-            out.append(("/feature", f"finalized features {sorted(_obj('/feature', feats, 'features'))}"))
     if r.get("/migration") is not None:
         out.append(("/migration", "a ZooKeeper-to-KRaft migration already begun"))
     return out
