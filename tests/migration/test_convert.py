@@ -303,6 +303,19 @@ def test_a_hostile_feature_znode_is_refused(data, said):
     assert str(e.value).startswith(said), str(e.value)
 
 
+def test_dynamic_broker_configs_become_broker_config_records():
+    nodes = {**zk_nodes(), "/config/brokers/<default>": j({"version": 1, "config": {"log.cleaner.threads": "2"}}),
+             "/config/brokers/1": j({"version": 1, "config": {"log.cleaner.backoff.ms": "20000",
+                                                             "message.max.bytes": "2000000"}}),
+             "/config/brokers/2": b""}
+    recs = decoded(convert.records(read_cluster(DictSource(nodes)), convert.metadata_version_of_ibp("3.9")))
+    got = {(d["ResourceName"], d["Name"]): d["Value"] for k, d in recs if k == CONFIG and d["ResourceType"] == 4}
+    assert got == {("", "log.cleaner.threads"): "2", ("1", "log.cleaner.backoff.ms"): "20000",
+                   ("1", "message.max.bytes"): "2000000"}
+    with pytest.raises(ZkInputError, match=r"^/config/brokers/01: '01' is neither a broker id nor <default>"):
+        read_cluster(DictSource({**nodes, "/config/brokers/01": j({"version": 1, "config": {}})}))
+
+
 def _with(**changes) -> dict:
     nodes = zk_nodes()
     for k, v in changes.items():
@@ -373,7 +386,9 @@ def test_bounds_name_the_znode():
                                   "topic_id": kid(AUDIT_ID)})}, "partition reassignments in progress (audit-0)"),
     ({"/admin/delete_topics/audit": b""}, "topic deletions in progress (/admin/delete_topics: audit)"),
     ({"/brokers/topics/audit": j({"partitions": {"0": [2]}})}, "topics without a topic id (audit)"),
-    ({"/config/brokers/1": j({"version": 1, "config": {}})}, "broker configs (/config/brokers/1)"),
+    ({"/config/brokers/1": j({"version": 1, "config": {"listener.name.x.ssl.keystore.password": "[encrypted]"}})},
+     "dynamic broker password configs (/config/brokers/1 listener.name.x.ssl.keystore.password)"),
+    ({"/delegation_token/tokens/t1": j({})}, "delegation tokens (/delegation_token/tokens/t1)"),
     ({"/kafka-acl-extended/match/Topic/x": j({"version": 1, "acls": []})},
      "ACLs of a pattern type Kafka does not store (/kafka-acl-extended/match)"),
     ({"/migration": j({"version": 0})}, "a ZooKeeper-to-KRaft migration already begun"),
@@ -431,10 +446,11 @@ def test_the_command_writes_and_an_existing_controller_dir_is_exit_2(fake_zk, tm
 
 
 def test_the_command_refuses_what_it_cannot_carry_with_1(fake_zk, tmp_path, capsys):
-    fake_zk["/config/brokers/<default>"] = j({"version": 1, "config": {"log.cleaner.threads": "2"}})
+    fake_zk["/config/brokers/<default>"] = j({"version": 1, "config": {"sasl.jaas.config": "[encrypted]"}})
     code, out, err = run(capsys, *base(tmp_path))
     assert code == 1
-    assert err.startswith("kraftkit migrate from-zookeeper: cannot convert: broker configs (/config/brokers/<default>)")
+    assert err.startswith("kraftkit migrate from-zookeeper: cannot convert: dynamic broker password configs "
+                          "(/config/brokers/<default> sasl.jaas.config)")
     assert "Traceback" not in err and not (tmp_path / "ctl").exists()
 
 

@@ -1,11 +1,12 @@
 """``kraftkit migrate from-zookeeper`` against real Kafka: a real ZooKeeper (3.8.4, from the Kafka
 3.9.2 jars) holding a real Kafka 3.9.2 ZooKeeper-mode cluster of two brokers, topics made with
 Kafka's kafka-topics (replication factor 2 and 1, topic configs), records produced by Kafka's
-producer, client quotas and SCRAM users set with kafka-configs, ACLs with kafka-acls; the brokers stopped, the cluster
+producer, client quotas, SCRAM users and dynamic broker configs set with kafka-configs, ACLs with
+kafka-acls; the brokers stopped, the cluster
 converted, then Kafka 4.3.1 booted as KRaft on the result (one controller on the written
 directory, the two brokers on their old log directories): kafka-topics describes the same topics,
 topic ids, partition counts and configs, every produced record is consumed back, kafka-configs
-describes the same quotas and credentials, kafka-acls lists the same ACLs, and a client
+describes the same quotas, credentials and broker configs, kafka-acls lists the same ACLs, and a client
 authenticates with each user's password."""
 
 from __future__ import annotations
@@ -217,6 +218,15 @@ QUOTAS = [
 ]
 
 
+#: (entity, config, what kafka-configs --describe says) of the dynamic broker configs set on the ZooKeeper cluster
+BROKER_CONFIGS = [
+    (["--entity-default"], "log.cleaner.threads=2", "log.cleaner.threads=2 sensitive=false "
+     "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.threads=2"),
+    (["--entity-name", "1"], "log.cleaner.backoff.ms=20000", "log.cleaner.backoff.ms=20000 sensitive=false "
+     "synonyms={DYNAMIC_BROKER_CONFIG:log.cleaner.backoff.ms=20000"),
+]
+
+
 #: kafka-acls --add arguments of the ACLs set on the ZooKeeper cluster (literal and prefixed, allow and deny)
 ACLS = [
     ["--allow-principal", "User:alice", "--operation", "Read", "--topic", "orders"],
@@ -294,6 +304,8 @@ def test_a_zookeeper_cluster_converted_offline_boots_as_kraft_and_serves_its_dat
         acks = tools.produce(jars.KAFKA_3, boot, jobs)
         for entity, config, _said in QUOTAS:
             kafka_configs(jars.KAFKA_3, boot, "--alter", "--add-config", config, *entity)
+        for entity, config, _said in BROKER_CONFIGS:
+            kafka_configs(jars.KAFKA_3, boot, "--alter", "--add-config", config, "--entity-type", "brokers", *entity)
         for args in ACLS:
             kafka_acls(jars.KAFKA_3, boot, "--add", *args)
         acls_before = acl_list(jars.KAFKA_3, boot)
@@ -321,6 +333,7 @@ def test_a_zookeeper_cluster_converted_offline_boots_as_kraft_and_serves_its_dat
         plan = json.loads(dry.stdout)
         assert plan["topics"] == 3 and plan["partitions"] == 6 and plan["topicConfigs"] == 4
         assert plan["clientQuotas"] == 3 and plan["scramCredentials"] == 2 and plan["acls"] == len(ACLS)
+        assert plan["brokerConfigs"] == len(BROKER_CONFIGS)
         assert plan["metadataVersion"] == "3.9-IV0" and plan["written"] == []
         assert plan["finalizedFeatures"]["metadata.version"] == plan["metadataVersionLevel"]
         assert plan["nextProducerId"] is not None and plan["nextProducerId"] > 0  # the producers were idempotent
@@ -373,6 +386,9 @@ def test_a_zookeeper_cluster_converted_offline_boots_as_kraft_and_serves_its_dat
             for i in range(60):
                 assert by_key[f"{name}-k{i}".encode()] == f"{name}-v{i}".encode() * (i % 7 + 1)
         assert acl_list(jars.KAFKA_4, kboot) == acls_before
+        for entity, _config, said in BROKER_CONFIGS:
+            out = kafka_configs(jars.KAFKA_4, kboot, "--describe", "--entity-type", "brokers", *entity)
+            assert said in out, out
 
         # quotas and SCRAM credentials: as Kafka describes them, and a client authenticates with each
         # user's password (and not with another)

@@ -40,13 +40,13 @@ from kraftkit.features.storage.properties import META_PROPERTIES, MetaProperties
 from kraftkit.features.storage.uuids import generate_directory_id
 from kraftkit.metadata.image import MetadataImage, replay_records
 from kraftkit.metadata.snapshot import SnapshotId
-from kraftkit.migration.zk_reader import ZkCluster
+from kraftkit.migration.zk_reader import DEFAULT_ENTITY, ZkCluster
 
 METADATA_PARTITION = "__cluster_metadata-0"
 #: where a broker's ZooKeeper-mode meta.properties is kept (for a roll back)
 BACKUP_SUFFIX = ".zk-backup"
-#: ConfigResource.Type.TOPIC
-TOPIC_RESOURCE = 2
+#: ConfigResource.Type.TOPIC and BROKER
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 #: the epoch of the snapshot written (a new quorum's first leader is elected in a later epoch)
 SNAPSHOT_EPOCH = 1
 
@@ -80,7 +80,7 @@ def metadata_version_of_ibp(ibp: str) -> MetadataVersion:
 def records(cluster: ZkCluster, mv: MetadataVersion) -> list[Record]:
     """The metadata records of ``cluster`` at ``mv``: feature levels (as ``kafka-storage format
     --release-version`` would start a cluster at ``mv``, with ``--feature`` for each finalized
-    feature of ``/feature``), then per topic (by name) its
+    feature of ``/feature``), the dynamic broker configs (the cluster default's first, as ``""``), then per topic (by name) its
     TopicRecord, its PartitionRecords and its ConfigRecords, then the ClientQuotaRecords and
     UserScramCredentialRecords (``ZkMigrationClient.migrateClientQuotas``), the
     AccessControlEntryRecords (``migrateAcls``: each a random id), then the ProducerIdsRecord.
@@ -123,6 +123,12 @@ def records(cluster: ZkCluster, mv: MetadataVersion) -> list[Record]:
         for k in sorted(t.configs):
             out.append(
                 (CONFIG, 0, {"ResourceType": TOPIC_RESOURCE, "ResourceName": name, "Name": k, "Value": t.configs[k]})
+            )
+    for broker in sorted(cluster.broker_configs, key=lambda b: (b != "", len(b), b)):
+        cfg = cluster.broker_configs[broker]
+        for k in sorted(cfg):
+            out.append(
+                (CONFIG, 0, {"ResourceType": BROKER_RESOURCE, "ResourceName": broker, "Name": k, "Value": cfg[k]})
             )
     for q in cluster.client_quotas:
         entity = [{"EntityType": t, "EntityName": n} for t, n in q.entity]
@@ -211,6 +217,7 @@ class Plan:
             "clientQuotas": sum(len(q.values) for q in c.client_quotas),
             "scramCredentials": len(c.scram),
             "acls": len(c.acls),
+            "brokerConfigs": sum(len(v) for v in c.broker_configs.values()),
             "records": len(self.records),
             "znodesRead": c.znodes_read,
         }
@@ -222,7 +229,8 @@ class Plan:
             f"(level {self.metadata_version.level}), {n['znodesRead']} znodes read",
             f"carried: {n['topics']} topic(s) with their topic ids, {n['partitions']} partition(s) "
             f"(replicas, ISR, leader, leader epoch), {n['topicConfigs']} topic config(s), "
-            f"{n['clientQuotas']} client quota(s), {n['scramCredentials']} SCRAM credential(s), {n['acls']} ACL(s)"
+            f"{n['clientQuotas']} client quota(s), {n['scramCredentials']} SCRAM credential(s), {n['acls']} ACL(s), "
+            f"{n['brokerConfigs']} dynamic broker config(s)"
             + (
                 f", the producer id block (next producer id {c.producer_id_block.next_producer_id})"
                 if c.producer_id_block
@@ -279,6 +287,13 @@ def check_carriable(cluster: ZkCluster) -> None:
         problems.append(
             f"topics without a topic id ({', '.join(missing_ids[:5])}): start the brokers on Kafka 2.8 or later once"
         )
+    passwords = _password_configs(cluster)
+    if passwords:
+        problems.append(
+            f"dynamic broker password configs ({', '.join(passwords[:3])}"
+            f"{', ...' if len(passwords) > 3 else ''}): ZooKeeper holds them encrypted with the brokers' "
+            "password.encoder.secret; not carried yet (remove them, convert, set them again)"
+        )
     by_what: dict[str, list[str]] = {}
     for znode, what in cluster.not_carried:
         by_what.setdefault(what, []).append(znode)
@@ -287,6 +302,22 @@ def check_carriable(cluster: ZkCluster) -> None:
         problems.append(f"{what} ({', '.join(znodes[:3])}{more}): not carried yet")
     if problems:
         raise ConversionError("cannot convert: " + "; ".join(problems))
+
+
+def _password_configs(cluster: ZkCluster) -> list[str]:
+    """``DynamicBrokerConfig.isPasswordConfig``: a key ending with the name of a dynamic PASSWORD
+    broker config (``listener.name.x.ssl.keystore.password`` too)."""
+    if not cluster.broker_configs:
+        return []
+    from kraftkit.controller.configs import broker_schema
+
+    schema = broker_schema()
+    names = [n for n, c in schema.keys.items() if c["type"] == "PASSWORD" and c["dynamic"]]
+    out = []
+    for broker, cfg in sorted(cluster.broker_configs.items()):
+        znode = f"/config/brokers/{broker or DEFAULT_ENTITY}"
+        out += [f"{znode} {k}" for k in sorted(cfg) if any(k.endswith(n) for n in names)]
+    return out
 
 
 def _parse_voters(text: str) -> dict[int, tuple[str, int]]:

@@ -8,13 +8,14 @@ state; the znode's version is the partition epoch), ``/config/topics/<topic>``,
 ``/config/ips/<ip>`` (client quotas; a user's ``SCRAM-SHA-256``/``-512`` entries are its SCRAM
 credentials), ``/kafka-acl/<ResourceType>/<name>`` and
 ``/kafka-acl-extended/prefixed/<ResourceType>/<name>`` (ACLs), ``/latest_producer_id_block``,
-``/feature`` (finalized features), ``/admin/delete_topics`` and
+``/feature`` (finalized features), ``/config/brokers/<id>`` (dynamic broker configs),
+``/admin/delete_topics`` and
 ``/admin/reassign_partitions``.
 Everything ZooKeeper hands over is bounded (:class:`ZkLimits`): a znode's size, the children of
 one znode, the topics, the partitions and the znodes read in all; a znode past a bound, or one
 whose JSON is not what Kafka writes, is an error naming the znode (:class:`ZkInputError`).
 
-What is read but not carried yet (broker configs, delegation tokens, a migration in progress) is listed in :attr:`ZkCluster.not_carried`
+What is read but not carried yet (delegation tokens, a migration in progress) is listed in :attr:`ZkCluster.not_carried`
 so the converter can refuse it and say why.
 """
 
@@ -167,6 +168,8 @@ class ZkCluster:
     client_quotas: list[ClientQuota] = field(default_factory=list)
     scram: list[ScramCredential] = field(default_factory=list)
     acls: list[ZkAcl] = field(default_factory=list)
+    #: dynamic broker configs: ``/config/brokers/<id>`` by broker id, ``<default>``'s under ""
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     #: ``/feature``'s finalized features (when its status is enabled): name -> level
     finalized_features: dict[str, int] = field(default_factory=dict)
     #: topics queued for deletion (``/admin/delete_topics``)
@@ -315,6 +318,7 @@ def read_cluster(source: ZkSource, limits: ZkLimits | None = None) -> ZkCluster:
     _quotas_and_scram(r, cluster)
     cluster.acls = _acls(r)
     cluster.finalized_features = _features(r)
+    cluster.broker_configs = _broker_configs(r)
     cluster.not_carried = _not_carried(r)
     cluster.znodes_read = r.read
     return cluster
@@ -438,10 +442,7 @@ def _producer_ids(r: _Reader) -> ProducerIdBlock | None:
 
 
 #: znodes whose children are metadata this converter does not carry yet
-_NOT_CARRIED = (
-    ("/config/brokers", "broker configs"),
-    ("/delegation_token/tokens", "delegation tokens"),
-)
+_NOT_CARRIED = (("/delegation_token/tokens", "delegation tokens"),)
 
 
 def desanitize(path: str, name: str) -> str:
@@ -631,6 +632,24 @@ def _features(r: _Reader) -> dict[str, int]:
             _int(path, info.get("min_version_level"), f"feature {name!r}'s min_version_level", 1, level)
         out[name] = level
     return out if status == 1 else {}
+
+
+def _broker_configs(r: _Reader) -> dict[str, dict[str, str]]:
+    """``ZkConfigMigrationClient.iterateBrokerConfigs``: ``/config/brokers/<id>`` (a broker id) and
+    ``/config/brokers/<default>`` (the cluster default, "" in KRaft)."""
+    out: dict[str, dict[str, str]] = {}
+    for name in r.children("/config/brokers"):
+        path = f"/config/brokers/{name}"
+        if name == DEFAULT_ENTITY:
+            key = ""
+        elif re.fullmatch(r"0|[1-9][0-9]{0,9}", name) and int(name) <= INT32_MAX:
+            key = name
+        else:
+            raise ZkInputError(f"{path}: {name!r} is neither a broker id nor {DEFAULT_ENTITY}")
+        configs = _entity_configs(r, path)
+        if configs:
+            out[key] = configs
+    return out
 
 
 def _not_carried(r: _Reader) -> list[tuple[str, str]]:
