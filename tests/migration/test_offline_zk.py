@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 
 from kraftkit.metadata.image import load_snapshot
+from kraftkit.migration import zk_reader
+from kraftkit.migration.zk_datadir import DataDirSource
 from tests.cli.test_json_schema import check_output
 from tests.harness import jars, tools
 from tests.harness.jars import HarnessError
@@ -351,7 +353,25 @@ def test_a_zookeeper_cluster_converted_offline_boots_as_kraft_and_serves_its_dat
             meta = (d / "meta.properties").read_text()
             assert f"node.id={b}" in meta and "version=1" in meta and f"cluster.id={zk_cluster_id}" in meta
             assert "broker.id" in (d / "meta.properties.zk-backup").read_text()
+        live = zk_reader.KazooSource(zk.connect)
+        try:
+            read_live = zk_reader.read_cluster(live)
+        finally:
+            live.close()
         zk.stop()  # KRaft needs no ZooKeeper
+
+        # the same cluster read from the stopped ZooKeeper's data directory (its snapshot and logs
+        # replayed): the same data, znode versions (partition epochs) included
+        from_dir = zk_reader.read_cluster(DataDirSource(zk.workdir / "data"))
+        assert from_dir == read_live
+        offline = kraftkit("migrate", "from-zookeeper", "--zookeeper-data-dir", zk.workdir / "data", "--controller-dir",
+                           f"{CONTROLLER_ID}={tmp_path / 'other'}", "--voters", voters,
+                           "--inter-broker-protocol-version", "3.9", "--dry-run", "--json")
+        assert offline.returncode == 0, offline.stderr
+        same = json.loads(offline.stdout)
+        for k in ("clusterId", "metadataVersion", "topics", "partitions", "topicConfigs", "clientQuotas",
+                  "scramCredentials", "acls", "brokerConfigs", "records", "nextProducerId", "finalizedFeatures"):
+            assert same[k] == plan[k], k
 
         ctl = KRaftNode(tmp_path / "controller", CONTROLLER_ID, broker=False, voters=voters, controller_port=cport)
         new.append(ctl)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
 from kraftkit.cli.jsonout import emit
@@ -37,8 +38,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "from-zookeeper",
         help="read a stopped ZooKeeper-mode cluster's metadata from ZooKeeper; write KRaft controller "
         "directories and rewrite the brokers' meta.properties",
-        description="Convert a ZooKeeper-mode Kafka cluster whose brokers are stopped (its ZooKeeper still "
-        "running) to KRaft, offline. Read from ZooKeeper: the cluster id, the topics with their topic ids, "
+        description="Convert a ZooKeeper-mode Kafka cluster whose brokers are stopped to KRaft, offline, from its "
+        "running ZooKeeper (--zookeeper) or a stopped ZooKeeper's data directory (--zookeeper-data-dir). "
+        "Read from ZooKeeper: the cluster id, the topics with their topic ids, "
         "their partitions (replicas, ISR, leader, leader epoch), topic configs, client quotas, SCRAM "
         "credentials, ACLs, dynamic broker configs, the producer id block and /feature's finalized "
         "features. "
@@ -53,11 +55,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "written (or --dry-run), 1 the cluster cannot be converted as it is, 2 bad arguments, ZooKeeper "
         "unreachable, an unreadable broker directory or an existing controller directory.",
     )
-    z.add_argument(
+    src = z.add_mutually_exclusive_group(required=True)
+    src.add_argument(
         "--zookeeper",
-        required=True,
         metavar="HOST:PORT[/CHROOT]",
-        help="the cluster's ZooKeeper (zookeeper.connect of its brokers)",
+        help="the cluster's running ZooKeeper (zookeeper.connect of its brokers)",
+    )
+    src.add_argument(
+        "--zookeeper-data-dir",
+        metavar="DIR",
+        help="a stopped ZooKeeper's data directory (its dataDir, holding version-2/ with snapshot.* and log.*), "
+        "read instead of asking a running ZooKeeper",
+    )
+    z.add_argument(
+        "--zookeeper-chroot",
+        default="",
+        metavar="PATH",
+        help="with --zookeeper-data-dir: the chroot of zookeeper.connect (the path the cluster's znodes are under)",
     )
     z.add_argument(
         "--controller-dir",
@@ -159,7 +173,15 @@ def run_from_zookeeper(args: argparse.Namespace) -> int:
     limits = ZkLimits(max_znode_bytes=args.max_znode_bytes, max_partitions=args.max_partitions)
     try:
         ibp = args.inter_broker_protocol_version or _ibp_from_configs(args.broker_configs)
-        source = KazooSource(args.zookeeper, timeout=args.zookeeper_timeout)
+        if args.zookeeper_data_dir is not None:
+            from kraftkit.migration.zk_datadir import DataDirSource
+
+            chroot = args.zookeeper_chroot
+            if chroot and (not chroot.startswith("/") or chroot == "/"):
+                return fail(CMD, f"--zookeeper-chroot: {chroot!r} is not an absolute path below /")
+            source: Any = DataDirSource(args.zookeeper_data_dir, chroot=chroot)
+        else:
+            source = KazooSource(args.zookeeper, timeout=args.zookeeper_timeout)
         try:
             cluster = read_cluster(source, limits)
         finally:

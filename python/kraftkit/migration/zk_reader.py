@@ -41,7 +41,8 @@ class ZkError(KraftkitError):
 
 
 class ZkConnectError(ZkError):
-    """ZooKeeper cannot be reached (a usage error: the address, the ensemble)."""
+    """ZooKeeper cannot be reached, or its data directory holds no data (a usage error: the address,
+    the ensemble, the path)."""
 
 
 class ZkInputError(ZkError):
