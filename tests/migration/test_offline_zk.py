@@ -2,12 +2,14 @@
 3.9.2 jars) holding a real Kafka 3.9.2 ZooKeeper-mode cluster of two brokers, topics made with
 Kafka's kafka-topics (replication factor 2 and 1, topic configs), records produced by Kafka's
 producer, client quotas, SCRAM users and dynamic broker configs set with kafka-configs, ACLs with
-kafka-acls; the brokers stopped, the cluster
-converted, then Kafka 4.3.1 booted as KRaft on the result (one controller on the written
-directory, the two brokers on their old log directories): kafka-topics describes the same topics,
+kafka-acls; the brokers stopped, the cluster converted (from the running ZooKeeper, and the same
+read from its data directory once it is stopped), then booted as KRaft twice, each time checked the
+same way: ``kraftkit controller run`` on a copy of the written controller directory with Kafka
+4.3.1 brokers on copies of the log directories, then a Kafka 4.3.1 controller on the written
+directory with the brokers on their old log directories. kafka-topics describes the same topics,
 topic ids, partition counts and configs, every produced record is consumed back, kafka-configs
-describes the same quotas, credentials and broker configs, kafka-acls lists the same ACLs, and a client
-authenticates with each user's password."""
+describes the same quotas, credentials and broker configs, kafka-acls lists the same ACLs, and a
+client authenticates with each user's password."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import pytest
 from kraftkit.metadata.image import load_snapshot
 from kraftkit.migration import zk_reader
 from kraftkit.migration.zk_datadir import DataDirSource
+from tests._procs import KraftkitProcess
 from tests.cli.test_json_schema import check_output
 from tests.harness import jars, tools
 from tests.harness.jars import HarnessError
@@ -287,6 +290,7 @@ def test_a_zookeeper_cluster_converted_offline_boots_as_kraft_and_serves_its_dat
     zk = ZooKeeper(tmp_path / "zk")
     old = {b: ZkBroker(tmp_path / f"broker-{b}", b, zk.connect) for b in BROKERS}
     new: list[KRaftNode] = []
+    procs: list[KraftkitProcess] = []
     try:
         zk.start()
         for n in old.values():
@@ -373,6 +377,71 @@ def test_a_zookeeper_cluster_converted_offline_boots_as_kraft_and_serves_its_dat
                   "scramCredentials", "acls", "brokerConfigs", "records", "nextProducerId", "finalizedFeatures"):
             assert same[k] == plan[k], k
 
+        def verify(brokers: list[KRaftNode], tag: str) -> None:
+            """The KRaft cluster serves what the ZooKeeper cluster had."""
+            kboot = ",".join(n.bootstrap for n in brokers)
+            deadline = time.monotonic() + 120
+            while True:
+                after = describe(jars.KAFKA_4, kboot)
+                if set(after) == set(TOPICS) or time.monotonic() > deadline:
+                    break
+                time.sleep(1)
+            for name in TOPICS:
+                a, b = before[name], after[name]
+                assert (a["id"], a["partitions"], a["rf"], a["configs"], a["replicas"]) == (
+                    b["id"], b["partitions"], b["rf"], b["configs"], b["replicas"]), name
+                assert b["configs"] == {**TOPICS[name]["configs"], "min.insync.replicas": "1"}
+            for name in TOPICS:
+                got = tools.consume(jars.KAFKA_4, kboot, name)
+                want = sorted((a["partition"], a["offset"]) for a in acks if a["topic"] == name)
+                assert sorted((r["partition"], r["offset"]) for r in got) == want, name
+                by_key = {r["key"]: r["value"] for r in got}
+                for i in range(60):
+                    assert by_key[f"{name}-k{i}".encode()] == f"{name}-v{i}".encode() * (i % 7 + 1)
+            assert acl_list(jars.KAFKA_4, kboot) == acls_before
+            for entity, _config, said in BROKER_CONFIGS:
+                out = kafka_configs(jars.KAFKA_4, kboot, "--describe", "--entity-type", "brokers", *entity)
+                assert said in out, out
+
+            # quotas and SCRAM credentials: as Kafka describes them, and a client authenticates with each
+            # user's password (and not with another)
+            for entity, _config, said in QUOTAS:
+                out = kafka_configs(jars.KAFKA_4, kboot, "--describe", *entity)
+                assert said in out, out
+            out = kafka_configs(jars.KAFKA_4, kboot, "--describe", "--entity-type", "users")
+            assert "SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192" in out, out
+            assert "SCRAM credential configs for user-principal 'bob@corp' are SCRAM-SHA-512=iterations=8192" in out, out
+            sasl = brokers[0].sasl_port
+            for user, mech, pw in (("alice", "SCRAM-SHA-256", "alice-pw"), ("bob@corp", "SCRAM-SHA-512", "bob-pw")):
+                ok = sasl_list_topics(f"127.0.0.1:{sasl}", tmp_path / f"{tag}-{mech}.properties", user, pw, mech)
+                assert ok.returncode == 0 and "orders" in ok.stdout, (ok.stdout, ok.stderr[-2000:])
+                bad = sasl_list_topics(f"127.0.0.1:{sasl}", tmp_path / f"{tag}-{mech}-bad.properties", user, "nope", mech)
+                assert bad.returncode != 0 and "invalid credentials" in bad.stdout + bad.stderr
+
+        # kraftkit's own controller (controller run) on a copy of the directory written, the brokers
+        # (Kafka 4.3.1) on copies of their log directories
+        kk_dir = tmp_path / "kk"
+        shutil.copytree(cdir, kk_dir / "controller")
+        kport = free_port()
+        kvoters = f"{CONTROLLER_ID}@127.0.0.1:{kport}"
+        procs.append(KraftkitProcess(["controller", "run"], ["--node-id", str(CONTROLLER_ID), "--voters", kvoters,
+                                                             "--log-dir", str(kk_dir / "controller")],
+                                     kk_dir / "controller.log"))
+        kk_brokers = []
+        for b in BROKERS:
+            shutil.copytree(old[b].log_dirs[0], kk_dir / f"broker-{b}" / "data")
+            n = KRaftNode(kk_dir / f"broker-{b}", b, broker=True, voters=kvoters, controller_port=kport)
+            new.append(n)
+            kk_brokers.append(n)
+            n.launch()
+        for n in kk_brokers:
+            n.wait_ready()
+        verify(kk_brokers, "kraftkit")
+        for n in kk_brokers:
+            n.stop()
+        procs[-1].stop()
+
+        # real Kafka 4.3.1: a controller on the directory written, the brokers on their old log directories
         ctl = KRaftNode(tmp_path / "controller", CONTROLLER_ID, broker=False, voters=voters, controller_port=cport)
         new.append(ctl)
         ctl.launch()
@@ -383,50 +452,14 @@ def test_a_zookeeper_cluster_converted_offline_boots_as_kraft_and_serves_its_dat
             new.append(n)
             brokers.append(n)
             n.launch()
-        for n in new:
+        for n in (ctl, *brokers):
             n.wait_ready()
-        kboot = ",".join(n.bootstrap for n in brokers)
-
-        deadline = time.monotonic() + 120
-        while True:
-            after = describe(jars.KAFKA_4, kboot)
-            if set(after) == set(TOPICS) or time.monotonic() > deadline:
-                break
-            time.sleep(1)
-        for name in TOPICS:
-            a, b = before[name], after[name]
-            assert (a["id"], a["partitions"], a["rf"], a["configs"], a["replicas"]) == (
-                b["id"], b["partitions"], b["rf"], b["configs"], b["replicas"]), name
-            assert b["configs"] == {**TOPICS[name]["configs"], "min.insync.replicas": "1"}
-        for name in TOPICS:
-            got = tools.consume(jars.KAFKA_4, kboot, name)
-            want = sorted((a["partition"], a["offset"]) for a in acks if a["topic"] == name)
-            assert sorted((r["partition"], r["offset"]) for r in got) == want, name
-            by_key = {r["key"]: r["value"] for r in got}
-            for i in range(60):
-                assert by_key[f"{name}-k{i}".encode()] == f"{name}-v{i}".encode() * (i % 7 + 1)
-        assert acl_list(jars.KAFKA_4, kboot) == acls_before
-        for entity, _config, said in BROKER_CONFIGS:
-            out = kafka_configs(jars.KAFKA_4, kboot, "--describe", "--entity-type", "brokers", *entity)
-            assert said in out, out
-
-        # quotas and SCRAM credentials: as Kafka describes them, and a client authenticates with each
-        # user's password (and not with another)
-        for entity, _config, said in QUOTAS:
-            out = kafka_configs(jars.KAFKA_4, kboot, "--describe", *entity)
-            assert said in out, out
-        out = kafka_configs(jars.KAFKA_4, kboot, "--describe", "--entity-type", "users")
-        assert "SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192" in out, out
-        assert "SCRAM credential configs for user-principal 'bob@corp' are SCRAM-SHA-512=iterations=8192" in out, out
-        sasl = brokers[0].sasl_port
-        for user, mech, pw in (("alice", "SCRAM-SHA-256", "alice-pw"), ("bob@corp", "SCRAM-SHA-512", "bob-pw")):
-            ok = sasl_list_topics(f"127.0.0.1:{sasl}", tmp_path / f"{mech}.properties", user, pw, mech)
-            assert ok.returncode == 0 and "orders" in ok.stdout, (ok.stdout, ok.stderr[-2000:])
-            bad = sasl_list_topics(f"127.0.0.1:{sasl}", tmp_path / f"{mech}-bad.properties", user, "nope", mech)
-            assert bad.returncode != 0 and "invalid credentials" in bad.stdout + bad.stderr
+        verify(brokers, "kafka")
     finally:
         for n in reversed(new):
             n.stop()
+        for p in procs:
+            p.stop()
         for n in old.values():
             n.stop()
         zk.stop()
