@@ -2,7 +2,8 @@
 3.9.2 jars) holding a real Kafka 3.9.2 ZooKeeper-mode cluster of two brokers, topics made with
 Kafka's kafka-topics (replication factor 2 and 1, topic configs), records produced by Kafka's
 producer, client quotas, SCRAM users and dynamic broker configs set with kafka-configs, ACLs with
-kafka-acls; the brokers stopped, the cluster converted (from the running ZooKeeper, and the same
+kafka-acls; a topic deletion that cannot finish (its broker down) refused by the converter, then
+finished; the brokers stopped, the cluster converted (from the running ZooKeeper, and the same
 read from its data directory once it is stopped), then booted as KRaft twice, each time checked the
 same way: ``kraftkit controller run`` on a copy of the written controller directory with Kafka
 4.3.1 brokers on copies of the log directories, then a Kafka 4.3.1 controller on the written
@@ -322,6 +323,26 @@ def test_a_zookeeper_cluster_converted_offline_boots_as_kraft_and_serves_its_dat
         assert len(acks) == 60 * len(TOPICS)
         before = describe(jars.KAFKA_3, boot)
         assert set(before) == set(TOPICS)
+
+        # a topic deletion that cannot finish (its one replica's broker is down) is refused, naming the
+        # topic; once the broker is back and the deletion done, the conversion goes ahead
+        tools.topic_command(jars.KAFKA_3, boot, ["--create", "--topic", "doomed", "--replica-assignment", "2"])
+        old[2].stop()
+        tools.topic_command(jars.KAFKA_3, old[1].bootstrap, ["--delete", "--topic", "doomed"])
+        old[1].stop()
+        refused = kraftkit("migrate", "from-zookeeper", "--zookeeper", zk.connect, "--controller-dir",
+                           f"{CONTROLLER_ID}={tmp_path / 'refused'}", "--voters", f"{CONTROLLER_ID}@127.0.0.1:1",
+                           "--inter-broker-protocol-version", "3.9", "--dry-run")
+        assert refused.returncode == 1, (refused.stdout, refused.stderr)
+        assert "cannot convert: topic deletions in progress (/admin/delete_topics: doomed)" in refused.stderr
+        for n in old.values():
+            n.launch()
+        for n in old.values():
+            n.wait_ready()
+        deadline = time.monotonic() + 120
+        while "doomed" in tools.topic_command(jars.KAFKA_3, boot, ["--list"]):
+            assert time.monotonic() < deadline, "the deletion did not finish"
+            time.sleep(1)
         for n in reversed(list(old.values())):
             n.stop()
 
