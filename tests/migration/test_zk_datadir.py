@@ -140,7 +140,7 @@ def test_the_command_reads_a_data_directory(tmp_path, capsys):
     assert main([*argv, "--zookeeper-chroot", "/kafka"]) == 0
     out, _ = capsys.readouterr()
     assert "cluster MkU3OEVBNTcwNTJENDM2Qg" in out and "carried: 0 topic(s)" in out
-    assert main(argv) == 1  # no chroot: no /cluster/id
+    assert main(argv) == 2  # no chroot: no /cluster/id, no Kafka cluster there
     assert "/cluster/id: no such znode" in capsys.readouterr().err
     assert main([*argv[:3], str(tmp_path / "missing"), *argv[4:]]) == 2
     assert capsys.readouterr().err == f"kraftkit migrate from-zookeeper: {tmp_path / 'missing'}: not a directory\n"

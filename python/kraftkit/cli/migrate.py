@@ -53,7 +53,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "and partition reassignments or topic deletions "
         "in progress; a znode past a bound or not holding Kafka's JSON (the error names it). Exit 0 "
         "written (or --dry-run), 1 the cluster cannot be converted as it is, 2 bad arguments, ZooKeeper "
-        "unreachable, an unreadable broker directory or an existing controller directory.",
+        "unreachable or no Kafka cluster there (no /cluster/id), an unreadable broker directory or an existing "
+        "controller directory.",
     )
     src = z.add_mutually_exclusive_group(required=True)
     src.add_argument(

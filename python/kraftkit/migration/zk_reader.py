@@ -329,7 +329,7 @@ def _cluster_id(r: _Reader) -> str:
     path = "/cluster/id"
     got = r.json(path)
     if got is None:
-        raise ZkInputError(f"{path}: no such znode (is this the ZooKeeper, and chroot, of a Kafka cluster?)")
+        raise ZkConnectError(f"{path}: no such znode (is this the ZooKeeper, and chroot, of a Kafka cluster?)")
     cid = _obj(path, got[0]).get("id")
     if not isinstance(cid, str):
         raise ZkInputError(f"{path}: no cluster id string in it")
