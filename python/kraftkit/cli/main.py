@@ -20,6 +20,7 @@ COMMANDS = {
     "storage": "storage",
     "quorum": "quorum",
     "controller": "controller",
+    "migrate": "migrate",
     "demo": "demo",
     "spark": "spark",
     "completion": "completion",

@@ -1,0 +1,231 @@
+"""``kraftkit migrate``: a stopped ZooKeeper-mode Kafka cluster converted to KRaft, offline (beyond Kafka)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
+from kraftkit.cli.jsonout import emit
+from kraftkit.cli.main import int_arg
+
+HELP = "convert a stopped ZooKeeper-mode Kafka cluster to KRaft, offline (beyond Kafka)"
+CMD = "migrate from-zookeeper"
+
+
+def _controller_dir(text: str) -> tuple[int, str]:
+    ident, sep, path = text.partition("=")
+    if not sep or not path:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected ID=DIR")
+    return int_arg(0, 2**31 - 1)(ident), path
+
+
+def _seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < v <= 3600:
+        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 3600 seconds, not {text}")
+    return v
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("migrate", help=HELP, description=HELP + ".")
+    msub = p.add_subparsers(dest="migrate_command", metavar="SUBCOMMAND", required=True)
+    z = msub.add_parser(
+        "from-zookeeper",
+        help="read a stopped ZooKeeper-mode cluster's metadata from ZooKeeper; write KRaft controller "
+        "directories and rewrite the brokers' meta.properties",
+        description="Convert a ZooKeeper-mode Kafka cluster whose brokers are stopped to KRaft, offline, from its "
+        "running ZooKeeper (--zookeeper) or a stopped ZooKeeper's data directory (--zookeeper-data-dir). "
+        "Read from ZooKeeper: the cluster id, the topics with their topic ids, "
+        "their partitions (replicas, ISR, leader, leader epoch), topic configs, client quotas, SCRAM "
+        "credentials, ACLs, dynamic broker configs, the producer id block and /feature's finalized "
+        "features. "
+        "Written: for each --controller-dir a new KRaft controller directory (meta.properties and a "
+        "snapshot of that metadata in __cluster_metadata-0) at the metadata.version of the brokers' "
+        "inter.broker.protocol.version; start each controller on it with controller.quorum.voters set to "
+        "--voters. Each --broker-dir's meta.properties is rewritten for KRaft (node.id = broker.id), the "
+        "old one kept as meta.properties.zk-backup; the partitions' data stay where they are. Refused "
+        "(exit 1, saying why): what is not carried yet (dynamic broker password configs, delegation tokens) "
+        "and partition reassignments or topic deletions "
+        "in progress; a znode past a bound or not holding Kafka's JSON (the error names it). Exit 0 "
+        "written (or --dry-run), 1 the cluster cannot be converted as it is, 2 bad arguments, ZooKeeper "
+        "unreachable or no Kafka cluster there (no /cluster/id), an unreadable broker directory or an existing "
+        "controller directory.",
+    )
+    src = z.add_mutually_exclusive_group(required=True)
+    src.add_argument(
+        "--zookeeper",
+        metavar="HOST:PORT[/CHROOT]",
+        help="the cluster's running ZooKeeper (zookeeper.connect of its brokers)",
+    )
+    src.add_argument(
+        "--zookeeper-data-dir",
+        metavar="DIR",
+        help="a stopped ZooKeeper's data directory (its dataDir, holding version-2/ with snapshot.* and log.*), "
+        "read instead of asking a running ZooKeeper",
+    )
+    z.add_argument(
+        "--zookeeper-chroot",
+        default="",
+        metavar="PATH",
+        help="with --zookeeper-data-dir: the chroot of zookeeper.connect (the path the cluster's znodes are under)",
+    )
+    z.add_argument(
+        "--controller-dir",
+        dest="controller_dirs",
+        action="append",
+        type=_controller_dir,
+        required=True,
+        metavar="ID=DIR",
+        help="a new KRaft controller's node id and directory (its metadata.log.dir), repeatable; "
+        "the directory must not exist",
+    )
+    z.add_argument(
+        "--voters",
+        required=True,
+        metavar="ID@HOST:PORT,...",
+        help="the controller quorum (controller.quorum.voters); every --controller-dir id is among them",
+    )
+    z.add_argument(
+        "--broker-dir",
+        dest="broker_dirs",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a broker's log directory (one of its log.dirs) whose meta.properties is rewritten for KRaft, repeatable",
+    )
+    ibp = z.add_mutually_exclusive_group(required=True)
+    ibp.add_argument(
+        "--inter-broker-protocol-version",
+        metavar="VERSION",
+        help="the brokers' inter.broker.protocol.version (3.9, 3.9-IV0): the metadata.version written",
+    )
+    ibp.add_argument(
+        "--broker-config",
+        dest="broker_configs",
+        action="append",
+        metavar="FILE",
+        help="a broker's server.properties to read inter.broker.protocol.version from, repeatable (all must agree)",
+    )
+    z.add_argument(
+        "--zookeeper-timeout",
+        type=_seconds,
+        default=15.0,
+        metavar="SECONDS",
+        help="bound on connecting to ZooKeeper and on each request (default 15)",
+    )
+    z.add_argument(
+        "--max-znode-bytes",
+        type=int_arg(1, 2**31 - 1, " bytes"),
+        default=1024 * 1024,
+        metavar="N",
+        help="a larger znode is refused, naming it (default 1048576, ZooKeeper's jute.maxbuffer)",
+    )
+    z.add_argument(
+        "--max-partitions",
+        type=int_arg(1, 2**31 - 1),
+        default=2_000_000,
+        metavar="N",
+        help="more partitions in all are refused (default 2000000)",
+    )
+    z.add_argument("--dry-run", action="store_true", help="read, check and say what would be written; write nothing")
+    z.add_argument("--json", action="store_true", help="one JSON document (fields: docs/json.md)")
+    z.set_defaults(func=run_from_zookeeper)
+
+
+def _ibp_from_configs(files: list[str]) -> str:
+    from kraftkit._fs import read_small
+    from kraftkit.features.storage.properties import parse_properties
+    from kraftkit.migration.convert import ConversionError, ConversionInputError
+
+    found: dict[str, str] = {}
+    for f in files:
+        try:
+            props = parse_properties(read_small(f, what="a server.properties file").decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise ConversionInputError(f"{f}: not UTF-8 text (byte {e.start})") from None
+        v = props.get("inter.broker.protocol.version")
+        if v is None or not v.strip():
+            raise ConversionInputError(
+                f"{f}: no inter.broker.protocol.version (give it with --inter-broker-protocol-version)"
+            )
+        found[f] = v.strip()
+    if len(set(found.values())) > 1:
+        said = ", ".join(f"{f}: {v}" for f, v in found.items())
+        raise ConversionError(f"the brokers' inter.broker.protocol.version differ ({said}): finish the upgrade first")
+    return next(iter(found.values()))
+
+
+def run_from_zookeeper(args: argparse.Namespace) -> int:
+    from kraftkit._fs import error_text
+    from kraftkit.errors import KraftkitError
+    from kraftkit.migration.convert import ConversionError, ConversionInputError, plan, write
+    from kraftkit.migration.zk_reader import KazooSource, ZkConnectError, ZkInputError, ZkLimits, read_cluster
+
+    controllers: dict[int, str] = {}
+    for ident, path in args.controller_dirs:
+        if ident in controllers:
+            return fail(CMD, f"--controller-dir: node {ident} given twice")
+        controllers[ident] = path
+    limits = ZkLimits(max_znode_bytes=args.max_znode_bytes, max_partitions=args.max_partitions)
+    try:
+        ibp = args.inter_broker_protocol_version or _ibp_from_configs(args.broker_configs)
+        if args.zookeeper_data_dir is not None:
+            from kraftkit.migration.zk_datadir import DataDirSource
+
+            chroot = args.zookeeper_chroot
+            if chroot and (not chroot.startswith("/") or chroot == "/"):
+                return fail(CMD, f"--zookeeper-chroot: {chroot!r} is not an absolute path below /")
+            source: Any = DataDirSource(args.zookeeper_data_dir, chroot=chroot)
+        else:
+            source = KazooSource(args.zookeeper, timeout=args.zookeeper_timeout)
+        try:
+            cluster = read_cluster(source, limits)
+        finally:
+            source.close()
+        p = plan(cluster, ibp, controllers, args.voters, args.broker_dirs)
+        if not args.dry_run:
+            write(p)
+    except (ConversionInputError, ZkConnectError) as e:
+        return fail(CMD, str(e), EXIT_USAGE)
+    except (ConversionError, ZkInputError) as e:
+        return fail(CMD, str(e), EXIT_PROBLEMS)
+    except KraftkitError as e:
+        return fail(CMD, str(e), EXIT_PROBLEMS)
+    except OSError as e:
+        return fail(CMD, error_text(e), EXIT_USAGE)
+    except Exception as e:  # kazoo's connection and session errors (the cluster's ZooKeeper went away)
+        if type(e).__module__.startswith("kazoo"):
+            return fail(CMD, f"{args.zookeeper}: ZooKeeper: {type(e).__name__} {e}".rstrip(), EXIT_USAGE)
+        raise
+    if args.json:
+        emit({"dryRun": bool(args.dry_run), **p.to_json()})
+        return EXIT_OK
+    for line in p.report():
+        print(line)
+    if args.dry_run:
+        for i, t in sorted(p.controllers.items()):
+            print(f"would write controller {i}: {t}")
+        for b in p.brokers:
+            print(f"would rewrite broker {b.broker_id}: {Path(b.path) / 'meta.properties'}")
+        print("dry run: nothing written")
+        return EXIT_OK
+    for i, t in sorted(p.controllers.items()):
+        print(f"wrote controller {i}: {t} (directory.id {p.controller_dir_ids[i]})")
+    for b in p.brokers:
+        assert b.new is not None
+        print(
+            f"rewrote broker {b.broker_id}: {Path(b.path) / 'meta.properties'} (node.id {b.broker_id}, "
+            f"directory.id {b.new.directory_id}); the ZooKeeper-mode one is kept as meta.properties.zk-backup "
+            "(put it back to roll back)"
+        )
+    print(f"start each controller on its directory (metadata.log.dir) with controller.quorum.voters={args.voters}")
+    print(
+        "then each broker with process.roles=broker, node.id=<its broker.id>, the same log.dirs, "
+        f"controller.quorum.voters={args.voters}, and no zookeeper.connect"
+    )
+    return EXIT_OK

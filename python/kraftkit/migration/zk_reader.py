@@ -1,0 +1,746 @@
+"""Reads a ZooKeeper-mode Kafka cluster's metadata out of ZooKeeper into plain data.
+
+The znodes and their JSON are those of Kafka 3.9's ``kafka.zk.ZkData``: ``/cluster/id``,
+``/brokers/topics/<topic>`` (topic id and replica assignment, with adding and removing replicas),
+``/brokers/topics/<topic>/partitions/<p>/state`` (leader, leader epoch, ISR, leader recovery
+state; the znode's version is the partition epoch), ``/config/topics/<topic>``,
+``/config/users/<user>[/clients/<client id>]``, ``/config/clients/<client id>`` and
+``/config/ips/<ip>`` (client quotas; a user's ``SCRAM-SHA-256``/``-512`` entries are its SCRAM
+credentials), ``/kafka-acl/<ResourceType>/<name>`` and
+``/kafka-acl-extended/prefixed/<ResourceType>/<name>`` (ACLs), ``/latest_producer_id_block``,
+``/feature`` (finalized features), ``/config/brokers/<id>`` (dynamic broker configs),
+``/admin/delete_topics`` and
+``/admin/reassign_partitions``.
+Everything ZooKeeper hands over is bounded (:class:`ZkLimits`): a znode's size, the children of
+one znode, the topics, the partitions and the znodes read in all; a znode past a bound, or one
+whose JSON is not what Kafka writes, is an error naming the znode (:class:`ZkInputError`).
+
+What is read but not carried yet (delegation tokens, a migration in progress) is listed in :attr:`ZkCluster.not_carried`
+so the converter can refuse it and say why.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kraftkit.errors import KraftkitError
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+#: Kafka's topic name rules (``org.apache.kafka.common.internals.Topic.validate``)
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+class ZkError(KraftkitError):
+    """Something about the ZooKeeper input."""
+
+
+class ZkConnectError(ZkError):
+    """ZooKeeper cannot be reached, or its data directory holds no data (a usage error: the address,
+    the ensemble, the path)."""
+
+
+class ZkInputError(ZkError):
+    """A znode the converter cannot take (too big, too many, not Kafka's JSON); the message
+    begins with the znode's path."""
+
+
+@dataclass(frozen=True)
+class ZkLimits:
+    """Bounds on what ZooKeeper input can make the converter do."""
+
+    #: a znode's data, at most (ZooKeeper's own jute.maxbuffer default is 1 MiB)
+    max_znode_bytes: int = 1024 * 1024
+    #: the children of one znode, at most
+    max_children: int = 200_000
+    #: topics, at most
+    max_topics: int = 100_000
+    #: partitions of all topics, at most
+    max_partitions: int = 2_000_000
+    #: znodes read in all, at most
+    max_znodes: int = 5_000_000
+
+
+class ZkSource(Protocol):
+    """What the reader needs of ZooKeeper: a znode's data and version, a znode's children."""
+
+    def get(self, path: str) -> tuple[bytes, int] | None:
+        """(data, stat version) of ``path``, or None when there is no such znode."""
+
+    def children(self, path: str) -> list[str] | None:
+        """The names of ``path``'s children, or None when there is no such znode."""
+
+
+@dataclass
+class PartitionState:
+    """``/brokers/topics/<t>/partitions/<p>/state``."""
+
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    leader_recovery_state: int
+    #: the state znode's version (Kafka's partition epoch in ZooKeeper mode)
+    partition_epoch: int
+
+
+@dataclass
+class ZkPartition:
+    replicas: list[int]
+    adding: list[int] = field(default_factory=list)
+    removing: list[int] = field(default_factory=list)
+    #: None: the state znode is missing (Kafka's migration then takes the replicas as ISR)
+    state: PartitionState | None = None
+
+
+@dataclass
+class ZkTopic:
+    name: str
+    topic_id: uuid.UUID | None
+    partitions: dict[int, ZkPartition]
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ProducerIdBlock:
+    """``/latest_producer_id_block``: the last block handed out."""
+
+    broker: int
+    block_start: int
+    block_end: int
+
+    @property
+    def next_producer_id(self) -> int:
+        """``ProducerIdsBlock.nextBlockFirstId``: the first id after the block."""
+        return self.block_end + 1
+
+
+#: ScramMechanism: name -> type (``org.apache.kafka.common.security.scram.internals.ScramMechanism``)
+SCRAM_MECHANISMS = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
+#: ``ZooKeeperInternals.DEFAULT_STRING``: the znode of a default quota entity
+DEFAULT_ENTITY = "<default>"
+
+
+@dataclass
+class ClientQuota:
+    """One quota entity's values (``ClientQuotaRecord``s): the entity as (type, name) pairs, a
+    default entity's name None."""
+
+    entity: tuple[tuple[str, str | None], ...]
+    values: dict[str, float]
+    znode: str
+
+
+@dataclass
+class ScramCredential:
+    """A user's SCRAM credential (``UserScramCredentialRecord``)."""
+
+    user: str
+    mechanism: int
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+    znode: str
+
+
+@dataclass(frozen=True)
+class ZkAcl:
+    """One ACL (``AccessControlEntryRecord`` without its id), with Kafka's enum codes."""
+
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass
+class ZkCluster:
+    cluster_id: str
+    topics: dict[str, ZkTopic]
+    producer_id_block: ProducerIdBlock | None = None
+    client_quotas: list[ClientQuota] = field(default_factory=list)
+    scram: list[ScramCredential] = field(default_factory=list)
+    acls: list[ZkAcl] = field(default_factory=list)
+    #: dynamic broker configs: ``/config/brokers/<id>`` by broker id, ``<default>``'s under ""
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: ``/feature``'s finalized features (when its status is enabled): name -> level
+    finalized_features: dict[str, int] = field(default_factory=dict)
+    #: topics queued for deletion (``/admin/delete_topics``)
+    pending_deletions: list[str] = field(default_factory=list)
+    #: partitions being reassigned: ``/admin/reassign_partitions`` or adding/removing replicas
+    reassigning: list[str] = field(default_factory=list)
+    #: what ZooKeeper holds that this converter does not carry yet: (znode, what)
+    not_carried: list[tuple[str, str]] = field(default_factory=list)
+    #: topic config znodes of topics that do not exist (Kafka ignores them too)
+    orphan_configs: list[str] = field(default_factory=list)
+    znodes_read: int = 0
+
+    @property
+    def partition_count(self) -> int:
+        return sum(len(t.partitions) for t in self.topics.values())
+
+
+# ------------------------------------------------------------------ JSON checks
+
+
+def _json(path: str, data: bytes) -> Any:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ZkInputError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except ValueError as e:
+        raise ZkInputError(f"{path}: not JSON: {e}") from None
+    except RecursionError:
+        raise ZkInputError(f"{path}: not JSON: nested too deeply") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _obj(path: str, v: Any, what: str = "the znode") -> dict[str, Any]:
+    if not isinstance(v, dict):
+        raise ZkInputError(f"{path}: {what} is not a JSON object")
+    return v
+
+
+def _int(path: str, v: Any, what: str, lo: int = INT32_MIN, hi: int = INT32_MAX) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ZkInputError(f"{path}: {what} is not a whole number: {_short(v)}")
+    if not lo <= v <= hi:
+        raise ZkInputError(f"{path}: {what} is out of range ({lo} to {hi}): {v}")
+    return v
+
+
+def _ids(path: str, v: Any, what: str) -> list[int]:
+    if not isinstance(v, list):
+        raise ZkInputError(f"{path}: {what} is not a list of broker ids: {_short(v)}")
+    out = [_int(path, x, f"{what} entry", 0, INT32_MAX) for x in v]
+    if len(set(out)) != len(out):
+        raise ZkInputError(f"{path}: {what} names a broker twice: {out}")
+    return out
+
+
+def _short(v: Any) -> str:
+    text = json.dumps(v)
+    return text if len(text) <= 60 else text[:50] + f"... ({len(text)} characters)"
+
+
+# ------------------------------------------------------------------ the reader
+
+
+class _Reader:
+    def __init__(self, source: ZkSource, limits: ZkLimits) -> None:
+        self.source = source
+        self.limits = limits
+        self.read = 0
+
+    def _count(self, path: str) -> None:
+        self.read += 1
+        if self.read > self.limits.max_znodes:
+            raise ZkInputError(f"{path}: more than {self.limits.max_znodes} znodes to read (the bound)")
+
+    def get(self, path: str) -> tuple[bytes, int] | None:
+        self._count(path)
+        got = self.source.get(path)
+        if got is not None and len(got[0]) > self.limits.max_znode_bytes:
+            raise ZkInputError(f"{path}: {len(got[0])} bytes, more than {self.limits.max_znode_bytes} (the bound)")
+        return got
+
+    def json(self, path: str) -> tuple[Any, int] | None:
+        got = self.get(path)
+        if got is None:
+            return None
+        return _json(path, got[0]), got[1]
+
+    def children(self, path: str) -> list[str]:
+        self._count(path)
+        kids = self.source.children(path)
+        if kids is None:
+            return []
+        if len(kids) > self.limits.max_children:
+            raise ZkInputError(f"{path}: {len(kids)} children, more than {self.limits.max_children} (the bound)")
+        return sorted(kids)
+
+
+def read_cluster(source: ZkSource, limits: ZkLimits | None = None) -> ZkCluster:
+    """Reads what the converter carries (and notes what it does not) from ``source``."""
+    r = _Reader(source, limits or ZkLimits())
+    cluster_id = _cluster_id(r)
+    names = r.children("/brokers/topics")
+    if len(names) > r.limits.max_topics:
+        raise ZkInputError(f"/brokers/topics: {len(names)} topics, more than {r.limits.max_topics} (the bound)")
+    deletions = r.children("/admin/delete_topics")
+    topics: dict[str, ZkTopic] = {}
+    partitions = 0
+    reassigning: list[str] = []
+    for name in names:
+        path = f"/brokers/topics/{name}"
+        if not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
+            raise ZkInputError(f"{path}: not a legal Kafka topic name")
+        topic = _topic(r, name)
+        if topic is None:
+            continue  # deleted while we listed (the cluster should be stopped)
+        partitions += len(topic.partitions)
+        if partitions > r.limits.max_partitions:
+            raise ZkInputError(f"{path}: more than {r.limits.max_partitions} partitions in all (the bound)")
+        for p, part in sorted(topic.partitions.items()):
+            if part.adding or part.removing:
+                reassigning.append(f"{name}-{p}")
+            part.state = _state(r, name, p)
+        topics[name] = topic
+    orphans = []
+    for name in r.children("/config/topics"):
+        path = f"/config/topics/{name}"
+        if name not in topics:
+            orphans.append(path)
+            continue
+        topics[name].configs = _entity_configs(r, path)
+    if r.get("/admin/reassign_partitions") is not None:
+        reassigning.insert(0, "/admin/reassign_partitions")
+    cluster = ZkCluster(
+        cluster_id,
+        topics,
+        _producer_ids(r),
+        pending_deletions=deletions,
+        reassigning=reassigning,
+        orphan_configs=orphans,
+    )
+    _quotas_and_scram(r, cluster)
+    cluster.acls = _acls(r)
+    cluster.finalized_features = _features(r)
+    cluster.broker_configs = _broker_configs(r)
+    cluster.not_carried = _not_carried(r)
+    cluster.znodes_read = r.read
+    return cluster
+
+
+def _cluster_id(r: _Reader) -> str:
+    path = "/cluster/id"
+    got = r.json(path)
+    if got is None:
+        raise ZkConnectError(f"{path}: no such znode (is this the ZooKeeper, and chroot, of a Kafka cluster?)")
+    cid = _obj(path, got[0]).get("id")
+    if not isinstance(cid, str):
+        raise ZkInputError(f"{path}: no cluster id string in it")
+    from kraftkit.features.storage.uuids import validate_cluster_id
+
+    try:
+        return validate_cluster_id(cid)
+    except (KraftkitError, ValueError) as e:
+        raise ZkInputError(f"{path}: {e}") from None
+
+
+def _topic(r: _Reader, name: str) -> ZkTopic | None:
+    path = f"/brokers/topics/{name}"
+    got = r.json(path)
+    if got is None:
+        return None
+    js = _obj(path, got[0])
+    tid: uuid.UUID | None = None
+    if "topic_id" in js:
+        raw = js["topic_id"]
+        tid = _topic_id(path, raw)
+    parts_js = _obj(path, js.get("partitions", {}), "partitions")
+    adding = _obj(path, js.get("adding_replicas") or {}, "adding_replicas")
+    removing = _obj(path, js.get("removing_replicas") or {}, "removing_replicas")
+    parts: dict[int, ZkPartition] = {}
+    for key, reps in parts_js.items():
+        if not re.fullmatch(r"0|[1-9][0-9]{0,9}", key) or int(key) > INT32_MAX:
+            raise ZkInputError(f"{path}: partition {key!r} is not a partition number")
+        p = int(key)
+        replicas = _ids(path, reps, f"partition {p}'s replicas")
+        if not replicas:
+            raise ZkInputError(f"{path}: partition {p} has no replicas")
+        parts[p] = ZkPartition(
+            replicas,
+            _ids(path, adding.get(key, []), f"partition {p}'s adding_replicas"),
+            _ids(path, removing.get(key, []), f"partition {p}'s removing_replicas"),
+        )
+    if sorted(parts) != list(range(len(parts))):
+        raise ZkInputError(f"{path}: partitions are not numbered 0 to {len(parts) - 1}: {sorted(parts)[:10]}")
+    return ZkTopic(name, tid, parts)
+
+
+def _topic_id(path: str, raw: Any) -> uuid.UUID:
+    """Kafka's ``Uuid.fromString``: 22 characters of URL-safe base64 without padding."""
+    import base64
+
+    if not isinstance(raw, str) or not re.fullmatch(r"[A-Za-z0-9_-]{22}", raw):
+        raise ZkInputError(f"{path}: topic_id is not a Kafka Uuid: {_short(raw)}")
+    u = uuid.UUID(bytes=base64.urlsafe_b64decode(raw + "=="))
+    if u.int == 0 or u.int == 1:  # Uuid.ZERO_UUID and Uuid.METADATA_TOPIC_ID are reserved
+        raise ZkInputError(f"{path}: topic_id {raw} is reserved")
+    return u
+
+
+def _state(r: _Reader, topic: str, p: int) -> PartitionState | None:
+    path = f"/brokers/topics/{topic}/partitions/{p}/state"
+    got = r.json(path)
+    if got is None:
+        return None
+    js = _obj(path, got[0])
+    for key in ("leader", "leader_epoch", "isr"):
+        if key not in js:
+            raise ZkInputError(f"{path}: no {key!r} in it")
+    lrs = _int(path, js.get("leader_recovery_state", 0), "leader_recovery_state", 0, 1)
+    return PartitionState(
+        _int(path, js["leader"], "leader", -1),
+        _int(path, js["leader_epoch"], "leader_epoch", 0),
+        _ids(path, js["isr"], "isr"),
+        lrs,
+        got[1],
+    )
+
+
+def _entity_configs(r: _Reader, path: str) -> dict[str, str]:
+    """A config znode's configs; an empty znode has none (Kafka creates a user's znode empty when
+    only its client ids have quotas, and ``ConfigEntityZNode.decode`` reads empty data as none)."""
+    got = r.get(path)
+    if got is None or not got[0]:
+        return {}
+    return _configs(path, _json(path, got[0]))
+
+
+def _configs(path: str, js: Any) -> dict[str, str]:
+    """``ConfigEntityZNode.decode``: ``{"version":1,"config":{name: value}}``, values strings."""
+    cfg = _obj(path, js).get("config", {})
+    cfg = _obj(path, cfg, "config")
+    out = {}
+    for k, v in cfg.items():
+        if not isinstance(v, str):
+            raise ZkInputError(f"{path}: config {k!r} is not a string: {_short(v)}")
+        out[k] = v
+    return out
+
+
+def _producer_ids(r: _Reader) -> ProducerIdBlock | None:
+    path = "/latest_producer_id_block"
+    got = r.get(path)
+    if got is None or not got[0]:
+        return None  # Kafka creates the znode empty
+    js = _obj(path, _json(path, got[0]))
+    try:
+        broker = _int(path, js["broker"], "broker", 0)
+        start, end = int(js["block_start"]), int(js["block_end"])
+    except KeyError as e:
+        raise ZkInputError(f"{path}: no {e.args[0]!r} in it") from None
+    except (TypeError, ValueError):
+        raise ZkInputError(f"{path}: block_start and block_end are not numbers") from None
+    if not 0 <= start <= end < 2**63 - 1:
+        raise ZkInputError(f"{path}: the block {start}..{end} is not a range of producer ids")
+    return ProducerIdBlock(broker, start, end)
+
+
+#: znodes whose children are metadata this converter does not carry yet
+_NOT_CARRIED = (("/delegation_token/tokens", "delegation tokens"),)
+
+
+def desanitize(path: str, name: str) -> str:
+    """``Sanitizer.desanitize`` (Java's ``URLDecoder.decode``, UTF-8): ``+`` is a space, ``%XX``
+    a byte. A malformed escape is refused, as Java refuses it; bytes that are not UTF-8 are refused
+    too (Java would put U+FFFD in their place, a name nobody wrote)."""
+    if re.search(r"%(?![0-9A-Fa-f]{2})", name):
+        raise ZkInputError(f"{path}: {name!r} is not a sanitized name (a malformed %-escape)")
+    from urllib.parse import unquote_to_bytes
+
+    try:
+        return unquote_to_bytes(name.replace("+", " ")).decode("utf-8")
+    except UnicodeDecodeError:
+        raise ZkInputError(f"{path}: {name!r} does not decode to UTF-8 text") from None
+
+
+#: Java's ``Double.valueOf`` for decimal text (hexadecimal floats are refused)
+_JAVA_DOUBLE = re.compile(r"[+-]?(NaN|Infinity|(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?[fFdD]?)")
+
+
+def _quota_value(path: str, key: str, text: str) -> float:
+    t = text.strip(" \t\n\r\x0b\x0c\x00")  # String.trim: every char <= ' '
+    if not _JAVA_DOUBLE.fullmatch(t) or len(t) > 400:
+        raise ZkInputError(f"{path}: quota {key!r} is not a number: {_short(text)}")
+    t = t.rstrip("fFdD") if t[-1:] in "fFdD" and not t.endswith("Infinity") else t
+    return float(t.replace("Infinity", "inf"))
+
+
+def _scram(path: str, user: str, mechanism: str, text: str) -> ScramCredential:
+    """``ScramCredentialUtils.credentialFromString``: ``salt=..,stored_key=..,server_key=..,iterations=N``."""
+    import base64
+    import binascii
+
+    props: dict[str, str] = {}
+    for token in text.split(","):
+        i = token.find("=")
+        if i <= 0:
+            raise ZkInputError(f"{path}: {mechanism} is not a SCRAM credential")
+        props[token[:i]] = token[i + 1 :]
+    if sorted(props) != ["iterations", "salt", "server_key", "stored_key"]:
+        raise ZkInputError(f"{path}: {mechanism} is not a SCRAM credential (fields {sorted(props)})")
+    try:
+        raw = {k: base64.b64decode(props[k], validate=True) for k in ("salt", "stored_key", "server_key")}
+    except (binascii.Error, ValueError):
+        raise ZkInputError(f"{path}: {mechanism}: salt, stored_key or server_key is not base64") from None
+    if not re.fullmatch(r"[+-]?[0-9]{1,10}", props["iterations"]):
+        raise ZkInputError(f"{path}: {mechanism}: iterations is not a whole number")
+    iterations = _int(path, int(props["iterations"]), f"{mechanism} iterations")
+    return ScramCredential(
+        user, SCRAM_MECHANISMS[mechanism], raw["salt"], raw["stored_key"], raw["server_key"], iterations, path
+    )
+
+
+def _entity_name(path: str, znode_name: str) -> str | None:
+    return None if znode_name == DEFAULT_ENTITY else desanitize(path, znode_name)
+
+
+def _quotas_and_scram(r: _Reader, cluster: ZkCluster) -> None:
+    """``ZkConfigMigrationClient.iterateClientQuotas``: users (their SCRAM mechanisms are credentials,
+    the rest quotas), client ids, users' client ids, IPs."""
+
+    for ztype, etype in (("users", "user"), ("clients", "client-id"), ("ips", "ip")):
+        for name in r.children(f"/config/{ztype}"):
+            path = f"/config/{ztype}/{name}"
+            props = _entity_configs(r, path)
+            for mech in SCRAM_MECHANISMS:
+                if mech in props:
+                    if ztype != "users":
+                        raise ZkInputError(f"{path}: a SCRAM credential outside /config/users")
+                    cluster.scram.append(_scram(path, desanitize(path, name), mech, props.pop(mech)))
+            values = {k: _quota_value(path, k, v) for k, v in sorted(props.items())}
+            if values:
+                cluster.client_quotas.append(ClientQuota(((etype, _entity_name(path, name)),), values, path))
+            if ztype == "users":
+                for kid in r.children(f"{path}/clients"):
+                    cpath = f"{path}/clients/{kid}"
+                    cprops = _entity_configs(r, cpath)
+                    cvalues = {k: _quota_value(cpath, k, v) for k, v in sorted(cprops.items())}
+                    if cvalues:
+                        entity = (("user", _entity_name(path, name)), ("client-id", _entity_name(cpath, kid)))
+                        cluster.client_quotas.append(ClientQuota(entity, cvalues, cpath))
+
+
+def _pascal(name: str) -> str:
+    """``SecurityUtils.toPascalCase``: ``TRANSACTIONAL_ID`` -> ``TransactionalId``."""
+    return "".join(part[:1] + part[1:].lower() for part in name.split("_"))
+
+
+def _names(codes: dict[int, str]) -> dict[str, int]:
+    """``SecurityUtils``'s lookup: the Pascal-case name, or it upper-cased (``valueFromMap``)."""
+    out = {}
+    for code, name in codes.items():
+        out[_pascal(name)] = code
+        out[_pascal(name).upper()] = code
+    return out
+
+
+def _code(path: str, table: dict[str, int], name: Any, what: str) -> int:
+    """A concrete enum value by name; UNKNOWN (an unknown name) and ANY refused, naming the znode."""
+    code = None
+    if isinstance(name, str):
+        code = table.get(name)
+        if code is None and name.isascii():
+            code = table.get(name.upper())
+    if code is None or code in (0, 1):
+        raise ZkInputError(f"{path}: {_short(name)} is not {what}")
+    return code
+
+
+#: the codes of Kafka's enums (``ResourceType``, ``AclOperation``, ``AclPermissionType``)
+_RESOURCE_TYPES = _names({0: "UNKNOWN", 1: "ANY", 2: "TOPIC", 3: "GROUP", 4: "CLUSTER", 5: "TRANSACTIONAL_ID",
+                          6: "DELEGATION_TOKEN", 7: "USER"})  # fmt: skip
+_OPERATIONS = _names({0: "UNKNOWN", 1: "ANY", 2: "ALL", 3: "READ", 4: "WRITE", 5: "CREATE", 6: "DELETE", 7: "ALTER",
+                      8: "DESCRIBE", 9: "CLUSTER_ACTION", 10: "DESCRIBE_CONFIGS", 11: "ALTER_CONFIGS",
+                      12: "IDEMPOTENT_WRITE", 13: "CREATE_TOKENS", 14: "DESCRIBE_TOKENS",
+                      15: "TWO_PHASE_COMMIT"})  # fmt: skip
+_PERMISSIONS = _names({0: "UNKNOWN", 1: "ANY", 2: "DENY", 3: "ALLOW"})
+#: ``PatternType``: where ``ZkAclStore`` keeps each specific pattern type
+_ACL_STORES = (("/kafka-acl", 3), ("/kafka-acl-extended/prefixed", 4))
+
+
+def _acls(r: _Reader) -> list[ZkAcl]:
+    """``AclAuthorizer.loadAllAcls``: ``<store>/<ResourceType>/<resource name>`` holding
+    ``AclEntry`` JSON (``{"version": 1, "acls": [{principal, permissionType, operation, host}]}``);
+    an empty znode holds none; the same ACL twice is one (a set)."""
+    out: list[ZkAcl] = []
+    seen: set[ZkAcl] = set()
+    for store, pattern in _ACL_STORES:
+        for rtype in r.children(store):
+            tpath = f"{store}/{rtype}"
+            code = _code(tpath, _RESOURCE_TYPES, rtype, "a resource type")
+            for name in r.children(tpath):
+                path = f"{tpath}/{name}"
+                got = r.get(path)
+                if got is None or not got[0]:
+                    continue
+                js = _obj(path, _json(path, got[0]))
+                if js.get("version") != 1:
+                    raise ZkInputError(f"{path}: ACL version {_short(js.get('version'))}, not 1")
+                entries = js.get("acls")
+                if not isinstance(entries, list):
+                    raise ZkInputError(f"{path}: acls is not a list")
+                for e in entries:
+                    e = _obj(path, e, "an ACL")
+                    principal, host = e.get("principal"), e.get("host")
+                    if not isinstance(principal, str) or ":" not in principal or principal.startswith(":"):
+                        raise ZkInputError(f"{path}: principal {_short(principal)} is not TYPE:NAME")
+                    if not isinstance(host, str):
+                        raise ZkInputError(f"{path}: host {_short(host)} is not a string")
+                    acl = ZkAcl(
+                        code,
+                        name,
+                        pattern,
+                        principal,
+                        host,
+                        _code(path, _OPERATIONS, e.get("operation"), "an ACL operation"),
+                        _code(path, _PERMISSIONS, e.get("permissionType"), "an ACL permission type"),
+                    )
+                    if acl not in seen:
+                        seen.add(acl)
+                        out.append(acl)
+    return out
+
+
+def _features(r: _Reader) -> dict[str, int]:
+    """``FeatureZNode.decode``: ``{"version": 1|2, "status": 0|1, "features": {name: {"max_version_level":
+    N[, "min_version_level": M]}}}``; the finalized level is the max. Disabled (status 0): none."""
+    path = "/feature"
+    got = r.get(path)
+    if got is None or not got[0]:
+        return {}
+    js = _obj(path, _json(path, got[0]))
+    version = _int(path, js.get("version"), "version")
+    if version not in (1, 2):
+        raise ZkInputError(f"{path}: unsupported version {version} (Kafka writes 1 or 2)")
+    status = js.get("status")
+    if status not in (0, 1) or isinstance(status, bool):
+        raise ZkInputError(f"{path}: status {_short(status)} is not 0 (disabled) or 1 (enabled)")
+    feats = _obj(path, js.get("features"), "features")
+    out: dict[str, int] = {}
+    for name, info in feats.items():
+        info = _obj(path, info, f"feature {name!r}")
+        if "max_version_level" not in info:
+            raise ZkInputError(f"{path}: feature {name!r} has no max_version_level")
+        level = _int(path, info["max_version_level"], f"feature {name!r}'s max_version_level", 1, 2**15 - 1)
+        if version == 1:
+            _int(path, info.get("min_version_level"), f"feature {name!r}'s min_version_level", 1, level)
+        out[name] = level
+    return out if status == 1 else {}
+
+
+def _broker_configs(r: _Reader) -> dict[str, dict[str, str]]:
+    """``ZkConfigMigrationClient.iterateBrokerConfigs``: ``/config/brokers/<id>`` (a broker id) and
+    ``/config/brokers/<default>`` (the cluster default, "" in KRaft)."""
+    out: dict[str, dict[str, str]] = {}
+    for name in r.children("/config/brokers"):
+        path = f"/config/brokers/{name}"
+        if name == DEFAULT_ENTITY:
+            key = ""
+        elif re.fullmatch(r"0|[1-9][0-9]{0,9}", name) and int(name) <= INT32_MAX:
+            key = name
+        else:
+            raise ZkInputError(f"{path}: {name!r} is neither a broker id nor {DEFAULT_ENTITY}")
+        configs = _entity_configs(r, path)
+        if configs:
+            out[key] = configs
+    return out
+
+
+def _not_carried(r: _Reader) -> list[tuple[str, str]]:
+    out = []
+    for path, what in _NOT_CARRIED:
+        for kid in _walk_leaves(r, path, depth=1):
+            out.append((kid, what))
+    for kid in r.children("/kafka-acl-extended"):
+        if kid != "prefixed":
+            out.append((f"/kafka-acl-extended/{kid}", "ACLs of a pattern type Kafka does not store"))
+    if r.get("/migration") is not None:
+        out.append(("/migration", "a ZooKeeper-to-KRaft migration already begun"))
+    return out
+
+
+def _walk_leaves(r: _Reader, path: str, depth: int) -> Iterator[str]:
+    for kid in r.children(path):
+        p = f"{path}/{kid}"
+        if depth > 1:
+            yield from _walk_leaves(r, p, depth - 1)
+        else:
+            yield p
+
+
+# ------------------------------------------------------------------ sources
+
+
+class DictSource:
+    """ZooKeeper as a dict (path -> data, or (data, version)): for tests and for input read
+    elsewhere. Parents are implied by their children."""
+
+    def __init__(self, nodes: dict[str, bytes | tuple[bytes, int]]) -> None:
+        self.nodes = {p: (v if isinstance(v, tuple) else (v, 0)) for p, v in nodes.items()}
+
+    def get(self, path: str) -> tuple[bytes, int] | None:
+        return self.nodes.get(path)
+
+    def children(self, path: str) -> list[str] | None:
+        prefix = path.rstrip("/") + "/"
+        kids = {p[len(prefix) :].split("/", 1)[0] for p in self.nodes if p.startswith(prefix)}
+        if not kids and path not in self.nodes:
+            return None
+        return sorted(kids)
+
+    def close(self) -> None:
+        pass
+
+
+class KazooSource:
+    """A running ZooKeeper through kazoo (the ``zookeeper`` extra): ``HOST:PORT[,HOST:PORT...][/chroot]``."""
+
+    def __init__(self, connect: str, timeout: float = 15.0) -> None:
+        try:
+            from kazoo.client import KazooClient
+            from kazoo.handlers.threading import KazooTimeoutError
+        except ImportError:
+            raise ZkConnectError("reading ZooKeeper needs kazoo: pip install 'kraftkit[zookeeper]'") from None
+        import logging
+
+        logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # the errors are ours to say
+        self.connect = connect
+        self.client = KazooClient(hosts=connect, timeout=timeout, read_only=True)
+        try:
+            self.client.start(timeout=timeout)
+        except KazooTimeoutError:
+            self.client.close()
+            raise ZkConnectError(f"{connect}: no ZooKeeper answered within {timeout:g} s") from None
+        except ValueError as e:
+            self.client.close()
+            raise ZkConnectError(f"{connect}: {e}") from None
+
+    def get(self, path: str) -> tuple[bytes, int] | None:
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            data, stat = self.client.get(path)
+        except NoNodeError:
+            return None
+        return (data or b""), stat.version
+
+    def children(self, path: str) -> list[str] | None:
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            return list(self.client.get_children(path))
+        except NoNodeError:
+            return None
+
+    def close(self) -> None:
+        try:
+            self.client.stop()
+        finally:
+            self.client.close()
