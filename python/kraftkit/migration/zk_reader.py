@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kraftkit.controller.acls import Acl
 from kraftkit.errors import KraftkitError
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -148,19 +149,6 @@ class ScramCredential:
     znode: str
 
 
-@dataclass(frozen=True)
-class ZkAcl:
-    """One ACL (``AccessControlEntryRecord`` without its id), with Kafka's enum codes."""
-
-    resource_type: int
-    resource_name: str
-    pattern_type: int
-    principal: str
-    host: str
-    operation: int
-    permission_type: int
-
-
 @dataclass
 class ZkCluster:
     cluster_id: str
@@ -168,7 +156,7 @@ class ZkCluster:
     producer_id_block: ProducerIdBlock | None = None
     client_quotas: list[ClientQuota] = field(default_factory=list)
     scram: list[ScramCredential] = field(default_factory=list)
-    acls: list[ZkAcl] = field(default_factory=list)
+    acls: list[Acl] = field(default_factory=list)
     #: dynamic broker configs: ``/config/brokers/<id>`` by broker id, ``<default>``'s under ""
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     #: ``/feature``'s finalized features (when its status is enabled): name -> level
@@ -565,12 +553,12 @@ _PERMISSIONS = _names({0: "UNKNOWN", 1: "ANY", 2: "DENY", 3: "ALLOW"})
 _ACL_STORES = (("/kafka-acl", 3), ("/kafka-acl-extended/prefixed", 4))
 
 
-def _acls(r: _Reader) -> list[ZkAcl]:
+def _acls(r: _Reader) -> list[Acl]:
     """``AclAuthorizer.loadAllAcls``: ``<store>/<ResourceType>/<resource name>`` holding
     ``AclEntry`` JSON (``{"version": 1, "acls": [{principal, permissionType, operation, host}]}``);
     an empty znode holds none; the same ACL twice is one (a set)."""
-    out: list[ZkAcl] = []
-    seen: set[ZkAcl] = set()
+    out: list[Acl] = []
+    seen: set[Acl] = set()
     for store, pattern in _ACL_STORES:
         for rtype in r.children(store):
             tpath = f"{store}/{rtype}"
@@ -593,7 +581,7 @@ def _acls(r: _Reader) -> list[ZkAcl]:
                         raise ZkInputError(f"{path}: principal {_short(principal)} is not TYPE:NAME")
                     if not isinstance(host, str):
                         raise ZkInputError(f"{path}: host {_short(host)} is not a string")
-                    acl = ZkAcl(
+                    acl = Acl(
                         code,
                         name,
                         pattern,
