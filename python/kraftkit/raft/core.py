@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -53,6 +54,7 @@ from kraftkit.raft.handlers import Handlers, end_epoch_backoff_ms
 from kraftkit.raft.log import Entry, RaftLog
 from kraftkit.raft.messages import Errors, TopicPartition
 from kraftkit.raft.quorum_state import ElectionState, Role
+from kraftkit.raft.reconfig import VoterChanges
 from kraftkit.raft.state import (
     STATE_OF_ROLE,
     CandidateState,
@@ -65,6 +67,16 @@ from kraftkit.raft.state import (
     ResignedState,
     UnattachedState,
     VotedState,
+)
+from kraftkit.raft.voters import (
+    KRAFT_VERSION,
+    KRAFT_VOTERS,
+    ZERO_UUID,
+    ControlRecord,
+    Endpoint,
+    ReplicaKey,
+    VoterNode,
+    VoterSet,
 )
 
 __all__ = ["RaftConfig", "RaftCore", "RaftStateError", "RecordsAdapter", "Role", "end_epoch_backoff_ms"]
@@ -94,6 +106,13 @@ class RaftConfig:
     #: node cut off from a healthy quorum cannot force an election when it comes back. False: it
     #: stands at once (KIP-595). Pre-votes from other nodes are answered either way.
     pre_vote: bool = True
+    #: KIP-853: this node's listeners (what a dynamic quorum's VotersRecord says of it when it leads),
+    #: the name of the one the voters talk on, and the ids standing for
+    #: ``controller.quorum.bootstrap.servers`` (negative: -2, -3, ...), which an observer without a
+    #: leader asks instead of the voters
+    endpoints: tuple[Endpoint, ...] = ()
+    listener: str = "CONTROLLER"
+    bootstrap_ids: tuple[int, ...] = ()
 
 
 class RecordsAdapter:
@@ -125,9 +144,12 @@ class _RoleField:
         setattr(core.state, self.name, value)
 
 
-class RaftCore(Handlers, Elections):
-    """One raft replica of ``tp``. ``voters`` is the static voter set (kraft.version 0); a node
-    whose id is not in it is an observer (it fetches but never votes or stands).
+class RaftCore(Handlers, Elections, VoterChanges):
+    """One raft replica of ``tp``. ``voters`` is the static voter set (kraft.version 0); a dynamic
+    quorum's (kraft.version 1, KIP-853) is the last one in the log (``log.kraft``), and replaces it.
+    A node that is not in the voter set in force is an observer (it fetches but never votes or
+    stands). ``directory_id`` is the directory id of its metadata log (meta.properties), half of its
+    :class:`~kraftkit.raft.voters.ReplicaKey`.
 
     The quorum state is :attr:`state`, one of :mod:`kraftkit.raft.state`'s per-role objects; the
     transitions below replace it. The request and response handlers are in
@@ -143,9 +165,18 @@ class RaftCore(Handlers, Elections):
         rng: random.Random | None = None,
         tp: TopicPartition = m.METADATA_PARTITION,
         records: RecordsAdapter | None = None,
+        directory_id: uuid.UUID = ZERO_UUID,
     ) -> None:
         self.node_id = node_id
-        self.voters = tuple(sorted(set(voters)))
+        self.directory_id = directory_id
+        self.key = ReplicaKey(node_id, directory_id)
+        self._static = VoterSet.of_ids(set(voters))
+        self._voters_gen = -1
+        self._seen_voters_gen = log.kraft.generation
+        self._voter_set: VoterSet = self._static
+        self._is_voter = False
+        #: endpoints heard of in answers (NodeEndpoints, LeaderEndpoints) and AddRaftVoter requests
+        self.heard_endpoints: dict[int, tuple[str, int]] = {}
         self.log = log
         self.cfg = config or RaftConfig()
         self.rng = rng or random.Random(0)
@@ -183,12 +214,47 @@ class RaftCore(Handlers, Elections):
         return self.state.voted_id
 
     @property
+    def voter_set(self) -> VoterSet:
+        """The voter set in force: the log's last (a dynamic quorum), else the static one."""
+        kraft = self.log.kraft
+        if kraft.generation != self._voters_gen:
+            self._voters_gen = kraft.generation
+            self._voter_set = kraft.voters() or self._static
+            self._is_voter = self._voter_set.is_voter(self.key)
+        return self._voter_set
+
+    @property
+    def voters(self) -> tuple[int, ...]:
+        return self.voter_set.ids
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether the voter set comes from the log (KIP-853), not from the configuration."""
+        return self.log.kraft.voters() is not None
+
+    @property
     def is_observer(self) -> bool:
-        return self.node_id not in self.voters
+        self.voter_set  # noqa: B018  (refreshes _is_voter)
+        return not self._is_voter
 
     @property
     def majority(self) -> int:
         return len(self.voters) // 2 + 1
+
+    def voter_dir(self, node_id: int) -> uuid.UUID:
+        """A voter's directory id (zero: unknown, or not a voter)."""
+        n = self.voter_set.node(node_id)
+        return n.key.directory_id if n is not None else ZERO_UUID
+
+    def endpoint_of(self, node_id: int) -> tuple[str, int] | None:
+        """Where ``node_id`` listens on the quorum's listener, as far as this replica knows (its
+        voter set, else what answers and requests said): None for a static quorum's voters (the
+        driver's configuration has them) and unknown nodes."""
+        n = self.voter_set.node(node_id)
+        e = n.endpoint(self.cfg.listener) if n is not None else None
+        if e is not None:
+            return e.host, e.port
+        return self.heard_endpoints.get(node_id)
 
     def election_state(self) -> ElectionState:
         """What is (or is about to be) in the quorum-state file."""
@@ -370,8 +436,30 @@ class RaftCore(Handlers, Elections):
             "Voters": [{"VoterId": v} for v in self.voters],
             "GrantingVoters": [{"VoterId": v} for v in granting],
         }
-        self.log.append(self.log.entries_for_append(new.epoch_start_offset, self.epoch, [payload], control=True))
+        payloads: list[Any] = [payload, *self._epoch_start_voter_records()]
+        self.log.append(self.log.entries_for_append(new.epoch_start_offset, self.epoch, payloads, control=True))
         self._out.append(Fsync(self.log.end_offset))
+
+    def _epoch_start_voter_records(self) -> list[ControlRecord]:
+        """KIP-853: a leader of a dynamic quorum writes the voter set after its LeaderChangeMessage,
+        in the same batch, when the log has none yet (only the bootstrap snapshot's, at offset -1) or
+        when what the set says of the leader (its endpoints, its kraft.version range) is out of date
+        (Kafka's ``appendStartOfEpochControlRecords``)."""
+        kraft = self.log.kraft
+        entry = kraft.voters_entry()
+        if entry is None or kraft.kraft_version() < 1:
+            return []
+        offset, voters = entry
+        mine = voters.node(self.node_id)
+        assert mine is not None
+        local = VoterNode(self.key, self.cfg.endpoints or mine.endpoints, (0, 1))
+        if offset >= 0 and local == mine:
+            return []
+        updated = voters.update(local) or voters
+        return [
+            ControlRecord(KRAFT_VERSION, {"Version": 0, "KRaftVersion": kraft.kraft_version()}),
+            ControlRecord(KRAFT_VOTERS, updated.to_record()),
+        ]
 
     def _become_resigned(self, preferred: list[int], persist: bool = False) -> None:
         new: ResignedState = self._set_role(Role.RESIGNED, self.epoch, self.node_id, -1, persist=persist)
@@ -435,6 +523,7 @@ class RaftCore(Handlers, Elections):
 
     def _poll_leader(self, st: LeaderState) -> None:
         now = self.now
+        self._expire_voter_change()
         if st.check_quorum_deadline is not None and st.check_quorum_deadline <= now:
             self._become_resigned(self._preferred_successors())
             return self._poll()
@@ -447,7 +536,15 @@ class RaftCore(Handlers, Elections):
                     self._send(
                         v,
                         m.BEGIN_QUORUM_EPOCH,
-                        m.begin_quorum_epoch_request(self.tp, self.cfg.cluster_id, v, self.node_id, self.epoch),
+                        m.begin_quorum_epoch_request(
+                            self.tp,
+                            self.cfg.cluster_id,
+                            v,
+                            self.node_id,
+                            self.epoch,
+                            self.voter_dir(v),
+                            [{"Name": e.name, "Host": e.host, "Port": e.port} for e in self.cfg.endpoints],
+                        ),
                     )
                     st.begin_resend_at[v] = now + self.cfg.fetch_timeout_ms // 2
                 else:
@@ -505,7 +602,8 @@ class RaftCore(Handlers, Elections):
             # is backing off: ask another one (Kafka's findReadyBootstrapServer), not it again
             # (whichever request it refused: a FetchSnapshot of a snapshot fetch counts too)
             if st.bootstrap_target is None or self._backing_off(st.bootstrap_target):
-                ready = [v for v in self.voters if v != self.node_id and not self._backing_off(v)]
+                pool = self.cfg.bootstrap_ids if self.cfg.bootstrap_ids and self.is_observer else self.voters
+                ready = [v for v in pool if v != self.node_id and not self._backing_off(v)]
                 if not ready:
                     return
                 st.bootstrap_target = self.rng.choice(ready)
@@ -525,6 +623,7 @@ class RaftCore(Handlers, Elections):
                     (sid.end_offset, sid.epoch),
                     len(buf),
                     self.cfg.snapshot_chunk_bytes,
+                    self.directory_id,
                 ),
             )
         else:
@@ -539,6 +638,7 @@ class RaftCore(Handlers, Elections):
                     self.log.end_offset,
                     self.log.last_epoch(),
                     self.cfg.fetch_max_wait_ms,
+                    self.directory_id,
                 ),
             )
 
@@ -594,8 +694,13 @@ class RaftCore(Handlers, Elections):
                 self._start_backoff()
 
     def _after_log_change(self) -> None:
+        gen = self.log.kraft.generation
+        if gen != self._seen_voters_gen:
+            self._seen_voters_gen = gen
+            self._voters_changed()
         if self.role is Role.LEADER:
             self._update_leader_hw()
+            self._voter_change_progress()
 
     # ------------------------------------------------------------------------------ test access
     # the private names the tests (and their deliberately broken rules) use, mapped onto the role state

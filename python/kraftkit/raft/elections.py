@@ -144,5 +144,7 @@ class Elections:
                         self.log.last_epoch(),
                         self.log.end_offset,
                         pre_vote=pre_vote,
+                        candidate_dir=self.directory_id,
+                        voter_dir=self.voter_dir(v),
                     ),
                 )

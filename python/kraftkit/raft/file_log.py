@@ -34,6 +34,7 @@ from kraftkit._core import (
     assign_offsets,
     control_record_key,
     decode_batches,
+    decode_control_record,
     decode_metadata_record,
     encode_batch,
     encode_control_record,
@@ -47,6 +48,7 @@ from kraftkit.log.control import ControlType
 from kraftkit.log.log import DEFAULT_INDEX_INTERVAL, list_segments
 from kraftkit.metadata.snapshot import SnapshotId, list_snapshots
 from kraftkit.raft.log import Batch, Entry, RaftLog
+from kraftkit.raft.voters import KRAFT_VERSION, KRAFT_VOTERS, ControlRecord
 
 if TYPE_CHECKING:
     from kraftkit._core import RecordInput
@@ -79,6 +81,36 @@ def _sets_metadata_version(data: bytes) -> bool:
             if decode_metadata_record(v)[2].get("Name") == "metadata.version":
                 return True
     return False
+
+
+CONTROL_ATTRIBUTE = 0x20
+
+
+def control_records(data: bytes | memoryview, snapshot: bool = False) -> Iterator[tuple[int, ControlRecord]]:
+    """``(offset, record)`` of every KRaftVersion and KRaftVoters control record in ``data`` (v2
+    batches, whole ones; the CRCs were checked by whoever took the bytes in). Only control batches
+    are decoded (the attribute bit is read from the header). ``snapshot``: a snapshot's control
+    records are in its first batches: stop at the first data batch."""
+    view = memoryview(data)
+    pos, n = 0, len(view)
+    while n - pos >= BATCH_HEADER:
+        size = 12 + int.from_bytes(view[pos + 8 : pos + 12], "big", signed=True)
+        if size < BATCH_HEADER or pos + size > n:
+            return
+        if not view[pos + 22] & CONTROL_ATTRIBUTE:
+            if snapshot:
+                return
+            pos += size
+            continue
+        for batch in decode_batches(view[pos : pos + size]):
+            for r in batch.records():
+                key = r.key
+                if key is None or len(key) < 4 or r.value is None:
+                    continue
+                ctype = int.from_bytes(key[2:4], "big", signed=True)
+                if ctype in (KRAFT_VERSION, KRAFT_VOTERS):
+                    yield r.offset, ControlRecord(ctype, decode_control_record(ctype, r.value))
+        pos += size
 
 
 def split_batches(data: bytes | memoryview) -> tuple[list[Batch], int]:
@@ -172,6 +204,33 @@ class FileRaftLog(RaftLog[Batch]):
         elif self._snapshot:
             self._delete_segments_below(self._snapshot.end_offset)
         self._flushed = self._log.log_end_offset
+        self._load_kraft_state(snaps)
+
+    def _load_kraft_state(self, snaps: list[SnapshotId]) -> None:
+        """The kraft.version and voter sets: the latest snapshot's (or the bootstrap snapshot's,
+        ``00000000000000000000-0000000000.checkpoint``, at offset -1), then every control record of
+        the log after it (only control batches are decoded)."""
+        sid = self._snapshot or (SnapshotId(0, 0) if snaps and tuple(snaps[0]) == (0, 0) else None)
+        if sid is not None:
+            path = self.dir / sid.file_name
+            fd, st = open_input(path)
+            try:
+                data = os.read(fd, min(st.st_size, 1 << 20)) if st.st_size else b""
+            finally:
+                os.close(fd)
+            try:
+                records = [r for _o, r in control_records(data, snapshot=True)]
+            except Exception as e:
+                raise LogError(f"{path}: cannot read its control records: {e}") from None
+            self.kraft.note_snapshot_records(sid.end_offset - 1, records)
+        for batch in self._log.batches(self.start_offset):
+            if batch.is_control:
+                for r in batch.records():
+                    key = r.key
+                    if key is not None and len(key) >= 4 and r.value is not None:
+                        ctype = int.from_bytes(key[2:4], "big", signed=True)
+                        if ctype in (KRAFT_VERSION, KRAFT_VOTERS):
+                            self.kraft.note(r.offset, ControlRecord(ctype, decode_control_record(ctype, r.value)))
 
     # -- state
     @property
@@ -217,6 +276,8 @@ class FileRaftLog(RaftLog[Batch]):
         todo: Iterable[Batch] = self._entry_batches(batches) if isinstance(batches[0], Entry) else batches
         for b in todo:
             self._append_bytes(b.data, b.epoch)
+            for offset, record in control_records(b.data):
+                self.kraft.note(offset, record)
 
     def entries_for_append(self, base_offset: int, epoch: int, payloads: Any, control: bool = False) -> list[Batch]:
         """One batch for ``payloads`` (a LeaderChangeMessage dict alone in a control batch when
@@ -229,11 +290,13 @@ class FileRaftLog(RaftLog[Batch]):
         return list(self._entry_batches([Entry(base_offset + i, epoch, p, control) for i, p in enumerate(payloads)]))
 
     def _entry_batches(self, entries: list[Entry]) -> Iterator[Batch]:
-        """Entries as v2 batches, one per run of one epoch (a control entry alone), each encoded
-        when asked for: an append writes one before the next is checked against the log end."""
+        """Entries as v2 batches, one per run of one epoch and kind (the control records a leader
+        writes at once, a LeaderChangeMessage and the KIP-853 records after it, share one batch as
+        in Kafka), each encoded when asked for: an append writes one before the next is checked
+        against the log end."""
         run: list[Entry] = []
         for e in entries:
-            if run and (e.epoch != run[0].epoch or e.control != run[0].control or e.control):
+            if run and (e.epoch != run[0].epoch or e.control != run[0].control):
                 yield self._encode_run(run)
                 run = []
             run.append(e)
@@ -247,13 +310,18 @@ class FileRaftLog(RaftLog[Batch]):
         now = self._clock()
         records: list[RecordInput]
         if first.control:
-            if not isinstance(first.payload, dict):
-                raise LogError(
-                    f"{self.dir}: a control entry needs a LeaderChangeMessage dict, got {type(first.payload).__name__}"
-                )
-            records = [
-                (now, control_record_key(LEADER_CHANGE), encode_control_record(LEADER_CHANGE, first.payload), [])
-            ]
+            records = []
+            for e in run:
+                if isinstance(e.payload, ControlRecord):
+                    ctype, body = e.payload.type, e.payload.body
+                elif isinstance(e.payload, dict):
+                    ctype, body = LEADER_CHANGE, e.payload
+                else:
+                    raise LogError(
+                        f"{self.dir}: a control entry needs a LeaderChangeMessage dict or a ControlRecord, "
+                        f"got {type(e.payload).__name__}"
+                    )
+                records.append((now, control_record_key(ctype), encode_control_record(ctype, body), []))
         else:
             records = []
             for e in run:
@@ -286,6 +354,7 @@ class FileRaftLog(RaftLog[Batch]):
             raise LogError(f"{self.dir}: truncation to {offset} below the log start {self.start_offset}")
         self._log.truncate_to(offset)
         self._flushed = min(self._flushed, self.end_offset)
+        self.kraft.truncate(self.end_offset)
 
     def flush(self) -> int:
         self._log.flush()
@@ -356,6 +425,7 @@ class FileRaftLog(RaftLog[Batch]):
             raise LogError(f"{target}: no such snapshot file")
         self._set_snapshot(sid)
         self._delete_segments_below(end)
+        self.kraft.compact(end)
 
     def start_segment_at(self, offset: int) -> bool:
         """Makes a segment start at ``offset`` (a snapshot about to be taken there then leaves no
@@ -373,9 +443,11 @@ class FileRaftLog(RaftLog[Batch]):
         """Replaces the whole log by a snapshot fetched from the leader (Kafka's
         ``truncateToLatestSnapshot``): the file is written first, then the segments go."""
         sid = SnapshotId(*snapshot_id)
-        write_atomic(self.snapshot_path(sid), bytes(data))
+        data = bytes(data)
+        write_atomic(self.snapshot_path(sid), data)
         self._set_snapshot(sid)
         self._restart_at(sid.end_offset)
+        self.kraft.note_snapshot_records(sid.end_offset - 1, [r for _o, r in control_records(data, snapshot=True)])
 
     def _set_snapshot(self, sid: SnapshotId) -> None:
         old = self._snapshot

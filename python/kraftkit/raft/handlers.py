@@ -26,6 +26,7 @@ from kraftkit.raft.state import (
     RaftStateError,
     ResignedState,
 )
+from kraftkit.raft.voters import ReplicaKey
 
 if TYPE_CHECKING:
     from kraftkit.raft.core import RaftCore
@@ -71,6 +72,25 @@ class Handlers:
         }
         handler = handlers.get(api)
         cid = body.get("ClusterId")
+        voter_changes: dict[int, Callable] = {
+            m.ADD_RAFT_VOTER: self._on_add_voter_request,
+            m.REMOVE_RAFT_VOTER: self._on_remove_voter_request,
+        }
+        if api in voter_changes:
+            if cid is not None and cid != self.cfg.cluster_id:
+                return self._respond(
+                    ev.src,
+                    api,
+                    ev.correlation_id,
+                    m.voter_change_response(
+                        Errors.INCONSISTENT_CLUSTER_ID, f"cluster id {cid!r} is not this cluster's"
+                    ),
+                )
+            return voter_changes[api](ev.src, ev.correlation_id, body)
+        if api == m.UPDATE_RAFT_VOTER:
+            return self._on_update_voter_request(ev.src, ev.correlation_id, body)
+        if api == m.API_VERSIONS:
+            return self._on_api_versions_request(ev.src, ev.correlation_id)
         if api == m.FETCH:
             if cid is not None and cid != self.cfg.cluster_id:
                 return self._respond(
@@ -147,8 +167,7 @@ class Handlers:
             return reply(Errors.INVALID_REQUEST)
         if cand_epoch > self.epoch:
             self._become_unattached(cand_epoch)
-        voter_id = body.get("VoterId", -1)
-        if voter_id >= 0 and voter_id != self.node_id:
+        if not self._addressed_to_me(body.get("VoterId", -1), part.get("VoterDirectoryId")):
             return reply(Errors.INVALID_VOTER_KEY)
         # (a higher epoch is news even in a pre-vote: the receiver moved to it above, as in Kafka)
         granted = self._can_grant(cand, last_epoch, last_offset, pre_vote)
@@ -166,9 +185,10 @@ class Handlers:
         elif leader < 0:
             err = Errors.INVALID_REQUEST
         else:
+            self._learn_endpoints(leader, body.get("LeaderEndpoints"))
             self._maybe_follow(leader, epoch)
-            voter_id = body.get("VoterId", -1)
-            err = Errors.INVALID_VOTER_KEY if voter_id >= 0 and voter_id != self.node_id else Errors.NONE
+            ok = self._addressed_to_me(body.get("VoterId", -1), part.get("VoterDirectoryId"))
+            err = Errors.NONE if ok else Errors.INVALID_VOTER_KEY
         self._respond(
             src, m.BEGIN_QUORUM_EPOCH, corr, m.begin_quorum_epoch_response(self.tp, err, self.leader_id, self.epoch)
         )
@@ -192,6 +212,29 @@ class Handlers:
         self._respond(
             src, m.END_QUORUM_EPOCH, corr, m.end_quorum_epoch_response(self.tp, err, self.leader_id, self.epoch)
         )
+
+    def _addressed_to_me(self: RaftCore, voter_id: int, voter_dir: Any) -> bool:  # type: ignore[misc]  # RaftCore's mixin
+        """Whether a request's voter key (VoterId, VoterDirectoryId: KIP-853) names this replica
+        (-1 and the zero directory id name anyone, as older senders leave them)."""
+        if voter_id >= 0 and voter_id != self.node_id:
+            return False
+        return voter_dir in (None, m.ZERO_UUID) or self.directory_id in (m.ZERO_UUID, voter_dir)
+
+    def _learn_endpoints(self: RaftCore, node: int, endpoints: Any) -> None:  # type: ignore[misc]  # RaftCore's mixin
+        """A request or answer said where ``node`` listens (LeaderEndpoints, NodeEndpoints)."""
+        for e in endpoints or []:
+            name = e.get("Name")
+            if e.get("NodeId", node) == node and (name is None or name == self.cfg.listener) and e.get("Host"):
+                self.heard_endpoints[node] = (e["Host"], int(e["Port"]))
+
+    def _leader_node_endpoints(self: RaftCore) -> list[dict]:  # type: ignore[misc]  # RaftCore's mixin
+        """The NodeEndpoints of an answer: the leader's address, when this replica knows it from its
+        voter set or from what it heard (static quorums: none, as before KIP-853)."""
+        leader = self.leader_id
+        where = self.endpoint_of(leader) if leader >= 0 and self.dynamic else None
+        if where is None:
+            return []
+        return [{"NodeId": leader, "Host": where[0], "Port": where[1], "Rack": None}]
 
     def _maybe_follow(self: RaftCore, leader: int, epoch: int) -> None:  # type: ignore[misc]  # RaftCore's mixin
         """A message names ``leader`` for ``epoch`` (>= ours): follow it if that is news."""
@@ -228,6 +271,7 @@ class Handlers:
             hw = self.state.high_watermark if isinstance(self.state, LeaderState) else None
             kw.setdefault("high_watermark", hw if hw is not None else -1)
             kw.setdefault("log_start_offset", self.log.start_offset)
+        kw.setdefault("node_endpoints", self._leader_node_endpoints())
         self._respond(src, m.FETCH, corr, m.fetch_response(self.tp, error, self.leader_id, self.epoch, **kw))
 
     def _on_fetch_request(self: RaftCore, src: int, corr: int, body: t.FetchRequest, may_wait: bool) -> None:  # type: ignore[misc]  # RaftCore's mixin
@@ -256,10 +300,12 @@ class Handlers:
         if status == "diverging":
             return self._fetch_reply(src, corr, Errors.NONE, diverging=arg)
         hw_before = st.high_watermark
+        replica_dir = part.get("ReplicaDirectoryId") or m.ZERO_UUID
         if replica >= 0 and replica != self.node_id:
             caught_up = self.now if offset >= log.end_offset else st.fetch_times.get(replica, (0, -1))[1]
             st.fetch_times[replica] = (self.now, caught_up)
-        if replica in st.replica_end:
+            st.observer_dirs[replica] = replica_dir
+        if replica in st.replica_end and self.voter_set.is_voter(ReplicaKey(replica, replica_dir)):
             st.replica_end[replica] = offset
             st.acked.add(replica)
             self._note_fetcher(replica)
@@ -359,6 +405,8 @@ class Handlers:
             if req is not None:
                 self._inflight[ev.correlation_id] = req
             return  # unknown, duplicated or timed-out response
+        if ev.api == m.API_VERSIONS:
+            return self._on_api_versions_response(ev.src, ev.correlation_id, ev.body)
         st = self.state
         is_fetch = False
         if isinstance(st, FetchingState) and ev.correlation_id == st.fetch_corr:
@@ -386,6 +434,8 @@ class Handlers:
         else:
             leader, epoch = part.get("LeaderId", -1), part.get("LeaderEpoch", -1)
         error = part.get("ErrorCode", 0)
+        if leader >= 0 and leader != self.node_id:
+            self._learn_endpoints(leader, body.get("NodeEndpoints"))
         if not self._handle_response_epoch(leader, epoch):
             if error:
                 self._retry_at[(ev.src, ev.api)] = self.now + self.cfg.retry_backoff_ms

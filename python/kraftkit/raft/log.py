@@ -22,12 +22,14 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from kraftkit.errors import LogError  # a request the log cannot honour (a gap, a truncation below the start...)
 from kraftkit.metadata.snapshot import SnapshotId  # the snapshots' OffsetAndEpoch, one type for metadata and raft
+from kraftkit.raft.voters import ControlRecord, KRaftControlState
 
-__all__ = ["Batch", "Entry", "SnapshotId", "RaftLog", "MemoryLog", "LogError"]
+__all__ = ["Batch", "Entry", "SnapshotId", "RaftLog", "MemoryLog", "LogError", "ControlRecord"]
 
 
 class Entry(NamedTuple):
-    """One log entry. ``control`` marks KRaft control records (the LeaderChangeMessage)."""
+    """One log entry. ``control`` marks KRaft control records: the LeaderChangeMessage (its
+    payload a dict) and the KIP-853 records (a :class:`~kraftkit.raft.voters.ControlRecord`)."""
 
     offset: int
     epoch: int
@@ -53,7 +55,19 @@ R = TypeVar("R", Entry, Batch)
 
 class RaftLog(abc.ABC, Generic[R]):
     """What the raft core needs from a log holding records of type ``R`` (see the module
-    docstring). Offsets are dense: start_offset .. end_offset-1."""
+    docstring). Offsets are dense: start_offset .. end_offset-1.
+
+    Every log keeps :attr:`kraft`, the kraft.version and voter sets its control records and its
+    snapshot hold (KIP-853): implementations update it on append, truncation and snapshots."""
+
+    _kraft: KRaftControlState | None = None
+
+    @property
+    def kraft(self) -> KRaftControlState:
+        """The kraft.version and voter sets of this log, by offset."""
+        if self._kraft is None:
+            self._kraft = KRaftControlState()
+        return self._kraft
 
     @property
     @abc.abstractmethod
@@ -172,9 +186,21 @@ class RaftLog(abc.ABC, Generic[R]):
 
 
 class MemoryLog(RaftLog[Entry]):
-    """An in-memory :class:`RaftLog` of :class:`Entry` items for tests and the simulator."""
+    """An in-memory :class:`RaftLog` of :class:`Entry` items for tests and the simulator.
 
-    def __init__(self) -> None:
+    ``bootstrap``: the control records of a dynamic quorum's bootstrap snapshot (a KRaftVersion and
+    a Voters :class:`~kraftkit.raft.voters.ControlRecord`). ``snapshot_records`` reads the control
+    records out of a snapshot's data (the state machine's format: the simulator's), so a snapshot
+    fetched from the leader brings its voter set; without it such a log forgets its voters."""
+
+    def __init__(
+        self,
+        bootstrap: list[ControlRecord] | None = None,
+        snapshot_records: Any = None,
+    ) -> None:
+        self._snapshot_records = snapshot_records
+        if bootstrap:
+            self.kraft.note_snapshot_records(-1, bootstrap)
         self._entries: list[Entry] = []
         self._start = 0
         self._epochs: list[tuple[int, int]] = []
@@ -219,6 +245,8 @@ class MemoryLog(RaftLog[Entry]):
             if e.epoch > self.last_epoch() or not self._epochs:
                 self._epochs.append((e.epoch, e.offset))
             self._entries.append(e)
+            if e.control and isinstance(e.payload, ControlRecord):
+                self.kraft.note(e.offset, e.payload)
 
     def entries_for_append(self, base_offset: int, epoch: int, payloads: Any, control: bool = False) -> list[Entry]:
         """One entry per payload."""
@@ -237,6 +265,7 @@ class MemoryLog(RaftLog[Entry]):
         del self._entries[offset - self._start :]
         self._epochs = [(e, s) for e, s in self._epochs if s < offset]
         self._flushed = min(self._flushed, offset)
+        self.kraft.truncate(offset)
 
     def flush(self) -> int:
         self._flushed = self.end_offset
@@ -277,6 +306,7 @@ class MemoryLog(RaftLog[Entry]):
         self._start = end
         self._snapshot = SnapshotId(*snapshot_id)
         self._snapshot_data = bytes(data)
+        self.kraft.compact(end)
 
     def install_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
         self._entries = []
@@ -285,3 +315,5 @@ class MemoryLog(RaftLog[Entry]):
         self._flushed = self._start
         self._snapshot = SnapshotId(*snapshot_id)
         self._snapshot_data = bytes(data)
+        records = self._snapshot_records(self._snapshot_data) if self._snapshot_records is not None else []
+        self.kraft.note_snapshot_records(self._start - 1, records)

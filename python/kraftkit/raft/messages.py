@@ -41,10 +41,17 @@ __all__ = [
     "METADATA_TOPIC_ID",
     "ZERO_UUID",
     "single_partition",
+    "voter_change_response",
+    "ADD_RAFT_VOTER",
+    "REMOVE_RAFT_VOTER",
+    "UPDATE_RAFT_VOTER",
+    "API_VERSIONS",
 ]
 
 FETCH, VOTE, FETCH_SNAPSHOT = ApiKey.FETCH, ApiKey.VOTE, ApiKey.FETCH_SNAPSHOT
 BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH = ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH
+ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER
+UPDATE_RAFT_VOTER, API_VERSIONS = ApiKey.UPDATE_RAFT_VOTER, ApiKey.API_VERSIONS
 
 #: The highest request versions kraftkit's replica sends its peers, capped per peer by its ApiVersions
 #: answer (real Kafka 3.9 and 4.x quorums take them: tests/kafka/test_raft_kafka.py). Vote v2 carries
@@ -121,6 +128,8 @@ def vote_request(
     last_epoch: int,
     last_offset: int,
     pre_vote: bool = False,
+    candidate_dir: uuid.UUID = ZERO_UUID,
+    voter_dir: uuid.UUID = ZERO_UUID,
 ) -> t.VoteRequest:
     """A vote request; ``pre_vote``: a prospective's, in its own epoch, that the receiver answers
     without voting (Vote v2)."""
@@ -135,8 +144,8 @@ def vote_request(
                         "PartitionIndex": tp.partition,
                         "ReplicaEpoch": candidate_epoch,
                         "ReplicaId": candidate_id,
-                        "ReplicaDirectoryId": ZERO_UUID,
-                        "VoterDirectoryId": ZERO_UUID,
+                        "ReplicaDirectoryId": candidate_dir,
+                        "VoterDirectoryId": voter_dir,
                         "LastOffsetEpoch": last_epoch,
                         "LastOffset": last_offset,
                         "PreVote": pre_vote,
@@ -148,7 +157,13 @@ def vote_request(
 
 
 def begin_quorum_epoch_request(
-    tp: TopicPartition, cluster_id: str | None, voter_id: int, leader_id: int, epoch: int
+    tp: TopicPartition,
+    cluster_id: str | None,
+    voter_id: int,
+    leader_id: int,
+    epoch: int,
+    voter_dir: uuid.UUID = ZERO_UUID,
+    leader_endpoints: list[t.BeginQuorumEpochRequestLeaderEndpoint] | None = None,
 ) -> t.BeginQuorumEpochRequest:
     return {
         "ClusterId": cluster_id,
@@ -159,14 +174,14 @@ def begin_quorum_epoch_request(
                 "Partitions": [
                     {
                         "PartitionIndex": tp.partition,
-                        "VoterDirectoryId": ZERO_UUID,
+                        "VoterDirectoryId": voter_dir,
                         "LeaderId": leader_id,
                         "LeaderEpoch": epoch,
                     }
                 ],
             }
         ],
-        "LeaderEndpoints": [],
+        "LeaderEndpoints": leader_endpoints or [],
     }
 
 
@@ -203,6 +218,7 @@ def fetch_request(
     fetch_offset: int,
     last_fetched_epoch: int,
     max_wait_ms: int,
+    replica_dir: uuid.UUID = ZERO_UUID,
 ) -> t.FetchRequest:
     return {
         "ClusterId": cluster_id,
@@ -224,7 +240,7 @@ def fetch_request(
                         "LastFetchedEpoch": last_fetched_epoch,
                         "LogStartOffset": -1,
                         "PartitionMaxBytes": 0,
-                        "ReplicaDirectoryId": ZERO_UUID,
+                        "ReplicaDirectoryId": replica_dir,
                     }
                 ],
             }
@@ -242,6 +258,7 @@ def fetch_snapshot_request(
     snapshot_id: tuple[int, int],
     position: int,
     max_bytes: int,
+    replica_dir: uuid.UUID = ZERO_UUID,
 ) -> t.FetchSnapshotRequest:
     return {
         "ClusterId": cluster_id,
@@ -256,7 +273,7 @@ def fetch_snapshot_request(
                         "CurrentLeaderEpoch": epoch,
                         "SnapshotId": {"EndOffset": snapshot_id[0], "Epoch": snapshot_id[1]},
                         "Position": position,
-                        "ReplicaDirectoryId": ZERO_UUID,
+                        "ReplicaDirectoryId": replica_dir,
                     }
                 ],
             }
@@ -268,7 +285,13 @@ def fetch_snapshot_request(
 
 
 def vote_response(
-    tp: TopicPartition, error: int, leader_id: int, epoch: int, granted: bool, top_error: int = 0
+    tp: TopicPartition,
+    error: int,
+    leader_id: int,
+    epoch: int,
+    granted: bool,
+    top_error: int = 0,
+    node_endpoints: list[Any] | None = None,
 ) -> t.VoteResponse:
     part: t.VoteResponseTopicDataPartitionData = {
         "PartitionIndex": tp.partition,
@@ -278,11 +301,16 @@ def vote_response(
         "VoteGranted": granted,
     }
     topics: list[t.VoteResponseTopicData] = [] if top_error else [{"TopicName": tp.topic, "Partitions": [part]}]
-    return {"ErrorCode": top_error, "Topics": topics, "NodeEndpoints": []}
+    return {"ErrorCode": top_error, "Topics": topics, "NodeEndpoints": node_endpoints or []}
 
 
 def begin_quorum_epoch_response(
-    tp: TopicPartition, error: int, leader_id: int, epoch: int, top_error: int = 0
+    tp: TopicPartition,
+    error: int,
+    leader_id: int,
+    epoch: int,
+    top_error: int = 0,
+    node_endpoints: list[Any] | None = None,
 ) -> t.BeginQuorumEpochResponse:
     part: t.BeginQuorumEpochResponseTopicDataPartitionData = {
         "PartitionIndex": tp.partition,
@@ -293,11 +321,16 @@ def begin_quorum_epoch_response(
     topics: list[t.BeginQuorumEpochResponseTopicData] = (
         [] if top_error else [{"TopicName": tp.topic, "Partitions": [part]}]
     )
-    return {"ErrorCode": top_error, "Topics": topics, "NodeEndpoints": []}
+    return {"ErrorCode": top_error, "Topics": topics, "NodeEndpoints": node_endpoints or []}
 
 
 def end_quorum_epoch_response(
-    tp: TopicPartition, error: int, leader_id: int, epoch: int, top_error: int = 0
+    tp: TopicPartition,
+    error: int,
+    leader_id: int,
+    epoch: int,
+    top_error: int = 0,
+    node_endpoints: list[Any] | None = None,
 ) -> t.EndQuorumEpochResponse:
     part: t.EndQuorumEpochResponseTopicDataPartitionData = {
         "PartitionIndex": tp.partition,
@@ -308,7 +341,7 @@ def end_quorum_epoch_response(
     topics: list[t.EndQuorumEpochResponseTopicData] = (
         [] if top_error else [{"TopicName": tp.topic, "Partitions": [part]}]
     )
-    return {"ErrorCode": top_error, "Topics": topics, "NodeEndpoints": []}
+    return {"ErrorCode": top_error, "Topics": topics, "NodeEndpoints": node_endpoints or []}
 
 
 def fetch_response(
@@ -323,6 +356,7 @@ def fetch_response(
     snapshot_id: tuple[int, int] | None = None,
     records: Any = None,
     top_error: int = 0,
+    node_endpoints: list[Any] | None = None,
 ) -> t.FetchResponse:
     part: t.FetchResponseFetchableTopicResponsePartitionData = {
         "PartitionIndex": tp.partition,
@@ -346,7 +380,7 @@ def fetch_response(
         "ErrorCode": top_error,
         "SessionId": 0,
         "Responses": [] if top_error else [{"TopicId": tp.topic_id, "Partitions": [part]}],
-        "NodeEndpoints": [],
+        "NodeEndpoints": node_endpoints or [],
     }
 
 
@@ -361,6 +395,7 @@ def fetch_snapshot_response(
     position: int = -1,
     data: Any = b"",
     top_error: int = 0,
+    node_endpoints: list[Any] | None = None,
 ) -> t.FetchSnapshotResponse:
     part: t.FetchSnapshotResponseTopicSnapshotPartitionSnapshot = {
         "Index": tp.partition,
@@ -375,5 +410,13 @@ def fetch_snapshot_response(
         "ThrottleTimeMs": 0,
         "ErrorCode": top_error,
         "Topics": [] if top_error else [{"Name": tp.topic, "Partitions": [part]}],
-        "NodeEndpoints": [],
+        "NodeEndpoints": node_endpoints or [],
     }
+
+
+# ---------------------------------------------------------------- KIP-853 voter changes
+
+
+def voter_change_response(error: int, message: str | None = None) -> dict[str, Any]:
+    """An AddRaftVoter or RemoveRaftVoter answer (the two share their fields)."""
+    return {"ThrottleTimeMs": 0, "ErrorCode": error, "ErrorMessage": message}

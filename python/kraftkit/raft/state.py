@@ -13,11 +13,15 @@ core's milliseconds (None: not running).
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
+import uuid
+from typing import TYPE_CHECKING, ClassVar
 
 from kraftkit.metadata.snapshot import SnapshotId
 from kraftkit.protocol.types import FetchRequest
 from kraftkit.raft.quorum_state import ElectionState, Role
+
+if TYPE_CHECKING:
+    from kraftkit.raft.reconfig import PendingVoterChange
 
 __all__ = [
     "RaftStateError",
@@ -160,9 +164,16 @@ class LeaderState(EpochState):
     fetch_times: dict[int, tuple[int, int]] = dataclasses.field(default_factory=dict)
     #: Fetches waiting for data: (deadline, src, corr, body)
     purgatory: list[tuple[int, int, int, FetchRequest]] = dataclasses.field(default_factory=list)
+    #: replica -> the directory id its last Fetch gave (KIP-853: a voter is an id and a directory)
+    observer_dirs: dict[int, uuid.UUID] = dataclasses.field(default_factory=dict)
+    #: the KIP-853 voter change being carried out (at most one at a time)
+    voter_change: PendingVoterChange | None = None
 
     def deadlines(self) -> list[int | None]:
-        return [self.check_quorum_deadline, *(d for d, *_ in self.purgatory), *self.begin_resend_at.values()]
+        c = self.voter_change
+        # (a change appended and answered waits for its commit only: no timer)
+        change = c.deadline if c is not None and (c.corr >= 0 or c.probe_corr is not None) else None
+        return [self.check_quorum_deadline, change, *(d for d, *_ in self.purgatory), *self.begin_resend_at.values()]
 
 
 @dataclasses.dataclass

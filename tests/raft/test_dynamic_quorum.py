@@ -1,0 +1,324 @@
+"""KIP-853 dynamic quorums in the raft core: the voter set kept in the log, and the leader's
+AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter, on cores joined by an in-memory network.
+
+The expected answers (error codes, what is appended, when a change counts) are Kafka's rules as its
+``AddVoterHandler``/``RemoveVoterHandler``/``UpdateVoterHandler`` and ``KRaftControlRecordStateMachine``
+apply them; the voter sets are checked against what each log holds, record by record."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import pytest
+
+from kraftkit.raft import messages as m
+from kraftkit.raft.core import RaftConfig, RaftCore
+from kraftkit.raft.events import Fsync, FsyncComplete, Receive, Send, Start, Tick
+from kraftkit.raft.log import Entry, MemoryLog
+from kraftkit.raft.messages import Errors
+from kraftkit.raft.quorum_state import Role
+from kraftkit.raft.voters import (
+    KRAFT_VERSION,
+    KRAFT_VOTERS,
+    ControlRecord,
+    Endpoint,
+    KRaftControlState,
+    ReplicaKey,
+    VoterNode,
+    VoterSet,
+)
+
+CID = "cluster"
+ADMIN = -100  # the source id of an admin client's requests
+CFG = dict(election_timeout_ms=300, fetch_timeout_ms=600, election_backoff_max_ms=300, request_timeout_ms=1000,
+           fetch_max_wait_ms=100, cluster_id=CID)
+
+
+def dir_of(i: int) -> uuid.UUID:
+    return uuid.UUID(int=1000 + i)
+
+
+def node(i: int) -> VoterNode:
+    return VoterNode(ReplicaKey(i, dir_of(i)), (Endpoint("CONTROLLER", "127.0.0.1", 9000 + i),), (0, 1))
+
+
+def bootstrap(*ids: int) -> list[ControlRecord]:
+    """What ``storage format --standalone`` / ``--initial-controllers`` put in the bootstrap snapshot."""
+    return [ControlRecord(KRAFT_VERSION, {"Version": 0, "KRaftVersion": 1}),
+            ControlRecord(KRAFT_VOTERS, VoterSet(node(i) for i in ids).to_record())]
+
+
+class Net:
+    """Cores joined by a network that delivers every message at once, in order; fsyncs complete
+    at once. Time moves to the next deadline when nothing is in flight."""
+
+    def __init__(self) -> None:
+        self.cores: dict[int, RaftCore] = {}
+        self.now = 0
+        self.queue: list[tuple[int, Send]] = []
+        self.admin: dict[int, dict] = {}  # correlation id -> the answer an admin request got
+        self.down: set[int] = set()
+
+    def add(self, i: int, log: MemoryLog, bootstrap_ids: tuple[int, ...] = ()) -> RaftCore:
+        cfg = RaftConfig(**CFG, endpoints=node(i).endpoints, bootstrap_ids=bootstrap_ids)
+        core = RaftCore(i, (), log, None, cfg, random.Random(i), directory_id=dir_of(i))
+        self.cores[i] = core
+        self.step(i, Start(self.now))
+        return core
+
+    def step(self, i: int, event) -> None:
+        if i in self.down:
+            return
+        core = self.cores[i]
+        for o in core.step(event):
+            if isinstance(o, Send):
+                self.queue.append((i, o))
+            elif isinstance(o, Fsync):
+                core.log.flush()
+                self.step(i, FsyncComplete(self.now))
+
+    def deliver(self) -> None:
+        while self.queue:
+            src, o = self.queue.pop(0)
+            if o.dest == ADMIN:
+                self.admin[o.correlation_id] = dict(o.body)
+            elif o.dest in self.cores and o.dest not in self.down and src not in self.down:
+                self.step(o.dest, Receive(self.now, src, o.api, dict(o.body), o.correlation_id, o.is_response))
+
+    def run(self, ms: int) -> None:
+        end = self.now + ms
+        while True:
+            self.deliver()
+            deadlines = [d for i, c in self.cores.items() if i not in self.down
+                         for d in [c.next_deadline()] if d is not None]
+            nxt = min(deadlines, default=end + 1)
+            if nxt > end:
+                self.now = end
+                return
+            self.now = max(self.now, nxt)
+            for i in list(self.cores):
+                self.step(i, Tick(self.now))
+
+    def request(self, i: int, api: int, body: dict, corr: int) -> dict | None:
+        self.step(i, Receive(self.now, ADMIN, api, body, corr, False))
+        self.deliver()
+        return self.admin.get(corr)
+
+    def leader(self) -> RaftCore | None:
+        leads = [c for i, c in self.cores.items() if i not in self.down and c.role is Role.LEADER
+                 and c.leader_high_watermark() is not None]
+        return leads[0] if len(leads) == 1 else None
+
+
+def add_voter_body(i: int, listener: str = "CONTROLLER") -> dict:
+    return {"ClusterId": CID, "TimeoutMs": 5000, "VoterId": i, "VoterDirectoryId": dir_of(i),
+            "Listeners": [{"Name": listener, "Host": "127.0.0.1", "Port": 9000 + i}], "AckWhenCommitted": True}
+
+
+def remove_voter_body(i: int, directory: uuid.UUID | None = None) -> dict:
+    return {"ClusterId": CID, "VoterId": i, "VoterDirectoryId": directory or dir_of(i)}
+
+
+def standalone() -> Net:
+    net = Net()
+    net.add(1, MemoryLog(bootstrap=bootstrap(1)))
+    net.run(2000)
+    assert net.leader() is net.cores[1]
+    return net
+
+
+def voter_records(log: MemoryLog) -> list[tuple[int, list[int]]]:
+    return [(e.offset, [v["VoterId"] for v in e.payload.body["Voters"]]) for e in log.entries()
+            if e.control and isinstance(e.payload, ControlRecord) and e.payload.type == KRAFT_VOTERS]
+
+
+def test_standalone_leader_writes_the_bootstrap_voters_after_its_leader_change():
+    net = standalone()
+    log = net.cores[1].log
+    first = log.entries()[:3]
+    # the LeaderChangeMessage, then the KRaftVersion and Voters records (one batch in a file log)
+    assert isinstance(first[0].payload, dict) and first[0].payload["LeaderId"] == 1
+    assert [e.payload.type for e in first[1:]] == [KRAFT_VERSION, KRAFT_VOTERS]
+    assert all(e.control and e.epoch == first[0].epoch for e in first)
+    assert log.kraft.voters_entry() == (2, VoterSet([node(1)]))
+    # a later election in the same log does not write them again (the log has them, unchanged)
+    assert voter_records(log) == [(2, [1])]
+
+
+def grow(net: Net, i: int, corr: int) -> dict | None:
+    """Start node ``i`` as an observer that knows node 1 as its bootstrap server, let it catch up,
+    then ask the leader to add it."""
+    net.add(i, MemoryLog(), bootstrap_ids=(1,))
+    net.run(1500)
+    leader = net.leader()
+    assert leader is not None
+    ans = net.request(leader.node_id, m.ADD_RAFT_VOTER, add_voter_body(i), corr)
+    net.run(1500)
+    return net.admin.get(corr) if ans is None else ans
+
+
+def test_add_voters_one_at_a_time_each_committed_before_the_next():
+    net = standalone()
+    assert net.cores[1].is_observer is False
+    assert grow(net, 2, 1) == m.voter_change_response(Errors.NONE)
+    assert grow(net, 3, 2) == m.voter_change_response(Errors.NONE)
+    for c in net.cores.values():
+        assert c.voters == (1, 2, 3) and not c.is_observer
+        assert [ids for _o, ids in voter_records(c.log)] == [[1], [1, 2], [1, 2, 3]]
+    leader = net.leader()
+    assert leader is not None and leader.node_id == 1
+    # each VotersRecord is committed: the high watermark passed the last one everywhere
+    last = voter_records(leader.log)[-1][0]
+    net.run(1000)
+    assert all(c.high_watermark > last for c in net.cores.values())
+    # the new voter set counts: with two of three down no commit, with one down commits go on
+    net.down.add(3)
+    before = leader.high_watermark
+    net.step(1, m_append(net.now))
+    net.run(500)
+    assert leader.high_watermark > before
+
+
+def m_append(now: int):
+    from kraftkit.raft.events import Append
+
+    return Append(now, (b"x",))
+
+
+def test_a_voter_that_lost_its_leader_after_the_change_can_be_elected():
+    net = standalone()
+    grow(net, 2, 1)
+    grow(net, 3, 2)
+    net.down.add(1)
+    net.run(5000)
+    leader = net.leader()
+    assert leader is not None and leader.node_id in (2, 3)
+    assert leader.voters == (1, 2, 3)
+
+
+def test_remove_the_leader_it_resigns_once_committed_and_the_rest_elect():
+    net = standalone()
+    grow(net, 2, 1)
+    grow(net, 3, 2)
+    ans = net.request(1, m.REMOVE_RAFT_VOTER, remove_voter_body(1), 3)
+    net.run(200)
+    assert (ans or net.admin[3]) == m.voter_change_response(Errors.NONE)
+    net.run(5000)
+    leader = net.leader()
+    assert leader is not None and leader.node_id in (2, 3), [(c.node_id, c.role) for c in net.cores.values()]
+    assert all(c.voters == (2, 3) for c in net.cores.values())
+    assert net.cores[1].is_observer and net.cores[1].role is not Role.LEADER
+    # node 1 keeps fetching as an observer
+    net.step(leader.node_id, m_append(net.now))
+    net.run(1500)
+    assert net.cores[1].log.end_offset == leader.log.end_offset
+
+
+def test_refusals_name_the_reason():
+    net = standalone()
+    grow(net, 2, 1)
+    # already a voter
+    ans = net.request(1, m.ADD_RAFT_VOTER, add_voter_body(2), 10)
+    assert ans is not None and ans["ErrorCode"] == Errors.DUPLICATE_VOTER
+    # not a voter / a voter's id with another directory (a controller whose disk was replaced)
+    ans = net.request(1, m.REMOVE_RAFT_VOTER, remove_voter_body(7), 11)
+    assert ans is not None and ans["ErrorCode"] == Errors.VOTER_NOT_FOUND
+    ans = net.request(1, m.REMOVE_RAFT_VOTER, remove_voter_body(2, uuid.UUID(int=5)), 12)
+    assert ans is not None and ans["ErrorCode"] == Errors.VOTER_NOT_FOUND
+    # a follower is not the leader
+    ans = net.request(2, m.REMOVE_RAFT_VOTER, remove_voter_body(1), 13)
+    assert ans is not None and ans["ErrorCode"] == Errors.NOT_LEADER_OR_FOLLOWER
+    # no listener named as the quorum's
+    ans = net.request(1, m.ADD_RAFT_VOTER, add_voter_body(3, listener="OTHER"), 14)
+    assert ans is not None and ans["ErrorCode"] == Errors.INVALID_REQUEST and "CONTROLLER" in ans["ErrorMessage"]
+    # another cluster
+    ans = net.request(1, m.ADD_RAFT_VOTER, {**add_voter_body(3), "ClusterId": "other"}, 15)
+    assert ans is not None and ans["ErrorCode"] == Errors.INCONSISTENT_CLUSTER_ID
+
+
+def test_one_change_at_a_time_and_an_observer_that_never_fetched_is_not_added():
+    net = standalone()
+    net.add(2, MemoryLog(), bootstrap_ids=(1,))
+    net.down.add(2)  # never fetches: the leader has not seen it catch up
+    ans = net.request(1, m.ADD_RAFT_VOTER, add_voter_body(2), 20)
+    assert ans is None  # waiting for the new voter's ApiVersions answer
+    ans2 = net.request(1, m.REMOVE_RAFT_VOTER, remove_voter_body(1), 21)
+    assert ans2 is not None and ans2["ErrorCode"] == Errors.REQUEST_TIMED_OUT and "earlier voter change" in ans2["ErrorMessage"]
+    net.run(1500)  # the ApiVersions request times out: the change is aborted
+    assert net.admin[20]["ErrorCode"] == Errors.REQUEST_TIMED_OUT and "ApiVersions" in net.admin[20]["ErrorMessage"]
+    assert net.cores[1].voters == (1,) and net.cores[1].state.voter_change is None
+    # a node that answers ApiVersions but has never fetched from the leader is not caught up
+    net.cores[3] = RaftCore(3, (), MemoryLog(), None, RaftConfig(**CFG), random.Random(3), directory_id=dir_of(3))
+    net.step(3, Start(net.now))
+    ans = net.request(1, m.ADD_RAFT_VOTER, add_voter_body(3), 22)
+    assert ans is not None and ans["ErrorCode"] == Errors.REQUEST_TIMED_OUT and "caught up" in ans["ErrorMessage"]
+    # up again, node 2 fetches as an observer and is then added
+    net.down.discard(2)
+    net.run(1500)
+    ans = net.request(1, m.ADD_RAFT_VOTER, add_voter_body(2), 23)
+    net.run(1000)
+    assert (ans or net.admin[23]) == m.voter_change_response(Errors.NONE)
+    assert net.cores[2].voters == (1, 2)
+
+
+def test_a_static_quorum_refuses_voter_changes():
+    net = Net()
+    core = RaftCore(1, (1,), MemoryLog(), None, RaftConfig(**CFG), random.Random(1))
+    net.cores[1] = core
+    net.step(1, Start(0))
+    net.run(1000)
+    ans = net.request(1, m.ADD_RAFT_VOTER, add_voter_body(2), 30)
+    assert ans is not None and ans["ErrorCode"] == Errors.UNSUPPORTED_VERSION
+    assert "kraft.version is 0" in ans["ErrorMessage"]
+
+
+def test_update_voter_rewrites_the_endpoints_and_checks_the_epoch():
+    net = standalone()
+    grow(net, 2, 1)
+    leader = net.cores[1]
+    body = {"ClusterId": CID, "CurrentLeaderEpoch": leader.epoch, "VoterId": 2, "VoterDirectoryId": dir_of(2),
+            "Listeners": [{"Name": "CONTROLLER", "Host": "10.0.0.2", "Port": 19092}],
+            "KRaftVersionFeature": {"MinSupportedVersion": 0, "MaxSupportedVersion": 1}}
+    ans = net.request(1, m.UPDATE_RAFT_VOTER, body, 40)
+    assert ans is not None and ans["ErrorCode"] == Errors.NONE
+    assert ans["CurrentLeader"] == {"LeaderId": 1, "LeaderEpoch": leader.epoch, "Host": "127.0.0.1", "Port": 9001}
+    net.run(1000)
+    assert net.cores[2].endpoint_of(2) == ("10.0.0.2", 19092)
+    stale = {**body, "CurrentLeaderEpoch": leader.epoch - 1}
+    ans = net.request(1, m.UPDATE_RAFT_VOTER, stale, 41)
+    assert ans is not None and ans["ErrorCode"] == Errors.FENCED_LEADER_EPOCH
+
+
+def test_voter_set_history_follows_truncation_and_snapshots():
+    k = KRaftControlState()
+    assert k.voters() is None and k.kraft_version() == 0
+    k.note_snapshot_records(-1, bootstrap(1))
+    k.note(5, ControlRecord(KRAFT_VOTERS, VoterSet([node(1), node(2)]).to_record()))
+    k.note(9, ControlRecord(KRAFT_VOTERS, VoterSet([node(1), node(2), node(3)]).to_record()))
+    assert k.voters().ids == (1, 2, 3) and k.voters_at(6).ids == (1, 2) and k.voters_at(0).ids == (1,)
+    k.truncate(9)  # the uncommitted change is cut: the set before it is back in force
+    assert k.voters().ids == (1, 2) and k.kraft_version() == 1
+    k.compact(8)
+    assert k.voters_entry() == (5, VoterSet([node(1), node(2)]))
+    k.truncate(0)
+    assert k.voters() is None  # (a log truncated below its bootstrap voters: none left)
+
+    log = MemoryLog(bootstrap=bootstrap(1))
+    rec = ControlRecord(KRAFT_VOTERS, VoterSet([node(1), node(2)]).to_record())
+    log.append([Entry(0, 1, {"LeaderId": 1}, True), Entry(1, 1, rec, True)])
+    assert log.kraft.voters().ids == (1, 2)
+    log.truncate_to(1)
+    assert log.kraft.voters().ids == (1,)
+
+
+def test_voter_keys_match_kafka_rules():
+    static = VoterSet.of_ids([1, 2])
+    assert static.is_voter(ReplicaKey(1, dir_of(9)))  # no directory id: any directory
+    dyn = VoterSet([node(1), node(2)])
+    assert dyn.is_voter(ReplicaKey(1, dir_of(1))) and not dyn.is_voter(ReplicaKey(1, dir_of(9)))
+    assert dyn.remove(ReplicaKey(1, dir_of(9))) is None and dyn.add(node(2)) is None
+    assert VoterSet([node(1)]).remove(ReplicaKey(1, dir_of(1))) is None  # never the last voter
+    assert VoterSet.from_record(dyn.to_record()) == dyn
+    with pytest.raises(ValueError, match="twice"):
+        VoterSet([node(1), node(1)])
