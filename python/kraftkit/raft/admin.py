@@ -12,6 +12,7 @@ Produce requests). Its connections share one :class:`~kraftkit.protocol.client.F
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -257,6 +258,57 @@ class QuorumAdmin:
                 self._rotate(deadline, e)
                 continue
             if resp["ErrorCode"] == m.Errors.NOT_CONTROLLER and time.monotonic() < deadline:
+                if not self._move_to_active_controller(conn):
+                    time.sleep(0.1)
+                continue
+            return resp
+
+    # -- KIP-853 voter changes, to the leader
+    def add_voter(
+        self,
+        voter_id: int,
+        directory_id: uuid.UUID,
+        listeners: list[tuple[str, str, int]],
+        *,
+        timeout_ms: int = 30000,
+    ) -> dict[str, Any]:
+        """AddRaftVoter: ``voter_id`` with the metadata log directory ``directory_id`` and its
+        ``(listener name, host, port)`` listeners becomes a voter (it must be running and caught up as
+        an observer). Returns the leader's answer (``ErrorCode``, ``ErrorMessage``)."""
+        body = {
+            "ClusterId": None,
+            "TimeoutMs": timeout_ms,
+            "VoterId": voter_id,
+            "VoterDirectoryId": directory_id,
+            "Listeners": [{"Name": n, "Host": h, "Port": p} for n, h, p in listeners],
+            "AckWhenCommitted": True,
+        }
+        return self._voter_change(ApiKey.ADD_RAFT_VOTER, body)
+
+    def remove_voter(self, voter_id: int, directory_id: uuid.UUID) -> dict[str, Any]:
+        """RemoveRaftVoter of the voter ``voter_id`` whose metadata log directory is ``directory_id``."""
+        body = {"ClusterId": None, "VoterId": voter_id, "VoterDirectoryId": directory_id}
+        return self._voter_change(ApiKey.REMOVE_RAFT_VOTER, body)
+
+    def _voter_change(self, api: int, body: dict[str, Any]) -> dict[str, Any]:
+        """Sends a voter change to the leader, found through DescribeQuorum/DescribeCluster, again to
+        the new leader when the node answers that it does not lead (the leader refuses a change it
+        has already made, DUPLICATE_VOTER or VOTER_NOT_FOUND, so a retry cannot apply one twice)."""
+        deadline = time.monotonic() + self.timeout
+        try:
+            self.describe()  # moves to the leader
+        except QuorumError:
+            pass
+        while True:
+            try:
+                conn = self._connection()
+                resp = conn.request(api, conn.version_for(api), body)
+            except ProtocolError as e:
+                self._rotate(deadline, e)
+                continue
+            if resp.get("ErrorCode") in (m.Errors.NOT_LEADER_OR_FOLLOWER, m.Errors.NOT_CONTROLLER) and (
+                time.monotonic() < deadline
+            ):
                 if not self._move_to_active_controller(conn):
                     time.sleep(0.1)
                 continue

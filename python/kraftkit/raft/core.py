@@ -276,18 +276,25 @@ class RaftCore(Handlers, Elections, VoterChanges):
         if not isinstance(st, LeaderState):
             return None
 
-        def state(r: int, end: int) -> dict[str, int]:
+        def state(r: int, end: int) -> dict[str, Any]:
             if r == self.node_id:
-                return {"id": r, "end_offset": self.log.end_offset, "last_fetch": self.now, "last_caught_up": self.now}
+                return {
+                    "id": r,
+                    "directory_id": self.directory_id,
+                    "end_offset": self.log.end_offset,
+                    "last_fetch": self.now,
+                    "last_caught_up": self.now,
+                }
             fetched, caught = st.fetch_times.get(r, (-1, -1))
-            return {"id": r, "end_offset": end, "last_fetch": fetched, "last_caught_up": caught}
+            d = st.observer_dirs.get(r, ZERO_UUID)
+            return {"id": r, "directory_id": d, "end_offset": end, "last_fetch": fetched, "last_caught_up": caught}
 
         return {
             "leader_id": self.node_id,
             "epoch": self.epoch,
             "high_watermark": st.high_watermark if st.high_watermark is not None else -1,
             "voters": [state(v, st.replica_end.get(v, -1)) for v in self.voters],
-            "observers": [state(o, end) for o, (end, _t) in sorted(st.observers.items())],
+            "observers": [state(o, end) for o, (end, _t) in sorted(st.observers.items()) if o not in self.voters],
         }
 
     def next_deadline(self) -> int | None:

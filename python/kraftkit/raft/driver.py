@@ -29,6 +29,7 @@ import dataclasses
 import logging
 import random
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -63,6 +64,7 @@ from kraftkit.raft.quorum_state import FileQuorumStateStore, Role
 from kraftkit.raft.records import KafkaRecords
 from kraftkit.raft.state_machine import LossyDowngrade, MetadataStateMachine
 from kraftkit.raft.transport import ListenerLimits, PeerConnection
+from kraftkit.raft.voters import ZERO_UUID, Endpoint
 
 __all__ = ["NodeConfig", "RaftDriver", "Replica", "RaftListener", "NotLeaderError", "parse_voters"]
 
@@ -119,10 +121,21 @@ class NodeConfig:
     directories go under ``log_dir`` as Kafka lays them out (``__cluster_metadata-0``)."""
 
     node_id: int
+    #: a static quorum's voters (``controller.quorum.voters``); empty for a dynamic quorum
+    #: (KIP-853), whose voters are in the log and whose nodes find the leader through ``bootstrap_servers``
     voters: dict[int, tuple[str, int]]
     log_dir: Path
     cluster_id: str
     listen: tuple[str, int] | None = None
+    #: ``controller.quorum.bootstrap.servers`` (a dynamic quorum): where an observer asks for the leader
+    bootstrap_servers: list[tuple[str, int]] = dataclasses.field(default_factory=list)
+    #: the quorum's listener name (``controller.listener.names``' first), and the address this node
+    #: gives of itself there (default: the address it listens on)
+    listener_name: str = "CONTROLLER"
+    advertised: tuple[str, int] | None = None
+    #: the directory id of the metadata log (meta.properties' ``directory.id``; None: read from
+    #: ``log_dir/meta.properties`` if there, else none, as for a static quorum)
+    directory_id: uuid.UUID | None = None
     raft: RaftConfig = dataclasses.field(default_factory=RaftConfig)
     partitions: tuple[TopicPartition, ...] = (m.METADATA_PARTITION,)
     #: snapshot after this many committed records since the last one (Kafka's
@@ -144,10 +157,33 @@ class NodeConfig:
             raise ValueError(f"produce pending max bytes must be at least 1, not {self.produce_pending_max_bytes}")
         if self.listen is None:
             if self.node_id not in self.voters:
-                raise ValueError(f"node {self.node_id} is not a voter: give it an address to listen on")
+                raise ValueError(f"node {self.node_id} is not a static voter: give it an address to listen on")
             self.listen = self.voters[self.node_id]
         if self.raft.cluster_id is None:
             self.raft = dataclasses.replace(self.raft, cluster_id=self.cluster_id)
+        if self.bootstrap_servers:
+            ids = tuple(bootstrap_id(i) for i in range(len(self.bootstrap_servers)))
+            self.raft = dataclasses.replace(self.raft, bootstrap_ids=ids, listener=self.listener_name)
+        if self.directory_id is None:
+            self.directory_id = _directory_id_of(self.log_dir)
+
+
+def bootstrap_id(i: int) -> int:
+    """The id standing for the i-th ``controller.quorum.bootstrap.servers`` entry (far below the
+    negative ids of inbound connections)."""
+    return -(1 << 30) - i
+
+
+def _directory_id_of(log_dir: Path) -> uuid.UUID | None:
+    """``directory.id`` of ``log_dir/meta.properties`` (None: no such file or key)."""
+    from kraftkit.features.storage.properties import MetaProperties
+    from kraftkit.features.storage.uuids import parse_uuid
+
+    path = log_dir / "meta.properties"
+    if not path.is_file():
+        return None
+    meta = MetaProperties.read(path)
+    return uuid.UUID(bytes=parse_uuid(meta.directory_id)) if meta.directory_id else None
 
 
 class Replica:
@@ -164,6 +200,7 @@ class Replica:
             cfg.node_id,
             sorted(cfg.voters),
             self.log,
+            directory_id=cfg.directory_id or ZERO_UUID,
             persisted=self.store.read(),
             config=cfg.raft,
             rng=random.Random(cfg.seed if cfg.seed is not None else None),
@@ -228,9 +265,14 @@ class RaftDriver:
             if rep.log.recovery is not None:
                 log.warning("node %d %s: log recovered: %s", self.node_id, tp, rep.log.recovery.get("error"))
 
-    def _start_cores(self) -> None:
-        """Listeners hear of the snapshot each replica starts from; then its core starts."""
+    def _start_cores(self, address: tuple[str, int] | None = None) -> None:
+        """Listeners hear of the snapshot each replica starts from; then its core starts, knowing
+        the address it listens on (what a dynamic quorum's voter set says of it)."""
+        adv = self.config.advertised or address
         for rep in self.replicas.values():
+            if adv is not None and not rep.core.cfg.endpoints:
+                ep = (Endpoint(self.config.listener_name, adv[0], adv[1]),)
+                rep.core.cfg = dataclasses.replace(rep.core.cfg, endpoints=ep, listener=self.config.listener_name)
             if rep.machine.snapshot_path is not None:
                 self._notify(rep, "handle_load_snapshot", rep.machine.snapshot_path, rep.log.snapshot())
             self._step(rep, Start(self.now()))
@@ -568,10 +610,35 @@ class RaftDriver:
         conn = self._peers.get(node_id)
         return None if conn is None else conn.peer_features
 
+    def address_of(self, node_id: int) -> tuple[str, int] | None:
+        """Where ``node_id`` listens on the quorum's listener: a static voter's configured address,
+        a bootstrap server's, or what a replica knows (its voter set, the endpoints it heard of)."""
+        addr = self.config.voters.get(node_id)
+        if addr is None and node_id <= bootstrap_id(0):
+            i = bootstrap_id(0) - node_id
+            addr = self.config.bootstrap_servers[i] if i < len(self.config.bootstrap_servers) else None
+        if addr is None:
+            for rep in self.replicas.values():
+                addr = rep.core.endpoint_of(node_id)
+                if addr is not None:
+                    break
+        return addr
+
+    def voter_addresses(self, tp: TopicPartition | None = None) -> dict[int, tuple[str, int]]:
+        """The voters in force and their addresses (a static quorum's configuration, or a dynamic
+        quorum's voter set; a voter without a known address is left out)."""
+        core = self.replica(tp).core
+        out = {}
+        for v in core.voters:
+            addr = self.address_of(v)
+            if addr is not None:
+                out[v] = addr
+        return out
+
     def _peer(self, dest: int) -> PeerConnection | None:
         conn = self._peers.get(dest)
         if conn is None:
-            addr = self.config.voters.get(dest)
+            addr = self.address_of(dest)
             if addr is None:
                 return None
             conn = PeerConnection(
@@ -579,7 +646,7 @@ class RaftDriver:
                 addr[0],
                 addr[1],
                 client_id=f"raft-client-{self.node_id}",
-                versions=m.VERSIONS,
+                versions={**m.VERSIONS, m.API_VERSIONS: 4},
                 on_refused=self._refused,
             )
             self._peers[dest] = conn

@@ -32,6 +32,7 @@ from kraftkit.raft.transport import (
     ServerConnection,
     request_header,
 )
+from kraftkit.raft.voters import KRAFT_VERSION_RANGE
 
 __all__ = ["RaftNode"]
 
@@ -51,6 +52,8 @@ SERVED = (
     ApiKey.DESCRIBE_QUORUM,
     ApiKey.FETCH_SNAPSHOT,
     ApiKey.DESCRIBE_CLUSTER,
+    ApiKey.ADD_RAFT_VOTER,
+    ApiKey.REMOVE_RAFT_VOTER,
     ApiKey.UPDATE_RAFT_VOTER,
 )
 RAFT_APIS = (m.VOTE, m.BEGIN_QUORUM_EPOCH, m.END_QUORUM_EPOCH, m.FETCH, m.FETCH_SNAPSHOT)
@@ -100,7 +103,7 @@ class RaftNode(RaftDriver):
         self._server = await asyncio.get_running_loop().create_server(self._connection, host, port, reuse_address=True)
         sock = self._server.sockets[0].getsockname()
         self.address = (sock[0], sock[1])
-        self._start_cores()
+        self._start_cores(self.address if host not in ("0.0.0.0", "::", "") else None)
         log.info("node %d listening on %s:%d (voters %s)", self.node_id, *self.address, sorted(self.config.voters))
 
     async def stop(self, *, resign: bool = True, timeout: float = 1.0) -> None:
@@ -219,8 +222,13 @@ class RaftNode(RaftDriver):
                 fut.set_result(self._describe_quorum(body, version))
             elif api == ApiKey.DESCRIBE_CLUSTER:
                 fut.set_result(self._describe_cluster(body))
+            elif api in (ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER):
+                self._raft_request(conn, api, body, fut)  # the leader's core carries the change out
             elif api == ApiKey.UPDATE_RAFT_VOTER:
-                fut.set_result(self._update_raft_voter(body))
+                if self.replica().core.dynamic:
+                    self._raft_request(conn, api, body, fut)
+                else:
+                    fut.set_result(self._update_raft_voter(body))
             elif api == ApiKey.PRODUCE:
                 self._produce(body, version, fut)
             else:
@@ -260,9 +268,12 @@ class RaftNode(RaftDriver):
         raise NotImplementedError(f"no handler for {ApiKey(api).name}")
 
     def _feature_fields(self, version: int) -> dict:
-        """ApiVersions' SupportedFeatures, FinalizedFeaturesEpoch and FinalizedFeatures (a bare
-        raft node has none) for an answer at ``version``."""
-        return {"SupportedFeatures": [], "FinalizedFeaturesEpoch": -1, "FinalizedFeatures": []}
+        """ApiVersions' SupportedFeatures, FinalizedFeaturesEpoch and FinalizedFeatures for an
+        answer at ``version``: a bare raft node supports kraft.version (what a leader adding it as
+        a voter asks; a range from 0 is left out below v4, KAFKA-17492) and finalizes nothing."""
+        lo, hi = KRAFT_VERSION_RANGE
+        supported = [{"Name": "kraft.version", "MinVersion": lo, "MaxVersion": hi}] if version >= 4 else []
+        return {"SupportedFeatures": supported, "FinalizedFeaturesEpoch": -1, "FinalizedFeatures": []}
 
     def _api_versions_body(self, error: int, version: int) -> dict:
         versions = supported_versions()
@@ -327,8 +338,8 @@ class RaftNode(RaftDriver):
         host, port = "", -1
         if leader == self.node_id and self.address is not None:
             host, port = self.config.voters.get(leader, self.address)
-        elif leader >= 0 and leader in self.config.voters:
-            host, port = self.config.voters[leader]
+        elif leader >= 0 and self.address_of(leader) is not None:
+            host, port = self.address_of(leader)  # type: ignore[misc]
         return {
             "ThrottleTimeMs": 0,
             "ErrorCode": error,
@@ -383,7 +394,7 @@ class RaftNode(RaftDriver):
                 def st(r: dict) -> dict:
                     return {
                         "ReplicaId": r["id"],
-                        "ReplicaDirectoryId": uuid.UUID(int=0),
+                        "ReplicaDirectoryId": r.get("directory_id", uuid.UUID(int=0)),
                         "LogEndOffset": r["end_offset"],
                         "LastFetchTimestamp": self.wall_ms(r["last_fetch"]),
                         "LastCaughtUpTimestamp": self.wall_ms(r["last_caught_up"]),
@@ -403,8 +414,8 @@ class RaftNode(RaftDriver):
                 )
             topics.append({"TopicName": t.get("TopicName", ""), "Partitions": parts})
         nodes = [
-            {"NodeId": v, "Listeners": [{"Name": CONTROLLER_LISTENER, "Host": h, "Port": p}]}
-            for v, (h, p) in sorted(self.config.voters.items())
+            {"NodeId": v, "Listeners": [{"Name": self.config.listener_name, "Host": h, "Port": p}]}
+            for v, (h, p) in sorted(self.voter_addresses().items())
         ]
         return {"ErrorCode": 0, "ErrorMessage": None, "Topics": topics, "Nodes": nodes if version >= 2 else []}
 
@@ -413,7 +424,7 @@ class RaftNode(RaftDriver):
         leader = rep.core.leader_id
         controllers = [
             {"BrokerId": v, "Host": h, "Port": p, "Rack": None, "IsFenced": False}
-            for v, (h, p) in sorted(self.config.voters.items())
+            for v, (h, p) in sorted(self.voter_addresses().items())
         ]
         return {
             "ThrottleTimeMs": 0,
@@ -598,5 +609,5 @@ class RaftNode(RaftDriver):
 
     def _leader_endpoints(self) -> list[dict]:
         leader = self.replica().core.leader_id
-        addr = self.config.voters.get(leader)
+        addr = self.address_of(leader) if leader >= 0 else None
         return [] if addr is None else [{"NodeId": leader, "Host": addr[0], "Port": addr[1], "Rack": None}]
