@@ -131,9 +131,11 @@ SSL_MAP = "listener.security.protocol.map=CONTROLLER:SSL\n"
     (CONTROLLER + "node.id=-1\n", "node.id=-1: -1 is outside 0..2147483647"),
     (CONTROLLER + "broker.id=2\n", "node.id=1: broker.id=2 differs: node.id and broker.id must be the same"),
     (CONTROLLER.replace("controller.quorum.voters=1@127.0.0.1:19093\n", "")
-     + "controller.quorum.bootstrap.servers=127.0.0.1:19093\n",
-     "controller.quorum.bootstrap.servers=127.0.0.1:19093: dynamic quorums (KIP-853) are not supported yet: set "
-     "controller.quorum.voters (ID@HOST:PORT of every controller)"),
+     + "controller.quorum.bootstrap.servers=127.0.0.1:19093,127.0.0.1\n",
+     "controller.quorum.bootstrap.servers=127.0.0.1:19093,127.0.0.1: bad server '127.0.0.1': expected HOST:PORT"),
+    (CONTROLLER.replace("controller.quorum.voters=1@127.0.0.1:19093\n", "")
+     + "controller.quorum.bootstrap.servers=[::1]:0\n",
+     "controller.quorum.bootstrap.servers=[::1]:0: bad server '[::1]:0': expected HOST:PORT"),
     (CONTROLLER + "controller.quorum.voters=1@127.0.0.1:19093,\n",
      "controller.quorum.voters=1@127.0.0.1:19093,: bad voter '': expected ID@HOST:PORT"),
     (CONTROLLER + "controller.quorum.voters=1@127.0.0.1:0\n",
@@ -182,7 +184,7 @@ SSL_MAP = "listener.security.protocol.map=CONTROLLER:SSL\n"
      "of its voters"),
     (CONTROLLER.replace("node.id=1\n", ""), "node.id is not set: set it, or pass --node-id"),
     (CONTROLLER.replace("controller.quorum.voters=1@127.0.0.1:19093\n", ""),
-     "controller.quorum.voters is not set: set it, or pass --voters"),
+     "neither controller.quorum.voters nor controller.quorum.bootstrap.servers is set: set one, or pass --voters or --bootstrap-servers"),
     ("".join(line + "\n" for line in CONTROLLER.splitlines() if not line.startswith(("listeners", "controller.l"))),
      "controller.listener.names is not set: name the controller listener, or pass --listen"),
 ])
@@ -260,6 +262,24 @@ def test_the_file_configures_the_node(tmp_path, capsys, started):
         2000000, 10, 20)
     assert node.session_timeout_ms == 12000
     assert start_line["metadata_version"] == 21  # 3.9-IV0's level
+
+
+def test_a_dynamic_quorum_file_names_bootstrap_servers_and_no_voters(tmp_path, capsys, started):
+    log_dir = tmp_path / "meta"
+    format_storage([log_dir], cluster_id=CLUSTER_ID, node_id=1, release_version="4.0", no_initial_controllers=True)
+    text = CONTROLLER.replace("controller.quorum.voters=1@127.0.0.1:19093\n", "")
+    path = write(tmp_path, text + "controller.quorum.bootstrap.servers=127.0.0.1:19093, [::1]:19094\n"
+                 f"metadata.log.dir={log_dir}\n")
+    assert run_cli(["controller", "run", "--config", str(path)], capsys) == (0, "")
+    (node, _start_line), = started
+    cfg = node.config
+    assert (cfg.voters, cfg.bootstrap_servers, cfg.listen) == ({}, [("127.0.0.1", 19093), ("::1", 19094)],
+                                                              ("127.0.0.1", 19093))
+    # the directory id of the metadata log is the node's replica key's other half
+    want = next(line.split("=", 1)[1] for line in (log_dir / "meta.properties").read_text().splitlines()
+                if line.startswith("directory.id="))
+    from kraftkit.raft.quorum_state import uuid_to_kafka
+    assert cfg.directory_id is not None and uuid_to_kafka(cfg.directory_id) == want
 
 
 def test_options_override_the_file(tmp_path, capsys, started):

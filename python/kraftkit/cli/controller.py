@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
@@ -79,9 +80,15 @@ def run_controller(args: argparse.Namespace) -> int:
     if isinstance(settings, str):
         return fail(command, settings)
     voters, listen, session_timeout_ms = settings
-    cfg = node_config(args, command, voters=voters, listen=listen)
+    servers = list(file.bootstrap_servers) if file is not None and file.bootstrap_servers and voters is None else None
+    if servers is not None and args.voters is not None:
+        servers = None  # --voters given: a static quorum
+    cfg = node_config(args, command, voters=voters, listen=listen, bootstrap_servers=servers)
     if isinstance(cfg, int):
         return cfg
+    if file is not None and file.listener:
+        cfg.listener_name = file.listener
+        cfg.raft = dataclasses.replace(cfg.raft, listener=file.listener)
     if file is not None:
         log.debug("%s: not used: %s", file.path, ", ".join(file.ignored) or "(none)")
         for warning in file.warnings:
@@ -110,10 +117,10 @@ def _settings(
     timeout, or the reason the two together do not make a node."""
     if file is None:
         missing = [
-            opt
-            for opt, dest in (("--node-id", "node_id"), ("--voters", "voters"), ("--log-dir", "log_dir"))
-            if getattr(args, dest) is None
+            opt for opt, dest in (("--node-id", "node_id"), ("--log-dir", "log_dir")) if getattr(args, dest) is None
         ]
+        if args.voters is None and args.bootstrap_servers is None:
+            missing.append("--voters or --bootstrap-servers")
         if missing:
             return f"the following arguments are required (or --config FILE): {', '.join(missing)}"
         for dest, value in RUN_DEFAULTS.items():
@@ -125,9 +132,12 @@ def _settings(
             return f"{file.path}: node.id is not set: set it, or pass --node-id"
         args.node_id = file.node_id
     voters = None
-    if args.voters is None:
+    if args.voters is None and args.bootstrap_servers is None and file.bootstrap_servers is None:
         if file.voters is None:
-            return f"{file.path}: controller.quorum.voters is not set: set it, or pass --voters"
+            return (
+                f"{file.path}: neither controller.quorum.voters nor controller.quorum.bootstrap.servers is set: "
+                "set one, or pass --voters or --bootstrap-servers"
+            )
         voters = file.voters
         if args.node_id not in voters:
             return f"{file.path}: controller.quorum.voters={file.voters_text}: node {args.node_id} is not one of its voters"

@@ -131,6 +131,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_quiet(a)
     a.set_defaults(func=run_append)
 
+    from kraftkit.cli.quorum_voters import add_parsers as add_voter_parsers
+
+    add_voter_parsers(qsub, _add_bootstrap, _seconds)
+
     rc = qsub.add_parser(
         "recover",
         help="write a new quorum from the metadata logs that survive a lost majority (beyond Kafka)",
@@ -195,11 +199,18 @@ def add_run_options(r: argparse.ArgumentParser, *, observer: bool, config_file: 
         return None if config_file else RUN_DEFAULTS[dest]
 
     r.add_argument("--node-id", type=_int_in(0), required=not config_file, metavar="N", help="this node's id (node.id)")
-    r.add_argument(
+    quorum = r.add_mutually_exclusive_group(required=not config_file)
+    quorum.add_argument(
         "--voters",
-        required=not config_file,
         metavar="ID@HOST:PORT,...",
-        help="the voter set (controller.quorum.voters), the same on every node",
+        help="a static quorum's voter set (controller.quorum.voters), the same on every node",
+    )
+    quorum.add_argument(
+        "--bootstrap-servers",
+        metavar="HOST:PORT,...",
+        help="a dynamic quorum (KIP-853: formatted with --standalone, --initial-controllers or "
+        "--no-initial-controllers; its voters are in the metadata log): controllers to ask for the "
+        "leader (controller.quorum.bootstrap.servers); needs --listen",
     )
     r.add_argument("--log-dir", required=not config_file, metavar="DIR", help="metadata log directory")
     if observer:
@@ -334,6 +345,7 @@ def node_config(
     *,
     voters: dict[int, tuple[str, int]] | None = None,
     listen: tuple[str, int] | None = None,
+    bootstrap_servers: list[tuple[str, int]] | None = None,
 ) -> NodeConfig | int:
     """The NodeConfig of ``quorum run``'s options (and ``controller run``'s), with the logging set
     up; or the exit code of a usage error, already reported as ``kraftkit <command>: ...``.
@@ -350,8 +362,12 @@ def node_config(
         format=f"%(asctime)s node {args.node_id} %(levelname)s %(name)s: %(message)s",
     )
     try:
+        if bootstrap_servers is None and voters is None and getattr(args, "bootstrap_servers", None):
+            bootstrap_servers = [parse_address(a.strip()) for a in args.bootstrap_servers.split(",") if a.strip()]
+            if not bootstrap_servers:
+                raise ValueError("--bootstrap-servers: no HOST:PORT given")
         if voters is None:
-            voters = parse_voters(args.voters)
+            voters = {} if bootstrap_servers else parse_voters(args.voters)
         if listen is None and args.listen:
             listen = parse_address(args.listen)
         limits = ListenerLimits(
@@ -366,7 +382,10 @@ def node_config(
     if Path(args.log_dir).exists() and not Path(args.log_dir).is_dir():
         return fail(command, f"{args.log_dir}: not a directory")
     observer = getattr(args, "observer", False)
-    if observer == (args.node_id in voters):
+    if bootstrap_servers:
+        if listen is None:
+            return fail(command, "a node of a dynamic quorum (--bootstrap-servers) needs --listen HOST:PORT")
+    elif observer == (args.node_id in voters):
         return fail(
             command,
             f"node {args.node_id} "
@@ -391,6 +410,7 @@ def node_config(
         snapshot_every_records=args.snapshot_every,
         limits=limits,
         produce_pending_max_bytes=args.produce_pending_max_bytes,
+        bootstrap_servers=list(bootstrap_servers or []),
     )
     return cfg
 
@@ -451,6 +471,7 @@ def _replica_json(r: dict) -> dict:
     """A voter or observer as DescribeQuorum's ReplicaState names its fields."""
     return {
         "replicaId": r["id"],
+        "replicaDirectoryId": r["directory_id"],
         "logEndOffset": r["log_end_offset"],
         "lag": r["lag"],
         "lastFetchTimestamp": r["last_fetch_ms"],
@@ -486,13 +507,16 @@ def run_describe(args: argparse.Namespace) -> int:
         )
         return EXIT_OK
     if args.replication:
-        rows = [("NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status")]
+        rows = [
+            ("NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status")
+        ]
         for kind, reps in (("Voter", info["voters"]), ("Observer", info["observers"])):
             for r in reps:
                 status = "Leader" if r["id"] == info["leader_id"] else ("Follower" if kind == "Voter" else "Observer")
                 rows.append(
                     (
                         str(r["id"]),
+                        r["directory_id"],
                         str(r["log_end_offset"]),
                         str(r["lag"]),
                         str(r["last_fetch_ms"]),

@@ -8,8 +8,9 @@ list is split at commas with the whitespace around them), for the keys kraftkit 
 
 * ``process.roles`` (must be ``controller``: a broker's file, or combined ``broker,controller``, is
   refused), ``node.id`` (else its synonym ``broker.id``);
-* ``controller.quorum.voters`` (a static quorum; ``controller.quorum.bootstrap.servers`` alone, a
-  dynamic KIP-853 quorum, is refused);
+* ``controller.quorum.voters`` (a static quorum), else ``controller.quorum.bootstrap.servers`` (a
+  dynamic KIP-853 quorum, whose voters are in the metadata log; ``HOST:PORT`` of controllers to ask
+  for the leader);
 * ``listeners``, ``controller.listener.names`` and ``listener.security.protocol.map``: the address of
   the first controller listener, which must be PLAINTEXT;
 * ``metadata.log.dir``, else the first of ``log.dirs``, else of ``log.dir``, else Kafka's
@@ -114,6 +115,8 @@ class ControllerConfig:
     warnings: tuple[str, ...] = ()
     #: every entry of the file (a DescribeConfigs of the node shows them as STATIC_BROKER_CONFIG)
     properties: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: ``controller.quorum.bootstrap.servers`` of a dynamic quorum (None: a static one)
+    bootstrap_servers: tuple[tuple[str, int], ...] | None = None
 
 
 def read_controller_config(path: str | os.PathLike[str]) -> ControllerConfig:
@@ -137,6 +140,7 @@ def controller_config(props: Mapping[str, str], path: str) -> ControllerConfig:
     _check_roles(r)
     node_id = _node_id(r)
     voters, voters_text = _voters(r)
+    servers = _bootstrap_servers(r) if voters is None else None
     listener, listen, warnings = _listener(r)
     log_dir, log_dir_key = _metadata_log_dir(r)
     ints = {field: r.int(key, lo) for key, (field, lo) in INT_KEYS.items()}
@@ -153,6 +157,7 @@ def controller_config(props: Mapping[str, str], path: str) -> ControllerConfig:
         ignored=tuple(sorted(k for k in props if k not in READ_KEYS)),
         warnings=tuple(warnings),
         properties=dict(props),
+        bootstrap_servers=servers,
     )
 
 
@@ -241,13 +246,8 @@ def _node_id(r: _Reader) -> int | None:
 def _voters(r: _Reader) -> tuple[dict[int, tuple[str, int]] | None, str | None]:
     items = r.list("controller.quorum.voters")
     if not items:
-        servers = r.list("controller.quorum.bootstrap.servers")
-        if servers:
-            raise r.error(
-                "controller.quorum.bootstrap.servers",
-                "dynamic quorums (KIP-853) are not supported yet: set controller.quorum.voters "
-                "(ID@HOST:PORT of every controller)",
-            )
+        if r.list("controller.quorum.bootstrap.servers"):
+            return None, None  # a dynamic quorum
         if items is not None:
             raise r.error("controller.quorum.voters", "no voters given")
         return None, None
@@ -258,6 +258,18 @@ def _voters(r: _Reader) -> tuple[dict[int, tuple[str, int]] | None, str | None]:
         return parse_voters(",".join(items)), r.props["controller.quorum.voters"]
     except ValueError as e:
         raise r.error("controller.quorum.voters", str(e)) from None
+
+
+def _bootstrap_servers(r: _Reader) -> tuple[tuple[str, int], ...] | None:
+    """``controller.quorum.bootstrap.servers``: HOST:PORT entries (Kafka's ``QuorumConfig``)."""
+    key = "controller.quorum.bootstrap.servers"
+    out = []
+    for item in r.list(key) or []:
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise r.error(key, f"bad server {item!r}: expected HOST:PORT")
+        out.append((host.strip("[]"), int(port)))
+    return tuple(out) or None
 
 
 def _protocol_map(r: _Reader, controller_names: list[str], listeners: list[str]) -> dict[str, str]:

@@ -40,7 +40,7 @@ import functools
 import json
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -308,9 +308,15 @@ class ConfigurationControlManager:
     (ids a change may name besides registered brokers) and ``static_config`` (its server.properties,
     the STATIC_BROKER_CONFIG synonyms; empty when it has none)."""
 
-    def __init__(self, node_id: int, controller_ids: Iterable[int], static_config: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        node_id: int,
+        controller_ids: Iterable[int] | Callable[[], Iterable[int]],
+        static_config: Mapping[str, str] | None = None,
+    ):
         self.node_id = node_id
-        self.controller_ids = frozenset(controller_ids)
+        #: the voter ids, or a function giving the voters in force (a dynamic quorum's change)
+        self._controller_ids = controller_ids if callable(controller_ids) else frozenset(controller_ids)
         self.static_config = dict(static_config or {})
         # KafkaConfig.populateSynonyms: node.id and broker.id stand for each other (a node started
         # without a server.properties has its id all the same)
@@ -318,6 +324,10 @@ class ConfigurationControlManager:
         self.static_config.setdefault("node.id", ident)
         self.static_config.setdefault("broker.id", ident)
         self.schema = broker_schema()
+
+    def controller_ids(self) -> frozenset[int]:
+        c = self._controller_ids
+        return frozenset(c()) if callable(c) else c
 
     # -------------------------------------------------------------- writes
     def incremental_alter(self, image: MetadataImage, body: Mapping) -> tuple[list[bytes], list[dict]]:
@@ -500,7 +510,7 @@ class ConfigurationControlManager:
             bid = int(rname)
             if bid < 0:
                 raise ControllerError(Errors.INVALID_REQUEST, "Invalid negative broker ID.")
-            if bid not in image.brokers and bid not in self.controller_ids and bid != self.node_id:
+            if bid not in image.brokers and bid not in self.controller_ids() and bid != self.node_id:
                 raise ControllerError(Errors.BROKER_ID_NOT_REGISTERED, f"No node with id {bid} found.")
 
     # -------------------------------------------------------------- reads

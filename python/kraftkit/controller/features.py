@@ -12,7 +12,7 @@ replica makes once it is committed (:mod:`kraftkit.raft.state_machine`): what it
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kraftkit.controller.bootstrap import feature_level_value
@@ -59,9 +59,10 @@ class FeatureChange:
 class FeatureControlManager:
     """The feature state of one controller node (``node_id``, in a quorum of ``voters``)."""
 
-    def __init__(self, node_id: int, voters: Iterable[int]) -> None:
+    def __init__(self, node_id: int, voters: Iterable[int] | Callable[[], Iterable[int]]) -> None:
         self.node_id = node_id
-        self.voters = sorted(voters)
+        #: the voter ids, or a function giving the voters in force (a dynamic quorum's change)
+        self._voters = voters if callable(voters) else sorted(voters)
         self.supported = local_supported_features()
         #: the offset of the last committed FeatureLevelRecord (-1: none seen)
         self.epoch = -1
@@ -92,6 +93,11 @@ class FeatureControlManager:
         ]
         finalized = [{"Name": n, "MaxVersionLevel": v, "MinVersionLevel": v} for n, v in self.finalized(image).items()]
         return {"SupportedFeatures": supported, "FinalizedFeaturesEpoch": self.epoch, "FinalizedFeatures": finalized}
+
+    @property
+    def voters(self) -> list[int]:
+        v = self._voters
+        return sorted(v()) if callable(v) else list(v)
 
     # ------------------------------------------------------------------ UpdateFeatures
     def nodes(self, image: MetadataImage) -> list[NodeFeatures]:

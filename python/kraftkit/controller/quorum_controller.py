@@ -106,9 +106,10 @@ class QuorumController:
         self._auto_pending = False
         self._auto_refused: str | None = None  # the last refused auto-finalize request (not retried as is)
         self.bootstrap = bootstrap
-        self.features = FeatureControlManager(node.node_id, node.config.voters)
+        voters = lambda: node.replica().core.voters  # noqa: E731  (the voters in force: a dynamic quorum's change)
+        self.features = FeatureControlManager(node.node_id, voters)
         self.cluster = ClusterControlManager(node.config.cluster_id, session_timeout_ms)
-        self.configs = ConfigurationControlManager(node.node_id, node.config.voters, static_config)
+        self.configs = ConfigurationControlManager(node.node_id, voters, static_config)
         self.replication = ReplicationControlManager(self.cluster, static_config, node_id=node.node_id)
         self.partitions = PartitionControlManager(self.replication, node.node_id)
         self.producer_ids = ProducerIdControlManager(self.cluster)
@@ -224,7 +225,7 @@ class QuorumController:
         to support it (this node by its own ranges, the others by their ApiVersions answers), or a
         failover could elect a leader that cannot read the log. None when it can."""
         level = self.bootstrap.metadata_version
-        voters = sorted(self.node.config.voters)
+        voters = sorted(self.node.replica().core.voters)
         supporters, others = [], []
         for v in voters:
             ranges = self.features.supported if v == self.node.node_id else self.node.peer_features(v)

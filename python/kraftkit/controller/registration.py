@@ -66,7 +66,7 @@ class ControllerRegistrationManager:
 
     def request_body(self) -> t.ControllerRegistrationRequest:
         node = self.controller.node
-        host, port = node.config.voters[node.node_id]
+        host, port = node.address_of(node.node_id) or node.config.advertised or node.config.listen  # type: ignore[misc]
         return {
             "ControllerId": node.node_id,
             "IncarnationId": self.incarnation_id,
@@ -116,7 +116,7 @@ class ControllerRegistrationManager:
             asyncio.get_running_loop().create_task(self._conn.close())
             self._conn = None
         if self._conn is None:
-            addr = self.controller.node.config.voters.get(leader)
+            addr = self.controller.node.address_of(leader)
             if addr is None:
                 return None
             self._conn = PeerConnection(

@@ -21,6 +21,7 @@ from kraftkit.errors import KraftkitError
 from kraftkit.protocol.client import FeatureAnswer, FeatureCache, KafkaConnection, ProtocolError
 from kraftkit.protocol.messages import ApiKey
 from kraftkit.raft import messages as m
+from kraftkit.raft.quorum_state import uuid_to_kafka
 
 __all__ = ["ControllerFeatures", "QuorumAdmin", "QuorumError", "parse_address", "survey_features"]
 
@@ -195,8 +196,10 @@ class QuorumAdmin:
         now = int(time.time() * 1000)
 
         def rs(r: dict) -> dict[str, Any]:
+            d = r.get("ReplicaDirectoryId")
             return {
                 "id": r["ReplicaId"],
+                "directory_id": uuid_to_kafka(d) if d is not None else uuid_to_kafka(m.ZERO_UUID),
                 "log_end_offset": r["LogEndOffset"],
                 "lag": max(0, hw - r["LogEndOffset"]),
                 "last_fetch_ms": r.get("LastFetchTimestamp", -1),

@@ -1,0 +1,119 @@
+"""Kafka's own tool grows and shrinks a kraftkit dynamic quorum (KIP-853), as its documentation
+says to grow a Kafka one:
+
+1. ``kraftkit storage format --standalone`` the first controller, ``--no-initial-controllers`` the
+   others (Kafka's ``kafka-storage format`` flags), each with a server.properties that names
+   ``controller.quorum.bootstrap.servers`` (no ``controller.quorum.voters``);
+2. ``kraftkit controller run --config`` each: the first leads alone, the others fetch as observers;
+3. ``kafka-metadata-quorum.sh --bootstrap-controller ... add-controller --command-config
+   controller-N.properties`` (Kafka's ``MetadataQuorumCommand``, from Maven's jars) for each of them,
+   then ``describe --replication`` shows three voters with their directory ids;
+4. ``remove-controller --controller-id 1 --controller-directory-id ...`` removes the leader, which
+   resigns: the two others elect a leader and Kafka's tool sees it.
+
+Every answer is checked in what Kafka's tool prints (its own words); the voters' logs are
+byte-identical at the end."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests._procs import KraftkitProcess
+from tests.harness.jars import HarnessError
+from tests.harness.node import free_port, random_cluster_id
+from tests.harness.quorum import metadata_quorum, parse_replication, parse_status
+
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(600)]
+
+META = "__cluster_metadata-0"
+VERSION = "4.3.1"
+
+
+def kraftkit(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kraftkit.cli.main", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def directory_id(d: Path) -> str:
+    return next(line.split("=", 1)[1] for line in (d / "meta.properties").read_text().splitlines()
+                if line.startswith("directory.id="))
+
+
+def wait_status(bootstrap: str, cond, timeout: float = 60.0) -> dict[str, str]:
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            st = parse_status(metadata_quorum(VERSION, bootstrap, "describe", "--status", timeout=60))
+            if cond(st):
+                return st
+            last = st
+        except HarnessError as e:
+            last = e
+        time.sleep(0.5)
+    raise AssertionError(f"quorum status never matched: {last}")
+
+
+def test_kafka_metadata_quorum_adds_and_removes_kraftkit_controllers(kafka_jars, tmp_path):
+    cid = random_cluster_id()
+    ports = {i: free_port() for i in (1, 2, 3)}
+    servers = ",".join(f"127.0.0.1:{p}" for p in ports.values())
+    dirs, confs = {}, {}
+    for i, port in ports.items():
+        d = tmp_path / f"controller-{i}"
+        conf = tmp_path / f"controller-{i}.properties"
+        conf.write_text(
+            "process.roles=controller\n"
+            f"node.id={i}\n"
+            f"listeners=CONTROLLER://127.0.0.1:{port}\n"
+            "controller.listener.names=CONTROLLER\n"
+            "listener.security.protocol.map=CONTROLLER:PLAINTEXT\n"
+            f"controller.quorum.bootstrap.servers={servers}\n"
+            f"log.dirs={d}\n"
+        )
+        how = ["--standalone"] if i == 1 else ["--no-initial-controllers"]
+        r = kraftkit("storage", "format", "-t", cid, "-c", str(conf), "--release-version", "4.0", *how)
+        assert r.returncode == 0, r.stderr
+        dirs[i], confs[i] = d, conf
+    procs = {}
+    try:
+        for i in (1, 2, 3):
+            procs[i] = KraftkitProcess(["controller", "run"], ["--config", str(confs[i])],
+                                       tmp_path / f"controller-{i}.log")
+        st = wait_status(servers, lambda s: s.get("LeaderId") == "1")
+        assert st["CurrentVoters"].startswith('[{"id": 1') and st["ClusterId"] == cid
+
+        # each new controller must have caught up as an observer first: Kafka's tool, unchanged
+        for i in (2, 3):
+            wait_status(servers, lambda s, i=i: f'"id": {i}' in s.get("CurrentObservers", ""))
+            out = metadata_quorum(VERSION, servers, "--command-config", str(confs[i]), "add-controller")
+            assert out.strip() == (f"Added controller {i} with directory id {directory_id(dirs[i])} and "
+                                   f"endpoints: CONTROLLER://127.0.0.1:{ports[i]}")
+        rows = parse_replication(metadata_quorum(VERSION, servers, "describe", "--replication"))
+        voters = {int(r["NodeId"]): r for r in rows if r["Status"] in ("Leader", "Follower")}
+        assert sorted(voters) == [1, 2, 3], rows
+        assert {i: voters[i]["DirectoryId"] for i in voters} == {i: directory_id(dirs[i]) for i in (1, 2, 3)}
+
+        # a controller added twice: Kafka's tool fails with the leader's reason
+        with pytest.raises(HarnessError, match="DuplicateVoterException|already"):
+            metadata_quorum(VERSION, servers, "--command-config", str(confs[2]), "add-controller")
+
+        # remove the leader: it resigns once the change commits, one of the others leads
+        out = metadata_quorum(VERSION, servers, "remove-controller", "--controller-id", "1",
+                              "--controller-directory-id", directory_id(dirs[1]))
+        assert out.strip() == f"Removed  KRaft controller 1 with directory id {directory_id(dirs[1])}" or (
+            out.strip() == f"Removed KRaft controller 1 with directory id {directory_id(dirs[1])}")
+        st = wait_status(servers, lambda s: s.get("LeaderId") in ("2", "3") and '"id": 1' not in s["CurrentVoters"])
+        assert '"id": 2' in st["CurrentVoters"] and '"id": 3' in st["CurrentVoters"]
+    finally:
+        for p in procs.values():
+            p.stop()
+    # the three logs hold the same batches where they overlap (node 1 may have stopped behind)
+    logs = {i: b"".join(p.read_bytes() for p in sorted((dirs[i] / META).glob("*.log"))) for i in dirs}
+    n = min(len(b) for b in logs.values())
+    assert n > 0 and logs[1][:n] == logs[2][:n] == logs[3][:n]
