@@ -117,3 +117,75 @@ def test_kafka_metadata_quorum_adds_and_removes_kraftkit_controllers(kafka_jars,
     logs = {i: b"".join(p.read_bytes() for p in sorted((dirs[i] / META).glob("*.log"))) for i in dirs}
     n = min(len(b) for b in logs.values())
     assert n > 0 and logs[1][:n] == logs[2][:n] == logs[3][:n]
+
+
+def test_a_kraftkit_controller_joins_a_kafka_dynamic_quorum_by_fetch_snapshot_and_votes(kafka_jars, tmp_path):
+    """A real Kafka 4.3.1 node (broker and controller, formatted ``--standalone``) whose metadata log
+    starts at a snapshot; a kraftkit controller formatted ``--no-initial-controllers`` fetches that
+    snapshot as an observer, Kafka's ``add-controller`` makes it a voter (the Kafka leader probes its
+    ApiVersions for kraft.version and checks it caught up), and once the Kafka node restarts no leader
+    can be elected without the kraftkit voter's vote: one is, and the broker serves again."""
+    from tests.harness import tools
+    from tests.harness.node import KafkaNode
+    from tests.kafka.test_raft_kafka import SNAPSHOT_PROPS, snapshots
+
+    kafka = KafkaNode(tmp_path / "kafka", VERSION, dynamic_quorum=True, extra_props=SNAPSHOT_PROPS).start()
+    proc = None
+    try:
+        for name in ("burst-1", "burst-2"):
+            tools.create_topics(VERSION, kafka.bootstrap, [{"name": name, "partitions": 60,
+                                                           "configs": {"retention.ms": "3600000"}}])
+        theirs = kafka.metadata_log_dir
+        deadline = time.monotonic() + 60
+        while len([s for s in snapshots(theirs) if not s.startswith("00000000000000000000-")]) < 2:
+            assert time.monotonic() < deadline, "Kafka took no two snapshots"
+            time.sleep(1)
+        newest = snapshots(theirs)[-1]
+        # Kafka's metadata log cleaner (every 60 s) keeps only the newest snapshot and moves the log start to it
+        deadline = time.monotonic() + 150
+        while snapshots(theirs) != [newest]:
+            assert time.monotonic() < deadline, f"Kafka's log cleaner kept {snapshots(theirs)}"
+            time.sleep(1)
+        snap = newest
+        boot = kafka.controller_bootstrap
+        port = free_port()
+        d, conf = tmp_path / "kraftkit-2", tmp_path / "kraftkit-2.properties"
+        conf.write_text(f"process.roles=controller\nnode.id=2\nlisteners=CONTROLLER://127.0.0.1:{port}\n"
+                        f"controller.listener.names=CONTROLLER\ncontroller.quorum.bootstrap.servers={boot}\n"
+                        f"log.dirs={d}\n")
+        r = kraftkit("storage", "format", "-t", kafka.cluster_id, "-c", str(conf), "-r", "4.0",
+                     "--no-initial-controllers")
+        assert r.returncode == 0, r.stderr
+        proc = KraftkitProcess(["controller", "run"], ["--config", str(conf)], tmp_path / "kraftkit-2.log")
+        hw = int(parse_status(metadata_quorum(VERSION, boot, "describe", "--status"))["HighWatermark"])
+
+        def observer_end() -> int:
+            rows = parse_replication(metadata_quorum(VERSION, boot, "describe", "--replication"))
+            return max([int(r["LogEndOffset"]) for r in rows if r["NodeId"] == "2"], default=-1)
+
+        deadline = time.monotonic() + 60
+        while observer_end() < hw:
+            assert time.monotonic() < deadline, proc.log_tail()
+            time.sleep(0.5)
+        mine = d / META
+        assert snapshots(mine) == [snap] and (mine / snap).read_bytes() == (theirs / snap).read_bytes()
+
+        out = metadata_quorum(VERSION, boot, "--command-config", str(conf), "add-controller")
+        assert out.strip() == (f"Added controller 2 with directory id {directory_id(d)} and endpoints: "
+                               f"CONTROLLER://127.0.0.1:{port}")
+        rows = parse_replication(metadata_quorum(VERSION, boot, "describe", "--replication"))
+        assert {r["NodeId"]: r["Status"] for r in rows} == {"1": "Leader", "2": "Follower"}
+        before = int(parse_status(metadata_quorum(VERSION, boot, "describe", "--status"))["LeaderEpoch"])
+
+        # two voters: after the Kafka node restarts, whoever leads was voted for by the other
+        kafka.stop()
+        kafka.start()
+        both = f"{boot},127.0.0.1:{port}"
+        st = wait_status(both, lambda s: int(s.get("LeaderEpoch", -1)) > before and s.get("LeaderId") in ("1", "2"),
+                         timeout=120)
+        assert '"id": 1' in st["CurrentVoters"] and '"id": 2' in st["CurrentVoters"]
+        tools.create_topics(VERSION, kafka.bootstrap, [{"name": "after-join", "partitions": 1}])
+    finally:
+        if proc is not None:
+            proc.stop()
+        kafka.stop()
