@@ -295,27 +295,48 @@ class QuorumAdmin:
 
     def _voter_change(self, api: int, body: dict[str, Any]) -> dict[str, Any]:
         """Sends a voter change to the leader, found through DescribeQuorum/DescribeCluster, again to
-        the new leader when the node answers that it does not lead (the leader refuses a change it
-        has already made, DUPLICATE_VOTER or VOTER_NOT_FOUND, so a retry cannot apply one twice)."""
+        the new leader when the node answers that it does not lead, and again after REQUEST_TIMED_OUT
+        (the leader's "not now": another change or the new voter's catch-up is pending), as Kafka's
+        admin client retries it, until the timeout. A change that an earlier attempt made (its answer
+        lost or timed out) is then refused as DUPLICATE_VOTER or VOTER_NOT_FOUND: if the quorum shows
+        it made, the answer is success."""
         deadline = time.monotonic() + self.timeout
         try:
             self.describe()  # moves to the leader
         except QuorumError:
             pass
+        retried = False
         while True:
             try:
                 conn = self._connection()
                 resp = conn.request(api, conn.version_for(api), body)
             except ProtocolError as e:
                 self._rotate(deadline, e)
+                retried = True
                 continue
-            if resp.get("ErrorCode") in (m.Errors.NOT_LEADER_OR_FOLLOWER, m.Errors.NOT_CONTROLLER) and (
-                time.monotonic() < deadline
-            ):
+            code = resp.get("ErrorCode")
+            if code in (m.Errors.NOT_LEADER_OR_FOLLOWER, m.Errors.NOT_CONTROLLER) and time.monotonic() < deadline:
                 if not self._move_to_active_controller(conn):
                     time.sleep(0.1)
                 continue
+            if code == m.Errors.REQUEST_TIMED_OUT and time.monotonic() + 0.5 < deadline:
+                retried = True
+                time.sleep(0.5)
+                continue
+            if retried and code in (m.Errors.DUPLICATE_VOTER, m.Errors.VOTER_NOT_FOUND) and self._made(api, body):
+                return {**resp, "ErrorCode": 0, "ErrorMessage": "made by an earlier attempt"}
             return resp
+
+    def _made(self, api: int, body: dict[str, Any]) -> bool:
+        """Whether the quorum's voters show the change ``body`` made (the voter, with its directory
+        id, in the voter set for an add; absent for a remove)."""
+        try:
+            voters = self.describe()["voters"]
+        except QuorumError:
+            return False
+        key = (body["VoterId"], uuid_to_kafka(body["VoterDirectoryId"]))
+        present = any((v["id"], v["directory_id"]) == key for v in voters)
+        return present if api == ApiKey.ADD_RAFT_VOTER else not present
 
     # -- appends (Produce to __cluster_metadata)
     def append(self, values: list[bytes], *, timeout_ms: int = 10000) -> tuple[int, int]:
