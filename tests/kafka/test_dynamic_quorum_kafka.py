@@ -189,3 +189,95 @@ def test_a_kraftkit_controller_joins_a_kafka_dynamic_quorum_by_fetch_snapshot_an
         if proc is not None:
             proc.stop()
         kafka.stop()
+
+
+def test_a_mixed_dynamic_quorum_grown_from_kraftkit_survives_its_leaders_kill(kafka_jars, tmp_path):
+    """A dynamic quorum started by one kraftkit controller (``--standalone``) grows by Kafka's
+    ``add-controller`` to two real Kafka 4.3.1 controllers (formatted by Kafka's own
+    ``kafka-storage format --no-initial-controllers``): they follow kraftkit's leader and take its
+    VotersRecords. The kraftkit leader is killed with ``kill -9``: a Kafka controller is elected by the
+    voter set kraftkit wrote, the kraftkit controller comes back as its follower, and the three logs
+    hold the same batches byte for byte."""
+    import os
+    import signal
+
+    from tests.harness import jars
+    from tests.harness.node import KafkaNode
+    from tests.kafka.test_mixed_quorum import batches
+
+    cid = random_cluster_id()
+    ports = {i: free_port() for i in (1, 2, 3)}
+    servers = ",".join(f"127.0.0.1:{p}" for p in ports.values())
+
+    class DynamicKafkaController(KafkaNode):
+        def __init__(self, node_id: int) -> None:
+            super().__init__(tmp_path / f"kafka-{node_id}", VERSION, cluster_id=cid, start_timeout=150,
+                             stop_timeout=60)
+            self.node_id = node_id
+            self.controller_port = ports[node_id]
+
+        def _ensure_ports(self) -> None:
+            pass
+
+        @property
+        def ready_port(self) -> int:
+            return self.controller_port
+
+        def properties(self) -> dict[str, object]:
+            return {"process.roles": "controller", "node.id": self.node_id,
+                    "listeners": f"CONTROLLER://127.0.0.1:{self.controller_port}",
+                    "controller.listener.names": "CONTROLLER",
+                    "listener.security.protocol.map": "CONTROLLER:PLAINTEXT",
+                    "controller.quorum.bootstrap.servers": servers, "log.dirs": str(self.log_dirs[0]),
+                    "num.io.threads": 2, "num.network.threads": 2}
+
+        def format(self) -> None:
+            cmd = [jars.require_java(), "-Xmx256m", "-cp", jars.classpath(VERSION), "kafka.tools.StorageTool",
+                   "format", "--cluster-id", cid, "--config", str(self.config_path), "--no-initial-controllers"]
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+            assert proc.returncode == 0, proc.stdout
+            self.formatted = True
+
+    d1, conf1 = tmp_path / "kraftkit-1", tmp_path / "kraftkit-1.properties"
+    conf1.write_text(f"process.roles=controller\nnode.id=1\nlisteners=CONTROLLER://127.0.0.1:{ports[1]}\n"
+                     f"controller.listener.names=CONTROLLER\ncontroller.quorum.bootstrap.servers={servers}\n"
+                     f"log.dirs={d1}\n")
+    r = kraftkit("storage", "format", "-t", cid, "-c", str(conf1), "-r", "4.0", "--standalone")
+    assert r.returncode == 0, r.stderr
+    kafkas = {i: DynamicKafkaController(i) for i in (2, 3)}
+    k1 = KraftkitProcess(["controller", "run"], ["--config", str(conf1)], tmp_path / "kraftkit-1.log")
+    try:
+        for k in kafkas.values():
+            k.start()
+        wait_status(servers, lambda s: s.get("LeaderId") == "1")
+        for i, k in kafkas.items():
+            wait_status(servers, lambda s, i=i: f'"id": {i}' in s.get("CurrentObservers", ""))
+            out = metadata_quorum(VERSION, servers, "--command-config", str(k.config_path), "add-controller")
+            assert out.startswith(f"Added controller {i} with directory id "), out
+        st = wait_status(servers, lambda s: all(f'"id": {i}' in s.get("CurrentVoters", "") for i in (1, 2, 3)))
+        assert st["LeaderId"] == "1"
+        epoch = int(st["LeaderEpoch"])
+
+        os.kill(k1.proc.pid, signal.SIGKILL)
+        k1.stop()
+        st = wait_status(servers, lambda s: s.get("LeaderId") in ("2", "3") and int(s["LeaderEpoch"]) > epoch,
+                         timeout=120)
+        k1 = KraftkitProcess(["controller", "run"], ["--config", str(conf1)], tmp_path / "kraftkit-1b.log")
+        hw = int(st["HighWatermark"])
+        deadline = time.monotonic() + 60
+        while True:
+            rows = parse_replication(metadata_quorum(VERSION, servers, "describe", "--replication"))
+            mine = next(r for r in rows if r["NodeId"] == "1")
+            if mine["Status"] == "Follower" and int(mine["LogEndOffset"]) >= hw:
+                break
+            assert time.monotonic() < deadline, (rows, k1.log_tail())
+            time.sleep(0.5)
+    finally:
+        k1.stop()
+        for k in kafkas.values():
+            k.stop()
+    logs = {1: batches(d1 / META), **{i: batches(k.metadata_log_dir) for i, k in kafkas.items()}}
+    common = set(logs[1]) & set(logs[2]) & set(logs[3])
+    assert len(common) > 3
+    for base in common:
+        assert logs[1][base] == logs[2][base] == logs[3][base], base
