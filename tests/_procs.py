@@ -60,3 +60,33 @@ class KraftkitProcess:
         except FileNotFoundError:
             return "(no log)"
         return f"--- tail of {self.log_path} ---\n" + "\n".join(text)
+
+
+def readme_block(section: str) -> str:
+    """The first ``sh`` block after ``section`` (a heading line) in README.md, as it is written."""
+    import re
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = text.index(section)
+    m = re.compile(r"```sh\n(.*?)\n```", re.S).search(text, start)
+    assert m is not None, f"no sh block after {section!r} in README.md"
+    return m.group(1)
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """Stops everything started in ``proc``'s process group (a shell block's background jobs too):
+    SIGTERM and up to 30 s, then SIGKILL and up to 10 s."""
+    import time
+
+    for sig, wait in ((signal.SIGTERM, 30.0), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.2)

@@ -202,34 +202,23 @@ def test_a_mixed_dynamic_quorum_grown_from_kraftkit_survives_its_leaders_kill(ka
     import signal
 
     from tests.harness import jars
-    from tests.harness.node import KafkaNode
-    from tests.kafka.test_mixed_quorum import batches
+    from tests.kafka.test_mixed_quorum import KafkaController, batches
 
     cid = random_cluster_id()
     ports = {i: free_port() for i in (1, 2, 3)}
     servers = ",".join(f"127.0.0.1:{p}" for p in ports.values())
 
-    class DynamicKafkaController(KafkaNode):
+    class DynamicKafkaController(KafkaController):
+        """A real controller of the dynamic quorum: controller.quorum.bootstrap.servers, no voters,
+        formatted by Kafka's own kafka-storage format --no-initial-controllers."""
+
         def __init__(self, node_id: int) -> None:
-            super().__init__(tmp_path / f"kafka-{node_id}", VERSION, cluster_id=cid, start_timeout=150,
-                             stop_timeout=60)
-            self.node_id = node_id
-            self.controller_port = ports[node_id]
-
-        def _ensure_ports(self) -> None:
-            pass
-
-        @property
-        def ready_port(self) -> int:
-            return self.controller_port
+            super().__init__(tmp_path / f"kafka-{node_id}", VERSION, "4.0", node_id, ports[node_id], "", cid)
 
         def properties(self) -> dict[str, object]:
-            return {"process.roles": "controller", "node.id": self.node_id,
-                    "listeners": f"CONTROLLER://127.0.0.1:{self.controller_port}",
-                    "controller.listener.names": "CONTROLLER",
-                    "listener.security.protocol.map": "CONTROLLER:PLAINTEXT",
-                    "controller.quorum.bootstrap.servers": servers, "log.dirs": str(self.log_dirs[0]),
-                    "num.io.threads": 2, "num.network.threads": 2}
+            props = super().properties()
+            del props["controller.quorum.voters"]
+            return {**props, "controller.quorum.bootstrap.servers": servers}
 
         def format(self) -> None:
             cmd = [jars.require_java(), "-Xmx256m", "-cp", jars.classpath(VERSION), "kafka.tools.StorageTool",

@@ -15,32 +15,23 @@ import json
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from tests._procs import readme_block, stop_group
 from tests.harness import jars, tools
 from tests.harness.node import SERVER_JVM_OPTS, free_port, log4j_files, tool_log4j_files
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(420)]
 
-ROOT = Path(__file__).resolve().parents[2]
 SECTION = "### Real Kafka brokers on a kraftkit quorum"
 V = jars.KAFKA_NEWEST
 HOME = f"kafka_2.13-{V}"
 
 
-def readme_block() -> str:
-    """The first ``sh`` block after the section's heading."""
-    text = (ROOT / "README.md").read_text()
-    start = text.index(SECTION)
-    m = re.compile(r"```sh\n(.*?)\n```", re.S).search(text, start)
-    assert m is not None, f"no sh block after {SECTION!r} in README.md"
-    return m.group(1)
 
 
 def fake_distribution(where: Path) -> Path:
@@ -77,7 +68,7 @@ def fake_distribution(where: Path) -> Path:
 
 def test_the_readme_runs_a_real_broker_on_a_kraftkit_quorum(kafka_jars, tmp_path):
     jars.ensure_kafka(V)
-    block = readme_block()
+    block = readme_block(SECTION)
     ports = {old: str(free_port()) for old in ("19091", "19092", "19093", "9092")}
     for old in ports:
         assert re.search(rf"\b{old}\b", block), f"the README block no longer uses port {old}"
@@ -118,15 +109,4 @@ def test_the_readme_runs_a_real_broker_on_a_kraftkit_quorum(kafka_jars, tmp_path
         assert partition["leader"] == 101 and partition["replicas"] == [101] and partition["isr"] == [101], partition
     finally:
         # everything the block started in the background shares its process group
-        for sig, wait in ((signal.SIGTERM, 30.0), (signal.SIGKILL, 10.0)):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                break
-            deadline = time.monotonic() + wait
-            while time.monotonic() < deadline:
-                try:
-                    os.killpg(proc.pid, 0)
-                except ProcessLookupError:
-                    break
-                time.sleep(0.2)
+        stop_group(proc)

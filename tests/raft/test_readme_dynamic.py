@@ -8,29 +8,22 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from tests._procs import readme_block, stop_group
 
 from ._cluster import free_ports
 
 pytestmark = pytest.mark.timeout(300)
 
-ROOT = Path(__file__).resolve().parents[2]
 SECTION = "### A dynamic quorum (KIP-853)"
 
 
-def readme_block() -> str:
-    text = (ROOT / "README.md").read_text()
-    start = text.index(SECTION)
-    m = re.compile(r"```sh\n(.*?)\n```", re.S).search(text, start)
-    assert m is not None, f"no sh block after {SECTION!r} in README.md"
-    return m.group(1)
 
 
 def consecutive_free_ports(n: int) -> int:
@@ -55,7 +48,7 @@ def consecutive_free_ports(n: int) -> int:
 
 
 def test_the_readme_grows_a_dynamic_quorum(tmp_path):
-    block = readme_block()
+    block = readme_block(SECTION)
     # the block writes the ports as 1919$i (and lists 19191..19193): three consecutive free ports stand in
     base = consecutive_free_ports(3)
     assert "1919$i" in block and all(f"1919{i}" in block for i in (1, 2, 3))
@@ -94,15 +87,4 @@ def test_the_readme_grows_a_dynamic_quorum(tmp_path):
         rows = {int(r[0]): (r[1], r[-1]) for r in table[1:]}
         assert rows == {1: (dir_id(1), "Leader"), 2: (dir_id(2), "Follower"), 3: (dir_id(3), "Follower")}, out
     finally:
-        for sig, wait in ((signal.SIGTERM, 30.0), (signal.SIGKILL, 10.0)):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                break
-            deadline = time.monotonic() + wait
-            while time.monotonic() < deadline:
-                try:
-                    os.killpg(proc.pid, 0)
-                except ProcessLookupError:
-                    break
-                time.sleep(0.2)
+        stop_group(proc)

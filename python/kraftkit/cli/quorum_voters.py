@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
 from kraftkit.cli.jsonout import emit
@@ -164,10 +165,25 @@ def _answer(command: str, args: argparse.Namespace, resp: dict, done: str) -> in
     return EXIT_OK
 
 
-def run_add_voter(args: argparse.Namespace) -> int:
+def _change(command: str, args: argparse.Namespace, send: Callable[[Any], dict], done: str) -> int:
+    """Sends the change (``send(admin)``) to the quorum at ``--bootstrap-controller`` and reports
+    the answer: 0 done, 1 refused, 2 no node answered."""
     from kraftkit.cli.quorum import _reachable
     from kraftkit.errors import KraftkitError
     from kraftkit.raft.admin import QuorumAdmin
+
+    code = _reachable(args.bootstrap, args.timeout, command)
+    if code is not None:
+        return code
+    try:
+        with QuorumAdmin(args.bootstrap, timeout=args.timeout) as admin:
+            resp = send(admin)
+    except (KraftkitError, ValueError) as e:
+        return fail(command, f"{args.bootstrap}: {e}", EXIT_USAGE)
+    return _answer(command, args, resp, done)
+
+
+def run_add_voter(args: argparse.Namespace) -> int:
     from kraftkit.raft.quorum_state import uuid_to_kafka
 
     if args.config is not None:
@@ -179,34 +195,18 @@ def run_add_voter(args: argparse.Namespace) -> int:
         missing.append("--listener")
     if missing:
         return fail(ADD, f"give --config FILE, or {', '.join(missing)}", EXIT_USAGE)
-    code = _reachable(args.bootstrap, args.timeout, ADD)
-    if code is not None:
-        return code
-    try:
-        with QuorumAdmin(args.bootstrap, timeout=args.timeout) as admin:
-            resp = admin.add_voter(args.voter_id, args.directory_id, args.listener, timeout_ms=int(args.timeout * 1000))
-    except (KraftkitError, ValueError) as e:
-        return fail(ADD, f"{args.bootstrap}: {e}", EXIT_USAGE)
     eps = ", ".join(f"{n}://{h}:{p}" for n, h, p in args.listener)
     done = f"added voter {args.voter_id} (directory id {uuid_to_kafka(args.directory_id)}) with endpoints {eps}"
-    return _answer(ADD, args, resp, done)
+    timeout_ms = int(args.timeout * 1000)
+    return _change(
+        ADD, args, lambda a: a.add_voter(args.voter_id, args.directory_id, args.listener, timeout_ms=timeout_ms), done
+    )
 
 
 def run_remove_voter(args: argparse.Namespace) -> int:
-    from kraftkit.cli.quorum import _reachable
-    from kraftkit.errors import KraftkitError
-    from kraftkit.raft.admin import QuorumAdmin
     from kraftkit.raft.quorum_state import uuid_to_kafka
 
     if args.voter_id < 0:
         return fail(REMOVE, f"--voter-id {args.voter_id}: a node id is not negative", EXIT_USAGE)
-    code = _reachable(args.bootstrap, args.timeout, REMOVE)
-    if code is not None:
-        return code
-    try:
-        with QuorumAdmin(args.bootstrap, timeout=args.timeout) as admin:
-            resp = admin.remove_voter(args.voter_id, args.directory_id)
-    except (KraftkitError, ValueError) as e:
-        return fail(REMOVE, f"{args.bootstrap}: {e}", EXIT_USAGE)
     done = f"removed voter {args.voter_id} (directory id {uuid_to_kafka(args.directory_id)})"
-    return _answer(REMOVE, args, resp, done)
+    return _change(REMOVE, args, lambda a: a.remove_voter(args.voter_id, args.directory_id), done)

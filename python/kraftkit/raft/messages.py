@@ -285,13 +285,7 @@ def fetch_snapshot_request(
 
 
 def vote_response(
-    tp: TopicPartition,
-    error: int,
-    leader_id: int,
-    epoch: int,
-    granted: bool,
-    top_error: int = 0,
-    node_endpoints: list[Any] | None = None,
+    tp: TopicPartition, error: int, leader_id: int, epoch: int, granted: bool, top_error: int = 0
 ) -> t.VoteResponse:
     part: t.VoteResponseTopicDataPartitionData = {
         "PartitionIndex": tp.partition,
@@ -301,16 +295,11 @@ def vote_response(
         "VoteGranted": granted,
     }
     topics: list[t.VoteResponseTopicData] = [] if top_error else [{"TopicName": tp.topic, "Partitions": [part]}]
-    return {"ErrorCode": top_error, "Topics": topics, "NodeEndpoints": node_endpoints or []}
+    return {"ErrorCode": top_error, "Topics": topics, "NodeEndpoints": []}
 
 
 def begin_quorum_epoch_response(
-    tp: TopicPartition,
-    error: int,
-    leader_id: int,
-    epoch: int,
-    top_error: int = 0,
-    node_endpoints: list[Any] | None = None,
+    tp: TopicPartition, error: int, leader_id: int, epoch: int, top_error: int = 0
 ) -> t.BeginQuorumEpochResponse:
     part: t.BeginQuorumEpochResponseTopicDataPartitionData = {
         "PartitionIndex": tp.partition,
@@ -321,16 +310,11 @@ def begin_quorum_epoch_response(
     topics: list[t.BeginQuorumEpochResponseTopicData] = (
         [] if top_error else [{"TopicName": tp.topic, "Partitions": [part]}]
     )
-    return {"ErrorCode": top_error, "Topics": topics, "NodeEndpoints": node_endpoints or []}
+    return {"ErrorCode": top_error, "Topics": topics, "NodeEndpoints": []}
 
 
 def end_quorum_epoch_response(
-    tp: TopicPartition,
-    error: int,
-    leader_id: int,
-    epoch: int,
-    top_error: int = 0,
-    node_endpoints: list[Any] | None = None,
+    tp: TopicPartition, error: int, leader_id: int, epoch: int, top_error: int = 0
 ) -> t.EndQuorumEpochResponse:
     part: t.EndQuorumEpochResponseTopicDataPartitionData = {
         "PartitionIndex": tp.partition,
@@ -341,7 +325,7 @@ def end_quorum_epoch_response(
     topics: list[t.EndQuorumEpochResponseTopicData] = (
         [] if top_error else [{"TopicName": tp.topic, "Partitions": [part]}]
     )
-    return {"ErrorCode": top_error, "Topics": topics, "NodeEndpoints": node_endpoints or []}
+    return {"ErrorCode": top_error, "Topics": topics, "NodeEndpoints": []}
 
 
 def fetch_response(
@@ -395,7 +379,6 @@ def fetch_snapshot_response(
     position: int = -1,
     data: Any = b"",
     top_error: int = 0,
-    node_endpoints: list[Any] | None = None,
 ) -> t.FetchSnapshotResponse:
     part: t.FetchSnapshotResponseTopicSnapshotPartitionSnapshot = {
         "Index": tp.partition,
@@ -410,7 +393,7 @@ def fetch_snapshot_response(
         "ThrottleTimeMs": 0,
         "ErrorCode": top_error,
         "Topics": [] if top_error else [{"Name": tp.topic, "Partitions": [part]}],
-        "NodeEndpoints": node_endpoints or [],
+        "NodeEndpoints": [],
     }
 
 
