@@ -322,3 +322,32 @@ def test_voter_keys_match_kafka_rules():
     assert VoterSet.from_record(dyn.to_record()) == dyn
     with pytest.raises(ValueError, match="twice"):
         VoterSet([node(1), node(1)])
+
+
+def test_a_file_log_reads_its_voter_sets_back_and_refuses_a_voters_record_it_cannot_take(tmp_path):
+    from kraftkit.raft.file_log import FileRaftLog
+    from kraftkit.raft.log import LogError
+
+    log = FileRaftLog(tmp_path / "p")
+    two = ControlRecord(KRAFT_VOTERS, VoterSet([node(1), node(2)]).to_record())
+    log.append(log.entries_for_append(0, 1, [{"Version": 0, "LeaderId": 1, "Voters": [], "GrantingVoters": []},
+                                             ControlRecord(KRAFT_VERSION, {"Version": 0, "KRaftVersion": 1}), two],
+                                      control=True))
+    log.append(log.entries_for_append(3, 1, [b"data"]))
+    # the leader's control records share one batch, as Kafka writes them
+    assert [b.offset for b in log.read(0, 10) for _ in [0]] == [0]
+    assert log.kraft.voters_entry() == (2, VoterSet([node(1), node(2)])) and log.kraft.kraft_version() == 1
+    log.flush()
+    log.close()
+    again = FileRaftLog(tmp_path / "p")
+    assert again.kraft.voters_entry() == (2, VoterSet([node(1), node(2)])) and again.kraft.kraft_version() == 1
+    again.truncate_to(3)  # (the data batch goes; the control batch and its voter set stay)
+    assert again.kraft.voters_entry() == (2, VoterSet([node(1), node(2)]))
+    again.truncate_to(0)
+    assert again.kraft.voters() is None and again.kraft.kraft_version() == 0
+    # a VotersRecord naming a voter twice (CRC-valid: only its meaning is wrong): the log says where
+    bad = two.body | {"Voters": two.body["Voters"] * 2}
+    with pytest.raises(LogError, match=r"p: a KRaft control record kraftkit cannot take: offset 0: a VotersRecord "
+                                       r"that cannot be a voter set: voter id 1 is given twice"):
+        again.append(again.entries_for_append(0, 1, [ControlRecord(KRAFT_VOTERS, bad)], control=True))
+    assert again.end_offset == 0  # refused before anything was written

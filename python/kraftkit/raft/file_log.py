@@ -42,13 +42,13 @@ from kraftkit._core import (
 )
 from kraftkit._fs import open_input
 from kraftkit._kafka import FEATURE_LEVEL
-from kraftkit.errors import LogError
+from kraftkit.errors import KraftkitError, LogError
 from kraftkit.log import Log
 from kraftkit.log.control import ControlType
 from kraftkit.log.log import DEFAULT_INDEX_INTERVAL, list_segments
 from kraftkit.metadata.snapshot import SnapshotId, list_snapshots
 from kraftkit.raft.log import Batch, Entry, RaftLog
-from kraftkit.raft.voters import KRAFT_VERSION, KRAFT_VOTERS, ControlRecord
+from kraftkit.raft.voters import KRAFT_VERSION, KRAFT_VOTERS, ControlRecord, KRaftControlState
 
 if TYPE_CHECKING:
     from kraftkit._core import RecordInput
@@ -220,17 +220,28 @@ class FileRaftLog(RaftLog[Batch]):
                 os.close(fd)
             try:
                 records = [r for _o, r in control_records(data, snapshot=True)]
-            except Exception as e:
-                raise LogError(f"{path}: cannot read its control records: {e}") from None
-            self.kraft.note_snapshot_records(sid.end_offset - 1, records)
+                self.kraft.note_snapshot_records(sid.end_offset - 1, records)
+            except (KraftkitError, ValueError) as e:
+                raise LogError(f"{path}: cannot read its KRaft control records: {e}") from None
         for batch in self._log.batches(self.start_offset):
             if batch.is_control:
-                for r in batch.records():
-                    key = r.key
-                    if key is not None and len(key) >= 4 and r.value is not None:
-                        ctype = int.from_bytes(key[2:4], "big", signed=True)
-                        if ctype in (KRAFT_VERSION, KRAFT_VOTERS):
-                            self.kraft.note(r.offset, ControlRecord(ctype, decode_control_record(ctype, r.value)))
+                self._note_controls(self._log.read(batch.base_offset, batch.size_in_bytes)[: batch.size_in_bytes])
+
+    def _note_controls(self, data: bytes | memoryview) -> None:
+        """Takes the KRaftVersion and Voters records of ``data`` (whole batches) into :attr:`kraft`."""
+        for offset, record in self._controls(data):
+            self.kraft.note(offset, record)
+
+    def _controls(self, data: bytes | memoryview) -> list[tuple[int, ControlRecord]]:
+        """The KRaftVersion and Voters records of ``data``, each checked: one that cannot be read or
+        taken is a :class:`LogError` naming this directory and the offset."""
+        try:
+            out = list(control_records(data))
+            for offset, record in out:
+                KRaftControlState().note(offset, record)  # (a check: a VotersRecord must be a voter set)
+        except (KraftkitError, ValueError) as e:
+            raise LogError(f"{self.dir}: a KRaft control record kraftkit cannot take: {e}") from None
+        return out
 
     # -- state
     @property
@@ -275,8 +286,9 @@ class FileRaftLog(RaftLog[Batch]):
             return
         todo: Iterable[Batch] = self._entry_batches(batches) if isinstance(batches[0], Entry) else batches
         for b in todo:
+            controls = self._controls(b.data)  # (refused before anything is written)
             self._append_bytes(b.data, b.epoch)
-            for offset, record in control_records(b.data):
+            for offset, record in controls:
                 self.kraft.note(offset, record)
 
     def entries_for_append(self, base_offset: int, epoch: int, payloads: Any, control: bool = False) -> list[Batch]:
@@ -447,7 +459,10 @@ class FileRaftLog(RaftLog[Batch]):
         write_atomic(self.snapshot_path(sid), data)
         self._set_snapshot(sid)
         self._restart_at(sid.end_offset)
-        self.kraft.note_snapshot_records(sid.end_offset - 1, [r for _o, r in control_records(data, snapshot=True)])
+        try:
+            self.kraft.note_snapshot_records(sid.end_offset - 1, [r for _o, r in control_records(data, snapshot=True)])
+        except (KraftkitError, ValueError) as e:
+            raise LogError(f"{self.snapshot_path(sid)}: cannot read its KRaft control records: {e}") from None
 
     def _set_snapshot(self, sid: SnapshotId) -> None:
         old = self._snapshot

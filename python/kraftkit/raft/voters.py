@@ -253,8 +253,14 @@ class KRaftControlState:
 
     # -- writes
     def note(self, offset: int, record: ControlRecord) -> None:
+        """A control record at ``offset`` (a VotersRecord that names a voter twice or lacks a field
+        is a ValueError naming the offset)."""
         if record.type == KRAFT_VOTERS:
-            self._voters.append((offset, VoterSet.from_record(record.body)))
+            try:
+                voters = VoterSet.from_record(record.body)
+            except (KeyError, TypeError, ValueError) as e:
+                raise ValueError(f"offset {offset}: a VotersRecord that cannot be a voter set: {e}") from None
+            self._voters.append((offset, voters))
             self.generation += 1
         elif record.type == KRAFT_VERSION:
             self._versions.append((offset, int(record.body.get("KRaftVersion", 0))))
@@ -286,5 +292,8 @@ class KRaftControlState:
             if r.type == KRAFT_VERSION:
                 version = int(r.body.get("KRaftVersion", 0))
             elif r.type == KRAFT_VOTERS:
-                voters = VoterSet.from_record(r.body)
+                try:
+                    voters = VoterSet.from_record(r.body)
+                except (KeyError, TypeError, ValueError) as e:
+                    raise ValueError(f"a VotersRecord that cannot be a voter set: {e}") from None
         self.reset(offset, version, voters)
