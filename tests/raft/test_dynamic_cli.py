@@ -109,3 +109,16 @@ def test_add_and_remove_voters_with_kraftkits_own_commands(tmp_path):
     finally:
         for p in procs.values():
             p.stop()
+
+
+def test_a_dynamic_quorum_node_needs_its_listener_and_valid_servers(tmp_path):
+    r = kraftkit("quorum", "run", "--node-id", 1, "--bootstrap-servers", "127.0.0.1:19091", "--log-dir", tmp_path,
+                 "--cluster-id", CLUSTER_ID)
+    assert (r.returncode, r.stderr) == (2, "kraftkit quorum run: a node of a dynamic quorum (--bootstrap-servers) "
+                                           "needs --listen HOST:PORT\n")
+    r = kraftkit("quorum", "run", "--node-id", 1, "--bootstrap-servers", "127.0.0.1", "--log-dir", tmp_path,
+                 "--cluster-id", CLUSTER_ID, "--listen", "127.0.0.1:0")
+    assert r.returncode == 2 and "bad address '127.0.0.1': expected HOST:PORT" in r.stderr
+    r = kraftkit("quorum", "run", "--node-id", 1, "--bootstrap-servers", "127.0.0.1:1", "--voters", "1@127.0.0.1:1",
+                 "--log-dir", tmp_path)
+    assert r.returncode == 2 and "not allowed with argument" in r.stderr
