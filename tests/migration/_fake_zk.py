@@ -116,7 +116,7 @@ def zk_cluster(cluster_id: str) -> FakeZk:
         "/brokers/topics/alpha/partitions/0/state": j({"controller_epoch": 4, "leader": 1, "version": 1,
                                                        "leader_epoch": 3, "isr": [1, 2]}),
         "/brokers/topics/alpha/partitions/1/state": j({"controller_epoch": 4, "leader": 2, "version": 1,
-                                                       "leader_epoch": 0, "isr": [2]}),
+                                                       "leader_epoch": 0, "isr": [2, 1]}),
         "/brokers/topics/beta": j({"version": 3, "topic_id": "SrsGLGgyTMOTIj5Wn8HUGw",
                                    "partitions": {"0": [3]}, "adding_replicas": {}, "removing_replicas": {}}),
         "/brokers/topics/beta/partitions/0/state": j({"controller_epoch": 2, "leader": 3, "version": 1,

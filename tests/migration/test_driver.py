@@ -109,7 +109,15 @@ def test_bootstrap_wait_takeover_and_copy_as_kafka_39_does(tmp_path, caplog):
             assert not any(r.levelno >= logging.ERROR for r in caplog.records)
             epoch_version = zk.nodes["/controller_epoch"][1]
 
+            # with every broker registered, it still waits for a partition out of sync in ZooKeeper
+            state = "/brokers/topics/alpha/partitions/1/state"
+            in_sync = zk.nodes[state][0]
+            zk.set(state, in_sync.replace(b'"isr": [2, 1]', b'"isr": [2]'))
             await register_all(node)
+            await wait_for(lambda: len(d.waiting) == 1 and "alpha-1 (leader 2, ISR [2] of replicas [2, 1])"
+                           in d.waiting[0], what="the wait for alpha-1")
+            assert d.state == drv.WAIT_FOR_BROKERS
+            zk.set(state, in_sync)
             await wait_for(lambda: d.state == drv.MIGRATED, what="the migration")
             raft_epoch = node.replica().core.epoch
             image = node.controller.image
@@ -143,7 +151,7 @@ def test_bootstrap_wait_takeover_and_copy_as_kafka_39_does(tmp_path, caplog):
             alpha = image.topics[ids["alpha"]].partitions
             assert (alpha[0]["Leader"], alpha[0]["LeaderEpoch"], alpha[0]["Isr"], alpha[0]["PartitionEpoch"]) \
                 == (1, 3, [1, 2], 5)
-            assert (alpha[1]["Leader"], alpha[1]["Isr"], alpha[1]["Replicas"]) == (2, [2], [2, 1])
+            assert (alpha[1]["Leader"], alpha[1]["Isr"], alpha[1]["Replicas"]) == (2, [2, 1], [2, 1])
             assert image.topics[ids["beta"]].partitions[0]["Leader"] == 3
             assert image.configs[(2, "alpha")] == {"retention.ms": "3600000", "cleanup.policy": "compact"}
             assert image.client_quotas == {(("client-id", "app"),): {"producer_byte_rate": 1024.0}}

@@ -10,7 +10,10 @@ through Kafka's states:
 * ``WAIT_FOR_CONTROLLER_QUORUM``: every voter registered (from metadata.version 3.7-IV0, KIP-919)
   and ready for the migration (``ZkMigrationReady``: run with the migration enabled);
 * ``WAIT_FOR_BROKERS``: every broker of ZooKeeper (``/brokers/ids``, and any broker named by a
-  topic's replica assignment) registered with KRaft as a migrating ZooKeeper broker. What it waits
+  topic's replica assignment) registered with KRaft as a migrating ZooKeeper broker; and, beyond
+  Kafka (whose controller sends its own LeaderAndIsr and UpdateMetadata after the takeover, which
+  this one cannot yet), every partition led and fully in sync in ZooKeeper, so that the ZooKeeper
+  controller has told every restarted broker what it leads and follows before it is replaced. What it waits
   for is logged once per change, broker by broker, with the reason: not registered yet (the broker
   runs without ``zookeeper.metadata.migration.enable=true`` or the quorum's connection configs),
   or its registration refused by the controller (another cluster id, an
@@ -303,7 +306,7 @@ class MigrationDriver:
 
     async def _brokers_not_ready(self, zk: ZkClient) -> list[str]:
         """``WAIT_FOR_BROKERS``: every ZooKeeper broker registered with KRaft as a migrating one."""
-        in_zk, in_topics = await self._call(self._zk_brokers, zk)
+        in_zk, in_topics, out_of_sync = await self._call(self._zk_brokers, zk)
         brokers = self.controller.image.brokers
         kraft_zk = {b for b, reg in brokers.items() if reg.get("IsMigratingZkBroker")}
         out = []
@@ -327,10 +330,19 @@ class MigrationDriver:
                     "zookeeper.metadata.migration.enable=true and the quorum's controller.quorum.voters, "
                     "controller.listener.names and listener.security.protocol.map)"
                 )
+        if out_of_sync:
+            more = f" and {len(out_of_sync) - 5} more" if len(out_of_sync) > 5 else ""
+            out.append(
+                f"partitions {', '.join(out_of_sync[:5])}{more}: not led or not fully in sync in ZooKeeper; "
+                "this controller cannot send LeaderAndIsr to ZooKeeper-mode brokers yet, so it takes over only "
+                "once the ZooKeeper controller has every replica back in the ISR"
+            )
         return out
 
-    def _zk_brokers(self, zk: ZkClient) -> tuple[set[int], set[int]]:
-        """The broker ids of ``/brokers/ids`` and of the topics' replica assignments (bounded)."""
+    def _zk_brokers(self, zk: ZkClient) -> tuple[set[int], set[int], list[str]]:
+        """The broker ids of ``/brokers/ids`` and of the topics' replica assignments, and the
+        partitions without a leader or with a replica out of the ISR (``topic-p: ISR [..] of
+        replicas [..]``), as ZooKeeper holds them (bounded)."""
         lim = self.limits
         ids = zk.children("/brokers/ids") or []
         if len(ids) > lim.max_children:
@@ -344,15 +356,27 @@ class MigrationDriver:
         if len(topics) > lim.max_topics:
             raise ZkInputError(f"/brokers/topics: {len(topics)} topics, more than {lim.max_topics} (the bound)")
         in_topics: set[int] = set()
-        for t in topics:
+        out_of_sync: list[str] = []
+        partitions = 0
+        for t in sorted(topics):
             path = f"/brokers/topics/{t}"
             got = zk.get(path)
             if got is None:
                 continue
             if len(got[0]) > lim.max_znode_bytes:
                 raise ZkInputError(f"{path}: {len(got[0])} bytes, more than {lim.max_znode_bytes} (the bound)")
-            in_topics |= _assigned_brokers(path, got[0])
-        return in_zk, in_topics
+            assignment = _assignment(path, got[0])
+            partitions += len(assignment)
+            if partitions > lim.max_partitions:
+                raise ZkInputError(f"{path}: more than {lim.max_partitions} partitions in all (the bound)")
+            for p, replicas in sorted(assignment.items()):
+                in_topics.update(replicas)
+                state_path = f"{path}/partitions/{p}/state"
+                state = zk.get(state_path)
+                leader, isr = _leader_and_isr(state_path, state[0] if state else None, lim.max_znode_bytes)
+                if leader < 0 or set(isr) != set(replicas):
+                    out_of_sync.append(f"{t}-{p} (leader {leader}, ISR {sorted(isr)} of replicas {replicas})")
+        return in_zk, in_topics, out_of_sync
 
     # ------------------------------------------------------------------ BECOME_CONTROLLER
     async def _claim(self, zk: ZkClient, epoch: int) -> None:
@@ -563,23 +587,44 @@ class MigrationDriver:
         return {"driverState": self.state, "waitingFor": list(self.waiting), "copied": dict(self.copied)}
 
 
-def _assigned_brokers(path: str, data: bytes) -> set[int]:
-    """The broker ids of a topic znode's replica assignment (``partitions``)."""
+def _json(path: str, data: bytes) -> Any:
     import json
 
     try:
-        js = json.loads(data.decode("utf-8"))
+        return json.loads(data.decode("utf-8"))
     except (ValueError, RecursionError):
         raise ZkInputError(f"{path}: not JSON") from None
+
+
+def _ids(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(r, int) and not isinstance(r, bool) and 0 <= r < 2**31 for r in v)
+
+
+def _assignment(path: str, data: bytes) -> dict[int, list[int]]:
+    """A topic znode's replica assignment (``partitions``): partition -> broker ids."""
+    js = _json(path, data)
     parts = js.get("partitions") if isinstance(js, dict) else None
     if not isinstance(parts, dict):
         raise ZkInputError(f"{path}: no partitions object")
-    out: set[int] = set()
-    for replicas in parts.values():
-        if not isinstance(replicas, list) or not all(isinstance(r, int) and not isinstance(r, bool) for r in replicas):
-            raise ZkInputError(f"{path}: a replica list that is not of broker ids")
-        out.update(r for r in replicas if 0 <= r <= 2**31 - 1)
+    out: dict[int, list[int]] = {}
+    for p, replicas in parts.items():
+        if not (isinstance(p, str) and p.isdigit() and len(p) <= 10) or not _ids(replicas):
+            raise ZkInputError(f"{path}: partition {str(p)[:20]!r}: not a partition of broker ids")
+        out[int(p)] = replicas
     return out
+
+
+def _leader_and_isr(path: str, data: bytes | None, max_bytes: int) -> tuple[int, list[int]]:
+    """A partition state znode's leader and ISR ((-1, []) when there is none)."""
+    if data is None:
+        return -1, []
+    if len(data) > max_bytes:
+        raise ZkInputError(f"{path}: {len(data)} bytes, more than {max_bytes} (the bound)")
+    js = _json(path, data)
+    leader, isr = (js.get("leader"), js.get("isr")) if isinstance(js, dict) else (None, None)
+    if not isinstance(leader, int) or isinstance(leader, bool) or not isinstance(isr, list) or not _ids(isr):
+        raise ZkInputError(f"{path}: not Kafka's partition state JSON")
+    return leader, list(isr)
 
 
 def _text(e: BaseException) -> str:
