@@ -29,6 +29,7 @@ from kraftkit.features.storage.format import format_storage
 from kraftkit.metadata.image import load_image, uuid_text
 from kraftkit.migration import zk_reader
 from tests._procs import KraftkitProcess
+from tests.cli.test_json_schema import check_output
 from tests.harness import jars, tools
 from tests.harness.node import free_port
 from tests.migration.test_offline_zk import ZkBroker, ZooKeeper, acl_list, describe, kafka_acls, kafka_configs, kraftkit
@@ -70,6 +71,14 @@ def wait_log(proc: KraftkitProcess, text: str, timeout: float) -> str:
             break
         time.sleep(0.5)
     pytest.fail(f"the controller's log never said {text!r}:\n{proc.log_tail(80)}")
+
+
+def status(zk: str, controller: str) -> dict:
+    """``kraftkit migrate status --json``, checked against docs/json-schema.json."""
+    got = kraftkit("migrate", "status", "--zookeeper", zk, "--bootstrap-controller", controller, "--json")
+    assert got.returncode == 0, got.stderr
+    assert check_output("migrate status", got.stdout) == []
+    return json.loads(got.stdout)
 
 
 def zk_view(cluster: zk_reader.ZkCluster) -> dict:
@@ -162,6 +171,10 @@ def test_a_live_migration_takes_a_zookeeper_cluster_over_into_a_kraftkit_control
                                      timeout=120)
         log = wait_log(controller, "waiting for broker 1 (registered in ZooKeeper): not registered with KRaft yet", 60)
         assert "broker 2 (registered in ZooKeeper): not registered with KRaft yet" in log
+        waiting = status(zk.connect, controller.address)
+        assert waiting["zkMigrationState"] == "PRE_MIGRATION" and waiting["zkMigrationReady"] is True
+        assert waiting["controller"]["id"] in BROKERS and waiting["controller"]["kraftControllerEpoch"] == -1
+        assert waiting["migration"]["kraftMetadataOffset"] == -1 and waiting["zkBrokers"] == list(BROKERS)
 
         # the brokers restarted with the migration enabled register and the controller takes over
         for n in brokers.values():
@@ -185,6 +198,14 @@ def test_a_live_migration_takes_a_zookeeper_cluster_over_into_a_kraftkit_control
         assert (migration["kraft_controller_id"], migration["kraft_controller_epoch"]) == \
             (CONTROLLER_ID, ctl["kraftControllerEpoch"])
         assert migration["kraft_metadata_offset"] > 0
+
+        done = status(zk.connect, controller.address)
+        assert done["zkMigrationState"] == "MIGRATION" and done["partitionsOutOfSync"] == []
+        assert done["controller"] == {"id": CONTROLLER_ID, "kraftControllerEpoch": ctl["kraftControllerEpoch"]}
+        assert done["migration"]["kraftMetadataOffset"] == migration["kraft_metadata_offset"]
+        text = kraftkit("migrate", "status", "--zookeeper", zk.connect)
+        assert text.returncode == 0 and "ZK migration state: MIGRATION" in text.stdout, text
+        assert f"/controller: KRaft controller {CONTROLLER_ID}" in text.stdout
 
         # the ZooKeeper-mode brokers still serve their data
         for name, t in TOPICS.items():

@@ -85,3 +85,10 @@ def test_controller_run_refuses_a_bootstrap_that_cannot_migrate_and_a_bad_settin
     path = write(tmp_path, text + "zookeeper.metadata.migration.enable=true\n")
     code, err = run_cli(["controller", "run", "--config", str(path)], capsys)
     assert code == 2 and f"{path}: zookeeper.connect: not set" in err, err
+
+
+def test_migrate_status_without_a_zookeeper_says_so_and_exits_2(capsys):
+    (port,) = free_ports(1)  # (nothing listens there)
+    code, err = run_cli(["migrate", "status", "--zookeeper", f"127.0.0.1:{port}", "--zookeeper-timeout", "2"], capsys)
+    assert code == 2, err
+    assert f"127.0.0.1:{port}: no ZooKeeper answered within 2 s" in err

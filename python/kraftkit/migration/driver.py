@@ -78,7 +78,7 @@ from kraftkit.migration.zk_client import (
     parse_controller,
     parse_controller_epoch,
 )
-from kraftkit.migration.zk_reader import ZkError, ZkInputError, ZkLimits, read_cluster
+from kraftkit.migration.zk_reader import ZkError, ZkInputError, ZkLimits, ZkSource, read_cluster
 from kraftkit.raft.driver import NotLeaderError
 
 if TYPE_CHECKING:
@@ -340,43 +340,7 @@ class MigrationDriver:
         return out
 
     def _zk_brokers(self, zk: ZkClient) -> tuple[set[int], set[int], list[str]]:
-        """The broker ids of ``/brokers/ids`` and of the topics' replica assignments, and the
-        partitions without a leader or with a replica out of the ISR (``topic-p: ISR [..] of
-        replicas [..]``), as ZooKeeper holds them (bounded)."""
-        lim = self.limits
-        ids = zk.children("/brokers/ids") or []
-        if len(ids) > lim.max_children:
-            raise ZkInputError(f"/brokers/ids: {len(ids)} children, more than {lim.max_children} (the bound)")
-        in_zk = set()
-        for kid in ids:
-            if not kid.isdigit() or len(kid) > 10:
-                raise ZkInputError(f"/brokers/ids/{kid[:40]}: not a broker id")
-            in_zk.add(int(kid))
-        topics = zk.children("/brokers/topics") or []
-        if len(topics) > lim.max_topics:
-            raise ZkInputError(f"/brokers/topics: {len(topics)} topics, more than {lim.max_topics} (the bound)")
-        in_topics: set[int] = set()
-        out_of_sync: list[str] = []
-        partitions = 0
-        for t in sorted(topics):
-            path = f"/brokers/topics/{t}"
-            got = zk.get(path)
-            if got is None:
-                continue
-            if len(got[0]) > lim.max_znode_bytes:
-                raise ZkInputError(f"{path}: {len(got[0])} bytes, more than {lim.max_znode_bytes} (the bound)")
-            assignment = _assignment(path, got[0])
-            partitions += len(assignment)
-            if partitions > lim.max_partitions:
-                raise ZkInputError(f"{path}: more than {lim.max_partitions} partitions in all (the bound)")
-            for p, replicas in sorted(assignment.items()):
-                in_topics.update(replicas)
-                state_path = f"{path}/partitions/{p}/state"
-                state = zk.get(state_path)
-                leader, isr = _leader_and_isr(state_path, state[0] if state else None, lim.max_znode_bytes)
-                if leader < 0 or set(isr) != set(replicas):
-                    out_of_sync.append(f"{t}-{p} (leader {leader}, ISR {sorted(isr)} of replicas {replicas})")
-        return in_zk, in_topics, out_of_sync
+        return zk_brokers(zk, self.limits)
 
     # ------------------------------------------------------------------ BECOME_CONTROLLER
     async def _claim(self, zk: ZkClient, epoch: int) -> None:
@@ -581,10 +545,44 @@ class MigrationDriver:
             ]
         )
 
-    # ------------------------------------------------------------------ status
-    def status(self) -> dict[str, Any]:
-        """What ``kraftkit migrate status`` shows of this driver."""
-        return {"driverState": self.state, "waitingFor": list(self.waiting), "copied": dict(self.copied)}
+
+def zk_brokers(zk: ZkSource, lim: ZkLimits) -> tuple[set[int], set[int], list[str]]:
+    """The broker ids of ``/brokers/ids`` and of the topics' replica assignments, and the
+    partitions without a leader or with a replica out of the ISR (``topic-p (leader L, ISR [..] of
+    replicas [..])``), as ZooKeeper holds them (bounded by ``lim``)."""
+    ids = zk.children("/brokers/ids") or []
+    if len(ids) > lim.max_children:
+        raise ZkInputError(f"/brokers/ids: {len(ids)} children, more than {lim.max_children} (the bound)")
+    in_zk = set()
+    for kid in ids:
+        if not kid.isdigit() or len(kid) > 10:
+            raise ZkInputError(f"/brokers/ids/{kid[:40]}: not a broker id")
+        in_zk.add(int(kid))
+    topics = zk.children("/brokers/topics") or []
+    if len(topics) > lim.max_topics:
+        raise ZkInputError(f"/brokers/topics: {len(topics)} topics, more than {lim.max_topics} (the bound)")
+    in_topics: set[int] = set()
+    out_of_sync: list[str] = []
+    partitions = 0
+    for t in sorted(topics):
+        path = f"/brokers/topics/{t}"
+        got = zk.get(path)
+        if got is None:
+            continue
+        if len(got[0]) > lim.max_znode_bytes:
+            raise ZkInputError(f"{path}: {len(got[0])} bytes, more than {lim.max_znode_bytes} (the bound)")
+        assignment = _assignment(path, got[0])
+        partitions += len(assignment)
+        if partitions > lim.max_partitions:
+            raise ZkInputError(f"{path}: more than {lim.max_partitions} partitions in all (the bound)")
+        for p, replicas in sorted(assignment.items()):
+            in_topics.update(replicas)
+            state_path = f"{path}/partitions/{p}/state"
+            state = zk.get(state_path)
+            leader, isr = _leader_and_isr(state_path, state[0] if state else None, lim.max_znode_bytes)
+            if leader < 0 or set(isr) != set(replicas):
+                out_of_sync.append(f"{t}-{p} (leader {leader}, ISR {sorted(isr)} of replicas {replicas})")
+    return in_zk, in_topics, out_of_sync
 
 
 def _json(path: str, data: bytes) -> Any:
