@@ -69,7 +69,15 @@ ZK_CONNECT = "zookeeper.connect"
 ZK_SESSION_TIMEOUT = "zookeeper.session.timeout.ms"
 ZK_CONNECTION_TIMEOUT = "zookeeper.connection.timeout.ms"
 MIGRATION_BATCH = "zookeeper.metadata.migration.min.batch.size"
-ZK_KEYS = (MIGRATION_ENABLE, ZK_CONNECT, ZK_SESSION_TIMEOUT, ZK_CONNECTION_TIMEOUT, MIGRATION_BATCH)
+ZK_KEYS = (
+    MIGRATION_ENABLE,
+    ZK_CONNECT,
+    ZK_SESSION_TIMEOUT,
+    ZK_CONNECTION_TIMEOUT,
+    MIGRATION_BATCH,
+    "zookeeper.ssl.client.enable",
+    "zookeeper.set.acl",
+)
 #: Kafka's defaults: zookeeper.session.timeout.ms, zookeeper.metadata.migration.min.batch.size
 DEFAULT_ZK_SESSION_TIMEOUT_MS = 18000
 DEFAULT_MIGRATION_BATCH = 200

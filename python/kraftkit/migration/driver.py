@@ -79,6 +79,7 @@ from kraftkit.migration.zk_client import (
     parse_controller_epoch,
 )
 from kraftkit.migration.zk_reader import ZkError, ZkInputError, ZkLimits, ZkSource, read_cluster
+from kraftkit.protocol.messages import Errors
 from kraftkit.raft.driver import NotLeaderError
 
 if TYPE_CHECKING:
@@ -127,7 +128,11 @@ class MigrationDriver:
     ) -> None:
         self.controller = controller
         self.config = config
-        self._connect = connect or (lambda: zk_client.KazooClient(config.connect, config.connection_timeout_ms / 1000))
+        self._connect = connect or (
+            lambda: zk_client.KazooClient(
+                config.connect, config.connection_timeout_ms / 1000, config.session_timeout_ms / 1000
+            )
+        )
         self.poll_s = poll_s
         self.limits = limits or ZkLimits()
         self.zk: ZkClient | None = None
@@ -404,9 +409,9 @@ class MigrationDriver:
 
         def build() -> tuple[list[bytes], None]:
             if c.image.zk_migration_state != PRE_MIGRATION:
-                raise ControllerError(0, "the ZK migration state is no longer PRE_MIGRATION")
+                raise ControllerError(Errors.INVALID_REQUEST, "the ZK migration state is no longer PRE_MIGRATION")
             if c.image.in_transaction:
-                raise ControllerError(0, "a metadata transaction is open")
+                raise ControllerError(Errors.INVALID_REQUEST, "a metadata transaction is open")
             return [_encode("BeginTransactionRecord", {"Name": "ZK Migration"})], None
 
         def hold(end: int) -> asyncio.Future:
@@ -424,7 +429,7 @@ class MigrationDriver:
             await c.submit("ZooKeeper metadata copy", build, COPY_TIMEOUT_MS, hold=hold)
         except ControllerError as e:
             if "error" not in outcome:
-                raise MigrationError(f"the copy did not start: {e.message}") from None
+                raise MigrationError(f"the copy did not complete: {e.message}") from None
         if "error" in outcome:
             raise outcome["error"]
         self.copied = outcome["counts"]

@@ -178,8 +178,8 @@ class MigrationZNode:
 class KazooClient(KazooSource):
     """A writable :class:`ZkClient` over kazoo: ``HOST:PORT[,HOST:PORT...][/chroot]``."""
 
-    def __init__(self, connect: str, timeout: float = 15.0) -> None:
-        super().__init__(connect, timeout, read_only=False)
+    def __init__(self, connect: str, timeout: float = 15.0, session_timeout: float | None = None) -> None:
+        super().__init__(connect, timeout, read_only=False, session_timeout=session_timeout)
 
     def multi(self, ops: list[Op]) -> list[int]:
         from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
