@@ -93,17 +93,35 @@ def run_controller(args: argparse.Namespace) -> int:
         log.debug("%s: not used: %s", file.path, ", ".join(file.ignored) or "(none)")
         for warning in file.warnings:
             log.warning("%s", warning)
+    migration = file.zk_migration if file is not None else None
     try:
         boot = read_bootstrap_metadata(cfg.log_dir)
+        if migration is not None:
+            boot.activation_records(zk_migration=True)  # (refused when its metadata.version cannot migrate)
     except BootstrapError as e:
         return fail(command, str(e), EXIT_USAGE)
+    if migration is not None:
+        try:
+            import kazoo  # noqa: F401
+        except ImportError:
+            return fail(
+                command,
+                "zookeeper.metadata.migration.enable=true needs kazoo: pip install 'kraftkit[zookeeper]'",
+                EXIT_USAGE,
+            )
     node = ControllerNode(
         cfg,
         boot,
         session_timeout_ms=session_timeout_ms,
         auto_finalize=args.auto_finalize,
         static_config=file.properties if file is not None else None,
+        zk_migration=migration is not None,
     )
+    if migration is not None:
+        from kraftkit.migration.driver import MigrationDriver
+
+        node.controller.migration = MigrationDriver(node.controller, migration)
+        log.info("ZooKeeper migration enabled: ZooKeeper %s", migration.connect)
     return asyncio.run(
         serve(node, args, command, process="controller", bootstrap=boot.source, metadata_version=boot.metadata_version)
     )

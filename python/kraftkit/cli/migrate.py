@@ -1,4 +1,5 @@
-"""``kraftkit migrate``: a stopped ZooKeeper-mode Kafka cluster converted to KRaft, offline (beyond Kafka)."""
+"""``kraftkit migrate``: a stopped ZooKeeper-mode Kafka cluster converted to KRaft, offline (beyond
+Kafka); ``migrate status``: where a live migration (KIP-866) stands."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
 from kraftkit.cli.jsonout import emit
 from kraftkit.cli.main import int_arg
 
-HELP = "convert a stopped ZooKeeper-mode Kafka cluster to KRaft, offline (beyond Kafka)"
+HELP = "convert a stopped ZooKeeper-mode Kafka cluster to KRaft, offline (beyond Kafka); where a live migration stands"
 CMD = "migrate from-zookeeper"
 
 
@@ -135,6 +136,147 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     z.add_argument("--dry-run", action="store_true", help="read, check and say what would be written; write nothing")
     z.add_argument("--json", action="store_true", help="one JSON document (fields: docs/json.md)")
     z.set_defaults(func=run_from_zookeeper)
+
+    st = msub.add_parser(
+        "status",
+        help="where a live ZooKeeper-to-KRaft migration (KIP-866) stands, as ZooKeeper and the controller say",
+        description="Where a live migration (KIP-866, `kraftkit controller run` with "
+        "zookeeper.metadata.migration.enable=true) stands, read from the cluster's ZooKeeper: who holds "
+        "/controller (a ZooKeeper-mode broker, or a KRaft controller and its epoch), /controller_epoch, "
+        "/migration (the KRaft controller that ran the migration and the offset and epoch of the copy's "
+        "last record), the brokers of /brokers/ids and the partitions not led or not fully in sync (the "
+        "controller takes over only once there are none). The state: NONE (no KRaft controller ran the "
+        "migration here yet), PRE_MIGRATION (one did; the metadata is not copied yet: its log says which "
+        "broker it waits for and why) or MIGRATION (copied). With --bootstrap-controller, the controller's "
+        "ApiVersions says whether it is configured for the migration (ZkMigrationReady, KIP-919). Nothing "
+        "is written. Exit 0, 1 a znode that is not Kafka's JSON, 2 bad arguments or ZooKeeper or the "
+        "controller unreachable.",
+    )
+    st.add_argument("--zookeeper", required=True, metavar="HOST:PORT[/CHROOT]", help="the cluster's ZooKeeper")
+    st.add_argument(
+        "--bootstrap-controller", metavar="HOST:PORT", help="a controller to ask for ZkMigrationReady (ApiVersions)"
+    )
+    st.add_argument(
+        "--zookeeper-timeout",
+        type=_seconds,
+        default=15.0,
+        metavar="SECONDS",
+        help="bound on connecting to ZooKeeper, to the controller and on each request (default 15)",
+    )
+    st.add_argument("--json", action="store_true", help="one JSON document (fields: docs/json.md)")
+    st.set_defaults(func=run_status)
+
+
+STATUS = "migrate status"
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from kraftkit.migration.zk_client import MigrationZNode, parse_controller, parse_controller_epoch
+    from kraftkit.migration.zk_reader import KazooSource, ZkConnectError, ZkInputError, ZkLimits
+
+    def zk_status(source: Any) -> dict[str, Any]:
+        from kraftkit.migration.driver import zk_brokers
+
+        controller = source.get("/controller")
+        epoch = source.get("/controller_epoch")
+        migration = source.get("/migration")
+        in_zk, _in_topics, out_of_sync = zk_brokers(source, ZkLimits())
+        m = MigrationZNode.decode(migration[0]) if migration is not None else None
+        holder = None
+        if controller is not None:
+            cid, kraft_epoch = parse_controller(controller[0])
+            holder = {"id": cid, "kraftControllerEpoch": kraft_epoch}
+        if m is None:
+            state = "NONE"
+        elif m.kraft_metadata_offset < 0:
+            state = "PRE_MIGRATION"
+        else:
+            state = "MIGRATION"
+        return {
+            "zkMigrationState": state,
+            "controller": holder,
+            "controllerEpoch": parse_controller_epoch(epoch[0]) if epoch is not None else None,
+            "migration": None
+            if m is None
+            else {
+                "kraftControllerId": m.kraft_controller_id,
+                "kraftControllerEpoch": m.kraft_controller_epoch,
+                "kraftMetadataOffset": m.kraft_metadata_offset,
+                "kraftMetadataEpoch": m.kraft_metadata_epoch,
+            },
+            "zkBrokers": sorted(in_zk),
+            "partitionsOutOfSync": out_of_sync,
+        }
+
+    try:
+        source = KazooSource(args.zookeeper, timeout=args.zookeeper_timeout)
+        try:
+            if source.get("/cluster/id") is None:
+                return fail(
+                    STATUS, f"{args.zookeeper}: /cluster/id: no such znode (no Kafka cluster there)", EXIT_USAGE
+                )
+            out = zk_status(source)
+        finally:
+            source.close()
+    except ZkConnectError as e:
+        return fail(STATUS, str(e), EXIT_USAGE)
+    except ZkInputError as e:
+        return fail(STATUS, str(e), EXIT_PROBLEMS)
+    except Exception as e:  # kazoo's connection and session errors
+        if type(e).__module__.startswith("kazoo"):
+            return fail(STATUS, f"{args.zookeeper}: ZooKeeper: {type(e).__name__} {e}".rstrip(), EXIT_USAGE)
+        raise
+    out["zkMigrationReady"] = None
+    if args.bootstrap_controller is not None:
+        ready = _zk_migration_ready(args.bootstrap_controller, args.zookeeper_timeout)
+        if isinstance(ready, str):
+            return fail(STATUS, ready, EXIT_USAGE)
+        out["zkMigrationReady"] = ready
+    if args.json:
+        emit(out)
+        return EXIT_OK
+    holder = out["controller"]
+    print(f"ZK migration state: {out['zkMigrationState']}")
+    if holder is None:
+        print("/controller: none (no controller holds the cluster)")
+    elif holder["kraftControllerEpoch"] is not None and holder["kraftControllerEpoch"] >= 0:
+        print(f"/controller: KRaft controller {holder['id']} (KRaft epoch {holder['kraftControllerEpoch']})")
+    else:
+        print(f"/controller: ZooKeeper-mode broker {holder['id']}")
+    print(f"/controller_epoch: {out['controllerEpoch']}")
+    m = out["migration"]
+    if m is not None:
+        print(
+            f"/migration: KRaft controller {m['kraftControllerId']} (epoch {m['kraftControllerEpoch']}), copied up to "
+            f"offset {m['kraftMetadataOffset']} (epoch {m['kraftMetadataEpoch']})"
+        )
+    print(f"brokers in ZooKeeper: {', '.join(map(str, out['zkBrokers'])) or 'none'}")
+    for p in out["partitionsOutOfSync"]:
+        print(f"not led or not in sync: {p}")
+    if out["zkMigrationReady"] is not None:
+        print(f"controller {args.bootstrap_controller}: ZkMigrationReady={str(out['zkMigrationReady']).lower()}")
+    return EXIT_OK
+
+
+def _zk_migration_ready(address: str, timeout: float) -> bool | str:
+    """The controller's ApiVersions ZkMigrationReady (v3+), or why it cannot be asked."""
+    from kraftkit.protocol import KafkaConnection
+    from kraftkit.protocol.messages import ApiKey
+    from kraftkit.raft.admin import parse_address
+
+    try:
+        host, port = parse_address(address)
+        with KafkaConnection(host, port, timeout=timeout) as conn:
+            resp = conn.request(
+                ApiKey.API_VERSIONS, 3, {"ClientSoftwareName": "kraftkit", "ClientSoftwareVersion": "0"}
+            )
+    except (OSError, ValueError) as e:
+        return f"--bootstrap-controller {address}: {e}"
+    except Exception as e:  # the codec's ProtocolError
+        return f"--bootstrap-controller {address}: {type(e).__name__}: {e}"
+    if resp.get("ErrorCode"):
+        return f"--bootstrap-controller {address}: ApiVersions v3 failed with error code {resp['ErrorCode']}"
+    return bool(resp.get("ZkMigrationReady"))
 
 
 def _ibp_from_configs(files: list[str]) -> str:

@@ -16,7 +16,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kraftkit.controller.acls import create_acls_response, delete_acls_response
 from kraftkit.controller.client_quotas import alter_client_quotas, alter_client_quotas_response
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ControllerApis"]
 
+_T = TypeVar("_T")
 log = logging.getLogger(__name__)
 
 #: UpdateFeaturesRequest's default timeoutMs
@@ -58,6 +59,8 @@ class ControllerApis:
         self.controller = controller
         self.node_id = controller.node.node_id
         self.reassignments = PartitionReassignments(controller.partitions)
+        #: broker id -> why its last BrokerRegistration was refused (the migration says it)
+        self.refused_registrations: dict[int, str] = {}
 
     def _answer(
         self, what: str | Callable[[], str], build: Callable[[], tuple[list[bytes], Any]], reply: Callable[..., Any]
@@ -104,6 +107,16 @@ class ControllerApis:
             inner.add_done_callback(done)
         return out
 
+    def _gated(self, what: str, build: Callable[[], _T]) -> Callable[[], _T]:
+        """``build``, refused while the ZooKeeper migration has no dual writes
+        (:meth:`~kraftkit.controller.quorum_controller.QuorumController.check_no_dual_write`)."""
+
+        def gated() -> _T:
+            self.controller.check_no_dual_write(what)
+            return build()
+
+        return gated
+
     def _refused(self, what: str | Callable[[], str], e: ControllerError) -> None:
         if e.code != Errors.NOT_CONTROLLER:
             log.warning("node %d: %s refused: %s", self.node_id, what if isinstance(what, str) else what(), e.message)
@@ -115,9 +128,14 @@ class ControllerApis:
 
         def build() -> tuple[list[bytes], int]:
             offset = c.node.replica().log.end_offset
-            return c.cluster.register_broker(c.image, body, offset, c.image.kraft_version or 0, c.partitions)
+            return c.cluster.register_broker(c.image, body, offset, c.image.kraft_version or 0, c.partition_changes())
 
         def reply(epoch: int | None, error: ControllerError | None = None) -> t.BrokerRegistrationResponse:
+            bid = body.get("BrokerId", -1)
+            if error is None:
+                self.refused_registrations.pop(bid, None)
+            elif error.code != Errors.NOT_CONTROLLER and len(self.refused_registrations) < 100_000:
+                self.refused_registrations[bid] = f"{_error_name(error.code)}: {error.message}"
             return {
                 "ThrottleTimeMs": 0,
                 "ErrorCode": error.code if error else Errors.NONE,
@@ -149,7 +167,7 @@ class ControllerApis:
 
         return self._answer(
             lambda: f"BrokerHeartbeat of broker {body.get('BrokerId')}",
-            lambda: c.cluster.heartbeat(c.image, body, c.partitions, c.node.replica().log.end_offset),
+            lambda: c.cluster.heartbeat(c.image, body, c.partition_changes(), c.node.replica().log.end_offset),
             reply,
         )
 
@@ -158,7 +176,7 @@ class ControllerApis:
         bid = body.get("BrokerId", -1)
         return self._answer(
             f"UnregisterBroker of broker {bid}",
-            lambda: (c.partitions.broker_unregistered(c.image, bid), None),
+            self._gated("UnregisterBroker", lambda: (c.partitions.broker_unregistered(c.image, bid), None)),
             _error_message_reply,
         )
 
@@ -181,13 +199,13 @@ class ControllerApis:
     def incremental_alter_configs(self, body: t.IncrementalAlterConfigsRequest, version: int) -> asyncio.Future:
         """Answers IncrementalAlterConfigs once its ConfigRecords are committed (none: ValidateOnly)."""
         c = self.controller
-        build = functools.partial(c.configs.incremental_alter, c.image, body)
+        build = self._gated("IncrementalAlterConfigs", functools.partial(c.configs.incremental_alter, c.image, body))
         return self._answer("IncrementalAlterConfigs", build, functools.partial(alter_response, body))
 
     def alter_configs(self, body: t.AlterConfigsRequest, version: int) -> asyncio.Future:
         """Answers the legacy AlterConfigs (the resource's configs replaced by those given)."""
         c = self.controller
-        build = functools.partial(c.configs.legacy_alter, c.image, body)
+        build = self._gated("AlterConfigs", functools.partial(c.configs.legacy_alter, c.image, body))
         return self._answer("AlterConfigs", build, functools.partial(alter_response, body))
 
     # ------------------------------------------------------------------ topics
@@ -195,7 +213,7 @@ class ControllerApis:
         """Answers CreateTopics (:mod:`kraftkit.controller.replication`) once its records are committed
         as one batch (none: validateOnly, or every topic refused)."""
         c = self.controller
-        build = functools.partial(c.replication.create_topics, c.image, body)
+        build = self._gated("CreateTopics", functools.partial(c.replication.create_topics, c.image, body))
         return self._answer("CreateTopics", build, functools.partial(create_topics_response, body))
 
     # ------------------------------------------------------------------ partition leadership
@@ -209,7 +227,7 @@ class ControllerApis:
                 return {"ThrottleTimeMs": 0, "ErrorCode": error.code, "Topics": []}
             return answer
 
-        build = functools.partial(c.partitions.alter_partition, c.image, body, version)
+        build = self._gated("AlterPartition", functools.partial(c.partitions.alter_partition, c.image, body, version))
         return self._answer(lambda: f"AlterPartition of broker {body.get('BrokerId')}", build, reply)
 
     def assign_replicas_to_dirs(self, body: t.AssignReplicasToDirsRequest, version: int) -> asyncio.Future:
@@ -222,7 +240,9 @@ class ControllerApis:
                 return {"ThrottleTimeMs": 0, "ErrorCode": error.code, "Directories": []}
             return answer
 
-        build = functools.partial(c.partitions.assign_replicas_to_dirs, c.image, body)
+        build = self._gated(
+            "AssignReplicasToDirs", functools.partial(c.partitions.assign_replicas_to_dirs, c.image, body)
+        )
         return self._answer(lambda: f"AssignReplicasToDirs of broker {body.get('BrokerId')}", build, reply)
 
     def elect_leaders(self, body: t.ElectLeadersRequest, version: int) -> asyncio.Future:
@@ -245,21 +265,21 @@ class ControllerApis:
             ]
             return {"ThrottleTimeMs": 0, "ErrorCode": error.code, "ReplicaElectionResults": results}
 
-        build = functools.partial(c.partitions.elect_leaders, c.image, body)
+        build = self._gated("ElectLeaders", functools.partial(c.partitions.elect_leaders, c.image, body))
         return self._answer("ElectLeaders", build, reply)
 
     def delete_topics(self, body: t.DeleteTopicsRequest, version: int) -> asyncio.Future:
         """Answers DeleteTopics (:mod:`kraftkit.controller.topic_changes`) once its RemoveTopicRecords
         are committed as one batch (none: every topic refused)."""
         c = self.controller
-        build = functools.partial(delete_topics, c.replication, c.image, body, version)
+        build = self._gated("DeleteTopics", functools.partial(delete_topics, c.replication, c.image, body, version))
         return self._answer("DeleteTopics", build, functools.partial(delete_topics_response, body, version))
 
     def create_partitions(self, body: t.CreatePartitionsRequest, version: int) -> asyncio.Future:
         """Answers CreatePartitions (:mod:`kraftkit.controller.topic_changes`) once its PartitionRecords
         are committed as one batch (none: ValidateOnly, or every topic refused)."""
         c = self.controller
-        build = functools.partial(create_partitions, c.replication, c.image, body)
+        build = self._gated("CreatePartitions", functools.partial(create_partitions, c.replication, c.image, body))
         return self._answer("CreatePartitions", build, functools.partial(create_partitions_response, body))
 
     # ------------------------------------------------------------------ partition reassignments
@@ -302,7 +322,9 @@ class ControllerApis:
             }
 
         return self._answer(
-            "AlterPartitionReassignments", lambda: self.reassignments.alter_reassignments(c.image, body), reply
+            "AlterPartitionReassignments",
+            self._gated("AlterPartitionReassignments", lambda: self.reassignments.alter_reassignments(c.image, body)),
+            reply,
         )
 
     def list_partition_reassignments(self, body: t.ListPartitionReassignmentsRequest, version: int) -> asyncio.Future:
@@ -317,13 +339,13 @@ class ControllerApis:
         """Answers CreateAcls (:mod:`kraftkit.controller.acls`; no authorizer checks the principal)
         once its AccessControlEntryRecords are committed as one batch."""
         c = self.controller
-        build = functools.partial(c.acls.create_acls, c.image, body)
+        build = self._gated("CreateAcls", functools.partial(c.acls.create_acls, c.image, body))
         return self._answer("CreateAcls", build, functools.partial(create_acls_response, body))
 
     def delete_acls(self, body: t.DeleteAclsRequest, version: int) -> asyncio.Future:
         """Answers DeleteAcls once its RemoveAccessControlEntryRecords are committed as one batch."""
         c = self.controller
-        build = functools.partial(c.acls.delete_acls, c.image, body)
+        build = self._gated("DeleteAcls", functools.partial(c.acls.delete_acls, c.image, body))
         return self._answer("DeleteAcls", build, functools.partial(delete_acls_response, body))
 
     # ------------------------------------------------------------------ producer ids
@@ -343,7 +365,9 @@ class ControllerApis:
                 "ProducerIdLen": block.size if block else 0,
             }
 
-        build = functools.partial(c.producer_ids.generate_next_block, c.image, bid, epoch)
+        build = self._gated(
+            "AllocateProducerIds", functools.partial(c.producer_ids.generate_next_block, c.image, bid, epoch)
+        )
         return self._answer(f"AllocateProducerIds of broker {bid}", build, reply)
 
     # ------------------------------------------------------------------ client quotas, SCRAM credentials
@@ -354,7 +378,9 @@ class ControllerApis:
         reply = functools.partial(alter_client_quotas_response, body)
         if not body.get("Entries"):
             return _now(reply([]))  # (Kafka's controller answers an empty request without a write)
-        return self._answer("AlterClientQuotas", lambda: alter_client_quotas(c.image, body), reply)
+        return self._answer(
+            "AlterClientQuotas", self._gated("AlterClientQuotas", lambda: alter_client_quotas(c.image, body)), reply
+        )
 
     def alter_user_scram_credentials(self, body: t.AlterUserScramCredentialsRequest, version: int) -> asyncio.Future:
         """Answers AlterUserScramCredentials (:mod:`kraftkit.controller.scram`) once its records are committed."""
@@ -362,7 +388,11 @@ class ControllerApis:
         reply = functools.partial(alter_scram_response, body)
         if not body.get("Deletions") and not body.get("Upsertions"):
             return _now(reply([]))
-        return self._answer("AlterUserScramCredentials", lambda: alter_user_scram_credentials(c.image, body), reply)
+        return self._answer(
+            "AlterUserScramCredentials",
+            self._gated("AlterUserScramCredentials", lambda: alter_user_scram_credentials(c.image, body)),
+            reply,
+        )
 
     # ------------------------------------------------------------------ UpdateFeatures
     async def update_features(self, body: t.UpdateFeaturesRequest, version: int) -> t.UpdateFeaturesResponse:
@@ -404,6 +434,13 @@ class ControllerApis:
         # (Kafka's clients read no message from a success; kraftkit's show what the rewrite lost)
         message = None if report is None else _rewrite_summary(report, validate_only)
         return _update_answer(version, Errors.NONE, message, names)
+
+
+def _error_name(code: int) -> str:
+    try:
+        return Errors(code).name
+    except ValueError:
+        return f"error {code}"
 
 
 def _now(answer: Any) -> asyncio.Future:

@@ -38,6 +38,8 @@ DEFAULT_SOURCE = "the default bootstrap"
 ELR_FEATURE = "eligible.leader.replicas.version"
 #: Kafka's ConfigResource.Type.BROKER (the cluster-wide default: resource name "")
 BROKER_RESOURCE = 4
+#: ZkMigrationState ids (Kafka's ``ZkMigrationState``)
+NONE, MIGRATION, PRE_MIGRATION, POST_MIGRATION = 0, 1, 2, 3
 
 
 class BootstrapError(KraftkitError):
@@ -59,10 +61,18 @@ class BootstrapMetadata:
     features: dict[str, int]
     source: str
 
-    def activation_records(self, min_insync_replicas: int = 1) -> list[bytes]:
+    def activation_records(self, min_insync_replicas: int = 1, *, zk_migration: bool = False) -> list[bytes]:
         """The records a new leader appends into an empty log (see the module docstring);
-        ``min_insync_replicas`` is the controller's ``min.insync.replicas`` (Kafka's default 1)."""
+        ``min_insync_replicas`` is the controller's ``min.insync.replicas`` (Kafka's default 1);
+        ``zk_migration``: the controller migrates a ZooKeeper cluster (:class:`BootstrapError` when
+        the bootstrap metadata.version cannot)."""
         tx = registry().by_level(self.metadata_version).supported("metadata_transaction")
+        if zk_migration and not tx:
+            raise BootstrapError(
+                f"{self.source}: the bootstrap metadata.version {self.metadata_version} does not support ZK "
+                "migrations (metadata transactions, 3.6-IV1 and later, are needed): cannot continue with "
+                "zookeeper.metadata.migration.enable=true"
+            )
         out = []
         if tx:
             out.append(_encode("BeginTransactionRecord", {"Name": "Bootstrap records"}))
@@ -79,6 +89,8 @@ class BootstrapMetadata:
                     },
                 )
             )
+        if zk_migration:
+            out.append(_encode("ZkMigrationStateRecord", {"ZkMigrationState": PRE_MIGRATION}))
         if tx:
             out.append(_encode("EndTransactionRecord", {}))
         return out

@@ -17,6 +17,10 @@ The rules are Kafka 4.4's:
   level (and kraft.version) must be inside the broker's range, a feature it does not list counting
   as (0, 0) (UNSUPPORTED_VERSION). A new incarnation gets a new broker epoch, the offset its
   records are written at; the same incarnation keeps its epoch, fencing and shutdown state.
+  A ZooKeeper-mode broker (``IsMigratingZkBroker``, KIP-866) registers only when the controller runs
+  the migration (``zookeeper.metadata.migration.enable``) at a metadata.version that supports it,
+  and a KRaft broker not while the migration state is PRE_MIGRATION (both BROKER_ID_NOT_REGISTERED,
+  as Kafka 3.9's ``ClusterControlManager.registerBroker``).
 * **BrokerHeartbeat** (Kafka's ``calculateNextBrokerState``): a fenced broker unfences once its
   metadata offset reached its registration and it does not ask to stay fenced, or is told to shut
   down at once if it asks (its fencing is written again, as Kafka's is); an unfenced broker that asks
@@ -56,6 +60,7 @@ from kraftkit._kafka import (
     UNFENCE_BROKER,
     UNREGISTER_BROKER,
 )
+from kraftkit.controller.bootstrap import PRE_MIGRATION
 from kraftkit.features.registry import MV_FEATURE, registry
 from kraftkit.features.rewrite import record_versions
 from kraftkit.metadata.image import MetadataImage
@@ -170,8 +175,10 @@ class ClusterControlManager:
     """The registrations of one controller node; ``activate``/``deactivate`` as it becomes or stops
     being the active controller (sessions exist only while active)."""
 
-    def __init__(self, cluster_id: str, session_timeout_ms: int) -> None:
+    def __init__(self, cluster_id: str, session_timeout_ms: int, *, zk_migration: bool = False) -> None:
         self.cluster_id = cluster_id
+        #: ``zookeeper.metadata.migration.enable``: ZooKeeper-mode brokers may register (KIP-866)
+        self.zk_migration = zk_migration
         self.session_timeout = session_timeout_ms / 1000
         #: broker id -> the offset of its current RegisterBrokerRecord
         self.register_offsets: dict[int, int] = {}
@@ -360,11 +367,18 @@ class ClusterControlManager:
                 "Another broker is registered with that broker id. If the broker was recently restarted this "
                 "should self-resolve once the heartbeat manager expires the broker's session.",
             )
-        if body.get("IsMigratingZkBroker"):
+        mv = self._mv(image)
+        zk_broker = bool(body.get("IsMigratingZkBroker"))
+        if zk_broker and not (self.zk_migration and mv.supported("migration")):
             raise ControllerError(
                 Errors.BROKER_ID_NOT_REGISTERED, "Controller does not support registering ZK brokers."
             )
-        mv = self._mv(image)
+        if not zk_broker and image.zk_migration_state == PRE_MIGRATION:
+            raise ControllerError(
+                Errors.BROKER_ID_NOT_REGISTERED,
+                "Controller is in pre-migration mode and cannot register KRaft brokers until the metadata "
+                "migration is complete.",
+            )
         dirs = list(body.get("LogDirs") or [])
         if mv.supported("directory_assignment"):
             _check_directories(self.directory_owner, bid, dirs)
@@ -383,7 +397,7 @@ class ClusterControlManager:
                 _check_supported(name, level, 0, 0)
         record = {
             "BrokerId": bid,
-            "IsMigratingZkBroker": False,
+            "IsMigratingZkBroker": zk_broker,
             "IncarnationId": incarnation,
             **_endpoints_and_features(body),
             "Rack": body.get("Rack"),
@@ -536,7 +550,7 @@ class ClusterControlManager:
         record = {
             "ControllerId": body["ControllerId"],
             "IncarnationId": body["IncarnationId"],
-            "ZkMigrationReady": False,
+            "ZkMigrationReady": bool(body.get("ZkMigrationReady")),
             **_endpoints_and_features(body),
         }
         return [encode_metadata_record(REGISTER_CONTROLLER, version, record)]

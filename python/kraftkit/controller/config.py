@@ -20,7 +20,13 @@ list is split at commas with the whitespace around them), for the keys kraftkit 
   ``broker.session.timeout.ms``;
 * ``num.partitions``, ``default.replication.factor`` and ``delete.topic.enable``, read by the topic
   managers (:class:`~kraftkit.controller.replication.ReplicationControlManager`, which log a value
-  they cannot read and use Kafka's default).
+  they cannot read and use Kafka's default);
+* the ZooKeeper migration (KIP-866, :class:`ZkMigrationConfig`): ``zookeeper.metadata.migration.enable``
+  (a boolean, as ``ConfigDef`` reads one), ``zookeeper.connect`` (``HOST:PORT[,HOST:PORT...][/chroot]``,
+  required with the migration, as Kafka 3.9 requires it), ``zookeeper.session.timeout.ms``,
+  ``zookeeper.connection.timeout.ms`` and ``zookeeper.metadata.migration.min.batch.size``; a
+  ZooKeeper over TLS or with znode ACLs (``zookeeper.ssl.client.enable``, ``zookeeper.set.acl``) is
+  refused, and so is the migration with a dynamic quorum.
 
 Other keys are not used (:attr:`ControllerConfig.ignored`). A value kraftkit uses but cannot honour is
 a :class:`ControllerConfigError` ``FILE: key=value: reason``; a file ``Properties.load`` refuses is
@@ -57,6 +63,24 @@ INT_KEYS = {
     "max.connections": ("max_connections", 1),
     "broker.session.timeout.ms": ("broker_session_timeout_ms", 1),
 }
+#: the ZooKeeper migration's keys (Kafka 3.9's ZkConfigs and KRaftConfigs)
+MIGRATION_ENABLE = "zookeeper.metadata.migration.enable"
+ZK_CONNECT = "zookeeper.connect"
+ZK_SESSION_TIMEOUT = "zookeeper.session.timeout.ms"
+ZK_CONNECTION_TIMEOUT = "zookeeper.connection.timeout.ms"
+MIGRATION_BATCH = "zookeeper.metadata.migration.min.batch.size"
+ZK_KEYS = (
+    MIGRATION_ENABLE,
+    ZK_CONNECT,
+    ZK_SESSION_TIMEOUT,
+    ZK_CONNECTION_TIMEOUT,
+    MIGRATION_BATCH,
+    "zookeeper.ssl.client.enable",
+    "zookeeper.set.acl",
+)
+#: Kafka's defaults: zookeeper.session.timeout.ms, zookeeper.metadata.migration.min.batch.size
+DEFAULT_ZK_SESSION_TIMEOUT_MS = 18000
+DEFAULT_MIGRATION_BATCH = 200
 READ_KEYS = frozenset(
     {
         "process.roles",
@@ -74,6 +98,7 @@ READ_KEYS = frozenset(
         "default.replication.factor",
         "delete.topic.enable",
         *INT_KEYS,
+        *ZK_KEYS,
     }
 )
 # Kafka's listener (SocketServerConfigs) and voter (Utils.getHost/getPort) syntax
@@ -81,6 +106,22 @@ _LISTENER = re.compile(r"(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)", re.S)
 _VOTER = re.compile(r"(-?[0-9]+)@\[?([0-9a-zA-Z\-%._:]*)\]?:([0-9]+)", re.S)
 _JAVA_SPACE = "".join(map(chr, range(33)))  # what String.trim strips
 _COMMA = re.compile(r"[ \t\n\x0b\f\r]*,[ \t\n\x0b\f\r]*")  # ConfigDef's list separator
+
+
+@dataclasses.dataclass(frozen=True)
+class ZkMigrationConfig:
+    """The ZooKeeper side of a KIP-866 migration (``zookeeper.metadata.migration.enable=true``)."""
+
+    #: ``zookeeper.connect`` as written (kazoo takes the same ``HOST:PORT,...[/chroot]`` text)
+    connect: str
+    #: the ensemble's servers and the chroot ("" for none)
+    servers: tuple[tuple[str, int], ...]
+    chroot: str
+    session_timeout_ms: int = DEFAULT_ZK_SESSION_TIMEOUT_MS
+    #: ``zookeeper.connection.timeout.ms`` (Kafka: the session timeout when unset)
+    connection_timeout_ms: int = DEFAULT_ZK_SESSION_TIMEOUT_MS
+    #: records per batch of the metadata copy (``zookeeper.metadata.migration.min.batch.size``)
+    batch_size: int = DEFAULT_MIGRATION_BATCH
 
 
 class ControllerConfigError(KraftkitError):
@@ -117,6 +158,8 @@ class ControllerConfig:
     properties: Mapping[str, str] = dataclasses.field(default_factory=dict)
     #: ``controller.quorum.bootstrap.servers`` of a dynamic quorum (None: a static one)
     bootstrap_servers: tuple[tuple[str, int], ...] | None = None
+    #: the ZooKeeper migration, when ``zookeeper.metadata.migration.enable=true``
+    zk_migration: ZkMigrationConfig | None = None
 
 
 def read_controller_config(path: str | os.PathLike[str]) -> ControllerConfig:
@@ -144,6 +187,7 @@ def controller_config(props: Mapping[str, str], path: str) -> ControllerConfig:
     listener, listen, warnings = _listener(r)
     log_dir, log_dir_key = _metadata_log_dir(r)
     ints = {field: r.int(key, lo) for key, (field, lo) in INT_KEYS.items()}
+    migration = _zk_migration(r, dynamic=voters is None and servers is not None)
     return ControllerConfig(
         path,
         node_id,
@@ -158,6 +202,7 @@ def controller_config(props: Mapping[str, str], path: str) -> ControllerConfig:
         warnings=tuple(warnings),
         properties=dict(props),
         bootstrap_servers=servers,
+        zk_migration=migration,
     )
 
 
@@ -346,6 +391,83 @@ def _listener(r: _Reader) -> tuple[str | None, tuple[str, int] | None, list[str]
     return names[0], found[names[0]], warnings
 
 
+def _boolean(r: _Reader, key: str, default: bool) -> bool:
+    """A ``ConfigDef`` BOOLEAN: ``true`` or ``false`` in any case, trimmed."""
+    value = r.get(key)
+    if value is None:
+        return default
+    if value.lower() not in ("true", "false"):
+        raise r.error(key, "expected value to be either true or false")
+    return value.lower() == "true"
+
+
+#: ZooKeeper's PathUtils.validatePath, for a chroot
+_BAD_PATH_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\uf8ff\ufff0-\uffff]")
+
+
+def _zk_connect(r: _Reader) -> tuple[str, tuple[tuple[str, int], ...], str]:
+    """``zookeeper.connect``: ZooKeeper's ConnectStringParser (servers, then an optional chroot)."""
+    text = r.get(ZK_CONNECT)
+    if not text:
+        raise r.error(
+            ZK_CONNECT,
+            f"not set: {MIGRATION_ENABLE}=true needs the ZooKeeper of the cluster to migrate "
+            "(HOST:PORT[,HOST:PORT...][/chroot])",
+        )
+    hosts, slash, chroot = text.partition("/")
+    chroot = slash + chroot
+    if chroot:
+        if chroot == "/":
+            chroot = ""  # ZooKeeper: a chroot of "/" is none
+        elif chroot.endswith("/"):
+            raise r.error(ZK_CONNECT, f"chroot {chroot!r} ends with '/'")
+        else:
+            for part in chroot[1:].split("/"):
+                if part in ("", ".", ".."):
+                    raise r.error(ZK_CONNECT, f"chroot {chroot!r}: an empty, '.' or '..' path element")
+            if _BAD_PATH_CHARS.search(chroot):
+                raise r.error(ZK_CONNECT, f"chroot {chroot!r}: a character ZooKeeper refuses in a path")
+    servers = []
+    for item in hosts.split(","):
+        item = _trim(item)
+        host, sep, port = item.rpartition(":")
+        if not sep:
+            host, port = item, "2181"  # ZooKeeper's default port
+        host = host.strip("[]")
+        if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise r.error(ZK_CONNECT, f"bad server {item!r}: expected HOST:PORT")
+        servers.append((host, int(port)))
+    return text, tuple(servers), chroot
+
+
+def _zk_migration(r: _Reader, *, dynamic: bool) -> ZkMigrationConfig | None:
+    """The ZooKeeper migration's settings, when ``zookeeper.metadata.migration.enable=true``."""
+    if not _boolean(r, MIGRATION_ENABLE, False):
+        return None
+    if dynamic:
+        raise r.error(
+            MIGRATION_ENABLE,
+            "a ZooKeeper migration needs a static quorum (controller.quorum.voters), as Kafka 3.9's does; "
+            "controller.quorum.bootstrap.servers is set",
+        )
+    for key in ("zookeeper.ssl.client.enable", "zookeeper.set.acl"):
+        if _boolean(r, key, False):
+            raise r.error(key, "kraftkit's migration reaches ZooKeeper over plain TCP without znode ACLs only")
+    connect, servers, chroot = _zk_connect(r)
+    session = r.int(ZK_SESSION_TIMEOUT, 1)
+    session = DEFAULT_ZK_SESSION_TIMEOUT_MS if session is None else session
+    connection = r.int(ZK_CONNECTION_TIMEOUT, 1)
+    batch = r.int(MIGRATION_BATCH, 1)
+    return ZkMigrationConfig(
+        connect,
+        servers,
+        chroot,
+        session,
+        session if connection is None else connection,
+        DEFAULT_MIGRATION_BATCH if batch is None else batch,
+    )
+
+
 def _metadata_log_dir(r: _Reader) -> tuple[str, str | None]:
     """``metadata.log.dir``, else the first of ``log.dirs``, else of ``log.dir`` (KafkaConfig.metadataLogDir)."""
     log_dirs = r.list("log.dirs")
@@ -372,6 +494,7 @@ __all__ = [
     "MAX_CONFIG_BYTES",
     "ControllerConfig",
     "ControllerConfigError",
+    "ZkMigrationConfig",
     "controller_config",
     "read_controller_config",
 ]

@@ -25,6 +25,20 @@ sees them; a node that is not the active controller refuses them with NOT_CONTRO
 controllers do (the client then finds the active one). The requests that make them are answered by
 :class:`~kraftkit.controller.apis.ControllerApis` (``self.apis``). While active it also fences a
 broker whose session expired, one at a time, and with ``--auto-finalize`` raises finalized levels.
+
+**A metadata transaction left open** by an earlier leader (a ZooKeeper migration's copy cut short)
+is aborted by the new leader before it is active: an ``AbortTransactionRecord`` ("Controller
+failover"), as Kafka's ``ActivationRecordsGenerator`` writes it.
+
+**ZooKeeper migration** (KIP-866, ``zk_migration``): the bootstrap carries
+``ZkMigrationStateRecord(PRE_MIGRATION)``; ZooKeeper-mode brokers may register; a log bootstrapped
+without the migration (state NONE) is not taken over (Kafka 3.9 refuses to start then). A
+:class:`MigrationHook` (the driver of :mod:`kraftkit.migration.driver`, wired in by the CLI: the
+controller does not import the migration) hears when this node becomes and stops being active and
+of each commit. While the state is PRE_MIGRATION or MIGRATION, the writes Kafka would also write to
+ZooKeeper (dual writes, not built yet) are refused (:meth:`QuorumController.check_no_dual_write`),
+and fencing, unfencing and background elections change no partition: the ZooKeeper-mode brokers
+keep leading what ZooKeeper says they lead.
 """
 
 from __future__ import annotations
@@ -34,9 +48,9 @@ import collections
 import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from kraftkit._core import RecordBatch
+from kraftkit._core import RecordBatch, encode_metadata_record
 from kraftkit._kafka import (
     FEATURE_LEVEL,
     REGISTER_BROKER,
@@ -46,8 +60,8 @@ from kraftkit._kafka import (
 )
 from kraftkit.controller.acls import AclControlManager
 from kraftkit.controller.apis import WRITE_TIMEOUT_MS, ControllerApis
-from kraftkit.controller.bootstrap import BootstrapMetadata
-from kraftkit.controller.cluster import BROKER_RECORDS, ClusterControlManager, ControllerError
+from kraftkit.controller.bootstrap import MIGRATION, NONE, PRE_MIGRATION, BootstrapError, BootstrapMetadata
+from kraftkit.controller.cluster import BROKER_RECORDS, ClusterControlManager, ControllerError, _NoPartitions
 from kraftkit.controller.configs import ConfigurationControlManager
 from kraftkit.controller.faults import crash_point
 from kraftkit.controller.features import FeatureControlManager
@@ -55,9 +69,10 @@ from kraftkit.controller.partitions import MAX_ELECTIONS_PER_IMBALANCE, Partitio
 from kraftkit.controller.producer_ids import ProducerIdControlManager
 from kraftkit.controller.registration import ControllerRegistrationManager
 from kraftkit.controller.replication import ReplicationControlManager
-from kraftkit.features.registry import MV_FEATURE
+from kraftkit.features.registry import MV_FEATURE, registry
 from kraftkit.features.rewrite import RewriteReport
-from kraftkit.metadata.image import MetadataImage
+from kraftkit.metadata.image import ZK_MIGRATION_STATES, MetadataImage
+from kraftkit.metadata.records import record_type
 from kraftkit.metadata.snapshot import SnapshotId
 from kraftkit.protocol.messages import Errors
 from kraftkit.raft.driver import NotLeaderError, RaftDriver
@@ -65,7 +80,7 @@ from kraftkit.raft.quorum_state import Role
 from kraftkit.raft.server import CONTROLLER_LISTENER
 from kraftkit.raft.state import LeaderState
 
-__all__ = ["QuorumController"]
+__all__ = ["MigrationHook", "QuorumController"]
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +103,22 @@ def _positive(config: Mapping[str, str], name: str, default: float, unit: float)
     return value * unit
 
 
+class MigrationHook(Protocol):
+    """What the controller tells a ZooKeeper migration driver (all on the event loop)."""
+
+    def activated(self, epoch: int) -> None:
+        """This node became the active controller in leader epoch ``epoch``."""
+
+    def deactivated(self) -> None:
+        """This node is no longer the active controller."""
+
+    def committed(self) -> None:
+        """Records were committed (the image changed)."""
+
+    async def close(self) -> None:
+        """The node stops."""
+
+
 class QuorumController:
     """The controller of one node of the quorum (register it as a listener of ``node``)."""
 
@@ -99,8 +130,14 @@ class QuorumController:
         *,
         auto_finalize: bool = False,
         static_config: Mapping[str, str] | None = None,
+        zk_migration: bool = False,
     ) -> None:
         self.node = node
+        #: ``zookeeper.metadata.migration.enable``
+        self.zk_migration = zk_migration
+        #: the migration driver (set by whoever runs the migration; None: no migration)
+        self.migration: MigrationHook | None = None
+        self._activation_refused: str | None = None
         #: finalize what every registered node supports, without being asked (``--auto-finalize``)
         self.auto_finalize = auto_finalize
         self._auto_pending = False
@@ -108,7 +145,7 @@ class QuorumController:
         self.bootstrap = bootstrap
         voters = lambda: node.replica().core.voters  # noqa: E731  (the voters in force: a dynamic quorum's change)
         self.features = FeatureControlManager(node.node_id, voters)
-        self.cluster = ClusterControlManager(node.config.cluster_id, session_timeout_ms)
+        self.cluster = ClusterControlManager(node.config.cluster_id, session_timeout_ms, zk_migration=zk_migration)
         self.configs = ConfigurationControlManager(node.node_id, voters, static_config)
         self.replication = ReplicationControlManager(self.cluster, static_config, node_id=node.node_id)
         self.partitions = PartitionControlManager(self.replication, node.node_id)
@@ -173,6 +210,8 @@ class QuorumController:
         self.registration.maybe_register()
         if membership:
             self._maybe_auto_finalize()  # (what every node supports changes only with these)
+        if self.migration is not None and self.active:
+            self.migration.committed()
 
     def handle_load_snapshot(self, path: Path, snapshot_id: SnapshotId) -> None:
         self.features.load_snapshot(self.image, snapshot_id.end_offset)
@@ -192,8 +231,11 @@ class QuorumController:
         else:
             if self.active_epoch >= 0:
                 log.info("node %d: no longer the active controller (epoch %d)", self.node.node_id, epoch)
+            was_active = self.active_epoch >= 0
             self.active_epoch = self._claimed_epoch = -1
             self._deactivate()
+            if was_active and self.migration is not None:
+                self.migration.deactivated()
             self.registration.maybe_register()
 
     def _maybe_activate(self) -> None:
@@ -207,7 +249,18 @@ class QuorumController:
         if rep.machine.applied_offset <= st.epoch_start_offset:
             return  # what earlier leaders committed is not all in the image yet
         mv = self.image.metadata_version
+        if mv is not None and self.image.in_transaction:
+            # an earlier leader's transaction, cut short: aborted before this node is active
+            self._bootstrapping = True
+            asyncio.get_running_loop().call_soon(self._append_abort, epoch)
+            return
         if mv is not None:
+            refusal = self._migration_refusal()
+            if refusal is not None:
+                if refusal != self._activation_refused:
+                    log.error("node %d: cannot become the active controller: %s", self.node.node_id, refusal)
+                self._activation_refused = refusal
+                return
             self.active_epoch = epoch
             self.cluster.activate(self.image)
             self._schedule_fencing()
@@ -215,10 +268,79 @@ class QuorumController:
             asyncio.get_running_loop().call_soon(self.registration.maybe_register)
             asyncio.get_running_loop().call_soon(self._maybe_auto_finalize)
             log.info("node %d: active controller in epoch %d at metadata.version %d", self.node.node_id, epoch, mv)
+            if self.migration is not None:
+                asyncio.get_running_loop().call_soon(self._migration_activated, epoch)
             return
         self._bootstrapping = True
         # appended once the raft step that told us has finished (no core step inside another)
         asyncio.get_running_loop().call_soon(self._append_bootstrap, epoch)
+
+    def _migration_activated(self, epoch: int) -> None:
+        if self.migration is not None and self.active and self.active_epoch == epoch:
+            self.migration.activated(epoch)
+
+    def _migration_refusal(self) -> str | None:
+        """Why a log with a metadata.version cannot be run as the migration configuration says
+        (Kafka 3.9's ``ActivationRecordsGenerator.recordsForNonEmptyLog``), or None."""
+        if not self.zk_migration:
+            return None
+        mv = registry().metadata_version(self.image.metadata_version or 0)
+        if not mv.supported("migration"):
+            return f"zookeeper.metadata.migration.enable=true, but the metadata.version {mv.name} does not support ZK migrations"
+        if self.image.zk_migration_state == NONE:
+            return (
+                "zookeeper.metadata.migration.enable=true, but this cluster was created in KRaft mode (ZK migration "
+                "state NONE): a migration starts from a freshly formatted controller quorum"
+            )
+        return None
+
+    @property
+    def migrating(self) -> bool:
+        """The ZooKeeper migration state is PRE_MIGRATION or MIGRATION (no dual writes yet)."""
+        return self.image.zk_migration_state in (PRE_MIGRATION, MIGRATION)
+
+    def check_no_dual_write(self, what: str) -> None:
+        """Refuses (:class:`ControllerError`) a write that Kafka would also write to ZooKeeper while
+        the migration is in PRE_MIGRATION or MIGRATION: the dual writes are not built yet."""
+        if self.migrating:
+            state = ZK_MIGRATION_STATES.get(self.image.zk_migration_state, "?")
+            raise ControllerError(
+                Errors.UNSUPPORTED_VERSION,
+                f"{what} is refused during the ZooKeeper migration (state {state}): kraftkit's controller does "
+                "not write KRaft metadata changes back to ZooKeeper (dual writes) yet",
+            )
+
+    def partition_changes(self) -> Any:
+        """What broker fencing, unfencing and shutdown do to partitions: nothing while migrating
+        (see the module docstring), else :attr:`partitions`."""
+        return _NoPartitions(self.cluster) if self.migrating else self.partitions
+
+    def _append_abort(self, epoch: int) -> None:
+        """Appends the AbortTransactionRecord of a transaction an earlier leader left open."""
+        pending = self.image.pending_transaction
+        try:
+            base, committed = self.node.append_nowait(
+                [encode_metadata_record(record_type("AbortTransactionRecord")[0], 0, {"Reason": "Controller failover"})]
+            )
+        except NotLeaderError as e:
+            self._bootstrapping = False
+            log.info("node %d: abort not appended: %s", self.node.node_id, e)
+            return
+        log.info(
+            "node %d: aborting the in-progress metadata transaction (%d record(s)) at offset %d (epoch %d)",
+            self.node.node_id,
+            len(pending or ()),
+            base,
+            epoch,
+        )
+
+        def done(f: asyncio.Future) -> None:
+            self._bootstrapping = False
+            if f.cancelled() or f.exception() is not None:
+                return
+            self._maybe_activate()
+
+        committed.add_done_callback(done)
 
     def bootstrap_refusal(self) -> str | None:
         """Why the bootstrap level cannot be committed yet: a majority of the voters must be known
@@ -262,8 +384,11 @@ class QuorumController:
             return
         self.bootstrap_blocked = None
         try:
-            records = boot.activation_records()
+            records = boot.activation_records(zk_migration=self.zk_migration)
             base, committed = self.node.append_nowait(records)
+        except BootstrapError as e:
+            log.error("node %d: cannot bootstrap: %s", self.node.node_id, e)
+            return  # (_bootstrapping stays set: nothing to retry; the CLI checks this at start)
         except NotLeaderError as e:
             self._bootstrapping = False
             log.info("node %d: bootstrap not appended: %s", self.node.node_id, e)
@@ -303,6 +428,8 @@ class QuorumController:
             waiter.cancel()
         self._rewrites.clear()
         self._deactivate()
+        if self.migration is not None:
+            await self.migration.close()
         await self.registration.close()
 
     def _deactivate(self) -> None:
@@ -479,7 +606,7 @@ class QuorumController:
                 def build(bid: int = bid) -> tuple[list[bytes], None]:
                     if self.cluster.stale_broker() != bid:
                         return [], None  # it heartbeated while the previous fencing committed
-                    records = self.partitions.broker_fenced(self.image, bid)
+                    records = self.partition_changes().broker_fenced(self.image, bid)
                     self.cluster.mark_fenced(bid)
                     return records, None
 
@@ -515,6 +642,8 @@ class QuorumController:
 
     def _run_elections(self, what: str, interval: float, make: Callable[[MetadataImage], list[bytes]]) -> None:
         def build() -> tuple[list[bytes], int]:
+            if self.migrating:
+                return [], 0  # the ZooKeeper-mode brokers lead their partitions (no dual writes yet)
             records = make(self.image)
             return records, len(records)
 

@@ -70,7 +70,7 @@ class ControllerRegistrationManager:
         return {
             "ControllerId": node.node_id,
             "IncarnationId": self.incarnation_id,
-            "ZkMigrationReady": False,
+            "ZkMigrationReady": bool(getattr(self.controller, "zk_migration", False)),
             "Listeners": [{"Name": self.listener_name, "Host": host, "Port": port, "SecurityProtocol": PLAINTEXT}],
             "Features": [
                 {"Name": n, "MinSupportedVersion": lo, "MaxSupportedVersion": hi}

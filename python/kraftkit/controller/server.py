@@ -89,11 +89,17 @@ class ControllerNode(RaftNode):
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
         auto_finalize: bool = False,
         static_config: Mapping[str, str] | None = None,
+        zk_migration: bool = False,
     ) -> None:
         super().__init__(config, listeners)
         self.session_timeout_ms = session_timeout_ms
         self.controller = QuorumController(
-            self, bootstrap, session_timeout_ms, auto_finalize=auto_finalize, static_config=static_config
+            self,
+            bootstrap,
+            session_timeout_ms,
+            auto_finalize=auto_finalize,
+            static_config=static_config,
+            zk_migration=zk_migration,
         )
         self._extra_listeners.append(self.controller)
         c = self.controller.apis
@@ -210,7 +216,10 @@ class ControllerNode(RaftNode):
         return {"ResponseData": out, "ErrorCode": Errors.NONE}
 
     def _feature_fields(self, version: int) -> dict:
-        return self.controller.features.api_versions_fields(self.controller.image, version)
+        fields = self.controller.features.api_versions_fields(self.controller.image, version)
+        if self.controller.zk_migration and version >= 3:
+            fields["ZkMigrationReady"] = True  # (KIP-919: this controller is configured for the migration)
+        return fields
 
     def _other_request(self, conn: ServerConnection, api: int, version: int, body: dict, fut: asyncio.Future) -> None:
         handler = self._handlers.get(api)

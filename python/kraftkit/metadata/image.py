@@ -262,6 +262,11 @@ class MetadataImage:
         """The last VotersRecord, decoded (None: none seen)."""
         return self._state.voters()
 
+    @property
+    def in_transaction(self) -> bool:
+        """A metadata transaction is open (BeginTransactionRecord seen, no End or Abort yet)."""
+        return bool(self._state.in_transaction)
+
     @_view
     def pending_transaction(self) -> list[tuple[int, int, dict[str, Any], int | None]] | None:
         """Records of an open metadata transaction (BeginTransactionRecord seen, no End yet)."""

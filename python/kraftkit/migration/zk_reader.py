@@ -690,7 +690,10 @@ class DictSource:
 class KazooSource:
     """A running ZooKeeper through kazoo (the ``zookeeper`` extra): ``HOST:PORT[,HOST:PORT...][/chroot]``."""
 
-    def __init__(self, connect: str, timeout: float = 15.0) -> None:
+    def __init__(
+        self, connect: str, timeout: float = 15.0, *, read_only: bool = True, session_timeout: float | None = None
+    ) -> None:
+        """``timeout`` bounds the connection; ``session_timeout`` is the session's (default ``timeout``)."""
         try:
             from kazoo.client import KazooClient
             from kazoo.handlers.threading import KazooTimeoutError
@@ -700,7 +703,9 @@ class KazooSource:
 
         logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # the errors are ours to say
         self.connect = connect
-        self.client = KazooClient(hosts=connect, timeout=timeout, read_only=True)
+        self.client = KazooClient(
+            hosts=connect, timeout=timeout if session_timeout is None else session_timeout, read_only=read_only
+        )
         try:
             self.client.start(timeout=timeout)
         except KazooTimeoutError:

@@ -426,6 +426,11 @@ class RaftDriver:
         end = rep.machine.applied_offset
         if end <= rep.log.start_offset or end > rep.log.flushed_offset:
             return
+        if getattr(rep.machine.image, "in_transaction", False):
+            # inside a metadata transaction the image holds records back: a snapshot now would
+            # lose them (Kafka snapshots only what its loader published); the commit that ends
+            # the transaction schedules it again
+            return
         try:
             sid = SnapshotId(end, rep.log.epoch_of(end - 1))
             job = rep.machine.snapshot_job(sid)

@@ -286,8 +286,8 @@ class RaftNode(RaftDriver):
             "ErrorCode": error,
             "ApiKeys": keys,
             "ThrottleTimeMs": 0,
-            **self._feature_fields(version),
             "ZkMigrationReady": False,
+            **self._feature_fields(version),  # (a controller running a ZK migration says it is ready)
         }
 
     def _request_tp(self, api: int, body: dict) -> TopicPartition | None:

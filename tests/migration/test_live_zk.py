@@ -1,0 +1,253 @@
+"""The live ZooKeeper-to-KRaft migration (KIP-866) with a kraftkit controller as the KRaft side, against
+real parts: a real ZooKeeper (3.8.4, from Kafka 3.9.2's jars) holding a Kafka 3.9.2 ZooKeeper-mode
+cluster of two brokers, with topics made by Kafka's kafka-topics (configs, replication factors 2
+and 1), records produced by Kafka's producer, a client quota and a SCRAM user set with
+kafka-configs, an ACL added with kafka-acls. Then ``kraftkit controller run --config`` with
+``zookeeper.metadata.migration.enable=true`` (one voter, formatted at the brokers' IBP 3.9): it
+waits, naming the two brokers; the brokers are restarted with the migration enabled and the
+quorum's connection configs, register with it as migrating ZooKeeper brokers, and the controller
+takes over: ``/controller`` names it with its KRaft epoch, ``/controller_epoch`` is one above the
+ZooKeeper controllers', ``/migration`` holds its id and the copy's end; the KRaft image of its log
+directory (``kraftkit metadata image``) is in ZK migration state MIGRATION and holds what ZooKeeper
+holds (read by the converter's ZooKeeper reader: topic ids, also as Kafka's kafka-topics described
+them, partition states, configs, the quota, the SCRAM credential, the ACL, the producer id block),
+its brokers are the two, registered as migrating ZooKeeper brokers; every produced record is
+consumed back from the ZooKeeper-mode brokers, which keep serving their partitions, and kafka-acls
+lists the same ACL. The controller takes over only once ZooKeeper shows every partition led and in
+sync (it cannot send LeaderAndIsr yet), which the brokers' restarts otherwise race."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from kraftkit.features.storage.format import format_storage
+from kraftkit.metadata.image import load_image, uuid_text
+from kraftkit.migration import zk_reader
+from tests._procs import KraftkitProcess
+from tests.cli.test_json_schema import check_output
+from tests.harness import jars, tools
+from tests.harness.node import free_port
+from tests.migration.test_offline_zk import ZkBroker, ZooKeeper, acl_list, describe, kafka_acls, kafka_configs, kraftkit
+
+pytestmark = [pytest.mark.kafka, pytest.mark.zookeeper, pytest.mark.timeout(900)]
+
+CONTROLLER_ID = 3000
+BROKERS = (1, 2)
+TOPICS = {
+    "orders": {"partitions": 3, "rf": 2, "configs": {"retention.ms": "86400000"}},
+    "audit": {"partitions": 2, "rf": 1, "configs": {"cleanup.policy": "compact"}},
+}
+
+
+class MigratingZkBroker(ZkBroker):
+    """A Kafka 3.9.2 ZooKeeper-mode broker, with the migration's configs once ``migrate_to`` is set."""
+
+    migrate_to: str | None = None  # the quorum's controller.quorum.voters
+
+    def properties(self) -> dict[str, object]:
+        props = super().properties()
+        if self.migrate_to is not None:
+            props.update({
+                "zookeeper.metadata.migration.enable": "true",
+                "controller.quorum.voters": self.migrate_to,
+                "controller.listener.names": "CONTROLLER",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            })
+        return props
+
+
+def wait_log(proc: KraftkitProcess, text: str, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        log = proc.log_path.read_text(errors="replace")
+        if text in log:
+            return log
+        if proc.proc.poll() is not None:
+            break
+        time.sleep(0.5)
+    pytest.fail(f"the controller's log never said {text!r}:\n{proc.log_tail(80)}")
+
+
+def status(zk: str, controller: str) -> dict:
+    """``kraftkit migrate status --json``, checked against docs/json-schema.json."""
+    got = kraftkit("migrate", "status", "--zookeeper", zk, "--bootstrap-controller", controller, "--json")
+    assert got.returncode == 0, got.stderr
+    assert check_output("migrate status", got.stdout) == []
+    return json.loads(got.stdout)
+
+
+def zk_view(cluster: zk_reader.ZkCluster) -> dict:
+    """What ZooKeeper holds, normalized for the comparison with the KRaft image."""
+    return {
+        "topics": {
+            name: (uuid_text(t.topic_id), {p: (part.replicas, part.state.leader, part.state.leader_epoch, part.state.isr,
+                                         part.state.partition_epoch)
+                                     for p, part in t.partitions.items() if part.state is not None})
+            for name, t in cluster.topics.items()
+        },
+        "topic_configs": {name: t.configs for name, t in cluster.topics.items() if t.configs},
+        "quotas": {q.entity: q.values for q in cluster.client_quotas},
+        "scram": {(c.user, c.mechanism): (c.salt, c.stored_key, c.server_key, c.iterations) for c in cluster.scram},
+        "acls": sorted((a.resource_type, a.resource_name, a.pattern_type, a.principal, a.host, a.operation,
+                        a.permission_type) for a in cluster.acls),
+        "next_producer_id": cluster.producer_id_block.next_producer_id if cluster.producer_id_block else None,
+    }
+
+
+def kraft_view(image) -> dict:
+    names = {tid: name for name, tid in image.topic_ids.items()}
+    return {
+        "topics": {
+            names[tid]: (uuid_text(tid), {p: (part["Replicas"], part["Leader"], part["LeaderEpoch"], part["Isr"],
+                                        part["PartitionEpoch"]) for p, part in t.partitions.items()})
+            for tid, t in image.topics.items()
+        },
+        "topic_configs": {name: cfg for (rtype, name), cfg in image.configs.items() if rtype == 2 and cfg},
+        "quotas": dict(image.client_quotas),
+        "scram": {(user, mech): (s["Salt"], s["StoredKey"], s["ServerKey"], s["Iterations"])
+                  for (mech, user), s in image.scram.items()},
+        "acls": sorted((a["ResourceType"], a["ResourceName"], a["PatternType"], a["Principal"], a["Host"],
+                        a["Operation"], a["PermissionType"]) for a in image.acls.values()),
+        "next_producer_id": image.next_producer_id,
+    }
+
+
+def test_a_live_migration_takes_a_zookeeper_cluster_over_into_a_kraftkit_controller(kafka_jars, tmp_path):
+    zk = ZooKeeper(tmp_path / "zk")
+    brokers = {b: MigratingZkBroker(tmp_path / f"broker-{b}", b, zk.connect) for b in BROKERS}
+    controller: KraftkitProcess | None = None
+    client = None
+    try:
+        zk.start()
+        for n in brokers.values():
+            n.launch()
+        for n in brokers.values():
+            n.wait_ready()
+        boot = ",".join(n.bootstrap for n in brokers.values())
+        for name, t in TOPICS.items():
+            args = ["--create", "--topic", name, "--partitions", t["partitions"], "--replication-factor", t["rf"]]
+            for k, v in t["configs"].items():
+                args += ["--config", f"{k}={v}"]
+            tools.topic_command(jars.KAFKA_3, boot, [str(a) for a in args])
+        jobs = [{"topic": name, "props": {"acks": "all"},
+                 "records": [{"key": f"{name}-k{i}".encode(), "value": f"{name}-v{i}".encode(),
+                              "partition": i % t["partitions"]} for i in range(40)]}
+                for name, t in TOPICS.items()]
+        assert len(tools.produce(jars.KAFKA_3, boot, jobs)) == 40 * len(TOPICS)
+        kafka_configs(jars.KAFKA_3, boot, "--alter", "--add-config", "producer_byte_rate=1048576",
+                      "--entity-type", "clients", "--entity-name", "app")
+        kafka_configs(jars.KAFKA_3, boot, "--alter", "--add-config", "SCRAM-SHA-256=[iterations=8192,password=pw]",
+                      "--entity-type", "users", "--entity-name", "alice")
+        kafka_acls(jars.KAFKA_3, boot, "--add", "--allow-principal", "User:alice", "--operation", "Read",
+                   "--topic", "orders")
+        acls_before = acl_list(jars.KAFKA_3, boot)
+        before = describe(jars.KAFKA_3, boot)
+
+        from kazoo.client import KazooClient
+
+        client = KazooClient(hosts=zk.connect, timeout=10)
+        client.start(timeout=10)
+        cluster_id = json.loads(client.get("/cluster/id")[0])["id"]
+        zk_epoch_before = int(client.get("/controller_epoch")[0])
+
+        # the kraftkit controller, formatted at the brokers' IBP, with the migration enabled
+        port = free_port()
+        meta = tmp_path / "controller"
+        format_storage([meta], cluster_id=cluster_id, node_id=CONTROLLER_ID, release_version="3.9",
+                       no_initial_controllers=True)
+        voters = f"{CONTROLLER_ID}@127.0.0.1:{port}"
+        config = tmp_path / "controller.properties"
+        config.write_text("\n".join([
+            "process.roles=controller", f"node.id={CONTROLLER_ID}", f"controller.quorum.voters={voters}",
+            f"listeners=CONTROLLER://127.0.0.1:{port}", "controller.listener.names=CONTROLLER",
+            f"metadata.log.dir={meta}", "zookeeper.metadata.migration.enable=true",
+            f"zookeeper.connect={zk.connect}", "zookeeper.metadata.migration.min.batch.size=3", ""]))
+        controller = KraftkitProcess(["controller", "run"], ["--config", str(config)], tmp_path / "controller.log",
+                                     timeout=120)
+        log = wait_log(controller, "waiting for broker 1 (registered in ZooKeeper): not registered with KRaft yet", 60)
+        assert "broker 2 (registered in ZooKeeper): not registered with KRaft yet" in log
+        waiting = status(zk.connect, controller.address)
+        assert waiting["zkMigrationState"] == "PRE_MIGRATION" and waiting["zkMigrationReady"] is True
+        assert waiting["controller"]["id"] in BROKERS and waiting["controller"]["kraftControllerEpoch"] == -1
+        assert waiting["migration"]["kraftMetadataOffset"] == -1 and waiting["zkBrokers"] == list(BROKERS)
+
+        # the brokers restarted with the migration enabled register and the controller takes over
+        for n in brokers.values():
+            n.stop()
+            n.migrate_to = voters
+            n.start()
+        log = wait_log(controller, "Completed migration of metadata from ZooKeeper to KRaft", 180)
+        ctl = json.loads(client.get("/controller")[0])
+        assert ctl["brokerid"] == CONTROLLER_ID and ctl["kraftControllerEpoch"] >= 1
+        # (the restarts elected ZooKeeper controllers: the claim took the epoch after the last one)
+        data, stat = client.get("/controller_epoch")
+        claimed = re.search(r"ZooKeeper controller epoch (\d+) \(/controller_epoch zkVersion (\d+)\)", log)
+        assert claimed is not None, log
+        assert (int(data), stat.version) == (int(claimed[1]), int(claimed[2]))
+        assert int(data) > zk_epoch_before
+        for name, t in TOPICS.items():
+            for p in range(t["partitions"]):
+                state = json.loads(client.get(f"/brokers/topics/{name}/partitions/{p}/state")[0])
+                assert state["controller_epoch"] < int(data)
+        migration = json.loads(client.get("/migration")[0])
+        assert (migration["kraft_controller_id"], migration["kraft_controller_epoch"]) == \
+            (CONTROLLER_ID, ctl["kraftControllerEpoch"])
+        assert migration["kraft_metadata_offset"] > 0
+
+        done = status(zk.connect, controller.address)
+        assert done["zkMigrationState"] == "MIGRATION" and done["partitionsOutOfSync"] == []
+        assert done["controller"] == {"id": CONTROLLER_ID, "kraftControllerEpoch": ctl["kraftControllerEpoch"]}
+        assert done["migration"]["kraftMetadataOffset"] == migration["kraft_metadata_offset"]
+        text = kraftkit("migrate", "status", "--zookeeper", zk.connect)
+        assert text.returncode == 0 and "ZK migration state: MIGRATION" in text.stdout, text
+        assert f"/controller: KRaft controller {CONTROLLER_ID}" in text.stdout
+
+        # the ZooKeeper-mode brokers still serve their data
+        for name, t in TOPICS.items():
+            got = tools.consume(jars.KAFKA_3, boot, name)
+            assert sorted((r["key"], r["value"]) for r in got) == \
+                sorted((f"{name}-k{i}".encode(), f"{name}-v{i}".encode()) for i in range(40))
+        assert acl_list(jars.KAFKA_3, boot) == acls_before
+
+        # what ZooKeeper holds now, against the controller's KRaft image
+        source = zk_reader.KazooSource(zk.connect)
+        try:
+            cluster = zk_reader.read_cluster(source)
+        finally:
+            source.close()
+        assert controller.stop() == 0
+        controller = None
+        shown = kraftkit("metadata", "image", meta, "--path", "/features", "--json", "-q")
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["zkMigrationState"] == "MIGRATION"
+        image = load_image(meta)
+        kview = kraft_view(image)
+        zview = zk_view(cluster)
+        assert kview == zview
+        assert set(zview["topics"]) == set(TOPICS)
+        # and against Kafka's own tools: the topic ids and partition counts kafka-topics described
+        for name, t in TOPICS.items():
+            tid, parts = kview["topics"][name]
+            assert tid == before[name]["id"]
+            assert {p: part[0] for p, part in parts.items()} == before[name]["replicas"]
+            assert len(parts) == t["partitions"]
+            assert kview["topic_configs"][name] == t["configs"]
+        assert kview["quotas"] == {(("client-id", "app"),): {"producer_byte_rate": 1048576.0}}
+        assert [k for k in kview["scram"]] == [("alice", 1)]
+        assert len(kview["acls"]) == len(acls_before) == 1
+        assert {n for n in image.brokers} == set(BROKERS)
+        assert all(b["IsMigratingZkBroker"] for b in image.brokers.values())
+    finally:
+        if client is not None:
+            client.stop()
+            client.close()
+        if controller is not None:
+            controller.stop()
+        for n in brokers.values():
+            n.stop()
+        zk.stop()
