@@ -108,7 +108,9 @@ def test_kafka_metadata_quorum_adds_and_removes_kraftkit_controllers(kafka_jars,
                               "--controller-directory-id", directory_id(dirs[1]))
         assert out.strip() == f"Removed  KRaft controller 1 with directory id {directory_id(dirs[1])}" or (
             out.strip() == f"Removed KRaft controller 1 with directory id {directory_id(dirs[1])}")
-        st = wait_status(servers, lambda s: s.get("LeaderId") in ("2", "3") and '"id": 1' not in s["CurrentVoters"])
+        rest = f"127.0.0.1:{ports[2]},127.0.0.1:{ports[3]}"
+        st = wait_status(rest, lambda s: s.get("LeaderId") in ("2", "3") and '"id": 1' not in s["CurrentVoters"],
+                         timeout=150)
         assert '"id": 2' in st["CurrentVoters"] and '"id": 3' in st["CurrentVoters"]
     finally:
         for p in procs.values():
