@@ -141,6 +141,7 @@ fn key(out: &mut Vec<u8>, first: &mut bool, name: &str) {
 }
 
 /// Writes one value of type `t` (the decoder's `read_value`).
+#[allow(clippy::too_many_arguments)]
 fn value(r: &mut Rd, t: &FieldType, v: i16, flexible: bool, compact: bool, nullable: bool, out: &mut Vec<u8>, tmp: &mut Vec<u8>) -> R<()> {
     match t {
         FieldType::Bool => out.extend_from_slice(if r.fixed::<1>()?[0] != 0 { b"true" } else { b"false" }),

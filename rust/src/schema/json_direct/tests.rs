@@ -91,7 +91,10 @@ fn control_oracle(t: i16, value: &[u8]) -> Option<String> {
 
 /// Every prefix and single-byte change of `b`: the direct walk refuses exactly what the decoder
 /// refuses, and prints what the decoder's record prints.
-fn damaged_agree(b: &[u8], what: &str, check: &dyn Fn(&[u8]) -> (Result<String, Refused>, Option<String>)) {
+/// (the direct walk's text, the oracle's) of some bytes
+type Verdicts = (Result<String, Refused>, Option<String>);
+
+fn damaged_agree(b: &[u8], what: &str, check: &dyn Fn(&[u8]) -> Verdicts) {
     let mut cases: Vec<Vec<u8>> = (0..b.len()).map(|cut| b[..cut].to_vec()).collect();
     for i in 0..b.len() {
         for x in [0x00u8, 0x01, 0x7f, 0x80, 0xff, b[i] ^ 0x01] {

@@ -1,0 +1,201 @@
+//! `kraftkit metadata dump`'s lines, rendered from a file's bytes: a line per record, text
+//! (`42  PARTITION_RECORD v1  {...}`) or JSON (`{"offset":42,"type":"PARTITION_RECORD",
+//! "version":1,"data":{...}}`), the record's JSON written straight from its bytes
+//! ([`crate::schema::json_direct`]).
+//!
+//! Batches are read in file order and rendered a chunk at a time, the batches of a chunk in
+//! parallel; the first problem in file order ends the dump, after the lines of the batches
+//! before it: a batch that cannot be read (torn, CRC mismatch), one whose base offset is below
+//! the offset after the previous batch (offsets held twice), a records area that does not
+//! parse, a control key or a record value the codec refuses. The lines of the batch holding
+//! the problem are not printed, as the batch-at-a-time Python loop this replaces did not.
+
+use crate::batch::{self, BatchHeader, NextBatch};
+use crate::error::Error;
+use crate::schema::{self, json_direct, CodecError};
+
+/// What ended a dump early.
+#[derive(Debug, Clone)]
+pub enum MetaDumpError {
+    /// A batch or records area that cannot be read (the log layer's error).
+    Batch(Error),
+    /// A record the codec refused, at this offset.
+    Codec(CodecError, i64),
+    /// A batch whose base offset is below the offset after the previous batch.
+    HeldTwice { base_offset: i64, expected: i64, position: u64 },
+}
+
+/// A batch found: header, byte range, and the offset expected after the batch before when its
+/// base offset is below it.
+type Found = (BatchHeader, std::ops::Range<usize>, Option<i64>);
+
+/// Renders the records of one file.
+pub struct MetaDumper<B> {
+    buf: B,
+    json: bool,
+    pos: usize,
+    done: bool,
+    expected: Option<i64>,
+    /// Records rendered so far (the lines given out).
+    pub records: u64,
+    /// What ended the dump, once the lines before it were given out.
+    pub error: Option<MetaDumpError>,
+}
+
+/// Input per rendering step: the text of 4 MB of records is held until written.
+pub const CHUNK: usize = 4 << 20;
+
+impl<B: AsRef<[u8]>> MetaDumper<B> {
+    pub fn new(buf: B, json: bool) -> Self {
+        MetaDumper { buf, json, pos: 0, done: false, expected: None, records: 0, error: None }
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Byte position in the file up to which batches were read.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// Renders the next batches, about `chunk` bytes of input, into `parts` (one buffer per
+    /// batch, in file order; reuse the same `parts` from call to call). After a problem, the
+    /// parts hold the lines of the batches before it, `error` is set and the dump is done.
+    pub fn next_chunk(&mut self, chunk: usize, parts: &mut Vec<Vec<u8>>) {
+        let buf = self.buf.as_ref();
+        let mut found: Vec<Found> = Vec::new();
+        let mut taken = 0usize;
+        let mut stop = None;
+        while !self.done && taken < chunk {
+            match batch::next_batch(buf, self.pos, 0) {
+                Ok(NextBatch::End) => self.done = true,
+                Ok(NextBatch::Batch(h, r)) => {
+                    taken += r.len();
+                    let held = self.expected.filter(|&e| h.base_offset < e);
+                    self.expected = Some(h.last_offset() + 1);
+                    self.pos = r.end;
+                    found.push((h, r, held));
+                    if held.is_some() {
+                        self.done = true; // this batch fails, at the latest
+                    }
+                }
+                Err(e) => {
+                    stop = Some(MetaDumpError::Batch(e));
+                    self.done = true;
+                }
+            }
+        }
+        parts.resize_with(found.len(), Vec::new);
+        let json = self.json;
+        let render = |((h, r, held), out): (&Found, &mut Vec<u8>)| {
+            out.clear();
+            // the declared count is the header's word: a lying one must not size memory
+            out.reserve((h.records_count.max(0) as usize).min(r.len() / 7 + 1) * 160);
+            render_batch(h, &buf[r.clone()], r.start as u64, *held, json, out)
+        };
+        let results: Vec<Result<u64, MetaDumpError>> = if found.len() > 1 {
+            use rayon::prelude::*;
+            found.par_iter().zip(parts.par_iter_mut()).map(render).collect()
+        } else {
+            found.iter().zip(parts.iter_mut()).map(render).collect()
+        };
+        for (i, res) in results.into_iter().enumerate() {
+            match res {
+                Ok(n) => self.records += n,
+                Err(e) => {
+                    parts.truncate(i);
+                    self.error = Some(e);
+                    self.done = true;
+                    return;
+                }
+            }
+        }
+        if let Some(e) = stop {
+            self.error = Some(e);
+        }
+    }
+}
+
+/// The lines of one batch; the number of records, or the batch's first problem.
+fn render_batch(h: &BatchHeader, bytes: &[u8], fpos: u64, held: Option<i64>, json: bool, out: &mut Vec<u8>) -> Result<u64, MetaDumpError> {
+    batch::validate(h, bytes, fpos).map_err(MetaDumpError::Batch)?;
+    if let Some(expected) = held {
+        return Err(MetaDumpError::HeldTwice { base_offset: h.base_offset, expected, position: fpos });
+    }
+    let data = batch::records_data(h, bytes, fpos).map_err(MetaDumpError::Batch)?;
+    let mut views = Vec::new();
+    batch::parse_records(h, data.bytes(), fpos, &mut views).map_err(MetaDumpError::Batch)?;
+    let d = data.bytes();
+    let mut tmp = Vec::new();
+    for v in &views {
+        let offset = h.base_offset + v.offset_delta as i64;
+        let value = v.value.as_ref().map(|r| &d[r.start as usize..r.end as usize]).unwrap_or(&[]);
+        let mut num = itoa::Buffer::new();
+        let off = num.format(offset);
+        if h.is_control() {
+            let key = v.key.as_ref().map(|r| &d[r.start as usize..r.end as usize]);
+            let (_, t) = batch::parse_control_key(key).map_err(|reason| {
+                MetaDumpError::Batch(Error::corrupt(fpos, Some(h.base_offset), format!("record at offset {offset}: {reason}")))
+            })?;
+            let unknown;
+            let name = match schema::generated::control_type_name(t) {
+                Some(n) => n,
+                None => {
+                    unknown = format!("CONTROL_{t}");
+                    unknown.as_str()
+                }
+            };
+            let head = |out: &mut Vec<u8>, ver: i16| {
+                if json {
+                    out.extend_from_slice(b"{\"offset\":");
+                    out.extend_from_slice(off.as_bytes());
+                    out.extend_from_slice(b",\"control\":true,\"type\":\"");
+                    out.extend_from_slice(name.as_bytes());
+                    out.extend_from_slice(b"\",\"version\":");
+                    out.extend_from_slice(itoa::Buffer::new().format(ver).as_bytes());
+                    out.extend_from_slice(b",\"data\":");
+                } else {
+                    out.extend_from_slice(off.as_bytes());
+                    out.extend_from_slice(b"  ");
+                    out.extend_from_slice(name.as_bytes());
+                    out.extend_from_slice(b" v");
+                    out.extend_from_slice(itoa::Buffer::new().format(ver).as_bytes());
+                    out.extend_from_slice(b"  ");
+                }
+            };
+            if schema::control_schema(t).is_some() {
+                json_direct::control_json(t, value, out, &mut tmp, |out, _, ver| head(out, ver)).map_err(|e| MetaDumpError::Codec(e, offset))?;
+            } else {
+                // transaction markers: no schema, no body
+                head(out, 0);
+                out.extend_from_slice(b"null");
+            }
+        } else {
+            let head = |out: &mut Vec<u8>, m: &schema::MessageSchema, ver: i16| {
+                if json {
+                    out.extend_from_slice(b"{\"offset\":");
+                    out.extend_from_slice(off.as_bytes());
+                    out.extend_from_slice(b",\"type\":\"");
+                    out.extend_from_slice(m.type_name.as_bytes());
+                    out.extend_from_slice(b"\",\"version\":");
+                    out.extend_from_slice(itoa::Buffer::new().format(ver).as_bytes());
+                    out.extend_from_slice(b",\"data\":");
+                } else {
+                    out.extend_from_slice(off.as_bytes());
+                    out.extend_from_slice(b"  ");
+                    out.extend_from_slice(m.type_name.as_bytes());
+                    out.extend_from_slice(b" v");
+                    out.extend_from_slice(itoa::Buffer::new().format(ver).as_bytes());
+                    out.extend_from_slice(b"  ");
+                }
+            };
+            json_direct::metadata_json(value, out, &mut tmp, head).map_err(|e| MetaDumpError::Codec(e, offset))?;
+        }
+        if json {
+            out.push(b'}');
+        }
+        out.push(b'\n');
+    }
+    Ok(views.len() as u64)
+}
