@@ -269,6 +269,9 @@ class MetadataDump:
 
     def __iter__(self) -> MetadataDump: ...
     def __next__(self) -> bytes: ...
+    def write_chunk(self, fd: int) -> bool:
+        """Renders the next chunk and writes it to the open descriptor ``fd`` (GIL released); False
+        once done (the dump's problem is raised then, after the lines before it)."""
     @property
     def records(self) -> int:
         """Records given out so far (a line each)."""

@@ -311,7 +311,7 @@ struct Info {
 #[derive(Default)]
 struct Scratch {
     out: Vec<u8>,
-    tmp: Vec<u8>,
+    tmp: json_direct::Scratch,
 }
 
 fn data_info(value: Option<&[u8]>, want_json: bool, scratch: &mut Scratch) -> Info {

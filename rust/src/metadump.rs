@@ -127,7 +127,7 @@ fn render_batch(h: &BatchHeader, bytes: &[u8], fpos: u64, held: Option<i64>, jso
     let mut views = Vec::new();
     batch::parse_records(h, data.bytes(), fpos, &mut views).map_err(MetaDumpError::Batch)?;
     let d = data.bytes();
-    let mut tmp = Vec::new();
+    let mut tmp = json_direct::Scratch::default();
     for v in &views {
         let offset = h.base_offset + v.offset_delta as i64;
         let value = v.value.as_ref().map(|r| &d[r.start as usize..r.end as usize]).unwrap_or(&[]);
@@ -198,4 +198,22 @@ fn render_batch(h: &BatchHeader, bytes: &[u8], fpos: u64, held: Option<i64>, jso
         out.push(b'\n');
     }
     Ok(views.len() as u64)
+}
+
+/// Writes the parts of a chunk to `w` in vectored writes (no copy in between).
+pub fn write_parts(w: &mut impl std::io::Write, parts: &[Vec<u8>]) -> std::io::Result<()> {
+    use std::io::IoSlice;
+    let mut slices: Vec<IoSlice<'_>> = parts.iter().filter(|p| !p.is_empty()).map(|p| IoSlice::new(p)).collect();
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        // at most IOV_MAX (1024 on Linux) buffers per call
+        let n = rest.len().min(1024);
+        match w.write_vectored(&rest[..n]) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(written) => IoSlice::advance_slices(&mut rest, written),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }

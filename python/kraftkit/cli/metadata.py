@@ -176,6 +176,7 @@ def _dump_one(args: argparse.Namespace, f, out, progress: Progress, before: int)
     """Prints the records of one file; its exit code. The lines come from the Rust core
     (:func:`kraftkit._core.metadata_dump`: every record's JSON written straight from its bytes)."""
     from kraftkit._core import metadata_dump
+    from kraftkit.cli.dump_log import _fileno
 
     status = EXIT_OK
     if args.json:
@@ -184,15 +185,22 @@ def _dump_one(args: argparse.Namespace, f, out, progress: Progress, before: int)
         out.write(f"Dumping {f.path}\n")
     out.flush()
     out_bin = getattr(out, "buffer", None)
+    fd = _fileno(out_bin)
+    if out_bin is not None:
+        out_bin.flush()
     it = None
     try:
         it = metadata_dump(str(f.path), json=args.json)
-        for chunk in it:
-            if out_bin is not None:
-                out_bin.write(chunk)
-            else:
-                out.write(chunk.decode())
-            progress.update(before + it.position)
+        if fd is not None:
+            while it.write_chunk(fd):  # straight from Rust to the file or pipe
+                progress.update(before + it.position)
+        else:
+            for chunk in it:
+                if out_bin is not None:
+                    out_bin.write(chunk)
+                else:
+                    out.write(chunk.decode())
+                progress.update(before + it.position)
     except KraftkitError as e:
         out.flush()
         msg = str(e) if str(f.path) in str(e) else f"{f.path}: {e}"

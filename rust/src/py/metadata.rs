@@ -365,7 +365,7 @@ fn decode_metadata_batch<'py>(py: Python<'py>, batch: &Bound<'py, RecordBatch>, 
         batch::parse_records(h, data.bytes(), pos, &mut views).map_err(|e| Box::new(Failure::Corrupt(e)))?;
         let d = data.bytes();
         let mut out = Vec::with_capacity(views.len());
-        let (mut text, mut tmp) = (Vec::new(), Vec::new());
+        let (mut text, mut tmp) = (Vec::new(), json_direct::Scratch::default());
         for v in views {
             let offset = h.base_offset + v.offset_delta as i64;
             let value = v.value.as_ref().map(|r| &d[r.start as usize..r.end as usize]).unwrap_or(&[]);

@@ -6,7 +6,7 @@ use super::errors::{to_pyerr, KraftkitError};
 use super::metadata::codec_err;
 use super::segment::map_file;
 use super::source::Backing;
-use crate::metadump::{MetaDumpError, MetaDumper, CHUNK};
+use crate::metadump::{write_parts, MetaDumpError, MetaDumper, CHUNK};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::path::PathBuf;
@@ -56,6 +56,31 @@ impl MetadataDump {
                 .map(Some);
             }
         }
+    }
+    /// Renders the next chunk and writes it to the open file descriptor `fd` (e.g. stdout's),
+    /// GIL released, no bytes object made; False once the dump is done (its problem is raised
+    /// then, after the lines before it were written). The caller flushes its own buffers first.
+    fn write_chunk(&mut self, py: Python<'_>, fd: i32) -> PyResult<bool> {
+        use std::os::fd::BorrowedFd;
+        if self.inner.is_done() {
+            return match self.inner.error.take() {
+                Some(e) => Err(self.to_err(py, e)),
+                None => Ok(false),
+            };
+        }
+        if fd < 0 {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!("invalid file descriptor {fd}")));
+        }
+        // SAFETY: the caller hands in an open descriptor and keeps it open for this call; it is
+        // only borrowed long enough to duplicate it (an fd that is not open fails with EBADF).
+        let owned = unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()?;
+        let mut file = std::fs::File::from(owned);
+        let (inner, parts) = (&mut self.inner, &mut self.parts);
+        py.allow_threads(|| {
+            inner.next_chunk(CHUNK, parts);
+            write_parts(&mut file, parts)
+        })?;
+        Ok(true)
     }
     /// Records given out so far (a line each).
     #[getter]

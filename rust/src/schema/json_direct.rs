@@ -26,9 +26,14 @@ pub struct Refused;
 
 type R<T> = Result<T, Refused>;
 
-/// The most fields a struct may have for the direct walk to put tagged fields in order
-/// (the largest metadata or control struct has far fewer; larger ones go the tree way).
-const MAX_FIELDS: usize = 64;
+/// The writer's working room, kept from record to record so that the walk allocates nothing
+/// once warm: where each field's text sits in a struct being written (a stack, a frame per
+/// struct level), and room to put a struct's fields back in schema order.
+#[derive(Default)]
+pub struct Scratch {
+    spans: Vec<(u32, u32)>,
+    tmp: Vec<u8>,
+}
 
 struct Rd<'a> {
     b: &'a [u8],
@@ -130,19 +135,48 @@ fn base64_into(out: &mut Vec<u8>, b: &[u8], engine: &base64::engine::GeneralPurp
     out.truncate(start + written);
 }
 
+/// Whether a field name prints as it is in JSON, with no escapes: every name of the generated
+/// tables does (the test `field_names_are_plain` walks them all), so keys are written as they
+/// are, where [`json::push_string`] would find nothing to escape.
+#[cfg(test)]
+fn plain(name: &str) -> bool {
+    name.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_')
+}
+
 #[inline]
 fn key(out: &mut Vec<u8>, first: &mut bool, name: &str) {
     if !*first {
         out.push(b',');
     }
     *first = false;
-    string(out, name.as_bytes());
-    out.push(b':');
+    out.push(b'"');
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\":");
+}
+
+/// URL-safe base64 without padding of a uuid's 16 bytes (Kafka's `Uuid.toString`): 22
+/// characters, what `URL_SAFE_NO_PAD` gives, without the engine's general path.
+#[inline]
+fn uuid(out: &mut Vec<u8>, u: &[u8]) {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut s = [0u8; 24];
+    s[0] = b'"';
+    for i in 0..5 {
+        let n = (u[3 * i] as u32) << 16 | (u[3 * i + 1] as u32) << 8 | u[3 * i + 2] as u32;
+        s[1 + 4 * i] = A[(n >> 18) as usize & 63];
+        s[2 + 4 * i] = A[(n >> 12) as usize & 63];
+        s[3 + 4 * i] = A[(n >> 6) as usize & 63];
+        s[4 + 4 * i] = A[n as usize & 63];
+    }
+    s[21] = A[(u[15] >> 2) as usize];
+    s[22] = A[((u[15] & 3) << 4) as usize];
+    s[23] = b'"';
+    out.extend_from_slice(&s);
 }
 
 /// Writes one value of type `t` (the decoder's `read_value`).
 #[allow(clippy::too_many_arguments)]
-fn value(r: &mut Rd, t: &FieldType, v: i16, flexible: bool, compact: bool, nullable: bool, out: &mut Vec<u8>, tmp: &mut Vec<u8>) -> R<()> {
+fn value(r: &mut Rd, t: &FieldType, v: i16, flexible: bool, compact: bool, nullable: bool, out: &mut Vec<u8>, cx: &mut Scratch) -> R<()> {
     match t {
         FieldType::Bool => out.extend_from_slice(if r.fixed::<1>()?[0] != 0 { b"true" } else { b"false" }),
         FieldType::Int8 => int(out, r.fixed::<1>()?[0] as i8),
@@ -152,12 +186,7 @@ fn value(r: &mut Rd, t: &FieldType, v: i16, flexible: bool, compact: bool, nulla
         FieldType::Uint32 => int(out, u32::from_be_bytes(r.fixed()?)),
         FieldType::Int64 => int(out, i64::from_be_bytes(r.fixed()?)),
         FieldType::Float64 => out.extend_from_slice(json::java_double(f64::from_be_bytes(r.fixed()?)).as_bytes()),
-        FieldType::Uuid => {
-            let u = r.take(16)?;
-            out.push(b'"');
-            base64_into(out, u, &base64::engine::general_purpose::URL_SAFE_NO_PAD, false);
-            out.push(b'"');
-        }
+        FieldType::Uuid => uuid(out, r.take(16)?),
         FieldType::String => match r.len(compact, false)? {
             None if nullable => out.extend_from_slice(b"null"),
             None => return Err(Refused),
@@ -195,11 +224,28 @@ fn value(r: &mut Rd, t: &FieldType, v: i16, flexible: bool, compact: bool, nulla
                     return Err(Refused);
                 }
                 out.push(b'[');
+                // the common arrays (replicas, ISR; directories) without a call per element
+                if let FieldType::Int32 | FieldType::Uuid = elem {
+                    let w = if let FieldType::Int32 = elem { 4 } else { 16 };
+                    let items = r.take(n.checked_mul(w).ok_or(Refused)?)?;
+                    for (i, x) in items.chunks_exact(w).enumerate() {
+                        if i > 0 {
+                            out.push(b',');
+                        }
+                        if w == 4 {
+                            int(out, i32::from_be_bytes([x[0], x[1], x[2], x[3]]));
+                        } else {
+                            uuid(out, x);
+                        }
+                    }
+                    out.push(b']');
+                    return Ok(());
+                }
                 for i in 0..n {
                     if i > 0 {
                         out.push(b',');
                     }
-                    value(r, elem, v, flexible, compact, false, out, tmp)?;
+                    value(r, elem, v, flexible, compact, false, out, cx)?;
                 }
                 out.push(b']');
             }
@@ -209,7 +255,7 @@ fn value(r: &mut Rd, t: &FieldType, v: i16, flexible: bool, compact: bool, nulla
                 out.extend_from_slice(b"null");
                 return Ok(());
             }
-            structure(r, s, v, flexible, out, tmp)?;
+            structure(r, s, v, flexible, out, cx)?;
         }
     }
     Ok(())
@@ -233,7 +279,7 @@ fn tree_field(r: &mut Rd, f: &Field, v: i16, flexible: bool, in_tag: bool, first
 
 /// A tagged field's value (compact encoding), printed with its key when not default. Whether
 /// it printed.
-fn tagged_field(r: &mut Rd, f: &Field, v: i16, flexible: bool, first: &mut bool, out: &mut Vec<u8>, tmp: &mut Vec<u8>) -> R<bool> {
+fn tagged_field(r: &mut Rd, f: &Field, v: i16, flexible: bool, first: &mut bool, out: &mut Vec<u8>, cx: &mut Scratch) -> R<bool> {
     let nullable = f.nullable_versions.contains(v);
     let int_default = |x: i64| match f.default {
         DefaultValue::Int(i) => i == x,
@@ -276,7 +322,7 @@ fn tagged_field(r: &mut Rd, f: &Field, v: i16, flexible: bool, first: &mut bool,
                     r.pos = at;
                     key(out, first, f.json_name);
                     let _ = elem;
-                    value(r, &f.ty, v, flexible, true, nullable, out, tmp)?;
+                    value(r, &f.ty, v, flexible, true, nullable, out, cx)?;
                     Ok(true)
                 }
             }
@@ -286,11 +332,11 @@ fn tagged_field(r: &mut Rd, f: &Field, v: i16, flexible: bool, first: &mut bool,
 }
 
 /// Writes a struct body at version `v` (the decoder's `read_struct`).
-fn structure(r: &mut Rd, s: &'static StructSchema, v: i16, flexible: bool, out: &mut Vec<u8>, tmp: &mut Vec<u8>) -> R<()> {
+fn structure(r: &mut Rd, s: &'static StructSchema, v: i16, flexible: bool, out: &mut Vec<u8>, cx: &mut Scratch) -> R<()> {
     let tagged_here = flexible && s.fields.iter().any(|f| f.versions.contains(v) && f.tagged_versions.contains(v));
     out.push(b'{');
-    let mut first = true;
     if !tagged_here {
+        let mut first = true;
         for f in s.fields {
             if !f.versions.contains(v) {
                 continue;
@@ -301,32 +347,43 @@ fn structure(r: &mut Rd, s: &'static StructSchema, v: i16, flexible: bool, out: 
                 continue;
             }
             key(out, &mut first, f.json_name);
-            value(r, &f.ty, v, flexible, compact(f, flexible, v), f.nullable_versions.contains(v), out, tmp)?;
+            value(r, &f.ty, v, flexible, compact(f, flexible, v), f.nullable_versions.contains(v), out, cx)?;
         }
         if flexible {
             // no known tagged fields at this version: the section holds unknown ones, not printed
-            skip_tags(r, s, v, out, tmp)?;
+            skip_tags(r)?;
         }
-        out.push(b'}');
-        return Ok(());
+    } else {
+        let base = cx.spans.len();
+        cx.spans.resize(base + s.fields.len(), (0, 0));
+        let res = tagged_struct(r, s, v, out, cx, base);
+        cx.spans.truncate(base);
+        res?;
     }
-    if s.fields.len() > MAX_FIELDS {
-        return Err(Refused);
-    }
+    out.push(b'}');
+    Ok(())
+}
+
+/// The fields of a flexible struct that has tagged fields at `v`, after its `{`. Each field's
+/// text is noted (`cx.spans[base + schema index]`, relative to the object's start); tagged
+/// fields come last in the bytes, so when one printed is not after every field printed before
+/// it in schema order (or a tag comes twice), the fields are put back in schema order.
+fn tagged_struct(r: &mut Rd, s: &'static StructSchema, v: i16, out: &mut Vec<u8>, cx: &mut Scratch, base: usize) -> R<()> {
     let obj = out.len();
-    // the text of each field, by schema index (start == end: not printed)
-    let mut spans = [(0usize, 0usize); MAX_FIELDS];
+    let rel = |x: usize| u32::try_from(x - obj).map_err(|_| Refused);
+    let mut first = true;
+    let mut last: Option<usize> = None; // schema index of the last field written
+    let mut in_order = true;
     for (i, f) in s.fields.iter().enumerate() {
         if !f.versions.contains(v) || f.tagged_versions.contains(v) {
             continue;
         }
         let start = out.len() + usize::from(!first);
         key(out, &mut first, f.json_name);
-        value(r, &f.ty, v, flexible, compact(f, flexible, v), f.nullable_versions.contains(v), out, tmp)?;
-        spans[i] = (start, out.len());
+        value(r, &f.ty, v, true, compact(f, true, v), f.nullable_versions.contains(v), out, cx)?;
+        cx.spans[base + i] = (rel(start)?, rel(out.len())?);
+        last = Some(i);
     }
-    let body_end = out.len();
-    let mut tagged_printed = false;
     let n = r.uvar()?;
     if n as usize > r.remaining() {
         return Err(Refused);
@@ -338,64 +395,66 @@ fn structure(r: &mut Rd, s: &'static StructSchema, v: i16, flexible: bool, out: 
             return Err(Refused);
         }
         let end = r.pos + size;
-        match s.fields.iter().position(|f| f.tag == Some(tag) && f.versions.contains(v) && f.tagged_versions.contains(v)) {
-            Some(i) => {
-                let mut sub = Rd { b: &r.b[..end], pos: r.pos };
-                let start = out.len();
-                let mut none_yet = true;
-                let printed = tagged_field(&mut sub, &s.fields[i], v, flexible, &mut none_yet, out, tmp)?;
-                if sub.pos != end {
-                    return Err(Refused);
-                }
-                // a tag given twice: the last one counts, as in the decoder
-                spans[i] = if printed { (start, out.len()) } else { (0, 0) };
-                tagged_printed |= printed;
-            }
-            None => {
-                r.take(size)?;
-                continue;
-            }
+        let Some(i) = s.fields.iter().position(|f| f.tag == Some(tag) && f.versions.contains(v) && f.tagged_versions.contains(v)) else {
+            r.take(size)?;
+            continue;
+        };
+        if cx.spans[base + i] != (0, 0) || last.is_some_and(|l| i <= l) {
+            in_order = false; // a tag given twice (the last one counts, as in the decoder), or out of order
+        }
+        let mark = out.len();
+        if out.len() > obj {
+            out.push(b',');
+        }
+        let start = out.len();
+        let mut sub = Rd { b: &r.b[..end], pos: r.pos };
+        let mut none_yet = true;
+        let printed = tagged_field(&mut sub, &s.fields[i], v, true, &mut none_yet, out, cx)?;
+        if sub.pos != end {
+            return Err(Refused);
         }
         r.pos = end;
+        if printed {
+            cx.spans[base + i] = (rel(start)?, rel(out.len())?);
+            last = Some(last.map_or(i, |l| l.max(i)));
+        } else {
+            out.truncate(mark);
+            cx.spans[base + i] = (0, 0);
+        }
     }
-    if !spans.iter().take(s.fields.len()).any(|&(a, b)| b > a && a >= body_end) {
-        tagged_printed = false;
-    }
-    if !tagged_printed {
-        out.truncate(body_end);
-    } else {
+    if !in_order {
         // put the fields in schema order
+        let mut tmp = std::mem::take(&mut cx.tmp);
         tmp.clear();
         tmp.extend_from_slice(&out[obj..]);
         out.truncate(obj);
         let mut first = true;
-        for &(a, b) in spans.iter().take(s.fields.len()) {
+        for &(a, b) in &cx.spans[base..base + s.fields.len()] {
             if b > a {
                 if !first {
                     out.push(b',');
                 }
                 first = false;
-                out.extend_from_slice(&tmp[a - obj..b - obj]);
+                out.extend_from_slice(&tmp[a as usize..b as usize]);
             }
         }
+        cx.tmp = tmp;
     }
-    out.push(b'}');
     Ok(())
 }
 
 /// The tagged-field section of a struct with no known tagged fields at this version.
-fn skip_tags(r: &mut Rd, s: &'static StructSchema, v: i16, _out: &mut Vec<u8>, _tmp: &mut Vec<u8>) -> R<()> {
+fn skip_tags(r: &mut Rd) -> R<()> {
     let n = r.uvar()?;
     if n as usize > r.remaining() {
         return Err(Refused);
     }
     for _ in 0..n {
-        let tag = r.uvar()?;
+        r.uvar()?;
         let size = r.uvar()? as usize;
         if size > r.remaining() {
             return Err(Refused);
         }
-        debug_assert!(!s.fields.iter().any(|f| f.tag == Some(tag) && f.versions.contains(v) && f.tagged_versions.contains(v)));
         r.take(size)?;
     }
     Ok(())
@@ -409,11 +468,11 @@ fn frame_varint(r: &mut Rd) -> R<i16> {
     Ok(x as i16)
 }
 
-fn body(r: &mut Rd, m: &'static MessageSchema, v: i16, out: &mut Vec<u8>, tmp: &mut Vec<u8>) -> R<()> {
+fn body(r: &mut Rd, m: &'static MessageSchema, v: i16, out: &mut Vec<u8>, cx: &mut Scratch) -> R<()> {
     if !m.valid_versions.contains(v) {
         return Err(Refused);
     }
-    structure(r, m.body, v, m.flexible_versions.contains(v), out, tmp)?;
+    structure(r, m.body, v, m.flexible_versions.contains(v), out, cx)?;
     if r.remaining() > 0 {
         return Err(Refused);
     }
@@ -427,7 +486,7 @@ fn body(r: &mut Rd, m: &'static MessageSchema, v: i16, out: &mut Vec<u8>, tmp: &
 pub fn metadata_fast(
     value: &[u8],
     out: &mut Vec<u8>,
-    tmp: &mut Vec<u8>,
+    cx: &mut Scratch,
     head: impl FnOnce(&mut Vec<u8>, &'static MessageSchema, i16),
 ) -> R<(&'static MessageSchema, i16)> {
     let mark = out.len();
@@ -441,7 +500,7 @@ pub fn metadata_fast(
         let version = frame_varint(&mut r)?;
         let m = metadata_schema(api_key).ok_or(Refused)?;
         head(out, m, version);
-        body(&mut r, m, version, out, tmp)?;
+        body(&mut r, m, version, out, cx)?;
         Ok((m, version))
     })();
     if res.is_err() {
@@ -456,7 +515,7 @@ pub fn control_fast(
     control_type: i16,
     value: &[u8],
     out: &mut Vec<u8>,
-    tmp: &mut Vec<u8>,
+    cx: &mut Scratch,
     head: impl FnOnce(&mut Vec<u8>, &'static ControlSchema, i16),
 ) -> R<(&'static ControlSchema, i16)> {
     let mark = out.len();
@@ -467,7 +526,7 @@ pub fn control_fast(
         }
         let version = i16::from_be_bytes([value[0], value[1]]);
         head(out, c, version);
-        body(&mut Rd { b: value, pos: 0 }, c.schema, version, out, tmp)?;
+        body(&mut Rd { b: value, pos: 0 }, c.schema, version, out, cx)?;
         Ok((c, version))
     })();
     if res.is_err() {
@@ -482,10 +541,10 @@ pub fn control_fast(
 pub fn metadata_json(
     value: &[u8],
     out: &mut Vec<u8>,
-    tmp: &mut Vec<u8>,
+    cx: &mut Scratch,
     head: impl Fn(&mut Vec<u8>, &'static MessageSchema, i16),
 ) -> CResult<(&'static MessageSchema, i16)> {
-    if let Ok(r) = metadata_fast(value, out, tmp, &head) {
+    if let Ok(r) = metadata_fast(value, out, cx, &head) {
         return Ok(r);
     }
     let rec = super::decode_metadata_record(value)?;
@@ -500,10 +559,10 @@ pub fn control_json(
     control_type: i16,
     value: &[u8],
     out: &mut Vec<u8>,
-    tmp: &mut Vec<u8>,
+    cx: &mut Scratch,
     head: impl Fn(&mut Vec<u8>, &'static ControlSchema, i16),
 ) -> CResult<(&'static ControlSchema, i16)> {
-    if let Ok(r) = control_fast(control_type, value, out, tmp, &head) {
+    if let Ok(r) = control_fast(control_type, value, out, cx, &head) {
         return Ok(r);
     }
     let (c, v, st) = super::decode_control_record(control_type, value)?;
@@ -523,8 +582,8 @@ pub fn record_head(out: &mut Vec<u8>, m: &MessageSchema, v: i16) {
 
 /// `{"type":"FEATURE_LEVEL_RECORD","version":0,"data":{...}}` of a metadata record value:
 /// [`json::metadata_record_json`]'s text of the decoded record.
-pub fn metadata_record_json(value: &[u8], out: &mut Vec<u8>, tmp: &mut Vec<u8>) -> CResult<(&'static MessageSchema, i16)> {
-    let r = metadata_json(value, out, tmp, record_head)?;
+pub fn metadata_record_json(value: &[u8], out: &mut Vec<u8>, cx: &mut Scratch) -> CResult<(&'static MessageSchema, i16)> {
+    let r = metadata_json(value, out, cx, record_head)?;
     out.push(b'}');
     Ok(r)
 }

@@ -69,7 +69,7 @@ fn random_struct(g: &mut Rng, s: &'static StructSchema, v: i16, flexible: bool, 
 }
 
 fn direct(value: &[u8]) -> Result<String, Refused> {
-    let (mut out, mut tmp) = (Vec::new(), Vec::new());
+    let (mut out, mut tmp) = (Vec::new(), Scratch::default());
     metadata_fast(value, &mut out, &mut tmp, record_head)?;
     out.push(b'}');
     Ok(String::from_utf8(out).expect("the direct walk writes UTF-8"))
@@ -80,7 +80,7 @@ fn oracle(value: &[u8]) -> Option<String> {
 }
 
 fn control_direct(t: i16, value: &[u8]) -> Result<String, Refused> {
-    let (mut out, mut tmp) = (Vec::new(), Vec::new());
+    let (mut out, mut tmp) = (Vec::new(), Scratch::default());
     control_fast(t, value, &mut out, &mut tmp, |_, _, _| {})?;
     Ok(String::from_utf8(out).unwrap())
 }
@@ -125,7 +125,7 @@ fn every_metadata_type_and_version_prints_as_the_tree() {
                 checked += 1;
                 let want = oracle(&b).unwrap_or_else(|| panic!("{} v{v}: the encoding does not decode", m.name));
                 assert_eq!(direct(&b).as_deref(), Ok(want.as_str()), "{} v{v} #{i}: {b:02x?}", m.name);
-                let (mut out, mut tmp) = (Vec::new(), Vec::new());
+                let (mut out, mut tmp) = (Vec::new(), Scratch::default());
                 metadata_record_json(&b, &mut out, &mut tmp).unwrap();
                 assert_eq!(String::from_utf8(out).unwrap(), want);
                 if i < 3 {
@@ -181,6 +181,35 @@ fn a_tag_given_twice_counts_once_the_last_time() {
         let want = oracle(&c).unwrap();
         assert_eq!(direct(&c).as_deref(), Ok(want.as_str()), "{first} then {second}");
     }
+    // two tags in descending order: printed in schema order all the same
+    let isr = m.body.fields.iter().find(|f| f.name == "Isr").unwrap().tag.unwrap() as u8;
+    let mut c = b.clone();
+    c.extend_from_slice(&[2, tag, 4]);
+    c.extend_from_slice(&5i32.to_be_bytes());
+    c.extend_from_slice(&[isr, 5, 2]);
+    c.extend_from_slice(&3i32.to_be_bytes());
+    let want = oracle(&c).unwrap();
+    assert!(want.find("\"isr\"").unwrap() < want.find("\"leader\"").unwrap(), "{want}");
+    assert_eq!(direct(&c).as_deref(), Ok(want.as_str()));
+}
+
+/// Every field name of the tables prints without escapes (the writer's fast way for keys).
+#[test]
+fn field_names_are_plain() {
+    fn walk(s: &StructSchema) {
+        for f in s.fields {
+            assert!(plain(f.json_name), "{}", f.json_name);
+            let mut t = &f.ty;
+            while let FieldType::Array(e) = t {
+                t = e;
+            }
+            if let FieldType::Struct(sub) = t {
+                walk(sub);
+            }
+        }
+    }
+    METADATA_RECORDS.iter().for_each(|m| walk(m.body));
+    CONTROL_RECORDS.iter().for_each(|c| walk(c.schema.body));
 }
 
 #[test]
@@ -188,7 +217,7 @@ fn errors_are_the_decoders() {
     let m = schema::metadata_schema_by_name("PartitionRecord").unwrap();
     let b = schema::encode_metadata_record(m.api_key, 1, &Struct::default()).unwrap();
     for cut in 0..b.len() {
-        let (mut out, mut tmp) = (b"x".to_vec(), Vec::new());
+        let (mut out, mut tmp) = (b"x".to_vec(), Scratch::default());
         let e = metadata_record_json(&b[..cut], &mut out, &mut tmp).unwrap_err();
         assert_eq!(Some(e), schema::decode_metadata_record(&b[..cut]).err());
         assert_eq!(out, b"x", "nothing is left in the output");
@@ -205,7 +234,7 @@ fn a_huge_array_count_is_refused() {
     b.extend_from_slice(&i32::MAX.to_be_bytes()); // Replicas: 2^31-1 elements claimed
     b.extend_from_slice(&[0u8; 64]);
     assert_eq!(direct(&b), Err(Refused));
-    let (mut out, mut tmp) = (Vec::new(), Vec::new());
+    let (mut out, mut tmp) = (Vec::new(), Scratch::default());
     let e = metadata_record_json(&b, &mut out, &mut tmp).unwrap_err();
     assert!(e.reason.contains("cannot fit"), "{e}");
     assert!(out.is_empty());
