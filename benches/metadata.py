@@ -663,8 +663,12 @@ def kafka_cmd(version: str | None, log=print):
         return None, None
 
 
+PARTS = ("decode", "processes", "replay", "snapshot")
+
+
 def run_all(root: Path, *, records: int, snap_topics: int, snap_partitions: int, warmup: int, repeat: int,
-            dump_repeat: int, max_seconds: float | None, kafka_version: str | None, no_kafka: bool, regen: bool, log=print) -> tuple[list[Row], dict]:
+            dump_repeat: int, max_seconds: float | None, kafka_version: str | None, no_kafka: bool, regen: bool, log=print,
+            parts: tuple[str, ...] = PARTS) -> tuple[list[Row], dict]:
     extra: dict = {}
     ml = ensure_metadata_log(root, records=records, regen=regen, log=log)
     extra["metadata_log"] = {**ml.dataset.to_json(), "mix": ml.mix}
@@ -672,8 +676,26 @@ def run_all(root: Path, *, records: int, snap_topics: int, snap_partitions: int,
     log(f"  {ml.name}: {ml.dataset.bytes / 1e6:.0f} MB, {ml.dataset.records:,} records, {ml.dataset.batches:,} batches, "
         f"{len(ml.segments)} segments (generated in {ml.dataset.gen_seconds} s); mix: {mix_s}")
     rows: list[Row] = []
-    log("  decode")
-    rows += run_decode(ml, warmup=warmup, repeat=repeat, max_seconds=max_seconds, log=log)
+    if "decode" in parts:
+        log("  decode")
+        rows += run_decode(ml, warmup=warmup, repeat=repeat, max_seconds=max_seconds, log=log)
+    if "processes" in parts:
+        rows += _processes(ml, dump_repeat=dump_repeat, kafka_version=kafka_version, no_kafka=no_kafka, extra=extra, log=log)
+    if "replay" in parts:
+        log("  replay")
+        r, info = run_replay(ml, warmup=warmup, repeat=repeat, max_seconds=max_seconds, log=log)
+        rows += r
+        extra["replay_image"] = info
+    if "snapshot" in parts:
+        log("  snapshot")
+        r, info = run_snapshot(topics=snap_topics, partitions=snap_partitions, warmup=warmup, repeat=repeat,
+                               max_seconds=max_seconds, tmp_root=root / "tmp", log=log)
+        rows += r
+        extra["snapshot_image"] = info
+    return rows, extra
+
+
+def _processes(ml: MetaLog, *, dump_repeat: int, kafka_version: str | None, no_kafka: bool, extra: dict, log=print) -> list[Row]:
     log("  processes")
     kk = kraftkit_metadata_cmd()
     java, java_desc = (None, None) if no_kafka else kafka_cmd(kafka_version, log)
@@ -683,17 +705,7 @@ def run_all(root: Path, *, records: int, snap_topics: int, snap_partitions: int,
     except Exception as e:
         log(f"    WARNING: output check failed: {e}")
     # the JVM takes minutes on millions of records: one run fewer than dump-log's (at least 1)
-    rows += run_processes(ml, kk, java, repeat_kk=dump_repeat + 1, repeat_java=max(1, dump_repeat - 1), log=log)
-    log("  replay")
-    r, info = run_replay(ml, warmup=warmup, repeat=repeat, max_seconds=max_seconds, log=log)
-    rows += r
-    extra["replay_image"] = info
-    log("  snapshot")
-    r, info = run_snapshot(topics=snap_topics, partitions=snap_partitions, warmup=warmup, repeat=repeat,
-                           max_seconds=max_seconds, tmp_root=root / "tmp", log=log)
-    rows += r
-    extra["snapshot_image"] = info
-    return rows, extra
+    return run_processes(ml, kk, java, repeat_kk=dump_repeat + 1, repeat_java=max(1, dump_repeat - 1), log=log)
 
 
 def describe(extra: dict) -> str:
@@ -783,7 +795,13 @@ def main(argv=None) -> int:
     p.add_argument("--regen", action="store_true")
     p.add_argument("--no-pin", action="store_true")
     p.add_argument("--json", metavar="PATH")
+    p.add_argument("--parts", default=",".join(PARTS),
+                   help=f"comma list of the parts to run (default all: {','.join(PARTS)}); e.g. decode,processes for the "
+                        "JSON and metadata dump rows alone")
     a = p.parse_args(argv)
+    parts = tuple(x for x in a.parts.split(",") if x)
+    if not set(parts) <= set(PARTS):
+        p.error(f"--parts: choose from {', '.join(PARTS)}")
     t0 = time.perf_counter()
     pinned = None if a.no_pin else benchlib.pin_to_one_core()
     say = lambda m="": print(m, file=sys.stderr, flush=True)  # noqa: E731
@@ -792,7 +810,7 @@ def main(argv=None) -> int:
     rows, extra = run_all(Path(a.data_dir), records=a.records, snap_topics=a.snapshot_topics,
                           snap_partitions=a.snapshot_partitions, warmup=a.warmup, repeat=a.repeat,
                           dump_repeat=a.dump_repeat, max_seconds=a.max_seconds, kafka_version=a.kafka_version, no_kafka=a.no_kafka,
-                          regen=a.regen, log=say)
+                          regen=a.regen, log=say, parts=parts)
     benchlib.finalize(rows)
     print(f"best of {a.repeat} after {a.warmup} warm-up (processes: kraftkit best of {a.dump_repeat + 1}, "
           f"JVM {max(1, a.dump_repeat - 1)}); load average {load0[0]:.1f} at start, {os.getloadavg()[0]:.1f} at end")
