@@ -42,7 +42,8 @@ pub struct MetaDumper<B> {
     pub error: Option<MetaDumpError>,
 }
 
-/// Input per rendering step: the text of 4 MB of records is held until written.
+/// Input per rendering step: the text of 4 MB of records is held until written (and of at most
+/// one compressed batch per thread).
 pub const CHUNK: usize = 4 << 20;
 
 impl<B: AsRef<[u8]>> MetaDumper<B> {
@@ -66,12 +67,18 @@ impl<B: AsRef<[u8]>> MetaDumper<B> {
         let buf = self.buf.as_ref();
         let mut found: Vec<Found> = Vec::new();
         let mut taken = 0usize;
+        // a compressed batch may inflate to the decompression limit (100 MB by default) and its
+        // text to a few times that: at most one such batch per thread in a chunk, so that what a
+        // chunk holds at once stays bounded whatever its batches inflate to
+        let mut inflating = 0usize;
+        let most_inflating = rayon::current_num_threads().max(1);
         let mut stop = None;
-        while !self.done && taken < chunk {
+        while !self.done && taken < chunk && inflating < most_inflating {
             match batch::next_batch(buf, self.pos, 0) {
                 Ok(NextBatch::End) => self.done = true,
                 Ok(NextBatch::Batch(h, r)) => {
                     taken += r.len();
+                    inflating += usize::from(h.codec() != Some(crate::compression::Codec::None));
                     let held = self.expected.filter(|&e| h.base_offset < e);
                     self.expected = Some(h.last_offset() + 1);
                     self.pos = r.end;
@@ -216,4 +223,51 @@ pub fn write_parts(w: &mut impl std::io::Write, parts: &[Vec<u8>]) -> std::io::R
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builder::{encode_batch, BatchParams, RecordInput};
+    use crate::compression::Codec;
+    use crate::schema::{self, Struct, Value};
+
+    fn record(i: i64) -> Vec<u8> {
+        let st = Struct { fields: vec![("Name", Value::Str(format!("t{i}"))), ("FeatureLevel", Value::Int(i % 7))], unknown_tags: vec![] };
+        schema::encode_metadata_record(12, 0, &st).unwrap()
+    }
+
+    /// Compressed batches are rendered at most one per thread per chunk; uncompressed ones by
+    /// input size; every record is rendered either way, in order.
+    #[test]
+    fn chunks_hold_few_compressed_batches() {
+        for codec in [Codec::None, Codec::Zstd] {
+            let mut log = Vec::new();
+            for b in 0..40i64 {
+                let values: Vec<Vec<u8>> = (0..5).map(|j| record(b * 5 + j)).collect();
+                let recs: Vec<RecordInput> = values.iter().map(|v| RecordInput { timestamp: 1, key: None, value: Some(v), headers: vec![] }).collect();
+                encode_batch(&BatchParams { base_offset: b * 5, codec, ..BatchParams::default() }, &recs, &mut log).unwrap();
+            }
+            let mut d = MetaDumper::new(&log[..], false);
+            let mut parts = Vec::new();
+            let mut text = Vec::new();
+            let mut steps = 0;
+            while !d.is_done() {
+                d.next_chunk(CHUNK, &mut parts);
+                if codec != Codec::None {
+                    assert!(parts.len() <= rayon::current_num_threads().max(1), "{} batches in a chunk", parts.len());
+                }
+                parts.iter().for_each(|p| text.extend_from_slice(p));
+                steps += 1;
+            }
+            assert!(d.error.is_none(), "{:?}", d.error);
+            assert_eq!(d.records, 200);
+            let lines: Vec<&str> = std::str::from_utf8(&text).unwrap().lines().collect();
+            assert_eq!(lines.len(), 200);
+            assert_eq!(lines[7], r#"7  FEATURE_LEVEL_RECORD v0  {"name":"t7","featureLevel":0}"#);
+            if codec == Codec::None {
+                assert_eq!(steps, 1);
+            }
+        }
+    }
 }
