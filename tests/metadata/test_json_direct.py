@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import uuid
 from pathlib import Path
 
 import pytest
@@ -273,3 +274,31 @@ def test_bad_records_behind_valid_crcs(tmp_path: Path):
     for key, value in [(control_record_key(3), b"\x00"), (b"\x00\x00", b""), (control_record_key(9), b"")]:
         p.write_bytes(encode_batch([(1, key, value, ())], base_offset=0, control=True))
         assert_dump_agrees(p)
+
+
+def test_cli_without_a_file_descriptor_prints_the_same(tmp_path: Path, monkeypatch, capsys):
+    """``metadata dump`` into a stream with no file descriptor (the chunks written as bytes, or as
+    text where there is no binary buffer) prints what it prints into a pipe: the old loop's lines,
+    between the file and summary lines."""
+    import io
+    import subprocess
+    import sys
+
+    from kraftkit.cli.main import main
+
+    recs = [mr.encode_metadata_record(12, 0, {"Name": "metadata.version", "FeatureLevel": 7}),
+            mr.encode_metadata_record(2, 0, {"Name": "é\n\u2028", "TopicId": uuid.UUID(int=5)})]
+    p = tmp_path / "00000000000000000000.log"
+    p.write_bytes(encode_batch([(1, None, r, ()) for r in recs], base_offset=0))
+    for args in (["metadata", "dump", str(p)], ["metadata", "dump", "--json", str(p)]):
+        piped = subprocess.run([sys.executable, "-m", "kraftkit.cli.main", *args], capture_output=True, check=True).stdout
+        capsys.readouterr()
+        assert main(args) == 0
+        assert capsys.readouterr().out.encode() == piped
+        text = io.StringIO()
+        monkeypatch.setattr(sys, "stdout", text)
+        assert main(args) == 0
+        monkeypatch.undo()
+        assert text.getvalue().encode() == piped
+        old = old_dump_lines(p, "--json" in args)[0]
+        assert [x for x in piped.decode().split("\n")[:-1] if x in old] == old
