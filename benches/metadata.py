@@ -52,7 +52,7 @@ import datasets  # noqa: E402
 from benchlib import Row, Timing, measure, row  # noqa: E402
 
 from kraftkit import _kafka as api  # noqa: E402
-from kraftkit._core import control_record_key, metadata_record_types  # noqa: E402
+from kraftkit._core import control_record_key, metadata_dump, metadata_record_types  # noqa: E402
 from kraftkit.log import Log, Segment, encode_batch  # noqa: E402
 from kraftkit.log.control import ControlType  # noqa: E402
 from kraftkit.metadata.mv_levels import MV_4_0_IV3  # noqa: E402
@@ -412,7 +412,28 @@ def run_decode(ml: MetaLog, *, warmup: int, repeat: int, max_seconds: float | No
     assert t.result == n
     add(M_JSON, "kraftkit decode_metadata_batch(batch, json=True)", t, ref=True,
         note="per batch: list of (offset, api_key, version, str), kafka-dump-log's JSON")
+
+    def dump_lines():
+        c = 0
+        for p in ml.segments:
+            it = metadata_dump(p, json=True)
+            for _ in it:
+                pass
+            c += it.records
+        return c
+
+    t = measure(dump_lines, warmup=warmup, repeat=repeat, max_seconds=max_seconds)
+    assert t.result == n
+    add(M_JSON, DUMP_LINES, t,
+        note="metadata dump --json's lines in bytes, each record's JSON written straight from its bytes in Rust "
+             "(CRC checked, GIL released), not written anywhere")
     return rows
+
+
+#: The in-process row of metadata dump's own renderer (the JSON target's row).
+DUMP_LINES = "kraftkit _core.metadata_dump(FILE, json=True), in-process"
+KK_DUMP = "kraftkit metadata dump FILES"
+KAFKA_DUMP = "kafka-dump-log --cluster-metadata-decoder (JVM)"
 
 
 def kraftkit_metadata_cmd() -> list[str]:
@@ -445,12 +466,12 @@ def run_processes(ml: MetaLog, kk: list[str], java: list[str] | None, *, repeat_
 
     rows: list[Row] = []
     files = ml.segments
-    runs = [("kraftkit metadata dump FILES", [*kk, "metadata", "dump", *files], repeat_kk, True,
+    runs = [(KK_DUMP, [*kk, "metadata", "dump", *files], repeat_kk, True,
              "whole process incl. interpreter start: offset, type, version, JSON data per record"),
             ("kraftkit metadata dump --json FILES", [*kk, "metadata", "dump", "--json", *files], repeat_kk, False,
              "JSON lines")]
     if java is not None:
-        runs.append(("kafka-dump-log --cluster-metadata-decoder (JVM)",
+        runs.append((KAFKA_DUMP,
                      [*java, "--files", ",".join(files), "--cluster-metadata-decoder"], repeat_java, False,
                      "whole process incl. JVM start, kafka-run-class.sh JVM options; batch line + record line with "
                      "the decoded JSON payload"))
@@ -642,8 +663,12 @@ def kafka_cmd(version: str | None, log=print):
         return None, None
 
 
+PARTS = ("decode", "processes", "replay", "snapshot")
+
+
 def run_all(root: Path, *, records: int, snap_topics: int, snap_partitions: int, warmup: int, repeat: int,
-            dump_repeat: int, max_seconds: float | None, kafka_version: str | None, no_kafka: bool, regen: bool, log=print) -> tuple[list[Row], dict]:
+            dump_repeat: int, max_seconds: float | None, kafka_version: str | None, no_kafka: bool, regen: bool, log=print,
+            parts: tuple[str, ...] = PARTS) -> tuple[list[Row], dict]:
     extra: dict = {}
     ml = ensure_metadata_log(root, records=records, regen=regen, log=log)
     extra["metadata_log"] = {**ml.dataset.to_json(), "mix": ml.mix}
@@ -651,8 +676,26 @@ def run_all(root: Path, *, records: int, snap_topics: int, snap_partitions: int,
     log(f"  {ml.name}: {ml.dataset.bytes / 1e6:.0f} MB, {ml.dataset.records:,} records, {ml.dataset.batches:,} batches, "
         f"{len(ml.segments)} segments (generated in {ml.dataset.gen_seconds} s); mix: {mix_s}")
     rows: list[Row] = []
-    log("  decode")
-    rows += run_decode(ml, warmup=warmup, repeat=repeat, max_seconds=max_seconds, log=log)
+    if "decode" in parts:
+        log("  decode")
+        rows += run_decode(ml, warmup=warmup, repeat=repeat, max_seconds=max_seconds, log=log)
+    if "processes" in parts:
+        rows += _processes(ml, dump_repeat=dump_repeat, kafka_version=kafka_version, no_kafka=no_kafka, extra=extra, log=log)
+    if "replay" in parts:
+        log("  replay")
+        r, info = run_replay(ml, warmup=warmup, repeat=repeat, max_seconds=max_seconds, log=log)
+        rows += r
+        extra["replay_image"] = info
+    if "snapshot" in parts:
+        log("  snapshot")
+        r, info = run_snapshot(topics=snap_topics, partitions=snap_partitions, warmup=warmup, repeat=repeat,
+                               max_seconds=max_seconds, tmp_root=root / "tmp", log=log)
+        rows += r
+        extra["snapshot_image"] = info
+    return rows, extra
+
+
+def _processes(ml: MetaLog, *, dump_repeat: int, kafka_version: str | None, no_kafka: bool, extra: dict, log=print) -> list[Row]:
     log("  processes")
     kk = kraftkit_metadata_cmd()
     java, java_desc = (None, None) if no_kafka else kafka_cmd(kafka_version, log)
@@ -662,17 +705,7 @@ def run_all(root: Path, *, records: int, snap_topics: int, snap_partitions: int,
     except Exception as e:
         log(f"    WARNING: output check failed: {e}")
     # the JVM takes minutes on millions of records: one run fewer than dump-log's (at least 1)
-    rows += run_processes(ml, kk, java, repeat_kk=dump_repeat + 1, repeat_java=max(1, dump_repeat - 1), log=log)
-    log("  replay")
-    r, info = run_replay(ml, warmup=warmup, repeat=repeat, max_seconds=max_seconds, log=log)
-    rows += r
-    extra["replay_image"] = info
-    log("  snapshot")
-    r, info = run_snapshot(topics=snap_topics, partitions=snap_partitions, warmup=warmup, repeat=repeat,
-                           max_seconds=max_seconds, tmp_root=root / "tmp", log=log)
-    rows += r
-    extra["snapshot_image"] = info
-    return rows, extra
+    return run_processes(ml, kk, java, repeat_kk=dump_repeat + 1, repeat_java=max(1, dump_repeat - 1), log=log)
 
 
 def describe(extra: dict) -> str:
@@ -728,7 +761,15 @@ def fmt_rate(x: float) -> str:
 
 def targets(rows: list[Row]) -> list[dict]:
     res = []
+    procs = {r.impl: r for r in rows if r.suite == S and r.mode == M_PROC}
+    if KK_DUMP in procs and KAFKA_DUMP in procs:
+        ratio = procs[KAFKA_DUMP].best_s / procs[KK_DUMP].best_s
+        res.append({"target": "metadata dump >= 10x kafka-dump-log --cluster-metadata-decoder (whole process)",
+                    "dataset": procs[KK_DUMP].dataset, "value": f"{ratio:.1f}x", "met": ratio >= 10})
     for r in rows:
+        if r.suite == S and r.mode == M_JSON and r.impl == DUMP_LINES:
+            res.append({"target": "record JSON straight from the codec >= 5 M records/s (1 core)", "dataset": r.dataset,
+                        "value": f"{r.rec_per_s / 1e6:.2f} M rec/s", "met": r.rec_per_s >= 5e6})
         if r.suite == S and r.is_ref and r.mode == M_REPLAY:
             res.append({"target": "image replay >= 2 M records/s", "dataset": r.dataset,
                         "value": f"{r.rec_per_s / 1e6:.2f} M rec/s", "met": r.rec_per_s >= 2e6})
@@ -754,7 +795,13 @@ def main(argv=None) -> int:
     p.add_argument("--regen", action="store_true")
     p.add_argument("--no-pin", action="store_true")
     p.add_argument("--json", metavar="PATH")
+    p.add_argument("--parts", default=",".join(PARTS),
+                   help=f"comma list of the parts to run (default all: {','.join(PARTS)}); e.g. decode,processes for the "
+                        "JSON and metadata dump rows alone")
     a = p.parse_args(argv)
+    parts = tuple(x for x in a.parts.split(",") if x)
+    if not set(parts) <= set(PARTS):
+        p.error(f"--parts: choose from {', '.join(PARTS)}")
     t0 = time.perf_counter()
     pinned = None if a.no_pin else benchlib.pin_to_one_core()
     say = lambda m="": print(m, file=sys.stderr, flush=True)  # noqa: E731
@@ -763,7 +810,7 @@ def main(argv=None) -> int:
     rows, extra = run_all(Path(a.data_dir), records=a.records, snap_topics=a.snapshot_topics,
                           snap_partitions=a.snapshot_partitions, warmup=a.warmup, repeat=a.repeat,
                           dump_repeat=a.dump_repeat, max_seconds=a.max_seconds, kafka_version=a.kafka_version, no_kafka=a.no_kafka,
-                          regen=a.regen, log=say)
+                          regen=a.regen, log=say, parts=parts)
     benchlib.finalize(rows)
     print(f"best of {a.repeat} after {a.warmup} warm-up (processes: kraftkit best of {a.dump_repeat + 1}, "
           f"JVM {max(1, a.dump_repeat - 1)}); load average {load0[0]:.1f} at start, {os.getloadavg()[0]:.1f} at end")

@@ -263,6 +263,28 @@ def decode_metadata_batch(
 ) -> list[tuple[int, int | None, int, RecordDict | str | None]]: ...
 def metadata_schema() -> dict[str, list[dict[str, Any]]]: ...
 
+@final
+class MetadataDump:
+    """Chunks of ``metadata dump`` output (UTF-8 bytes) of one file, then its problem raised."""
+
+    def __iter__(self) -> MetadataDump: ...
+    def __next__(self) -> bytes: ...
+    def write_chunk(self, fd: int) -> bool:
+        """Renders the next chunk and writes it to the open descriptor ``fd`` (GIL released); False
+        once done (the dump's problem is raised then, after the lines before it)."""
+    @property
+    def records(self) -> int:
+        """Records given out so far (a line each)."""
+    @property
+    def position(self) -> int:
+        """Byte position in the file up to which batches were read."""
+
+def metadata_dump(path: str | PathLike[str], json: bool = False) -> MetadataDump:
+    """The records of a metadata log segment or snapshot as ``kraftkit metadata dump`` prints them
+    (``json``: its ``--json`` lines), rendered in Rust with the GIL released; CRC checked. Raises,
+    after the lines of the batches before it, the first problem: CorruptRecordError (a bad batch
+    or record, naming file, offset, position and reason), KraftkitError for offsets held twice."""
+
 # -- snapshots (rust/src/snapshot.rs) --------------------------------------------------------
 def validate_snapshot(path: str | PathLike[str], epoch: int | None = None) -> dict[str, Any]:
     """Keys: file, batches, records, data_records, valid_bytes, total_bytes,

@@ -18,7 +18,7 @@
 
 use crate::batch::{self, BatchHeader, NextBatch};
 use crate::error::Error;
-use crate::schema::{self, json};
+use crate::schema::{self, json_direct};
 
 mod columns;
 
@@ -232,7 +232,7 @@ impl<'a> RecordScanner<'a> {
         let (min, max) = (self.opts.min_offset, self.opts.max_offset);
         let control = h.is_control();
         let rows_before = c.rows;
-        let mut scratch = String::new();
+        let mut scratch = Scratch::default();
         let res = batch::for_each_record(h, d, fpos, |r| -> Result<(), Error> {
             let off = h.base_offset + r.offset_delta as i64;
             if off < min || off >= max {
@@ -271,8 +271,8 @@ impl<'a> RecordScanner<'a> {
                 c.record_version.push(info.version.map(i32::from));
             }
             if m.has(RECORD) {
-                let j = info.json.then_some(scratch.as_bytes());
-                c.bytes += scratch.len();
+                let j = info.json.then_some(scratch.out.as_slice());
+                c.bytes += scratch.out.len();
                 c.record.push(j);
             }
             if m.has(VALUE) {
@@ -302,12 +302,19 @@ impl<'a> RecordScanner<'a> {
 struct Info {
     type_name: Option<&'static str>,
     version: Option<i16>,
-    /// `scratch` holds the record's JSON.
+    /// `scratch.out` holds the record's JSON.
     json: bool,
     error: Option<String>,
 }
 
-fn data_info(value: Option<&[u8]>, want_json: bool, scratch: &mut String) -> Info {
+/// A record's JSON (`out`), written straight from its bytes (`tmp`: the writer's own room).
+#[derive(Default)]
+struct Scratch {
+    out: Vec<u8>,
+    tmp: json_direct::Scratch,
+}
+
+fn data_info(value: Option<&[u8]>, want_json: bool, scratch: &mut Scratch) -> Info {
     let Some(v) = value else {
         return Info { type_name: None, version: None, json: false, error: Some("metadata record with a null value".into()) };
     };
@@ -320,12 +327,9 @@ fn data_info(value: Option<&[u8]>, want_json: bool, scratch: &mut String) -> Inf
             None => Info { type_name: None, version: None, json: false, error: Some("Could not read the metadata record frame".into()) },
         };
     }
-    match schema::decode_metadata_record(v) {
-        Ok(r) => {
-            scratch.clear();
-            json::push_struct(scratch, r.schema.body, r.version, &r.data);
-            Info { type_name: Some(r.schema.type_name), version: Some(r.version), json: true, error: None }
-        }
+    scratch.out.clear();
+    match json_direct::metadata_json(v, &mut scratch.out, &mut scratch.tmp, |_, _, _| {}) {
+        Ok((m, ver)) => Info { type_name: Some(m.type_name), version: Some(ver), json: true, error: None },
         Err(e) => {
             let (t, ver) = match frame(v) {
                 Some((k, ver)) => (schema::metadata_schema(k).map(|s| s.type_name), Some(ver)),
@@ -336,7 +340,7 @@ fn data_info(value: Option<&[u8]>, want_json: bool, scratch: &mut String) -> Inf
     }
 }
 
-fn control_info(key: Option<&[u8]>, value: Option<&[u8]>, want_json: bool, scratch: &mut String) -> Info {
+fn control_info(key: Option<&[u8]>, value: Option<&[u8]>, want_json: bool, scratch: &mut Scratch) -> Info {
     let t = match batch::parse_control_key(key) {
         Ok((_, t)) => t,
         Err(reason) => return Info { type_name: None, version: None, json: false, error: Some(reason) },
@@ -351,12 +355,9 @@ fn control_info(key: Option<&[u8]>, value: Option<&[u8]>, want_json: bool, scrat
         let version = (v.len() >= 2).then(|| i16::from_be_bytes([v[0], v[1]]));
         return Info { type_name: name, version, json: false, error: None };
     }
-    match schema::decode_control_record(t, v) {
-        Ok((c, ver, st)) => {
-            scratch.clear();
-            json::push_struct(scratch, c.schema.body, ver, &st);
-            Info { type_name: name, version: Some(ver), json: true, error: None }
-        }
+    scratch.out.clear();
+    match json_direct::control_json(t, v, &mut scratch.out, &mut scratch.tmp, |_, _, _| {}) {
+        Ok((_, ver)) => Info { type_name: name, version: Some(ver), json: true, error: None },
         Err(e) => {
             let version = (v.len() >= 2).then(|| i16::from_be_bytes([v[0], v[1]]));
             Info { type_name: name, version, json: false, error: Some(e.to_string()) }
@@ -430,7 +431,7 @@ impl ValuesIn<'_> {
 /// Decodes metadata record values (frame + body): record type, version, body JSON and error.
 pub fn decode_values(values: &ValuesIn<'_>) -> (Var, Prim<i32>, Var, Var) {
     let (mut types, mut versions, mut jsons, mut errors) = (Var::default(), Prim::default(), Var::default(), Var::default());
-    let mut scratch = String::new();
+    let mut scratch = Scratch::default();
     for i in 0..values.len() {
         match values.get(i) {
             None => {
@@ -443,7 +444,7 @@ pub fn decode_values(values: &ValuesIn<'_>) -> (Var, Prim<i32>, Var, Var) {
                 let info = data_info(Some(v), true, &mut scratch);
                 types.push(info.type_name.map(str::as_bytes));
                 versions.push(info.version.map(i32::from));
-                jsons.push(info.json.then_some(scratch.as_bytes()));
+                jsons.push(info.json.then_some(scratch.out.as_slice()));
                 errors.push(info.error.as_deref().map(str::as_bytes));
             }
         }

@@ -14,6 +14,7 @@ pub mod image;
 pub mod index;
 pub mod java_utf8;
 pub mod lz4_frame;
+pub mod metadump;
 pub mod rewrite;
 pub mod schema;
 pub mod segment;

@@ -15,11 +15,10 @@ import json
 import sys
 
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
-from kraftkit.cli.jsonout import emit, record_fields, with_fields
+from kraftkit.cli.jsonout import emit, record_fields
 from kraftkit.cli.main import LONG_MAX, add_max_batch_bytes, int_arg
 from kraftkit.cli.progress import Progress, add_quiet
 from kraftkit.errors import KraftkitError
-from kraftkit.log.control import control_type_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -174,48 +173,34 @@ def _size(path) -> int:
 
 
 def _dump_one(args: argparse.Namespace, f, out, progress: Progress, before: int) -> int:
-    """Prints the records of one file; its exit code."""
-    from kraftkit.metadata.records import decode_metadata_batch
-    from kraftkit.metadata.source import batches
+    """Prints the records of one file; its exit code. The lines come from the Rust core
+    (:func:`kraftkit._core.metadata_dump`: every record's JSON written straight from its bytes)."""
+    from kraftkit._core import metadata_dump
+    from kraftkit.cli.dump_log import _fileno
 
     status = EXIT_OK
     if args.json:
         emit({"type": "file", "file": str(f.path), "kind": f.kind}, out)
     else:
         out.write(f"Dumping {f.path}\n")
-    n = 0
-    expected = None
+    out.flush()
+    out_bin = getattr(out, "buffer", None)
+    fd = _fileno(out_bin)
+    if out_bin is not None:
+        out_bin.flush()
+    it = None
     try:
-        for batch in batches(f.path):
-            if expected is not None and batch.base_offset < expected:
-                raise KraftkitError(
-                    f"{f.path}: batch base offset {batch.base_offset} is below the next expected "
-                    f"offset {expected}: offsets are held twice (byte position {batch.position})"
-                )
-            expected = batch.last_offset + 1
-            progress.update(before + batch.position)
-            lines = []
-            for offset, api_key, ver, text in decode_metadata_batch(batch, json=True):
-                if api_key is None:
-                    name = control_type_name(ver, unknown=f"CONTROL_{ver}")
-                    body = text if text is not None else "null"
-                    cver = json.loads(body).get("version", 0) if text is not None else 0
-                    if args.json:
-                        head = {"offset": offset, "control": True, "type": name, "version": cver}
-                        lines.append(with_fields(head, f'{{"data":{body}}}'))
-                    else:
-                        lines.append(f"{offset}  {name} v{cver}  {body}")
-                elif args.json:
-                    assert text is not None  # a data record always decodes to text
-                    lines.append(with_fields({"offset": offset}, text))
+        it = metadata_dump(str(f.path), json=args.json)
+        if fd is not None:
+            while it.write_chunk(fd):  # straight from Rust to the file or pipe
+                progress.update(before + it.position)
+        else:
+            for chunk in it:
+                if out_bin is not None:
+                    out_bin.write(chunk)
                 else:
-                    assert text is not None
-                    # text is {"type":"X","version":N,"data":{...}}
-                    cut = text.index(',"data":')
-                    name = text[9 : text.index('"', 9)]
-                    lines.append(f"{offset}  {name} v{ver}  {text[cut + 8 : -1]}")
-            n += len(lines)
-            out.write("\n".join(lines) + "\n" if lines else "")
+                    out.write(chunk.decode())
+                progress.update(before + it.position)
     except KraftkitError as e:
         out.flush()
         msg = str(e) if str(f.path) in str(e) else f"{f.path}: {e}"
@@ -225,8 +210,10 @@ def _dump_one(args: argparse.Namespace, f, out, progress: Progress, before: int)
     except OSError as e:
         out.flush()
         status = max(status, fail(_prog(args), f"{f.path}: {e}"))
+    if out_bin is not None:
+        out_bin.flush()
     if args.json:
-        emit({"type": "summary", "file": str(f.path), "records": n}, out)
+        emit({"type": "summary", "file": str(f.path), "records": it.records if it is not None else 0}, out)
     return status
 
 

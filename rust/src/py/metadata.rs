@@ -9,7 +9,7 @@
 use super::batch::RecordBatch;
 use super::errors::{CorruptRecordError, TruncatedError, UnsupportedFormatError};
 use crate::batch;
-use crate::schema::{self, codec, json, CodecError, CodecErrorKind, DefaultValue, Field, FieldType, MessageSchema, StructSchema, Struct, Value, Versions};
+use crate::schema::{self, codec, json, json_direct, CodecError, CodecErrorKind, DefaultValue, Field, FieldType, MessageSchema, StructSchema, Struct, Value, Versions};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
@@ -333,6 +333,14 @@ fn metadata_record_types() -> Vec<(i16, &'static str, i16, i16)> {
 enum Decoded {
     Data(i64, &'static MessageSchema, i16, Struct),
     Control(i64, i16, Option<(i16, Struct)>),
+    /// json=True: the text, written straight from the bytes (`schema::json_direct`)
+    DataJson(i64, i16, i16, String),
+    ControlJson(i64, i16, Option<String>),
+}
+
+/// A JSON text the direct writer made (it writes UTF-8 only).
+fn utf8(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
 }
 
 /// Decodes every record of a batch with the GIL released (`json=True`: JSON text instead of dicts):
@@ -357,6 +365,7 @@ fn decode_metadata_batch<'py>(py: Python<'py>, batch: &Bound<'py, RecordBatch>, 
         batch::parse_records(h, data.bytes(), pos, &mut views).map_err(|e| Box::new(Failure::Corrupt(e)))?;
         let d = data.bytes();
         let mut out = Vec::with_capacity(views.len());
+        let (mut text, mut tmp) = (Vec::new(), json_direct::Scratch::default());
         for v in views {
             let offset = h.base_offset + v.offset_delta as i64;
             let value = v.value.as_ref().map(|r| &d[r.start as usize..r.end as usize]).unwrap_or(&[]);
@@ -364,12 +373,20 @@ fn decode_metadata_batch<'py>(py: Python<'py>, batch: &Bound<'py, RecordBatch>, 
                 let key = v.key.as_ref().map(|r| &d[r.start as usize..r.end as usize]);
                 let (_, t) = batch::parse_control_key(key)
                     .map_err(|reason| Box::new(Failure::Corrupt(crate::error::Error::corrupt(pos, Some(h.base_offset), format!("record at offset {offset}: {reason}")))))?;
-                if schema::control_schema(t).is_some() {
+                if schema::control_schema(t).is_none() {
+                    out.push(if json { Decoded::ControlJson(offset, t, None) } else { Decoded::Control(offset, t, None) });
+                } else if json {
+                    text.clear();
+                    json_direct::control_json(t, value, &mut text, &mut tmp, |_, _, _| {}).map_err(|e| Box::new(Failure::Codec(e, offset)))?;
+                    out.push(Decoded::ControlJson(offset, t, Some(utf8(&text))));
+                } else {
                     let (_, cv, st) = schema::decode_control_record(t, value).map_err(|e| Box::new(Failure::Codec(e, offset)))?;
                     out.push(Decoded::Control(offset, t, Some((cv, st))));
-                } else {
-                    out.push(Decoded::Control(offset, t, None));
                 }
+            } else if json {
+                text.clear();
+                let (m, ver) = json_direct::metadata_record_json(value, &mut text, &mut tmp).map_err(|e| Box::new(Failure::Codec(e, offset)))?;
+                out.push(Decoded::DataJson(offset, m.api_key, ver, utf8(&text)));
             } else {
                 let r = schema::decode_metadata_record(value).map_err(|e| Box::new(Failure::Codec(e, offset)))?;
                 out.push(Decoded::Data(offset, r.schema, r.version, r.data));
@@ -391,27 +408,16 @@ fn decode_metadata_batch<'py>(py: Python<'py>, batch: &Bound<'py, RecordBatch>, 
     let l = PyList::empty(py);
     for it in items {
         match it {
-            Decoded::Data(offset, m, v, st) => {
-                if json {
-                    l.append((offset, m.api_key, v, json::metadata_record_json(m, v, &st)))?;
-                } else {
-                    l.append((offset, m.api_key, v, struct_to_py(py, &st)?))?;
-                }
-            }
+            Decoded::Data(offset, m, v, st) => l.append((offset, m.api_key, v, struct_to_py(py, &st)?))?,
+            Decoded::DataJson(offset, api_key, v, text) => l.append((offset, api_key, v, text))?,
             Decoded::Control(offset, t, st) => {
-                let c = schema::control_schema(t);
-                let val: PyObject = match (st, c) {
-                    (Some((cv, st)), Some(c)) => {
-                        if json {
-                            json::message_json(c.schema, cv, &st).into_pyobject(py)?.into_any().unbind()
-                        } else {
-                            struct_to_py(py, &st)?.into_any().unbind()
-                        }
-                    }
-                    _ => py.None(),
+                let val: PyObject = match st {
+                    Some((_, st)) => struct_to_py(py, &st)?.into_any().unbind(),
+                    None => py.None(),
                 };
                 l.append((offset, py.None(), t, val))?;
             }
+            Decoded::ControlJson(offset, t, text) => l.append((offset, py.None(), t, text))?,
         }
     }
     Ok(l)

@@ -6,6 +6,7 @@ mod errors;
 mod fs;
 mod image;
 mod metadata;
+mod metadump;
 mod protocol;
 mod record;
 mod rewrite;
@@ -23,6 +24,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     segment::register(m)?;
     fs::register(m)?;
     metadata::register(m)?;
+    metadump::register(m)?;
     snapshot::register(m)?;
     rewrite::register(m)?;
     protocol::register(m)?;

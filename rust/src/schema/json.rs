@@ -81,7 +81,7 @@ pub fn java_double(x: f64) -> String {
     }
 }
 
-fn push_value(out: &mut String, t: &FieldType, v: i16, val: &Value) {
+pub(crate) fn push_value(out: &mut String, t: &FieldType, v: i16, val: &Value) {
     match val {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),

@@ -16,6 +16,7 @@ pub mod codec;
 pub mod generated;
 pub mod getters;
 pub mod json;
+pub mod json_direct;
 pub mod metadata_versions;
 pub mod records;
 pub mod types;
