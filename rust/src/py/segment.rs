@@ -67,6 +67,9 @@ fn report_dict<'py>(py: Python<'py>, rep: &ScanReport, file: &str) -> PyResult<B
 #[pyclass(module = "kraftkit.log")]
 pub struct Segment {
     data: Arc<Backing>,
+    /// The open file (None when it was empty): `scan` reads it through a buffer rather than
+    /// faulting the map in (see `segment::read`), up to the length it had when opened.
+    fd: Option<std::fs::File>,
     #[pyo3(get)]
     path: String,
     #[pyo3(get)]
@@ -98,8 +101,13 @@ impl Segment {
     #[new]
     fn new(path: PathBuf) -> PyResult<Self> {
         let path = path.to_string_lossy().into_owned();
-        let data = Arc::new(map_file(&path)?);
-        Ok(Segment { base_offset: base_offset_of(&path), file: Arc::from(path.as_str()), path, data })
+        let (f, len) = fsutil::open_input(Path::new(&path)).map_err(|e| io_err(&path, e))?;
+        let (data, fd) = if len == 0 {
+            (Backing::Vec(Vec::new()), None)
+        } else {
+            (Backing::Mmap(fsutil::map_open(&f).map_err(|e| io_err(&path, e))?), Some(f))
+        };
+        Ok(Segment { base_offset: base_offset_of(&path), file: Arc::from(path.as_str()), path, data: Arc::new(data), fd })
     }
     /// Size of the file in bytes (when it was opened).
     #[getter]
@@ -130,11 +138,12 @@ impl Segment {
     /// numbered 0..n-1 (the numbering is checked with deep=True).
     #[pyo3(signature = (deep = false, verify_crc = true, dense = false))]
     fn scan<'py>(&self, py: Python<'py>, deep: bool, verify_crc: bool, dense: bool) -> PyResult<Bound<'py, PyDict>> {
-        let buf = self.buf();
+        let len = self.buf().len() as u64;
         let base_offset = self.path.ends_with(".log").then_some(self.base_offset);
-        let rep = py.allow_threads(|| {
-            self.data.prefetch();
-            segment::scan(buf, ScanOptions { verify_crc, deep, check_offsets: true, base_offset, dense }, None)
+        let opts = ScanOptions { verify_crc, deep, check_offsets: true, base_offset, dense };
+        let rep = py.allow_threads(|| match &self.fd {
+            Some(f) => segment::read::scan_file(f, len, opts),
+            None => segment::scan(&[], opts, None),
         });
         report_dict(py, &rep, &self.path)
     }
@@ -338,11 +347,9 @@ fn verify_segments<'py>(py: Python<'py>, paths: Vec<PathBuf>, deep: bool, check_
                 let r = (|| -> std::result::Result<_, String> {
                     // every error names its file: the segment's or an index's
                     let (f, len) = fsutil::open_input(p).map_err(|e| format!("{name}: {e}"))?;
-                    // SAFETY: read-only map of a regular file (see map_file)
-                    let m = if len == 0 { None } else { Some(unsafe { memmap2::MmapOptions::new().populate().map(&f) }.map_err(|e| format!("{name}: {e}"))?) };
-                    let buf: &[u8] = m.as_deref().unwrap_or(&[]);
                     let base_offset = name.ends_with(".log").then(|| base_offset_of(&name));
-                    let rep = segment::scan(buf, ScanOptions { verify_crc: true, deep, check_offsets: true, base_offset, dense }, None);
+                    // read through a buffer, not mapped (see segment::read)
+                    let rep = segment::read::scan_file(&f, len, ScanOptions { verify_crc: true, deep, check_offsets: true, base_offset, dense });
                     let mut probs = Vec::new();
                     if check_indexes && name.ends_with(".log") {
                         let base = base_offset_of(&name);
@@ -355,11 +362,19 @@ fn verify_segments<'py>(py: Python<'py>, paths: Vec<PathBuf>, deep: bool, check_
                             }
                         };
                         let (oi, ti) = (sibling("index")?, sibling("timeindex")?);
-                        let unreadable_from = rep.error.as_ref().map(|_| rep.valid_bytes);
-                        probs = segment::verify_indexes(&buf[..rep.valid_bytes as usize], base, oi.as_deref(), ti.as_deref(), unreadable_from)
-                            .into_iter()
-                            .map(|x| (x.file.to_string(), x.entry, x.reason, x.unchecked))
-                            .collect();
+                        // the index entries are checked against the valid part of the log, mapped
+                        // (they point anywhere in it); without index files there is nothing to check
+                        if oi.is_some() || ti.is_some() {
+                            let valid = rep.valid_bytes as usize;
+                            // SAFETY: read-only map of a regular file (see fsutil::map_input)
+                            let m = if valid == 0 { None } else { Some(unsafe { memmap2::MmapOptions::new().len(valid).map(&f) }.map_err(|e| format!("{name}: {e}"))?) };
+                            let buf: &[u8] = m.as_deref().unwrap_or(&[]);
+                            let unreadable_from = rep.error.as_ref().map(|_| rep.valid_bytes);
+                            probs = segment::verify_indexes(buf, base, oi.as_deref(), ti.as_deref(), unreadable_from)
+                                .into_iter()
+                                .map(|x| (x.file.to_string(), x.entry, x.reason, x.unchecked))
+                                .collect();
+                        }
                     }
                     Ok((rep, probs))
                 })();
