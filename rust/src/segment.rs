@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::index::{self, IndexBuilder, OffsetEntry, TimeEntry};
 
 mod active;
+pub mod mapped;
 pub mod read;
 
 pub use active::{inspect_append, segment_file_name, truncate_segment, ActiveSegment, AppendInfo};

@@ -67,8 +67,9 @@ fn report_dict<'py>(py: Python<'py>, rep: &ScanReport, file: &str) -> PyResult<B
 #[pyclass(module = "kraftkit.log")]
 pub struct Segment {
     data: Arc<Backing>,
-    /// The open file (None when it was empty): `scan` reads it through a buffer rather than
-    /// faulting the map in (see `segment::read`), up to the length it had when opened.
+    /// The open file (None when it was empty): `scan` maps it afresh, populated in one call and
+    /// guarded against a truncation under the scan, or reads it through a buffer
+    /// (`segment::read::scan_file`), up to the length it had when opened.
     fd: Option<std::fs::File>,
     #[pyo3(get)]
     path: String,
@@ -334,10 +335,11 @@ impl DumpIter {
 /// (and every record with deep=True) plus their index files. Returns one dict per file:
 /// the scan report plus "index_problems" and "index_unchecked" (entries past the point where
 /// the log could not be read: not problems of their own). `dense`: KRaft files (see `scan`).
+type Probs = Vec<(String, usize, String, bool)>;
+
 #[pyfunction]
 #[pyo3(signature = (paths, deep = false, check_indexes = true, dense = false))]
 fn verify_segments<'py>(py: Python<'py>, paths: Vec<PathBuf>, deep: bool, check_indexes: bool, dense: bool) -> PyResult<Bound<'py, PyList>> {
-    type Probs = Vec<(String, usize, String, bool)>;
     type Out = (String, std::result::Result<(ScanReport, Probs), String>);
     let results: Vec<Out> = py.allow_threads(|| {
         paths
@@ -348,11 +350,8 @@ fn verify_segments<'py>(py: Python<'py>, paths: Vec<PathBuf>, deep: bool, check_
                     // every error names its file: the segment's or an index's
                     let (f, len) = fsutil::open_input(p).map_err(|e| format!("{name}: {e}"))?;
                     let base_offset = name.ends_with(".log").then(|| base_offset_of(&name));
-                    // read through a buffer, not mapped (see segment::read)
-                    let rep = segment::read::scan_file(&f, len, ScanOptions { verify_crc: true, deep, check_offsets: true, base_offset, dense });
-                    let mut probs = Vec::new();
-                    if check_indexes && name.ends_with(".log") {
-                        let base = base_offset_of(&name);
+                    let opts = ScanOptions { verify_crc: true, deep, check_offsets: true, base_offset, dense };
+                    let (oi, ti) = if check_indexes && name.ends_with(".log") {
                         let sibling = |ext: &str| -> std::result::Result<Option<Vec<u8>>, String> {
                             let q = p.with_extension(ext);
                             match fsutil::read_input(&q, None) {
@@ -361,21 +360,44 @@ fn verify_segments<'py>(py: Python<'py>, paths: Vec<PathBuf>, deep: bool, check_
                                 Err(e) => Err(format!("{}: {e}", q.display())),
                             }
                         };
-                        let (oi, ti) = (sibling("index")?, sibling("timeindex")?);
-                        // the index entries are checked against the valid part of the log, mapped
-                        // (they point anywhere in it); without index files there is nothing to check
-                        if oi.is_some() || ti.is_some() {
-                            let valid = rep.valid_bytes as usize;
-                            // SAFETY: read-only map of a regular file (see fsutil::map_input)
-                            let m = if valid == 0 { None } else { Some(unsafe { memmap2::MmapOptions::new().len(valid).map(&f) }.map_err(|e| format!("{name}: {e}"))?) };
-                            let buf: &[u8] = m.as_deref().unwrap_or(&[]);
-                            let unreadable_from = rep.error.as_ref().map(|_| rep.valid_bytes);
-                            probs = segment::verify_indexes(buf, base, oi.as_deref(), ti.as_deref(), unreadable_from)
-                                .into_iter()
-                                .map(|x| (x.file.to_string(), x.entry, x.reason, x.unchecked))
-                                .collect();
+                        (sibling("index")?, sibling("timeindex")?)
+                    } else {
+                        (None, None)
+                    };
+                    // the index entries are checked against the valid part of the log (they point
+                    // anywhere in it); without index files there is nothing to check
+                    let indexes = |buf: &[u8], rep: &ScanReport| -> Probs {
+                        if oi.is_none() && ti.is_none() {
+                            return Vec::new();
                         }
-                    }
+                        let unreadable_from = rep.error.as_ref().map(|_| rep.valid_bytes);
+                        segment::verify_indexes(&buf[..rep.valid_bytes as usize], base_offset_of(&name), oi.as_deref(), ti.as_deref(), unreadable_from)
+                            .into_iter()
+                            .map(|x| (x.file.to_string(), x.entry, x.reason, x.unchecked))
+                            .collect()
+                    };
+                    // the file mapped once for both, guarded (see segment::mapped); or else read
+                    // through a buffer, and mapped afterwards for the index entries only
+                    let mapped = segment::mapped::with_map(&f, len, |buf| {
+                        let rep = segment::scan(buf, opts, None);
+                        let probs = indexes(buf, &rep);
+                        (rep, probs)
+                    });
+                    let (rep, probs) = match mapped {
+                        Some(x) => x,
+                        None => {
+                            let rep = segment::read::scan_file_buffered(&f, len, opts);
+                            let valid = rep.valid_bytes as usize;
+                            let probs = if valid == 0 || (oi.is_none() && ti.is_none()) {
+                                indexes(&[], &rep)
+                            } else {
+                                // SAFETY: read-only map of a regular file (see fsutil::map_input)
+                                let m = unsafe { memmap2::MmapOptions::new().len(valid).map(&f) }.map_err(|e| format!("{name}: {e}"))?;
+                                indexes(&m, &rep)
+                            };
+                            (rep, probs)
+                        }
+                    };
                     Ok((rep, probs))
                 })();
                 (name, r)

@@ -1,12 +1,6 @@
 //! Scanning a segment file through a reused buffer (`pread` into it, batch after batch) instead
-//! of mapping it.
-//!
-//! On this project's shared machines a mapped scan spent most of its time mapping: faulting the
-//! file's pages into the page tables (or populating them ahead), then tearing them down, with
-//! 4 KiB pages whose TLB misses the CRC loop pays again. Reading into a buffer that stays in the
-//! CPU's cache costs one kernel copy per byte instead, and the CRC then runs on cached bytes
-//! (benches/README.md, section 2, has the measurements). It also makes a file that shrinks while
-//! it is read an ordinary truncated file: a map would raise SIGBUS on the missing pages.
+//! of mapping it: the fallback of [`scan_file`] when the mapped scan cannot be used or the file
+//! shrank under it (see [`super::mapped`]).
 //!
 //! The file is read up to the length it had when it was opened (a file growing meanwhile is
 //! read as it was); a read that comes up short ends the file there. The batches and the errors
@@ -22,7 +16,8 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 
 /// Bytes read per `pread` (and the buffer's size): small enough to stay in a core's L2 cache
-/// while the batches in it are checked, large enough that the system calls cost nothing.
+/// while the batches in it are checked, large enough that the system calls cost nothing (64 KiB
+/// to 4 MiB measured the same).
 pub const READ_CHUNK: usize = 256 << 10;
 
 thread_local! {
@@ -108,9 +103,20 @@ impl BatchSource for FileBatches<'_> {
     }
 }
 
+/// [`super::scan`] of the open regular file `file`, `len` bytes long when it was opened (a file
+/// growing since is scanned as it was, one shrinking since reports a truncated batch where it now
+/// ends): mapped, with a truncation under the scan caught ([`super::mapped`]), or else read through
+/// a reused buffer ([`scan_file_buffered`]).
+pub fn scan_file(file: &File, len: u64, opts: ScanOptions) -> ScanReport {
+    match super::mapped::scan_mapped(file, len, opts) {
+        Some(rep) => rep,
+        None => scan_file_buffered(file, len, opts),
+    }
+}
+
 /// [`super::scan`] of the open regular file `file`, `len` bytes long, read through a reused
 /// buffer rather than mapped.
-pub fn scan_file(file: &File, len: u64, opts: ScanOptions) -> ScanReport {
+pub fn scan_file_buffered(file: &File, len: u64, opts: ScanOptions) -> ScanReport {
     let mut buf = BUFFER.with(|b| std::mem::take(&mut *b.borrow_mut()));
     if buf.len() != READ_CHUNK {
         buf = vec![0; READ_CHUNK];
@@ -164,7 +170,7 @@ mod tests {
         for &cut in &cuts {
             let (f, p) = file_with(&log[..cut]);
             for o in opts {
-                same(&scan_file(&f, cut as u64, o), &super::super::scan(&log[..cut], o, None));
+                same(&scan_file_buffered(&f, cut as u64, o), &super::super::scan(&log[..cut], o, None));
             }
             std::fs::remove_file(p).unwrap();
         }
@@ -173,7 +179,7 @@ mod tests {
             bad[at] ^= 0x5a;
             let (f, p) = file_with(&bad);
             for o in opts {
-                same(&scan_file(&f, bad.len() as u64, o), &super::super::scan(&bad, o, None));
+                same(&scan_file_buffered(&f, bad.len() as u64, o), &super::super::scan(&bad, o, None));
             }
             std::fs::remove_file(p).unwrap();
             bad[at] ^= 0x5a;
@@ -186,9 +192,10 @@ mod tests {
         let (f, p) = file_with(&log);
         // truncated by another process after it was opened: the reads find 700 bytes fewer
         std::fs::OpenOptions::new().write(true).open(&p).unwrap().set_len(log.len() as u64 - 700).unwrap();
-        let rep = scan_file(&f, log.len() as u64, ScanOptions::default());
-        same(&rep, &super::super::scan(&log[..log.len() - 700], ScanOptions::default(), None));
-        assert_eq!(rep.error.as_ref().unwrap().kind, ErrorKind::Truncated);
+        for rep in [scan_file_buffered(&f, log.len() as u64, ScanOptions::default()), scan_file(&f, log.len() as u64, ScanOptions::default())] {
+            same(&rep, &super::super::scan(&log[..log.len() - 700], ScanOptions::default(), None));
+            assert_eq!(rep.error.as_ref().unwrap().kind, ErrorKind::Truncated);
+        }
         std::fs::remove_file(p).unwrap();
     }
 }
