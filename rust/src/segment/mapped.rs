@@ -158,13 +158,22 @@ mod imp {
         let page = PAGE.load(Ordering::Relaxed);
         let lo = m.as_ptr() as usize;
         let hi = lo + m.len().div_ceil(page) * page;
+        /// Clears the thread's guard however `f` ends (a panic too): the addresses may be mapped
+        /// to something else once `m` is gone.
+        struct Off;
+        impl Drop for Off {
+            fn drop(&mut self) {
+                compiler_fence(Ordering::SeqCst);
+                RANGE.with(|r| r.set((0, 0)));
+            }
+        }
         RANGE.with(|r| r.set((lo, hi)));
         HIT.with(|h| h.set(false));
         // the accesses of `f` stay between setting and clearing the guard
         compiler_fence(Ordering::SeqCst);
+        let off = Off;
         let out = f(m);
-        compiler_fence(Ordering::SeqCst);
-        RANGE.with(|r| r.set((0, 0)));
+        drop(off);
         if HIT.with(|h| h.replace(false)) {
             None
         } else {
