@@ -67,10 +67,6 @@ fn report_dict<'py>(py: Python<'py>, rep: &ScanReport, file: &str) -> PyResult<B
 #[pyclass(module = "kraftkit.log")]
 pub struct Segment {
     data: Arc<Backing>,
-    /// The open file (None when it was empty): `scan` maps it afresh, populated in one call and
-    /// guarded against a truncation under the scan, or reads it through a buffer
-    /// (`segment::read::scan_file`), up to the length it had when opened.
-    fd: Option<std::fs::File>,
     #[pyo3(get)]
     path: String,
     #[pyo3(get)]
@@ -102,13 +98,8 @@ impl Segment {
     #[new]
     fn new(path: PathBuf) -> PyResult<Self> {
         let path = path.to_string_lossy().into_owned();
-        let (f, len) = fsutil::open_input(Path::new(&path)).map_err(|e| io_err(&path, e))?;
-        let (data, fd) = if len == 0 {
-            (Backing::Vec(Vec::new()), None)
-        } else {
-            (Backing::Mmap(fsutil::map_open(&f).map_err(|e| io_err(&path, e))?), Some(f))
-        };
-        Ok(Segment { base_offset: base_offset_of(&path), file: Arc::from(path.as_str()), path, data: Arc::new(data), fd })
+        let data = Arc::new(map_file(&path)?);
+        Ok(Segment { base_offset: base_offset_of(&path), file: Arc::from(path.as_str()), path, data })
     }
     /// Size of the file in bytes (when it was opened).
     #[getter]
@@ -142,9 +133,27 @@ impl Segment {
         let len = self.buf().len() as u64;
         let base_offset = self.path.ends_with(".log").then_some(self.base_offset);
         let opts = ScanOptions { verify_crc, deep, check_offsets: true, base_offset, dense };
-        let rep = py.allow_threads(|| match &self.fd {
-            Some(f) => segment::read::scan_file(f, len, opts),
-            None => segment::scan(&[], opts, None),
+        let rep = py.allow_threads(|| match &*self.data {
+            // the segment's map, populated in one call, guarded against a truncation under the
+            // scan (segment::mapped); a file found shorter than when it was opened is scanned
+            // again through a buffer (segment::read), which reports the truncated batch precisely
+            Backing::Mmap(m) => {
+                let shrank = || std::fs::metadata(&self.path).map_or(true, |md| md.len() < len);
+                match segment::mapped::on_map(m, |buf| segment::scan(buf, opts, None)) {
+                    Some(rep) if rep.error.is_none() || !shrank() => rep,
+                    mapped => match fsutil::open_input(Path::new(&self.path)) {
+                        Ok((f, _)) => segment::read::scan_file_buffered(&f, len, opts),
+                        // gone: what the map showed if it found a problem, else the open's error
+                        Err(e) => mapped.filter(|r| r.error.is_some()).unwrap_or_else(|| ScanReport {
+                            total_bytes: len,
+                            max_timestamp: -1,
+                            error: Some(crate::error::Error::new(crate::error::ErrorKind::Io, format!("cannot be read again (it changed while mapped): {e}"))),
+                            ..Default::default()
+                        }),
+                    },
+                }
+            }
+            Backing::Vec(v) => segment::scan(v, opts, None),
         });
         report_dict(py, &rep, &self.path)
     }

@@ -32,11 +32,22 @@ pub fn with_map<T>(file: &File, len: u64, f: impl FnOnce(&[u8]) -> T) -> Option<
     imp::with_map(file, len, f)
 }
 
+/// `f` over the bytes of the existing map `m`, its pages populated first, with the guard on: None
+/// when the guard is not in place (then read the file through a buffer), or when part of the map
+/// vanished under `f` (read as zeros from there on, in this map for good: whoever else reads it
+/// sees zeros there rather than a fatal SIGBUS).
+pub fn on_map<T>(m: &memmap2::Mmap, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
+    imp::on_map(m, f)
+}
+
 #[cfg(not(target_os = "linux"))]
 mod imp {
     use super::*;
     pub fn with_map<T>(_file: &File, _len: u64, _f: impl FnOnce(&[u8]) -> T) -> Option<T> {
         None
+    }
+    pub fn on_map<T>(m: &memmap2::Mmap, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
+        Some(f(m))
     }
 }
 
@@ -149,6 +160,18 @@ mod imp {
         match file.metadata() {
             Ok(md) if md.len() >= len => Some(rep),
             _ => None,
+        }
+    }
+
+    pub fn on_map<T>(m: &memmap2::Mmap, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
+        let populated = |buf: &[u8]| {
+            let _ = m.advise(memmap2::Advice::PopulateRead);
+            f(buf)
+        };
+        if guard_in_place() {
+            guarded(m, populated)
+        } else {
+            None
         }
     }
 
