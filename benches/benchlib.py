@@ -60,6 +60,34 @@ def measure(fn: Callable[[], object], *, warmup: int = 1, repeat: int = 3, max_s
     return Timing(best=s[0], median=s[len(s) // 2], runs=runs, result=result)
 
 
+def measure_interleaved(fns: dict[str, Callable[[], object]], *, warmup: int = 1, repeat: int = 3) -> dict[str, Timing]:
+    """``measure`` of several functions taking turns: round after round, each runs once (GC
+    collected before, disabled during), and each gets its best of ``repeat``. On a shared machine
+    a busy spell then lands on every function of a comparison rather than on whichever was
+    measured while it lasted, so the ratios between them hold better than the rates."""
+    results: dict[str, object] = {}
+    for _ in range(warmup):
+        for k, fn in fns.items():
+            results[k] = fn()
+    runs: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeat):
+        for k, fn in fns.items():
+            gc.collect()
+            gc.disable()
+            try:
+                t0 = time.perf_counter()
+                results[k] = fn()
+                dt = time.perf_counter() - t0
+            finally:
+                gc.enable()
+            runs[k].append(dt)
+    out = {}
+    for k, rs in runs.items():
+        s = sorted(rs)
+        out[k] = Timing(best=s[0], median=s[len(s) // 2], runs=rs, result=results.get(k))
+    return out
+
+
 @dataclass
 class Row:
     suite: str  # crc | decode | dump
@@ -183,3 +211,73 @@ def print_targets(rows: list[Row], targets: list[dict], t0: float, json_path: st
     if json_path:
         Path(json_path).write_text(json.dumps({"results": [r.to_json() for r in rows], "targets": targets, **extra},
                                               indent=1, default=str))
+
+
+def large_folio_share(paths: list[str]) -> float | None:
+    """The share of the files' page-cache pages that belong to large folios (compound pages), or
+    None when it cannot be read (``/proc/kpageflags`` needs root). Mapping a file costs the kernel
+    per folio, so this decides what a mapped scan pays: a file written in small appends sits in
+    4 KiB folios, one read back by readahead in large ones (benches/README.md, section 2)."""
+    import mmap
+    import struct
+
+    compound = (1 << 15) | (1 << 16)  # KPF_COMPOUND_HEAD | KPF_COMPOUND_TAIL
+    total = large = 0
+    try:
+        with open("/proc/self/pagemap", "rb") as pm, open("/proc/kpageflags", "rb") as kf:
+            for p in paths:
+                size = os.path.getsize(p)
+                if size == 0:
+                    continue
+                with open(p, "rb") as f:
+                    # a private map (ctypes needs it writable to give its address): reading it maps
+                    # the page-cache pages themselves; nothing is written
+                    m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+                try:
+                    m.madvise(getattr(mmap, "MADV_POPULATE_READ", 22))
+                    addr = _mmap_address(m)
+                    n = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+                    pm.seek(addr // mmap.PAGESIZE * 8)
+                    entries = struct.unpack(f"{n}Q", pm.read(8 * n))
+                    for e in entries:
+                        pfn = e & ((1 << 55) - 1)
+                        if not (e >> 63) or pfn == 0:
+                            continue
+                        kf.seek(pfn * 8)
+                        (flags,) = struct.unpack("Q", kf.read(8))
+                        total += 1
+                        large += bool(flags & compound)
+                finally:
+                    m.close()
+    except (OSError, ValueError):
+        return None
+    return large / total if total else None
+
+
+def _mmap_address(m) -> int:
+    import ctypes
+
+    buf = (ctypes.c_char * 1).from_buffer(m)
+    try:
+        return ctypes.addressof(buf)
+    finally:
+        del buf
+
+
+def set_page_cache(paths: list[str], state: str) -> None:
+    """Puts the files' pages in the page cache in a known state (no root needed: dropping clean
+    pages of a file one can read is allowed): ``readahead``, dropped and read back sequentially (as
+    after a restart: the kernel's readahead makes large folios), or ``small``, dropped and read
+    back 4 KiB at a time without readahead (as a file written in small appends: 4 KiB folios)."""
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            step = 4096 if state == "small" else 1 << 20
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM if state == "small" else os.POSIX_FADV_SEQUENTIAL)
+            off = 0
+            while k := len(os.pread(fd, step, off)):
+                off += k
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_NORMAL)
+        finally:
+            os.close(fd)

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchlib import Row, Timing, measure, row, unpin_child
+from benchlib import Row, Timing, measure, measure_interleaved, row, unpin_child
 from datasets import Dataset
 
 import kraftkit.log as kl
@@ -87,16 +87,14 @@ _HDR = struct.Struct(">8xi5xI")
 
 
 def run_crc(ds: Dataset, peers: dict, *, warmup: int, repeat: int, log=print) -> list[Row]:
+    """Every implementation takes turns, round after round (``measure_interleaved``): the ratios
+    of the targets (scan vs raw CRC, scan vs the crc32c loop) compare runs from the same moments."""
     rows: list[Row] = []
     paths = ds.segments
     n_rec, n_bytes = ds.records, ds.bytes
     S = "crc"
-
-    def add(mode, impl, t: Timing, *, ref=False, note="", nbytes=n_bytes, nrec=n_rec):
-        rows.append(row(S, ds.name, mode, impl, nrec, nbytes, t, is_ref=ref, note=note))
-        log(f"    {impl:<48} {t.best * 1e3:9.1f} ms  {nbytes / t.best / 1e9:6.2f} GB/s")
-
-    mode = "verify every batch CRC"
+    verify = "verify every batch CRC"
+    raw_mode = "raw CRC-32C, one call per file (upper bound)"
 
     def kk_scan():
         total = 0
@@ -107,11 +105,6 @@ def run_crc(ds: Dataset, peers: dict, *, warmup: int, repeat: int, log=print) ->
             total += rep["records"]
         return total
 
-    t = measure(kk_scan, warmup=warmup, repeat=repeat)
-    assert t.result == n_rec, (t.result, n_rec)
-    add(mode, "kraftkit Segment(p).scan()", t, ref=True,
-        note="mmap + header/offset checks + CRC of every batch, GIL released, 1 core")
-
     def kk_verify():
         reps = kl.verify_segments(paths, check_indexes=False)
         for r in reps:
@@ -119,14 +112,18 @@ def run_crc(ds: Dataset, peers: dict, *, warmup: int, repeat: int, log=print) ->
                 raise RuntimeError(r["error"])
         return sum(r["records"] for r in reps)
 
-    t = measure(kk_verify, warmup=warmup, repeat=repeat)
-    assert t.result == n_rec
-    add(mode, "kraftkit verify_segments(paths) [1 core]", t,
-        note="process pinned to one core, so rayon runs one thread")
+    # (mode, impl, fn, expected result or None, is_ref, note)
+    cases: list[tuple] = [
+        (verify, "kraftkit Segment(p).scan()", kk_scan, n_rec, True,
+         "mmap (populated in one call, truncation guarded) + header/offset checks + CRC of every batch, GIL released, 1 core"),
+        (verify, "kraftkit verify_segments(paths) [1 core]", kk_verify, n_rec, False,
+         "process pinned to one core, so rayon runs one thread"),
+    ]
 
     # The peers verify what a Python program would: it reads each file (from the page cache,
     # as kraftkit's mmap does) and walks its batches. One ICRAR row on preloaded bytes too.
     crc_mod = peers.get("crc32c")
+    datas = read_files(ds)
     if crc_mod is not None:
         crc = crc_mod.crc32c
         hdr = _HDR.unpack_from
@@ -151,16 +148,10 @@ def run_crc(ds: Dataset, peers: dict, *, warmup: int, repeat: int, log=print) ->
                     nb += icrar_walk_buf(f.read())
             return nb
 
-        t = measure(icrar_walk_files, warmup=warmup, repeat=repeat)
-        assert t.result == ds.batches, (t.result, ds.batches)
-        add(mode, "crc32c (ICRAR) per batch, Python loop", t,
-            note="open+read() each file, then struct header read + crc32c(memoryview slice) + compare per batch")
-
-        datas = read_files(ds)
-        t = measure(lambda: sum(icrar_walk_buf(b) for b in datas), warmup=warmup, repeat=repeat)
-        add(mode, "  same, bytes preloaded (read not timed)", t,
-            note="as above but the files were read into memory beforehand: the in-memory speed")
-        del datas
+        cases.append((verify, "crc32c (ICRAR) per batch, Python loop", icrar_walk_files, ds.batches, False,
+                      "open+read() each file, then struct header read + crc32c(memoryview slice) + compare per batch"))
+        cases.append((verify, "  same, bytes preloaded (read not timed)", lambda: sum(icrar_walk_buf(b) for b in datas),
+                      ds.batches, False, "as above but the files were read into memory beforehand: the in-memory speed"))
 
     def file_bytes():
         for p in paths:
@@ -179,9 +170,8 @@ def run_crc(ds: Dataset, peers: dict, *, warmup: int, repeat: int, log=print) ->
                     nb += 1
             return nb
 
-        t = measure(aio_crc, warmup=warmup, repeat=repeat)
-        assert t.result == ds.batches
-        add(mode, "aiokafka MemoryRecords + validate_crc() (Cython)", t, note="open+read() each file, then per batch")
+        cases.append((verify, "aiokafka MemoryRecords + validate_crc() (Cython)", aio_crc, ds.batches, False,
+                      "open+read() each file, then per batch"))
 
     kp = peers.get("kafka-python")
     if kp is not None:
@@ -195,19 +185,24 @@ def run_crc(ds: Dataset, peers: dict, *, warmup: int, repeat: int, log=print) ->
                     nb += 1
             return nb
 
-        t = measure(kp_crc, warmup=warmup, repeat=repeat)
-        assert t.result == ds.batches
-        add(mode, "kafka-python MemoryRecords + validate_crc()", t,
-            note="open+read() each file; pure Python batch parsing, CRC by the crc32c package")
+        cases.append((verify, "kafka-python MemoryRecords + validate_crc()", kp_crc, ds.batches, False,
+                      "open+read() each file; pure Python batch parsing, CRC by the crc32c package"))
 
-    datas = read_files(ds)
     # Raw CRC kernels: one call over each whole file (upper bound, not a verification).
-    mode = "raw CRC-32C, one call per file (upper bound)"
-    t = measure(lambda: [kl.crc32c(d) for d in datas], warmup=warmup, repeat=repeat)
-    add(mode, "kraftkit.log.crc32c(whole file)", t, ref=True, note="not a verification: the kernel alone")
+    cases.append((raw_mode, "kraftkit.log.crc32c(whole file)", lambda: [kl.crc32c(d) for d in datas], None, True,
+                  "not a verification: the kernel alone"))
     if crc_mod is not None:
-        t = measure(lambda: [crc_mod.crc32c(d) for d in datas], warmup=warmup, repeat=repeat)
-        add(mode, "crc32c (ICRAR) crc32c(whole file)", t, note="not a verification: the kernel alone")
+        cases.append((raw_mode, "crc32c (ICRAR) crc32c(whole file)", lambda: [crc_mod.crc32c(d) for d in datas], None,
+                      False, "not a verification: the kernel alone"))
+
+    ts = measure_interleaved({c[1]: c[2] for c in cases}, warmup=warmup, repeat=repeat)
+    for mode, impl, _fn, expected, ref, note in cases:
+        t = ts[impl]
+        if expected is not None:
+            assert t.result == expected, (impl, t.result, expected)
+        t.result = None
+        rows.append(row(S, ds.name, mode, impl, n_rec, n_bytes, t, is_ref=ref, note=note))
+        log(f"    {impl:<48} {t.best * 1e3:9.1f} ms  {n_bytes / t.best / 1e9:6.2f} GB/s")
     return rows
 
 
@@ -310,24 +305,11 @@ def run_decode(ds: Dataset, peers: dict, *, warmup: int, repeat: int, slow_peer_
             n += rep["records"]
         return n
 
-    for mode, fn, how in ((MODE_KV, kk_kv, "for r in batch"), (MODE_IT, kk_it, "for r in batch"),
-                          (MODE_OBJ, kk_obj, "batch.records()"), (MODE_CRC, kk_crc, "for r in batch")):
-        t = measure(fn, warmup=warmup, repeat=repeat)
-        assert t.result == n_rec, (mode, t.result, n_rec)
-        add(mode, f"kraftkit Segment.batches(), {how}", t, ref=True)
-    t = measure(kk_list_kv, warmup=warmup, repeat=repeat)
-    assert t.result == n_rec
-    add(MODE_KV, "kraftkit Segment.batches(), batch.records()", t,
-        note="the list API: every record made and kept until the list goes (no recycling)")
-    t = measure(kk_rust, warmup=warmup, repeat=repeat)
-    assert t.result == n_rec
-    add(MODE_RUST, "kraftkit Segment.scan(deep=True)", t, ref=True,
-        note="every record parsed (and decompressed) in Rust, nothing handed to Python: the ceiling")
-
     datas = read_files(ds)
 
     # -- aiokafka (Cython)
     aio = peers.get("aiokafka")
+    aio_fns: dict = {}
     if aio is not None:
         def aio_kv():
             n = 0
@@ -369,11 +351,33 @@ def run_decode(ds: Dataset, peers: dict, *, warmup: int, repeat: int, slow_peer_
                     n += b.last_offset_delta + 1
             return n
 
-        label = "aiokafka MemoryRecords (Cython)" if peers.get("aiokafka_cython") else "aiokafka (PURE PYTHON fallback!)"
-        for mode, fn in ((MODE_KV, aio_kv), (MODE_IT, aio_it), (MODE_OBJ, aio_obj), (MODE_CRC, aio_crc)):
-            t = measure(fn, warmup=warmup, repeat=repeat)
-            assert t.result == n_rec, (mode, t.result, n_rec)
-            add(mode, label, t, note="bytes preloaded; records are decoded eagerly (key/value bytes made while iterating)")
+        aio_fns = {MODE_KV: aio_kv, MODE_IT: aio_it, MODE_OBJ: aio_obj, MODE_CRC: aio_crc}
+
+    # kraftkit and aiokafka take turns, round after round, in each mode (``measure_interleaved``):
+    # the ratio compares runs from the same moments of a shared machine
+    label = "aiokafka MemoryRecords (Cython)" if peers.get("aiokafka_cython") else "aiokafka (PURE PYTHON fallback!)"
+    later = []
+    for mode, fn, how in ((MODE_KV, kk_kv, "for r in batch"), (MODE_IT, kk_it, "for r in batch"),
+                          (MODE_OBJ, kk_obj, "batch.records()"), (MODE_CRC, kk_crc, "for r in batch")):
+        fns = {"kk": fn, **({"aio": aio_fns[mode]} if mode in aio_fns else {})}
+        ts = measure_interleaved(fns, warmup=warmup, repeat=repeat)
+        for k, t in ts.items():
+            assert t.result == n_rec, (mode, k, t.result, n_rec)
+            t.result = None
+        add(mode, f"kraftkit Segment.batches(), {how}", ts["kk"], ref=True)
+        if "aio" in ts:
+            later.append((mode, ts["aio"]))
+    t = measure(kk_list_kv, warmup=warmup, repeat=repeat)
+    assert t.result == n_rec
+    add(MODE_KV, "kraftkit Segment.batches(), batch.records()", t,
+        note="the list API: every record made and kept until the list goes (no recycling)")
+    t = measure(kk_rust, warmup=warmup, repeat=repeat)
+    assert t.result == n_rec
+    add(MODE_RUST, "kraftkit Segment.scan(deep=True)", t, ref=True,
+        note="every record parsed (and decompressed) in Rust, nothing handed to Python: the ceiling")
+
+    for mode, t in later:
+        add(mode, label, t, note="bytes preloaded; records are decoded eagerly (key/value bytes made while iterating)")
 
     # -- kafka-python (pure Python): a prefix, it is ~20x slower
     kp = peers.get("kafka-python")

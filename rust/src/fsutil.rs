@@ -72,11 +72,16 @@ pub fn map_input(path: &Path) -> io::Result<Option<Mmap>> {
     if len == 0 {
         return Ok(None);
     }
+    map_open(&f).map(Some)
+}
+
+/// The file `f`, opened by [`open_input`] and not empty, mapped read-only.
+pub fn map_open(f: &File) -> io::Result<Mmap> {
     // SAFETY: the map is read-only; a file truncated by another process while mapped could
     // fault, as with any mmap reader (Kafka's own tools share this limit).
-    let m = unsafe { Mmap::map(&f) }?;
+    let m = unsafe { Mmap::map(f) }?;
     let _ = m.advise(memmap2::Advice::Sequential);
-    Ok(Some(m))
+    Ok(m)
 }
 
 /// Creates (or truncates) `path` for writing a temporary output: never through a symbolic

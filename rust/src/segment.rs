@@ -6,6 +6,8 @@ use crate::error::{Error, Result};
 use crate::index::{self, IndexBuilder, OffsetEntry, TimeEntry};
 
 mod active;
+pub mod mapped;
+pub mod read;
 
 pub use active::{inspect_append, segment_file_name, truncate_segment, ActiveSegment, AppendInfo};
 
@@ -65,28 +67,56 @@ impl Default for ScanOptions {
 
 /// Scans `buf` (a whole `.log` file) batch by batch and stops at the first problem.
 /// With `builder`, indexes are rebuilt the way Kafka's recovery does.
-pub fn scan(buf: &[u8], opts: ScanOptions, mut builder: Option<&mut IndexBuilder>) -> ScanReport {
-    let mut rep = ScanReport { total_bytes: buf.len() as u64, max_timestamp: -1, ..Default::default() };
-    let mut pos = 0usize;
+pub fn scan(buf: &[u8], opts: ScanOptions, builder: Option<&mut IndexBuilder>) -> ScanReport {
+    scan_from(&mut SliceBatches(buf), opts, builder)
+}
+
+/// Where a scan takes its batches from: a whole file in memory ([`scan`]) or a file read through
+/// a reused buffer ([`read::scan_file`]). Both give the same batches and the same errors.
+pub(crate) trait BatchSource {
+    /// The batch at byte `pos` of the file (the end of the previous one): its header and bytes,
+    /// None at the end, or why there is no batch there.
+    fn batch_at(&mut self, pos: u64) -> Result<Option<(BatchHeader, &[u8])>>;
+    /// The file's length in bytes (as far as it could be read).
+    fn total_bytes(&self) -> u64;
+}
+
+struct SliceBatches<'a>(&'a [u8]);
+
+impl BatchSource for SliceBatches<'_> {
+    fn batch_at(&mut self, pos: u64) -> Result<Option<(BatchHeader, &[u8])>> {
+        match batch::next_batch(self.0, pos as usize, 0)? {
+            NextBatch::End => Ok(None),
+            NextBatch::Batch(h, r) => Ok(Some((h, &self.0[r]))),
+        }
+    }
+    fn total_bytes(&self) -> u64 {
+        self.0.len() as u64
+    }
+}
+
+pub(crate) fn scan_from(src: &mut impl BatchSource, opts: ScanOptions, mut builder: Option<&mut IndexBuilder>) -> ScanReport {
+    let mut rep = ScanReport { max_timestamp: -1, ..Default::default() };
+    let mut pos = 0u64;
     let mut records: Vec<RecordView> = Vec::new();
     let mut next_expected: Option<i64> = None;
     loop {
-        let (h, range) = match batch::next_batch(buf, pos, 0) {
-            Ok(NextBatch::End) => break,
-            Ok(NextBatch::Batch(h, r)) => (h, r),
+        let (h, bytes) = match src.batch_at(pos) {
+            Ok(None) => break,
+            Ok(Some(b)) => b,
             Err(e) => {
                 rep.error = Some(e);
                 break;
             }
         };
-        let fpos = pos as u64;
-        let bytes = &buf[range.clone()];
+        let fpos = pos;
         if let Err(e) = check_batch(&h, bytes, fpos, opts, next_expected, &mut records) {
             rep.error = Some(e);
             break;
         }
+        let size = bytes.len();
         if let Some(b) = builder.as_deref_mut() {
-            if let Err(e) = b.on_recovered_batch(h.last_offset(), h.max_timestamp, fpos, bytes.len()) {
+            if let Err(e) = b.on_recovered_batch(h.last_offset(), h.max_timestamp, fpos, size) {
                 rep.error = Some(e.at(fpos, Some(h.base_offset)));
                 break;
             }
@@ -108,9 +138,10 @@ pub fn scan(buf: &[u8], opts: ScanOptions, mut builder: Option<&mut IndexBuilder
         rep.last_offset = Some(h.last_offset());
         rep.max_timestamp = rep.max_timestamp.max(h.max_timestamp);
         next_expected = Some(h.last_offset() + 1);
-        pos = range.end;
-        rep.valid_bytes = pos as u64;
+        pos += size as u64;
+        rep.valid_bytes = pos;
     }
+    rep.total_bytes = src.total_bytes();
     rep
 }
 

@@ -29,9 +29,11 @@ use std::ptr::{null_mut, NonNull};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 mod bytes;
+mod ints;
 mod iter;
 
 use bytes::{refill_bytes, release_bytes};
+use ints::{release_int, take_int};
 use iter::{iter_dealloc, iter_next, IterObject, ITER_TYPE};
 pub use iter::record_iter;
 
@@ -192,7 +194,7 @@ unsafe fn alloc_record(f: Fields<'_>, ts_obj: Option<NonNull<ffi::PyObject>>) ->
     // only used for a Record. PyObject_Init (also called by _PyObject_New) sets the type (taking
     // a reference to it) and a refcount of 1; the rest is uninitialised, so the object fields are
     // set to null before anything can see the object (an early decref in `fill` is then safe: the
-    // dealloc uses Py_XDECREF), and `fill` writes every field.
+    // dealloc releases with null allowed), and `fill` writes every field.
     let block = if f.control.is_none() { freelist_pop() } else { None };
     let obj = match block {
         Some(b) => ffi::PyObject_Init(b, tp),
@@ -223,17 +225,19 @@ unsafe fn alloc_record(f: Fields<'_>, ts_obj: Option<NonNull<ffi::PyObject>>) ->
 /// caller references); `ts_obj`, if given, is a live int.
 unsafe fn fill(obj: *mut ffi::PyObject, f: Fields<'_>, ts_obj: Option<NonNull<ffi::PyObject>>) -> bool {
     let r = obj as *mut RecordObject;
-    let offset = ffi::PyLong_FromLongLong(f.offset);
+    // the old offset goes first (to the freelist, when nothing else holds it: the new offset is
+    // then written into it); the old timestamp after the new one is made: it may be the same int
+    release_int(std::mem::replace(&mut (*r).offset, null_mut()));
+    let offset = take_int(f.offset);
     let timestamp = match ts_obj {
         Some(t) => {
             ffi::Py_INCREF(t.as_ptr());
             t.as_ptr()
         }
-        None => ffi::PyLong_FromLongLong(f.timestamp),
+        None => take_int(f.timestamp),
     };
-    // the old values go after the new ones are made: the new timestamp may be the old one
-    let old = [std::mem::replace(&mut (*r).offset, offset), std::mem::replace(&mut (*r).timestamp, timestamp)];
-    old.into_iter().for_each(|o| ffi::Py_XDECREF(o));
+    (*r).offset = offset;
+    release_int(std::mem::replace(&mut (*r).timestamp, timestamp));
     if offset.is_null() || timestamp.is_null() {
         return false;
     }
@@ -271,8 +275,8 @@ unsafe extern "C" fn record_dealloc(obj: *mut ffi::PyObject) {
     // subclass) whose refcount reached zero; all its fields were initialised by `new_record`
     // (objects cannot be made any other way: the types disallow instantiation).
     let r = obj as *mut RecordObject;
-    ffi::Py_XDECREF((*r).offset);
-    ffi::Py_XDECREF((*r).timestamp);
+    release_int((*r).offset);
+    release_int((*r).timestamp);
     release_bytes((*r).key);
     release_bytes((*r).value);
     if !(*r).hdrs.is_null() {
@@ -385,6 +389,8 @@ fn make_type(py: Python<'_>, name: &'static CStr, basicsize: usize, flags: u64, 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     if RECORD_TYPE.load(Ordering::Acquire).is_null() {
+        // SAFETY: GIL held (`py`).
+        unsafe { ints::probe() };
         type R = RecordObject;
         let members: &'static mut [ffi::PyMemberDef] = Box::leak(Box::new([
             member(c"offset", ffi::Py_T_OBJECT_EX, offset_of!(R, offset), c"Offset of the record."),

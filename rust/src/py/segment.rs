@@ -130,11 +130,30 @@ impl Segment {
     /// numbered 0..n-1 (the numbering is checked with deep=True).
     #[pyo3(signature = (deep = false, verify_crc = true, dense = false))]
     fn scan<'py>(&self, py: Python<'py>, deep: bool, verify_crc: bool, dense: bool) -> PyResult<Bound<'py, PyDict>> {
-        let buf = self.buf();
+        let len = self.buf().len() as u64;
         let base_offset = self.path.ends_with(".log").then_some(self.base_offset);
-        let rep = py.allow_threads(|| {
-            self.data.prefetch();
-            segment::scan(buf, ScanOptions { verify_crc, deep, check_offsets: true, base_offset, dense }, None)
+        let opts = ScanOptions { verify_crc, deep, check_offsets: true, base_offset, dense };
+        let rep = py.allow_threads(|| match &*self.data {
+            // the segment's map, populated in one call, guarded against a truncation under the
+            // scan (segment::mapped); a file found shorter than when it was opened is scanned
+            // again through a buffer (segment::read), which reports the truncated batch precisely
+            Backing::Mmap(m) => {
+                let shrank = || std::fs::metadata(&self.path).map_or(true, |md| md.len() < len);
+                match segment::mapped::on_map(m, |buf| segment::scan(buf, opts, None)) {
+                    Some(rep) if rep.error.is_none() || !shrank() => rep,
+                    mapped => match fsutil::open_input(Path::new(&self.path)) {
+                        Ok((f, _)) => segment::read::scan_file_buffered(&f, len, opts),
+                        // gone: what the map showed if it found a problem, else the open's error
+                        Err(e) => mapped.filter(|r| r.error.is_some()).unwrap_or_else(|| ScanReport {
+                            total_bytes: len,
+                            max_timestamp: -1,
+                            error: Some(crate::error::Error::new(crate::error::ErrorKind::Io, format!("cannot be read again (it changed while mapped): {e}"))),
+                            ..Default::default()
+                        }),
+                    },
+                }
+            }
+            Backing::Vec(v) => segment::scan(v, opts, None),
         });
         report_dict(py, &rep, &self.path)
     }
@@ -325,10 +344,11 @@ impl DumpIter {
 /// (and every record with deep=True) plus their index files. Returns one dict per file:
 /// the scan report plus "index_problems" and "index_unchecked" (entries past the point where
 /// the log could not be read: not problems of their own). `dense`: KRaft files (see `scan`).
+type Probs = Vec<(String, usize, String, bool)>;
+
 #[pyfunction]
 #[pyo3(signature = (paths, deep = false, check_indexes = true, dense = false))]
 fn verify_segments<'py>(py: Python<'py>, paths: Vec<PathBuf>, deep: bool, check_indexes: bool, dense: bool) -> PyResult<Bound<'py, PyList>> {
-    type Probs = Vec<(String, usize, String, bool)>;
     type Out = (String, std::result::Result<(ScanReport, Probs), String>);
     let results: Vec<Out> = py.allow_threads(|| {
         paths
@@ -338,14 +358,9 @@ fn verify_segments<'py>(py: Python<'py>, paths: Vec<PathBuf>, deep: bool, check_
                 let r = (|| -> std::result::Result<_, String> {
                     // every error names its file: the segment's or an index's
                     let (f, len) = fsutil::open_input(p).map_err(|e| format!("{name}: {e}"))?;
-                    // SAFETY: read-only map of a regular file (see map_file)
-                    let m = if len == 0 { None } else { Some(unsafe { memmap2::MmapOptions::new().populate().map(&f) }.map_err(|e| format!("{name}: {e}"))?) };
-                    let buf: &[u8] = m.as_deref().unwrap_or(&[]);
                     let base_offset = name.ends_with(".log").then(|| base_offset_of(&name));
-                    let rep = segment::scan(buf, ScanOptions { verify_crc: true, deep, check_offsets: true, base_offset, dense }, None);
-                    let mut probs = Vec::new();
-                    if check_indexes && name.ends_with(".log") {
-                        let base = base_offset_of(&name);
+                    let opts = ScanOptions { verify_crc: true, deep, check_offsets: true, base_offset, dense };
+                    let (oi, ti) = if check_indexes && name.ends_with(".log") {
                         let sibling = |ext: &str| -> std::result::Result<Option<Vec<u8>>, String> {
                             let q = p.with_extension(ext);
                             match fsutil::read_input(&q, None) {
@@ -354,13 +369,44 @@ fn verify_segments<'py>(py: Python<'py>, paths: Vec<PathBuf>, deep: bool, check_
                                 Err(e) => Err(format!("{}: {e}", q.display())),
                             }
                         };
-                        let (oi, ti) = (sibling("index")?, sibling("timeindex")?);
+                        (sibling("index")?, sibling("timeindex")?)
+                    } else {
+                        (None, None)
+                    };
+                    // the index entries are checked against the valid part of the log (they point
+                    // anywhere in it); without index files there is nothing to check
+                    let indexes = |buf: &[u8], rep: &ScanReport| -> Probs {
+                        if oi.is_none() && ti.is_none() {
+                            return Vec::new();
+                        }
                         let unreadable_from = rep.error.as_ref().map(|_| rep.valid_bytes);
-                        probs = segment::verify_indexes(&buf[..rep.valid_bytes as usize], base, oi.as_deref(), ti.as_deref(), unreadable_from)
+                        segment::verify_indexes(&buf[..rep.valid_bytes as usize], base_offset_of(&name), oi.as_deref(), ti.as_deref(), unreadable_from)
                             .into_iter()
                             .map(|x| (x.file.to_string(), x.entry, x.reason, x.unchecked))
-                            .collect();
-                    }
+                            .collect()
+                    };
+                    // the file mapped once for both, guarded (see segment::mapped); or else read
+                    // through a buffer, and mapped afterwards for the index entries only
+                    let mapped = segment::mapped::with_map(&f, len, |buf| {
+                        let rep = segment::scan(buf, opts, None);
+                        let probs = indexes(buf, &rep);
+                        (rep, probs)
+                    });
+                    let (rep, probs) = match mapped {
+                        Some(x) => x,
+                        None => {
+                            let rep = segment::read::scan_file_buffered(&f, len, opts);
+                            let valid = rep.valid_bytes as usize;
+                            let probs = if valid == 0 || (oi.is_none() && ti.is_none()) {
+                                indexes(&[], &rep)
+                            } else {
+                                // SAFETY: read-only map of a regular file (see fsutil::map_input)
+                                let m = unsafe { memmap2::MmapOptions::new().len(valid).map(&f) }.map_err(|e| format!("{name}: {e}"))?;
+                                indexes(&m, &rep)
+                            };
+                            (rep, probs)
+                        }
+                    };
                     Ok((rep, probs))
                 })();
                 (name, r)
