@@ -322,3 +322,36 @@ def test_voter_keys_match_kafka_rules():
     assert VoterSet.from_record(dyn.to_record()) == dyn
     with pytest.raises(ValueError, match="twice"):
         VoterSet([node(1), node(1)])
+
+
+def restart(net: Net, i: int, bootstrap_ids: tuple[int, ...] = ()) -> RaftCore:
+    """Node ``i`` crashes (every write was flushed: the net fsyncs at once) and starts again from
+    its log and its quorum-state."""
+    old = net.cores[i]
+    cfg = RaftConfig(**CFG, endpoints=node(i).endpoints, bootstrap_ids=bootstrap_ids)
+    core = RaftCore(i, (), old.log, old.election_state(), cfg, random.Random(100 + i), directory_id=dir_of(i))
+    net.cores[i] = core
+    net.step(i, Start(net.now))
+    return core
+
+
+def test_a_leader_that_crashed_with_an_uncommitted_add_is_elected_with_the_new_voters_vote():
+    """Simulator (dynamic seed 35, first schedules): the leader of {1} appended {1, 2} and crashed
+    before node 2 fetched it. Node 1 needs node 2's vote, and node 2 is an observer in its own log,
+    the follower of node 1's old epoch: Kafka's rules elect node 1 all the same. The restarted leader
+    resigns, then moves to the next epoch (pollResigned); its pre-votes carry that epoch, which
+    moves node 2 out of its old epoch; an observer answers (pre-)votes as its role says."""
+    net = standalone()
+    net.add(2, MemoryLog(), bootstrap_ids=(1,))
+    net.run(1500)
+    assert net.request(1, m.ADD_RAFT_VOTER, add_voter_body(2), 1) is None  # appended, not committed
+    assert net.cores[1].voters == (1, 2) and net.cores[2].voters == (1,) and net.cores[2].is_observer
+    epoch = net.cores[1].epoch
+    restarted = restart(net, 1)
+    assert restarted.role is Role.RESIGNED and restarted.voters == (1, 2)
+    net.run(5000)
+    leader = net.leader()
+    assert leader is restarted and leader.epoch > epoch
+    assert net.cores[2].voters == (1, 2) and not net.cores[2].is_observer
+    last = voter_records(leader.log)[-1][0]
+    assert all(c.high_watermark > last for c in net.cores.values())
