@@ -355,3 +355,32 @@ def test_a_leader_that_crashed_with_an_uncommitted_add_is_elected_with_the_new_v
     assert net.cores[2].voters == (1, 2) and not net.cores[2].is_observer
     last = voter_records(leader.log)[-1][0]
     assert all(c.high_watermark > last for c in net.cores.values())
+
+
+def test_a_leader_that_removed_itself_and_crashed_restarts_resigned_and_moves_the_others_on():
+    """Simulator (dynamic seed 1236): node 1 led {1, 2, 3}, node 3 had not fetched the VotersRecord
+    adding it (an observer in its own log, following node 1), and node 1 appended {2, 3} and crashed
+    before anyone fetched it. Node 2 needs a second vote: node 1's log is longer, and node 3 refuses
+    pre-votes in the epoch of the leader it fetched from. Node 1 restarts resigned (Kafka's
+    QuorumState.initialize, observer or not), then moves to the next epoch, which its answers carry
+    to node 2; node 3 follows there and votes."""
+    net = standalone()
+    grow(net, 2, 1)
+    net.add(3, MemoryLog(), bootstrap_ids=(1,))
+    net.run(1500)
+    assert net.request(1, m.ADD_RAFT_VOTER, add_voter_body(3), 2) is None
+    net.down.add(3)
+    net.run(300)
+    assert net.admin[2] == m.voter_change_response(Errors.NONE)
+    assert net.cores[2].voters == (1, 2, 3) and net.cores[3].voters == (1, 2) and net.cores[3].is_observer
+    assert net.request(1, m.REMOVE_RAFT_VOTER, remove_voter_body(1), 3) is None
+    assert net.cores[1].voters == (2, 3)
+    restarted = restart(net, 1, bootstrap_ids=(2, 3))
+    assert restarted.is_observer and restarted.role is Role.RESIGNED
+    net.down.discard(3)
+    net.run(10000)
+    leader = net.leader()
+    assert leader is not None and leader.node_id in (2, 3)
+    # the removal was never committed: it is cut from node 1's log, and the three vote again
+    assert all(c.voters == (1, 2, 3) for c in net.cores.values())
+    assert all(c.log.end_offset == leader.log.end_offset for c in net.cores.values())

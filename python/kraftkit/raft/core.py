@@ -340,7 +340,10 @@ class RaftCore(Handlers, Elections, VoterChanges):
         self.state = UnattachedState(st.epoch)
         if st.epoch < log_epoch:
             self._become_unattached(log_epoch)
-        elif st.leader_id == self.node_id and not self.is_observer:
+        elif st.leader_id == self.node_id:
+            # (an observer too: a leader that removed itself and restarted before the change
+            # committed; after its election timeout it moves to the next epoch, which its fetches
+            # and answers carry to the voters that still follow it: Kafka's QuorumState.initialize)
             self._become_resigned([], persist=False)
         elif st.voted_id == self.node_id and not self.is_observer:
             cand = self._set_role(Role.CANDIDATE, st.epoch, -1, self.node_id)
