@@ -384,3 +384,25 @@ def test_a_leader_that_removed_itself_and_crashed_restarts_resigned_and_moves_th
     # the removal was never committed: it is cut from node 1's log, and the three vote again
     assert all(c.voters == (1, 2, 3) for c in net.cores.values())
     assert all(c.log.end_offset == leader.log.end_offset for c in net.cores.values())
+
+
+def test_add_voter_without_ack_when_committed_is_answered_once_appended():
+    """Simulator (the acked-change check's own test, tests/raft/test_simulation.py): an AddRaftVoter
+    with AckWhenCommitted false was never answered (the answer's correlation id was cleared before
+    it went out). Kafka answers it once the VotersRecord is appended, and still takes no other change
+    until that one commits."""
+    net = standalone()
+    net.add(2, MemoryLog(), bootstrap_ids=(1,))
+    net.run(1500)
+    leader = net.cores[1]
+    ans = net.request(1, m.ADD_RAFT_VOTER, {**add_voter_body(2), "AckWhenCommitted": False}, 50)
+    assert ans == m.voter_change_response(Errors.NONE)
+    last = voter_records(leader.log)[-1][0]
+    assert leader.voters == (1, 2) and leader.high_watermark <= last  # answered before the commit
+    ans = net.request(1, m.REMOVE_RAFT_VOTER, remove_voter_body(2), 51)
+    assert ans is not None and ans["ErrorCode"] == Errors.REQUEST_TIMED_OUT
+    net.run(1000)
+    assert leader.high_watermark > last and net.cores[2].voters == (1, 2)
+    ans = net.request(1, m.REMOVE_RAFT_VOTER, remove_voter_body(2), 52)
+    net.run(1000)
+    assert (ans or net.admin[52]) == m.voter_change_response(Errors.NONE)

@@ -293,11 +293,10 @@ class VoterChanges:
             or change.ack_when_committed
         ):
             st.voter_change = None
-        else:
-            change.corr = -1  # answered before the commit (AckWhenCommitted false): still one at a time
+        # (else answered before the commit, AckWhenCommitted false: still one change at a time)
         if change.corr >= 0 and change.api != m.UPDATE_RAFT_VOTER:
             self._respond(change.src, change.api, change.corr, m.voter_change_response(error, message))
-            change.corr = -1
+        change.corr = -1
 
     def _expire_voter_change(self: RaftCore) -> None:  # type: ignore[misc]  # RaftCore's mixin
         st = self.state
