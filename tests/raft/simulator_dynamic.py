@@ -176,6 +176,9 @@ class DynamicSimulation(Simulation):
             self.dyn[n.id] = DynamicNode(directory_of(n.id, 0), 0, VoterView(first.to_record() if boot else None))
         #: epoch -> replica key -> the candidate it stored its vote for
         self.votes: dict[int, dict[Key, int]] = {}
+        #: what a wiped replica (id, old directory) had flushed: the majority-hw check counts it (the
+        #: leader counted its acknowledgements, and a lost disk is the fault, not the count)
+        self.wiped_flushed: dict[Key, int] = {}
         self.commit_end = 0  # every offset below this is committed (the highest HW any node reached)
         self.admin_corr = 0
         self.admin_reqs: dict[int, tuple[int, Key, int]] = {}  # corr -> (api, key, sent at)
@@ -203,6 +206,7 @@ class DynamicSimulation(Simulation):
         if node.running:
             self.crash(node)
         d = self.dyn[node.id]
+        self.wiped_flushed[self.key(node)] = node.log.flushed_offset
         d.generation += 1
         d.directory = directory_of(node.id, d.generation)
         d.view = VoterView(None)
@@ -270,10 +274,10 @@ class DynamicSimulation(Simulation):
                                 f"{o.state.epoch}")
         elif isinstance(o, StateChanged) and o.role is Role.LEADER:
             self.check_elected(node, o.epoch)
-        elif isinstance(o, Send) and o.api == m.API_VERSIONS and not o.is_response and not self.healed:
-            if self.rng.random() < self.sc.change_crash:  # the leader dies while it probes a new voter
-                self.stats["change_crashes"] += 1
-                self.push(self.now + self.rng.randint(0, 5), "crash", node.id, node.incarnation)
+        elif (isinstance(o, Send) and o.api == m.API_VERSIONS and not o.is_response and not self.healed
+              and self.rng.random() < self.sc.change_crash):  # the leader dies while it probes a new voter
+            self.stats["change_crashes"] += 1
+            self.push(self.now + self.rng.randint(0, 5), "crash", node.id, node.incarnation)
 
     def check_elected(self, node: Node, epoch: int) -> None:
         """elected-by-majority (module docstring)."""
@@ -344,8 +348,13 @@ class DynamicSimulation(Simulation):
             api, key = m.REMOVE_RAFT_VOTER, stale[0]
         elif joiners and len(view) < 5 and (len(view) == 1 or self.rng.random() < 0.5):
             api, key = m.ADD_RAFT_VOTER, self.key(self.rng.choice(joiners))
-        elif len(view) > 1:
+        elif len(view) > 2 or (len(view) == 2 and target.core.role is not Role.LEADER):
             api, key = m.REMOVE_RAFT_VOTER, self.rng.choice(sorted(view))
+        elif len(view) == 2:
+            # not the leader out of two voters: should it crash before the other has the new set, that
+            # one cannot be elected (it needs the removed leader's vote, whose log is longer) and the
+            # removed one never stands again (an observer in its own log; Kafka's rule too)
+            api, key = m.REMOVE_RAFT_VOTER, next(k for k in view if k[0] != target.id)
         else:
             return None
         self.admin_corr += 1
@@ -407,7 +416,7 @@ class DynamicSimulation(Simulation):
         v = self.refresh(node)
         mine = v.latest()
         kraft = node.log.kraft.voters()
-        theirs = frozenset((k.id, k.directory_id) for k in kraft.keys()) if kraft is not None else None
+        theirs = frozenset((n.key.id, n.key.directory_id) for n in kraft) if kraft is not None else None
         if theirs != mine:
             raise Violation(f"voter-set-view: node {node.id}'s log says the voters are "
                             f"{sorted(theirs) if theirs else None}, its records say {sorted(mine) if mine else None}")
@@ -451,7 +460,8 @@ class DynamicSimulation(Simulation):
             d.hw_checked = (n.core.epoch, n.incarnation, lhw)
             voters = self.refresh(n).latest() or frozenset()
             durable = [k for k in voters
-                       if self.dyn[k[0]].directory == k[1] and self.nodes[k[0]].log.flushed_offset >= lhw]
+                       if (self.nodes[k[0]].log.flushed_offset if self.dyn[k[0]].directory == k[1]
+                           else self.wiped_flushed.get(k, -1)) >= lhw]
             if len(durable) < len(voters) // 2 + 1:
                 raise Violation(f"majority-hw: leader {n.id} HW {lhw} is durable on {sorted(durable)}, not a "
                                 f"majority of the voters {sorted(voters)}")
