@@ -536,6 +536,10 @@ class Simulation:
         for n in self.nodes:
             self.push(n.id, "restart", n.id)
         self.push(self.rng.randint(*self.sc.append_every), "append")
+        return self.rejoin_loop(max_events)
+
+    def rejoin_loop(self, max_events: int) -> dict:
+        """:meth:`run_rejoin` once the nodes are started (the dynamic schedules change the voters first)."""
         leader: Node | None = None
         epoch = -1
         away: int | None = None
@@ -802,7 +806,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="the dynamic-quorum schedules (KIP-853 voter changes among the faults) instead")
     a = p.parse_args(argv)
     if a.rejoin and a.seed is None:
-        failures, events = run_rejoins(a.first, a.seeds)
+        if a.dynamic:
+            from tests.raft.simulator_dynamic import run_dynamic_rejoins
+
+            failures, events = run_dynamic_rejoins(a.first, a.seeds)
+        else:
+            failures, events = run_rejoins(a.first, a.seeds)
         for seed, err in failures:
             print(err, file=sys.stderr)
         print(f"{a.seeds} rejoin seeds from {a.first}: {len(failures)} failed {[s for s, _ in failures][:20]}")
@@ -810,9 +819,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.seed is not None:
         try:
             if a.dynamic:
-                from tests.raft.simulator_dynamic import run_dynamic
+                from tests.raft.simulator_dynamic import run_dynamic, run_dynamic_rejoin
 
-                res = run_dynamic(a.seed, a.trace)
+                res = run_dynamic_rejoin(a.seed, a.trace) if a.rejoin else run_dynamic(a.seed, a.trace)
             else:
                 res = run_rejoin(a.seed, a.trace) if a.rejoin else run_seed(a.seed, a.big, a.trace)
         except Violation as e:

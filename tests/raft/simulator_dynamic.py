@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import heapq
 import random
 import uuid
 import zlib
@@ -357,6 +358,10 @@ class DynamicSimulation(Simulation):
             api, key = m.REMOVE_RAFT_VOTER, next(k for k in view if k[0] != target.id)
         else:
             return None
+        return self.ask(target, api, key)
+
+    def ask(self, target: Node, api: int, key: Key) -> Node:
+        """The operator sends ``target`` an AddRaftVoter or RemoveRaftVoter for ``key``."""
         self.admin_corr += 1
         corr = self.admin_corr
         if api == m.ADD_RAFT_VOTER:
@@ -468,6 +473,50 @@ class DynamicSimulation(Simulation):
 
     # ------------------------------------------------------------------ the run
 
+    def run_rejoin(self, max_events: int = 2_000_000) -> dict:
+        """The rejoin schedule (no-disruption) on a dynamic quorum whose voters changed first: once
+        a leader has committed, the operator adds the observer and removes a bootstrap voter other
+        than the leader (each retried until answered NONE); then a follower of the new voter set is
+        cut off and healed as in :meth:`Simulation.run_rejoin`."""
+        for n in self.nodes:
+            self.push(n.id, "restart", n.id)
+        self.push(self.rng.randint(*self.sc.append_every), "append")
+        joiner = self.nodes[-1]
+        steps = [m.ADD_RAFT_VOTER, m.REMOVE_RAFT_VOTER]
+        removed: Key | None = None
+        next_ask = 0
+        while steps:
+            if not self.queue or self.events > max_events or self.now > 60_000:
+                raise Violation(f"liveness: the voter changes before the cut did not complete ({steps} left)")
+            t, _, kind, args = heapq.heappop(self.queue)
+            self.now = t
+            self.events += 1
+            touched = self.dispatch(kind, args)
+            if touched is not None:
+                self.check_node(touched)
+            self.check_global()
+            acked = len(self.acked) + len(self.acked_pending)
+            if acked == 2 - len(steps) + 1:
+                steps.pop(0)
+                continue
+            leaders = [n for n in self.nodes if n.running and n.core.role is Role.LEADER
+                       and n.core.leader_high_watermark() is not None]
+            if not leaders or self.now < next_ask or self.admin_reqs:
+                continue
+            leader = leaders[0]
+            next_ask = self.now + 500
+            if steps[0] == m.ADD_RAFT_VOTER:
+                self.ask(leader, m.ADD_RAFT_VOTER, self.key(joiner))
+            else:
+                if removed is None:
+                    removed = self.key(self.rng.choice([n for n in self.nodes[:-1] if n is not leader]))
+                self.ask(leader, m.REMOVE_RAFT_VOTER, removed)
+        leader = next(n for n in self.nodes if n.running and n.core.role is Role.LEADER)
+        voters = self.refresh(leader).latest() or frozenset()
+        self.voter_ids = sorted(i for i, _ in voters)
+        self.log_trace(f"=== voters now {self.voter_ids}: the rejoin schedule starts ===")
+        return self.rejoin_loop(max_events)
+
     def run(self, max_events: int = 2_000_000) -> dict:
         self.push(self.rng.randint(*self.sc.admin_every), "admin")
         return super().run(max_events)
@@ -487,6 +536,35 @@ class DynamicSimulation(Simulation):
                 if n.log.start_offset <= off and (off >= n.log.end_offset or n.log.entry(off) != e):
                     raise Violation(f"acked-change: voter {i} lacks the change committed at offset {off}")
         return True
+
+
+def rejoin_scenario(seed: int) -> Scenario:
+    """A rejoin schedule (KIP-996's disruptive server) on a dynamic quorum of 3 or 5 bootstrap voters
+    and one observer, which the voter changes before the cut bring in."""
+    return dataclasses.replace(Scenario.rejoin_from_seed(seed), observers=1, dynamic=True)
+
+
+def run_dynamic_rejoin(seed: int, trace: bool = False) -> dict:
+    """Run one dynamic rejoin schedule; raise :class:`Violation` naming the seed and the replay command."""
+    sim = DynamicSimulation(rejoin_scenario(seed), trace=trace)
+    try:
+        return sim.run_rejoin()
+    except Violation as e:
+        tail = "\n".join(sim.trace[-80:]) if trace else ""
+        raise Violation(f"raft dynamic rejoin seed {seed} failed at t={sim.now} ms after {sim.events} events: {e}\n"
+                        f"replay: .venv/bin/python -m tests.raft.simulator --dynamic --rejoin --seed {seed} --trace"
+                        + (f"\n--- trace tail ---\n{tail}" if tail else "")) from e
+
+
+def run_dynamic_rejoins(first: int, count: int) -> tuple[list[tuple[int, str]], int]:
+    failures: list[tuple[int, str]] = []
+    events = 0
+    for seed in range(first, first + count):
+        try:
+            events += run_dynamic_rejoin(seed)["events"]
+        except Violation as e:
+            failures.append((seed, str(e)))
+    return failures, events
 
 
 def replay_command(seed: int) -> str:
