@@ -188,7 +188,7 @@ class DynamicSimulation(Simulation):
         self.acked: list[tuple[int, Entry]] = []
         self.acked_pending: list[tuple[int, Entry]] = []
         self.stats.update({"adds": 0, "removes": 0, "changes_acked": 0, "change_refusals": 0, "wipes": 0,
-                           "change_crashes": 0})
+                           "change_crashes": 0, "leader_removals": 0})
 
     # ------------------------------------------------------------------ nodes
 
@@ -373,6 +373,8 @@ class DynamicSimulation(Simulation):
                     "AckWhenCommitted": True}
         else:
             self.stats["removes"] += 1
+            if key[0] == target.id and target.core.role is Role.LEADER:
+                self.stats["leader_removals"] += 1
             body = {"ClusterId": self.sc.config.cluster_id, "VoterId": key[0], "VoterDirectoryId": key[1]}
         self.admin_reqs[corr] = (api, key, self.now)
         self.log_trace(f"operator asks node {target.id}: {api_name(api)} {key}")

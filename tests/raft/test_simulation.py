@@ -262,7 +262,8 @@ def test_dynamic_schedules_change_the_voters_among_every_fault():
                 totals[k] = totals.get(k, 0) + v
         sc = dyn.dynamic_scenario(seed)
         shapes.add((sc.voters, sc.observers, sc.config.pre_vote))
-    for k in ("adds", "removes", "changes_acked", "change_refusals", "wipes", "change_crashes", "crashes",
+    for k in ("adds", "removes", "leader_removals", "changes_acked", "change_refusals", "wipes", "change_crashes",
+              "crashes",
               "partitions", "snapshot_loads", "elections", "dropped"):
         assert totals[k] > 0, (k, totals)
     assert totals["changes_acked"] > 50
