@@ -36,6 +36,13 @@ node for a while and then healed, with nothing else going wrong:
     (KIP-595) the returning node's higher epoch forces an election, which this catches.
 
     python -m tests.raft.simulator --rejoin --seed 7 --trace
+
+The dynamic-quorum schedules (KIP-853 voter changes among these faults, with their own invariants)
+are in :mod:`tests.raft.simulator_dynamic`::
+
+    python -m tests.raft.simulator --dynamic --seeds 100000 --jobs 2
+    python -m tests.raft.simulator --dynamic --seed 7 --trace
+    python -m tests.raft.simulator --dynamic --rejoin --seeds 1000
 """
 
 from __future__ import annotations
