@@ -7,6 +7,7 @@ apply them; the voter sets are checked against what each log holds, record by re
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import uuid
 
@@ -406,3 +407,30 @@ def test_add_voter_without_ack_when_committed_is_answered_once_appended():
     ans = net.request(1, m.REMOVE_RAFT_VOTER, remove_voter_body(2), 52)
     net.run(1000)
     assert (ans or net.admin[52]) == m.voter_change_response(Errors.NONE)
+
+
+def test_a_leader_whose_own_removal_timed_out_resigns_when_it_commits_all_the_same():
+    """Simulator (dynamic seed 2947): the leader's RemoveRaftVoter of itself timed out (answered
+    REQUEST_TIMED_OUT) before it committed; when it did, the leader did not resign (only the waiting
+    request made it), went on leading a voter set without it and took the next change, which left
+    the only voter of the new set unable to be elected. A leader outside the committed voter set
+    resigns, whatever became of the request."""
+    net = standalone()
+    grow(net, 2, 1)
+    grow(net, 3, 2)
+    leader = net.cores[1]
+    # (a request timeout so short that it runs out before the followers' next fetches)
+    leader.cfg = dataclasses.replace(leader.cfg, request_timeout_ms=1)
+    assert net.request(1, m.REMOVE_RAFT_VOTER, remove_voter_body(1), 3) is None
+    net.run(1)
+    assert net.admin[3]["ErrorCode"] == Errors.REQUEST_TIMED_OUT
+    assert leader.role is Role.LEADER and leader.voters == (2, 3) and leader.is_observer
+    assert leader.high_watermark <= voter_records(leader.log)[-1][0]
+    net.run(300)
+    assert leader.high_watermark > voter_records(leader.log)[-1][0]  # committed ...
+    assert leader.role is not Role.LEADER  # ... and the leader resigned
+    ans = net.request(1, m.REMOVE_RAFT_VOTER, remove_voter_body(2), 4)
+    assert ans is not None and ans["ErrorCode"] == Errors.NOT_LEADER_OR_FOLLOWER
+    net.run(5000)
+    new = net.leader()
+    assert new is not None and new.node_id in (2, 3) and all(c.voters == (2, 3) for c in net.cores.values())
