@@ -109,16 +109,25 @@ class VoterView:
 
     def __init__(self, bootstrap: dict | None) -> None:
         self.bootstrap = bootstrap
-        self.base: dict | None = bootstrap
+        self.base_keys: frozenset[Key] | None = None
+        self._base: dict | None = None
+        self.base = bootstrap
         self.recs: list[tuple[int, int, frozenset[Key], dict]] = []
         self.end = -1  # scanned up to here
         self.last: Entry | None = None
         self.snap: Any = None
 
+    @property
+    def base(self) -> dict | None:
+        return self._base
+
+    @base.setter
+    def base(self, body: dict | None) -> None:
+        self._base = body
+        self.base_keys = keys_of(body) if body is not None else None
+
     def latest(self) -> frozenset[Key] | None:
-        if self.recs:
-            return self.recs[-1][2]
-        return keys_of(self.base) if self.base is not None else None
+        return self.recs[-1][2] if self.recs else self.base_keys
 
     def body_at(self, offset: int) -> dict | None:
         found = self.base
@@ -129,7 +138,7 @@ class VoterView:
         return found
 
     def before_epoch(self, epoch: int) -> frozenset[Key] | None:
-        found = keys_of(self.base) if self.base is not None else None
+        found = self.base_keys
         for _o, e, keys, _b in self.recs:
             if e >= epoch:
                 break
@@ -146,6 +155,9 @@ class DynamicNode:
     view: VoterView
     #: (epoch, incarnation, high watermark) the last majority-hw check saw of it as leader
     hw_checked: tuple[int, int, int] = (-1, -1, -1)
+    #: (log, generation) of the log's voter-set bookkeeping last read, and the voters it named
+    kraft_seen: tuple[int, int] = (-1, -1)
+    kraft_keys: frozenset[Key] | None = None
 
 
 def dynamic_scenario(seed: int) -> Scenario:
@@ -422,8 +434,12 @@ class DynamicSimulation(Simulation):
         before = len(d.view.recs)
         v = self.refresh(node)
         mine = v.latest()
-        kraft = node.log.kraft.voters()
-        theirs = frozenset((n.key.id, n.key.directory_id) for n in kraft) if kraft is not None else None
+        seen = (id(node.log), node.log.kraft.generation)
+        if d.kraft_seen != seen:
+            kraft = node.log.kraft.voters()
+            d.kraft_keys = frozenset((n.key.id, n.key.directory_id) for n in kraft) if kraft is not None else None
+            d.kraft_seen = seen
+        theirs = d.kraft_keys
         if theirs != mine:
             raise Violation(f"voter-set-view: node {node.id}'s log says the voters are "
                             f"{sorted(theirs) if theirs else None}, its records say {sorted(mine) if mine else None}")

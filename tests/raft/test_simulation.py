@@ -369,3 +369,11 @@ def test_standing_without_pre_vote_disrupts_a_dynamic_quorum_too(monkeypatch):
     failures, _ = dyn.run_dynamic_rejoins(0, 10)
     assert len(failures) == 10 and all("no-disruption" in e for _, e in failures)
     assert "python -m tests.raft.simulator --dynamic --rejoin --seed 0" in failures[0][1]
+
+
+def test_a_snapshot_that_loses_the_voter_set_is_caught(monkeypatch):
+    """A fetched snapshot whose voter set is not restored (Kafka's snapshot header dropped): the log's
+    voter set no longer matches what its records say."""
+    monkeypatch.setattr(dyn, "snapshot_control_records", lambda data: [])
+    failures = _dynamic_failures(300, want=1)
+    assert failures and "voter-set-view" in failures[0][1]
