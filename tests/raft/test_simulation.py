@@ -271,8 +271,8 @@ def test_dynamic_schedules_change_the_voters_among_every_fault():
 
 
 def test_a_dynamic_seed_replays_exactly_and_its_voter_sets_move():
-    a = dyn.DynamicSimulation(dyn.dynamic_scenario(7), trace=True)
-    b = dyn.DynamicSimulation(dyn.dynamic_scenario(7), trace=True)
+    a = dyn.DynamicSimulation(dyn.dynamic_scenario(35), trace=True)
+    b = dyn.DynamicSimulation(dyn.dynamic_scenario(35), trace=True)
     assert a.run() == b.run() and a.trace == b.trace
     # the simulator's own reading of the logs saw the voter set change, and acknowledged changes
     # are committed where the ledger says
