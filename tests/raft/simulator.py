@@ -36,6 +36,13 @@ node for a while and then healed, with nothing else going wrong:
     (KIP-595) the returning node's higher epoch forces an election, which this catches.
 
     python -m tests.raft.simulator --rejoin --seed 7 --trace
+
+The dynamic-quorum schedules (KIP-853 voter changes among these faults, with their own invariants)
+are in :mod:`tests.raft.simulator_dynamic`::
+
+    python -m tests.raft.simulator --dynamic --seeds 100000 --jobs 2
+    python -m tests.raft.simulator --dynamic --seed 7 --trace
+    python -m tests.raft.simulator --dynamic --rejoin --seeds 1000
 """
 
 from __future__ import annotations
@@ -87,6 +94,12 @@ class Scenario:
     config: RaftConfig
     #: rejoin schedules: no appends while the node is away (its log stays as up to date as the others')
     idle_while_away: bool = False
+    #: dynamic-quorum schedules (tests/raft/simulator_dynamic.py): the operator's pace, the chance that
+    #: a fault wipes a node's directory, and that a leader crashes in the middle of a voter change
+    dynamic: bool = False
+    admin_every: tuple[int, int] = (1000, 3000)
+    wipe: float = 0.0
+    change_crash: float = 0.0
 
     @classmethod
     def from_seed(cls, seed: int, big: bool = False) -> "Scenario":
@@ -191,8 +204,7 @@ class Simulation:
     def start(self, node: Node) -> None:
         node.incarnation += 1
         rng = random.Random(f"node-{self.sc.seed}-{node.id}-{node.incarnation}")
-        node.core = RaftCore(node.id, self.voter_ids, node.log, node.store.read(), self.sc.config, rng,
-                             records=self.records)
+        node.core = self.make_core(node, rng)
         node.core._next_corr = node.incarnation * CORR_STRIDE
         node.hw_seen = 0
         node.checked_upto = 0
@@ -200,6 +212,10 @@ class Simulation:
         node.fsync_pending = False
         self.log_trace(f"start node {node.id} (incarnation {node.incarnation})")
         self.step(node, Start(self.now))
+
+    def make_core(self, node: Node, rng: random.Random) -> RaftCore:
+        return RaftCore(node.id, self.voter_ids, node.log, node.store.read(), self.sc.config, rng,
+                        records=self.records)
 
     def crash(self, node: Node) -> None:
         if not node.running:
@@ -221,6 +237,7 @@ class Simulation:
             raise Violation(f"core error on node {node.id}: {e}") from e
         snapshot_due = False
         for o in outputs:
+            self.on_output(node, o)
             if isinstance(o, Send):
                 self.send(node, o)
             elif isinstance(o, PersistElection):
@@ -254,6 +271,9 @@ class Simulation:
             self.maybe_snapshot(node)
         self.schedule_tick(node)
 
+    def on_output(self, node: Node, o: Any) -> None:
+        """Seen before each output of a step is carried out (the dynamic schedules check more)."""
+
     def schedule_tick(self, node: Node) -> None:
         core = node.core
         if core is None:
@@ -276,11 +296,15 @@ class Simulation:
         if self.now - node.last_snapshot_at < self.sc.snapshot_interval_ms:
             return
         node.last_snapshot_at = self.now
-        e = log.entry(end - 1)
-        data = repr((end, e.epoch, e.payload)).encode()
+        data = self.snapshot_data(node, end)
         self.stats["snapshots"] += 1
         self.log_trace(f"node {node.id} snapshots at {end}")
         self.step(node, CreateSnapshot(self.now, end, data))
+
+    def snapshot_data(self, node: Node, end: int) -> bytes:
+        """The state machine's snapshot of the log below ``end``: its last entry (checked on load)."""
+        e = node.log.entry(end - 1)
+        return repr((end, e.epoch, e.payload)).encode()
 
     # ------------------------------------------------------------------ network
 
@@ -376,7 +400,7 @@ class Simulation:
         st = node.store.state
         stored = st.epoch if st is not None else 0
         if epoch > stored:
-            raise Violation(f"persist-before-send: node {node.id} sent {m.API_NAMES[o.api]} with epoch {epoch} "
+            raise Violation(f"persist-before-send: node {node.id} sent {api_name(o.api)} with epoch {epoch} "
                             f"while its quorum-state holds epoch {stored}")
         # (a pre-vote, asked or granted, is the exception: it binds nobody)
         granted = o.api == m.VOTE and o.is_response and p["VoteGranted"]
@@ -452,6 +476,12 @@ class Simulation:
                     raise Violation(f"monotonic-hw: leader {top.id} (epoch {core.epoch}) HW {hw} < {last} "
                                     f"seen at epoch {ep}")
                 self.top_leader_hw = (core.epoch, hw)
+        self.check_majority_hw(leaders)
+        # leader completeness: a leader of epoch E holds every entry committed in an epoch below E
+        for n in leaders:
+            self.check_completeness(n)
+
+    def check_majority_hw(self, leaders: list[Node]) -> None:
         for n in leaders:
             lhw = n.core.leader_high_watermark()
             if lhw is None:
@@ -460,9 +490,6 @@ class Simulation:
             if durable < len(self.voter_ids) // 2 + 1:
                 raise Violation(f"majority-hw: leader {n.id} HW {lhw} is durable on only {durable} of "
                                 f"{len(self.voter_ids)} voters")
-        # leader completeness: a leader of epoch E holds every entry committed in an epoch below E
-        for n in leaders:
-            self.check_completeness(n)
 
     def check_completeness(self, n: Node) -> None:
         core, log = n.core, n.log
@@ -516,6 +543,10 @@ class Simulation:
         for n in self.nodes:
             self.push(n.id, "restart", n.id)
         self.push(self.rng.randint(*self.sc.append_every), "append")
+        return self.rejoin_loop(max_events)
+
+    def rejoin_loop(self, max_events: int) -> dict:
+        """:meth:`run_rejoin` once the nodes are started (the dynamic schedules change the voters first)."""
         leader: Node | None = None
         epoch = -1
         away: int | None = None
@@ -601,7 +632,7 @@ class Simulation:
             node = self.nodes[dest]
             if not node.running:
                 return None
-            self.log_trace(f"{src} -> {dest} {m.API_NAMES[o.api]}{'Response' if o.is_response else 'Request'} "
+            self.log_trace(f"{src} -> {dest} {api_name(o.api)}{'Response' if o.is_response else 'Request'} "
                            f"corr={o.correlation_id} {_brief(o.body)}")
             self.step(node, Receive(self.now, src, o.api, o.body, o.correlation_id, o.is_response))
             return node
@@ -664,6 +695,10 @@ class Simulation:
             self.push(self.now + self.rng.randint(*self.sc.append_every), "append")
             return None
         raise AssertionError(kind)
+
+
+def api_name(api: int) -> str:
+    return m.API_NAMES.get(api) or str(getattr(api, "name", api))
 
 
 def _brief(body: dict) -> str:
@@ -734,17 +769,26 @@ def run_rejoins(first: int, count: int) -> tuple[list[tuple[int, str]], int]:
     return failures, events
 
 
-def run_many(first: int, count: int, big: bool = False, jobs: int = 1) -> tuple[list[tuple[int, str]], int]:
-    """Run seeds ``first .. first+count-1`` over ``jobs`` processes; returns (failures, events)."""
+def _dynamic_worker(args: tuple[int, int, bool]) -> tuple[list[tuple[int, str]], int]:
+    from tests.raft import simulator_dynamic
+
+    return simulator_dynamic.worker(args[:2])
+
+
+def run_many(first: int, count: int, big: bool = False, jobs: int = 1,
+             dynamic: bool = False) -> tuple[list[tuple[int, str]], int]:
+    """Run seeds ``first .. first+count-1`` over ``jobs`` processes; returns (failures, events).
+    ``dynamic``: the dynamic-quorum schedules (tests/raft/simulator_dynamic.py)."""
     chunk = 50
     tasks = [(s, min(s + chunk, first + count), big) for s in range(first, first + count, chunk)]
+    work = _dynamic_worker if dynamic else _worker
     failures: list[tuple[int, str]] = []
     events = 0
     if jobs <= 1:
-        results = map(_worker, tasks)
+        results = map(work, tasks)
     else:
         pool = multiprocessing.get_context("fork").Pool(jobs)
-        results = pool.imap_unordered(_worker, tasks)
+        results = pool.imap_unordered(work, tasks)
     try:
         for fails, ev in results:
             events += ev
@@ -765,27 +809,40 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=multiprocessing.cpu_count(), help="worker processes")
     p.add_argument("--trace", action="store_true", help="with --seed: print the event trace tail on failure")
     p.add_argument("--rejoin", action="store_true", help="the rejoin schedules (no-disruption) instead")
+    p.add_argument("--dynamic", action="store_true",
+                   help="the dynamic-quorum schedules (KIP-853 voter changes among the faults) instead")
     a = p.parse_args(argv)
     if a.rejoin and a.seed is None:
-        failures, events = run_rejoins(a.first, a.seeds)
+        if a.dynamic:
+            from tests.raft.simulator_dynamic import run_dynamic_rejoins
+
+            failures, events = run_dynamic_rejoins(a.first, a.seeds)
+        else:
+            failures, events = run_rejoins(a.first, a.seeds)
         for seed, err in failures:
             print(err, file=sys.stderr)
         print(f"{a.seeds} rejoin seeds from {a.first}: {len(failures)} failed {[s for s, _ in failures][:20]}")
         return 1 if failures else 0
     if a.seed is not None:
         try:
-            res = run_rejoin(a.seed, a.trace) if a.rejoin else run_seed(a.seed, a.big, a.trace)
+            if a.dynamic:
+                from tests.raft.simulator_dynamic import run_dynamic, run_dynamic_rejoin
+
+                res = run_dynamic_rejoin(a.seed, a.trace) if a.rejoin else run_dynamic(a.seed, a.trace)
+            else:
+                res = run_rejoin(a.seed, a.trace) if a.rejoin else run_seed(a.seed, a.big, a.trace)
         except Violation as e:
             print(e, file=sys.stderr)
             return 1
         print(res)
         return 0
     t0 = time.monotonic()
-    failures, events = run_many(a.first, a.seeds, a.big, a.jobs)
+    failures, events = run_many(a.first, a.seeds, a.big, a.jobs, a.dynamic)
     dt = time.monotonic() - t0
     for seed, err in failures:
         print(err, file=sys.stderr)
-    print(f"{a.seeds} seeds from {a.first}{' (big)' if a.big else ''}: {len(failures)} failed "
+    kind = " (big)" if a.big else " (dynamic)" if a.dynamic else ""
+    print(f"{a.seeds} seeds from {a.first}{kind}: {len(failures)} failed "
           f"{[seed for seed, _ in failures][:20]}, {events} events, {dt:.1f} s")
     return 1 if failures else 0
 

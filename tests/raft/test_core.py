@@ -175,14 +175,18 @@ def test_follower_of_live_leader_moves_to_higher_epoch_on_vote():
     assert p["VoteGranted"] and (c.role, c.epoch) == (Role.VOTED, 4)
 
 
-def test_observer_never_votes_nor_stands():
+def test_observer_votes_as_its_role_says_but_never_stands():
+    # (Kafka's canGrantVote asks nothing of the voter set: with KIP-853 a candidate may count as a
+    # voter a replica that has not replicated the VotersRecord making it one)
     c, _ = make(node_id=9)
     assert c.is_observer
     _, p = vote(c, 10, 2, 1, 0, 0)
-    assert not p["VoteGranted"] and c.epoch == 1 and c.role is Role.UNATTACHED
+    assert p["VoteGranted"] and c.epoch == 1 and (c.role, c.voted_id) == (Role.VOTED, 2)
+    _, p = vote(c, 11, 3, 1, 0, 0)
+    assert not p["VoteGranted"] and c.voted_id == 2  # one vote an epoch, as any replica
     for t in range(0, 60000, 1000):
         c.step(Tick(t))
-        assert c.role in (Role.UNATTACHED, Role.FOLLOWER)
+        assert c.role in (Role.VOTED, Role.UNATTACHED, Role.FOLLOWER)
     assert c.epoch == 1
 
 

@@ -7,6 +7,7 @@ apply them; the voter sets are checked against what each log holds, record by re
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import uuid
 
@@ -351,3 +352,145 @@ def test_a_file_log_reads_its_voter_sets_back_and_refuses_a_voters_record_it_can
                                        r"that cannot be a voter set: voter id 1 is given twice"):
         again.append(again.entries_for_append(0, 1, [ControlRecord(KRAFT_VOTERS, bad)], control=True))
     assert again.end_offset == 0  # refused before anything was written
+
+
+def restart(net: Net, i: int, bootstrap_ids: tuple[int, ...] = ()) -> RaftCore:
+    """Node ``i`` crashes (every write was flushed: the net fsyncs at once) and starts again from
+    its log and its quorum-state."""
+    old = net.cores[i]
+    cfg = RaftConfig(**CFG, endpoints=node(i).endpoints, bootstrap_ids=bootstrap_ids)
+    core = RaftCore(i, (), old.log, old.election_state(), cfg, random.Random(100 + i), directory_id=dir_of(i))
+    net.cores[i] = core
+    net.step(i, Start(net.now))
+    return core
+
+
+def test_a_leader_that_crashed_with_an_uncommitted_add_is_elected_with_the_new_voters_vote():
+    """Simulator (dynamic seed 35, first schedules): the leader of {1} appended {1, 2} and crashed
+    before node 2 fetched it. Node 1 needs node 2's vote, and node 2 is an observer in its own log,
+    the follower of node 1's old epoch: Kafka's rules elect node 1 all the same. The restarted leader
+    resigns, then moves to the next epoch (pollResigned); its pre-votes carry that epoch, which
+    moves node 2 out of its old epoch; an observer answers (pre-)votes as its role says."""
+    net = standalone()
+    net.add(2, MemoryLog(), bootstrap_ids=(1,))
+    net.run(1500)
+    assert net.request(1, m.ADD_RAFT_VOTER, add_voter_body(2), 1) is None  # appended, not committed
+    assert net.cores[1].voters == (1, 2) and net.cores[2].voters == (1,) and net.cores[2].is_observer
+    epoch = net.cores[1].epoch
+    restarted = restart(net, 1)
+    assert restarted.role is Role.RESIGNED and restarted.voters == (1, 2)
+    net.run(5000)
+    leader = net.leader()
+    assert leader is restarted and leader.epoch > epoch
+    assert net.cores[2].voters == (1, 2) and not net.cores[2].is_observer
+    last = voter_records(leader.log)[-1][0]
+    assert all(c.high_watermark > last for c in net.cores.values())
+
+
+def test_a_leader_that_removed_itself_and_crashed_restarts_resigned_and_moves_the_others_on():
+    """Simulator (dynamic seed 1236): node 1 led {1, 2, 3}, node 3 had not fetched the VotersRecord
+    adding it (an observer in its own log, following node 1), and node 1 appended {2, 3} and crashed
+    before anyone fetched it. Node 2 needs a second vote: node 1's log is longer, and node 3 refuses
+    pre-votes in the epoch of the leader it fetched from. Node 1 restarts resigned (Kafka's
+    QuorumState.initialize, observer or not), then moves to the next epoch, which its answers carry
+    to node 2; node 3 follows there and votes."""
+    net = standalone()
+    grow(net, 2, 1)
+    net.add(3, MemoryLog(), bootstrap_ids=(1,))
+    net.run(1500)
+    assert net.request(1, m.ADD_RAFT_VOTER, add_voter_body(3), 2) is None
+    net.down.add(3)
+    net.run(300)
+    assert net.admin[2] == m.voter_change_response(Errors.NONE)
+    assert net.cores[2].voters == (1, 2, 3) and net.cores[3].voters == (1, 2) and net.cores[3].is_observer
+    assert net.request(1, m.REMOVE_RAFT_VOTER, remove_voter_body(1), 3) is None
+    assert net.cores[1].voters == (2, 3)
+    restarted = restart(net, 1, bootstrap_ids=(2, 3))
+    assert restarted.is_observer and restarted.role is Role.RESIGNED
+    net.down.discard(3)
+    net.run(10000)
+    leader = net.leader()
+    assert leader is not None and leader.node_id in (2, 3)
+    # the removal was never committed: it is cut from node 1's log, and the three vote again
+    assert all(c.voters == (1, 2, 3) for c in net.cores.values())
+    assert all(c.log.end_offset == leader.log.end_offset for c in net.cores.values())
+
+
+def test_add_voter_without_ack_when_committed_is_answered_once_appended():
+    """Simulator (the acked-change check's own test, tests/raft/test_simulation.py): an AddRaftVoter
+    with AckWhenCommitted false was never answered (the answer's correlation id was cleared before
+    it went out). Kafka answers it once the VotersRecord is appended, and still takes no other change
+    until that one commits."""
+    net = standalone()
+    net.add(2, MemoryLog(), bootstrap_ids=(1,))
+    net.run(1500)
+    leader = net.cores[1]
+    ans = net.request(1, m.ADD_RAFT_VOTER, {**add_voter_body(2), "AckWhenCommitted": False}, 50)
+    assert ans == m.voter_change_response(Errors.NONE)
+    last = voter_records(leader.log)[-1][0]
+    assert leader.voters == (1, 2) and leader.high_watermark <= last  # answered before the commit
+    ans = net.request(1, m.REMOVE_RAFT_VOTER, remove_voter_body(2), 51)
+    assert ans is not None and ans["ErrorCode"] == Errors.REQUEST_TIMED_OUT
+    net.run(1000)
+    assert leader.high_watermark > last and net.cores[2].voters == (1, 2)
+    ans = net.request(1, m.REMOVE_RAFT_VOTER, remove_voter_body(2), 52)
+    net.run(1000)
+    assert (ans or net.admin[52]) == m.voter_change_response(Errors.NONE)
+
+
+def test_a_leader_whose_own_removal_timed_out_resigns_when_it_commits_all_the_same():
+    """Simulator (dynamic seed 2947): the leader's RemoveRaftVoter of itself timed out (answered
+    REQUEST_TIMED_OUT) before it committed; when it did, the leader did not resign (only the waiting
+    request made it), went on leading a voter set without it and took the next change, which left
+    the only voter of the new set unable to be elected. A leader outside the committed voter set
+    resigns, whatever became of the request."""
+    net = standalone()
+    grow(net, 2, 1)
+    grow(net, 3, 2)
+    leader = net.cores[1]
+    # (a request timeout so short that it runs out before the followers' next fetches)
+    leader.cfg = dataclasses.replace(leader.cfg, request_timeout_ms=1)
+    assert net.request(1, m.REMOVE_RAFT_VOTER, remove_voter_body(1), 3) is None
+    net.run(1)
+    assert net.admin[3]["ErrorCode"] == Errors.REQUEST_TIMED_OUT
+    assert leader.role is Role.LEADER and leader.voters == (2, 3) and leader.is_observer
+    assert leader.high_watermark <= voter_records(leader.log)[-1][0]
+    net.run(300)
+    assert leader.high_watermark > voter_records(leader.log)[-1][0]  # committed ...
+    assert leader.role is not Role.LEADER  # ... and the leader resigned
+    ans = net.request(1, m.REMOVE_RAFT_VOTER, remove_voter_body(2), 4)
+    assert ans is not None and ans["ErrorCode"] == Errors.NOT_LEADER_OR_FOLLOWER
+    net.run(5000)
+    new = net.leader()
+    assert new is not None and new.node_id in (2, 3) and all(c.voters == (2, 3) for c in net.cores.values())
+
+
+def test_an_observer_takes_the_leaders_answer_to_a_fetch_sent_to_its_bootstrap_alias():
+    """An observer knows the leader only as a bootstrap server (``controller.quorum.bootstrap.servers``
+    lists it under an id of its own): the leader's answer to that fetch feeds the observer, which then
+    fetches from the leader by id; before, every such answer was dropped and the observer fetched
+    through the alias again at once, forever, never appending."""
+    net = standalone()
+    alias = -(1 << 30)
+    obs = RaftCore(2, (), MemoryLog(), None, RaftConfig(**CFG, bootstrap_ids=(alias,)), random.Random(2),
+                   directory_id=dir_of(2))
+    out = obs.step(Start(net.now))
+    out += obs.step(Tick(net.now + 1))
+    fetches = [o for o in out if isinstance(o, Send) and o.api == m.FETCH]
+    assert fetches and fetches[0].dest == alias
+    leader = net.cores[1]
+    answers = [o for o in leader.step(Receive(net.now, 2, m.FETCH, dict(fetches[0].body), 77, False))
+               if isinstance(o, Send) and o.is_response]
+    (answer,) = answers
+    obs.step(Receive(net.now + 2, alias, m.FETCH, dict(answer.body), fetches[0].correlation_id, True))
+    assert obs.role is Role.FOLLOWER and obs.leader_id == 1  # (an answer of a newer epoch: news only)
+    assert obs.endpoint_of(1) == ("127.0.0.1", 9001)  # (from the answer's NodeEndpoints)
+    # its fetches to the leader go unanswered past the fetch timeout: it asks the bootstrap servers again
+    t = net.now + 2 + CFG["fetch_timeout_ms"] + CFG["request_timeout_ms"] + 10
+    out = obs.step(Tick(t))
+    fetches = [o for o in out if isinstance(o, Send) and o.api == m.FETCH]
+    assert fetches and fetches[-1].dest == alias
+    answers = [o for o in leader.step(Receive(t, 2, m.FETCH, dict(fetches[-1].body), 78, False))
+               if isinstance(o, Send) and o.is_response]
+    obs.step(Receive(t, alias, m.FETCH, dict(answers[0].body), fetches[-1].correlation_id, True))
+    assert obs.log.end_offset == leader.log.end_offset  # the leader's records were appended

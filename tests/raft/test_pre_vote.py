@@ -253,17 +253,24 @@ def test_a_lost_election_asks_for_pre_votes_again_with_one_more_retry():
     assert c.election_state() == ElectionState(5, voted_id=1)
 
 
-def test_a_resigned_leader_asks_for_pre_votes_in_the_epoch_it_led():
+def test_a_resigned_leader_moves_to_the_next_epoch_then_asks_for_pre_votes_there():
+    # Kafka 4's pollResigned: once its election timer is out, unattached in the next epoch with that
+    # timer (so at once a prospective there): its pre-votes carry the new epoch, which moves every
+    # replica it asks to it (a follower of its old epoch, an observer, would refuse one in the old)
     c, _ = make(persisted=ElectionState(7, leader_id=1))  # a restarted leader: resigned
     assert c.role is Role.RESIGNED
     out = c.step(Tick(c._election_deadline))
-    assert (c.role, c.epoch, c.leader_id) == (Role.PROSPECTIVE, 7, 1) and not persists(out)
-    for r in vote_reqs(out):
-        respond(c, c.now, r, m.vote_response(TP, 0, -1, 7, False))
-    # refused: unattached in epoch 7, the file still naming it leader of 7 (it refuses real votes there)
-    assert (c.role, c.epoch) == (Role.UNATTACHED, 7) and c.election_state() == ElectionState(7, leader_id=1)
-    _, p = pre_vote(c, c.now, 2, 7, 0, 0, pre=False)
-    assert p["VoteGranted"] is False
+    assert (c.role, c.epoch, c.leader_id) == (Role.PROSPECTIVE, 8, -1)
+    assert c.election_state() == ElectionState(8) and persists(out) == [PersistElection(ElectionState(8))]
+    reqs = vote_reqs(out)
+    assert sorted(r.dest for r in reqs) == [2, 3]
+    assert all(part_of(r.body, m.VOTE)["ReplicaEpoch"] == 8 and part_of(r.body, m.VOTE)["PreVote"] for r in reqs)
+    for r in reqs:
+        respond(c, c.now, r, m.vote_response(TP, 0, -1, 8, False))
+    # refused: unattached in epoch 8, free to vote for another there
+    assert (c.role, c.epoch) == (Role.UNATTACHED, 8) and c.election_state() == ElectionState(8)
+    _, p = pre_vote(c, c.now, 2, 8, 7, 0, pre=False)
+    assert p["VoteGranted"] is True and c.election_state() == ElectionState(8, voted_id=2)
 
 
 def test_a_restart_in_the_middle_of_a_pre_vote_comes_back_as_the_role_its_file_names():

@@ -15,6 +15,7 @@ from kraftkit.raft.core import RecordsAdapter
 from kraftkit.raft.log import Entry
 from kraftkit.raft.quorum_state import Role
 from tests.raft import simulator as sim
+from tests.raft import simulator_dynamic as dyn
 
 JOBS = min(2, multiprocessing.cpu_count())
 CI_SEEDS = 2000
@@ -235,3 +236,144 @@ def test_a_follower_granting_pre_votes_while_its_leader_lives_is_caught(monkeypa
     failures, _ = sim.run_rejoins(0, 30)
     assert failures and all("no-disruption" in e for _, e in failures)
     assert all(sim.Scenario.rejoin_from_seed(seed).idle_while_away for seed, _ in failures)
+
+
+# ------------------------------------------------------------------ dynamic quorums (KIP-853)
+
+DYNAMIC_SEEDS = 2000
+
+
+def test_dynamic_ci_seeds():
+    """2000 dynamic-quorum schedules (seeds 0..1999): voters added and removed among crashes,
+    partitions, loss, snapshots and wiped directories; every invariant after every event (see
+    tests/raft/simulator_dynamic.py), liveness and the acknowledged changes after healing."""
+    failures, events = sim.run_many(0, DYNAMIC_SEEDS, jobs=JOBS, dynamic=True)
+    assert not failures, _report(failures)
+    assert events > DYNAMIC_SEEDS * 100
+
+
+def test_dynamic_schedules_change_the_voters_among_every_fault():
+    totals: dict[str, int] = {}
+    shapes = set()
+    for seed in range(150):
+        res = dyn.run_dynamic(seed)
+        for k, v in res.items():
+            if k != "seed":
+                totals[k] = totals.get(k, 0) + v
+        sc = dyn.dynamic_scenario(seed)
+        shapes.add((sc.voters, sc.observers, sc.config.pre_vote))
+    for k in ("adds", "removes", "leader_removals", "changes_acked", "change_refusals", "wipes", "change_crashes",
+              "crashes",
+              "partitions", "snapshot_loads", "elections", "dropped"):
+        assert totals[k] > 0, (k, totals)
+    assert totals["changes_acked"] > 50
+    assert {v for v, _o, _p in shapes} == {1, 2, 3} and {p for *_, p in shapes} == {True, False}
+
+
+def test_a_dynamic_seed_replays_exactly_and_its_voter_sets_move():
+    a = dyn.DynamicSimulation(dyn.dynamic_scenario(35), trace=True)
+    b = dyn.DynamicSimulation(dyn.dynamic_scenario(35), trace=True)
+    assert a.run() == b.run() and a.trace == b.trace
+    # the simulator's own reading of the logs saw the voter set change, and acknowledged changes
+    # are committed where the ledger says
+    assert a.acked and all(a.ledger[off] == (e.epoch, e.payload) for off, e in a.acked)
+    assert len({r[2] for n in a.nodes for r in a.refresh(n).recs}) > 1
+
+
+def _dynamic_failures(limit: int, want: int = 3) -> list[tuple[int, str]]:
+    """The first ``want`` failing dynamic seeds below ``limit`` (in this process: monkeypatches hold)."""
+    failures: list[tuple[int, str]] = []
+    for seed in range(limit):
+        try:
+            dyn.run_dynamic(seed)
+        except sim.Violation as e:
+            failures.append((seed, str(e)))
+            if len(failures) == want:
+                break
+    return failures
+
+
+def test_two_voter_changes_at_once_are_caught(monkeypatch, capsys):
+    """A leader that takes a change while the last one is uncommitted (Kafka refuses it)."""
+
+    def refusal(self, what):
+        return None if self.role is Role.LEADER and self.state.high_watermark is not None else (6, "not leader")
+
+    def finish(self, error, message=None):
+        st = self.state
+        change = st.voter_change
+        st.voter_change = None
+        if change is not None and change.corr >= 0:
+            self._respond(change.src, change.api, change.corr, m.voter_change_response(error, message))
+
+    monkeypatch.setattr(raft_core.RaftCore, "_voter_change_refusal", refusal)
+    monkeypatch.setattr(raft_core.RaftCore, "_finish_voter_change", finish)
+    failures = _dynamic_failures(200)
+    assert failures and all("one-change" in e or "acked-change" in e or "elected-by-majority" in e
+                            or "committed-data" in e or "leader-completeness" in e for _, e in failures)
+    assert any("one-change" in e for _, e in failures)
+    seed, err = failures[0]
+    assert f"python -m tests.raft.simulator --dynamic --seed {seed}" in err
+    assert sim.main(["--dynamic", "--seed", str(seed)]) == 1
+    assert err.splitlines()[0] in capsys.readouterr().err
+
+
+def test_a_wiped_voter_counted_as_the_one_it_was_is_caught(monkeypatch):
+    """A replica that answers requests addressed to its id whatever its directory id: a node whose
+    disk was replaced then votes as the voter it no longer is."""
+    monkeypatch.setattr(raft_core.RaftCore, "_addressed_to_me", lambda self, voter_id, voter_dir: True)
+    failures = _dynamic_failures(300)
+    assert failures and any("elected-by-majority" in e for _, e in failures)
+
+
+def test_a_vote_counted_without_a_majority_of_the_voter_set_is_caught(monkeypatch):
+    """One vote short: a leader elected by half of an even voter set."""
+    monkeypatch.setattr(raft_core.RaftCore, "majority", property(lambda self: max(1, len(self.voters) // 2)))
+    failures = _dynamic_failures(100)
+    assert failures and any("elected-by-majority" in e for _, e in failures)
+
+
+def test_a_change_acknowledged_before_it_commits_is_caught(monkeypatch):
+    real = raft_core.RaftCore._on_add_voter_request
+
+    def add(self, src, corr, body):
+        return real(self, src, corr, {**body, "AckWhenCommitted": False})
+
+    monkeypatch.setattr(raft_core.RaftCore, "_on_add_voter_request", add)
+    failures = _dynamic_failures(100)
+    assert failures and all("acked-change" in e for _, e in failures)
+
+
+DYNAMIC_REJOIN_SEEDS = 40
+
+
+def test_a_node_cut_off_and_back_never_disrupts_a_healthy_dynamic_quorum():
+    """no-disruption on a dynamic quorum whose voters changed before the cut (an observer added, a
+    bootstrap voter removed): the cut-off voter, sometimes the one just added, neither bumps an
+    epoch nor unseats the leader."""
+    failures, events = dyn.run_dynamic_rejoins(0, DYNAMIC_REJOIN_SEEDS)
+    assert not failures, _report(failures)
+    assert events > DYNAMIC_REJOIN_SEEDS * 500
+    sims = [dyn.DynamicSimulation(dyn.rejoin_scenario(seed), trace=True) for seed in range(10)]
+    cut = set()
+    for s in sims:
+        s.run_rejoin()
+        assert len(s.acked) == 2 and len(s.voter_ids) == s.sc.voters and s.voter_ids != list(range(s.sc.voters))
+        line = next(t for t in s.trace if "cut off" in t)
+        cut.add(int(line.split("node ")[1].split()[0]) == len(s.nodes) - 1)
+    assert cut == {True, False}  # the added voter is cut off in some schedules, an old one in others
+
+
+def test_standing_without_pre_vote_disrupts_a_dynamic_quorum_too(monkeypatch):
+    monkeypatch.setattr(raft_core.RaftCore, "_stand", raft_core.RaftCore._become_candidate)
+    failures, _ = dyn.run_dynamic_rejoins(0, 10)
+    assert len(failures) == 10 and all("no-disruption" in e for _, e in failures)
+    assert "python -m tests.raft.simulator --dynamic --rejoin --seed 0" in failures[0][1]
+
+
+def test_a_snapshot_that_loses_the_voter_set_is_caught(monkeypatch):
+    """A fetched snapshot whose voter set is not restored (Kafka's snapshot header dropped): the log's
+    voter set no longer matches what its records say."""
+    monkeypatch.setattr(dyn, "snapshot_control_records", lambda data: [])
+    failures = _dynamic_failures(300, want=1)
+    assert failures and "voter-set-view" in failures[0][1]

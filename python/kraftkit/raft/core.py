@@ -347,7 +347,10 @@ class RaftCore(Handlers, Elections, VoterChanges):
         self.state = UnattachedState(st.epoch)
         if st.epoch < log_epoch:
             self._become_unattached(log_epoch)
-        elif st.leader_id == self.node_id and not self.is_observer:
+        elif st.leader_id == self.node_id:
+            # (an observer too: a leader that removed itself and restarted before the change
+            # committed; after its election timeout it moves to the next epoch, which its fetches
+            # and answers carry to the voters that still follow it: Kafka's QuorumState.initialize)
             self._become_resigned([], persist=False)
         elif st.voted_id == self.node_id and not self.is_observer:
             cand = self._set_role(Role.CANDIDATE, st.epoch, -1, self.node_id)
@@ -397,13 +400,15 @@ class RaftCore(Handlers, Elections, VoterChanges):
     def _become_unattached(self, epoch: int, leader_id: int = -1) -> None:
         # Kafka keeps the remaining election time when a candidate or an unattached voter moves to a
         # higher epoch: otherwise a candidate with a stale log could hold off every election forever.
-        # (a prospective keeps it too, unless a majority refused it: Kafka's transitionToUnattached)
+        # (a prospective keeps it too, unless a majority refused it, and a resigned leader: Kafka's
+        # transitionToUnattached)
         old = self.state
-        keep = old.election_deadline if isinstance(old, (CandidateState, UnattachedState, VotedState)) else None
+        kept = (CandidateState, UnattachedState, VotedState, ResignedState)
+        keep = old.election_deadline if isinstance(old, kept) else None
         if isinstance(old, ProspectiveState) and not self._lost(old.rejected):
             keep = old.election_deadline
         new: UnattachedState = self._set_role(Role.UNATTACHED, epoch, leader_id, -1)
-        new.election_deadline = keep if keep is not None else self._unattached_timeout()
+        new.election_deadline = keep if keep is not None and not self.is_observer else self._unattached_timeout()
 
     def _become_voted(self, candidate: int) -> None:
         new: VotedState = self._set_role(Role.VOTED, self.epoch, -1, candidate)
@@ -502,10 +507,9 @@ class RaftCore(Handlers, Elections, VoterChanges):
                 return self._poll()
         elif isinstance(st, ResignedState):
             if st.election_deadline is not None and st.election_deadline <= now:
-                if self.is_observer:
-                    self._become_unattached(self.epoch + 1)
-                else:
-                    self._stand()
+                # the next epoch, unattached, its election timer already out (Kafka's pollResigned): a
+                # voter then asks for pre-votes in that epoch, which moves every replica it asks to it
+                self._become_unattached(self.epoch + 1)
                 return self._poll()
             for v in sorted(st.unacked_end):
                 self._send_once(

@@ -131,9 +131,9 @@ class Handlers:
     def _can_grant(self: RaftCore, candidate: int, last_epoch: int, last_offset: int, pre_vote: bool = False) -> bool:  # type: ignore[misc]  # RaftCore's mixin
         """Kafka's ``canGrantVote`` of each role. A pre-vote is granted to an up-to-date log by every
         role but a leader and a follower that has fetched from its leader in this role; a vote only
-        by a voter without a leader that has not voted for another in this epoch."""
-        if self.is_observer:
-            return False
+        by a replica without a leader that has not voted for another in this epoch. An observer
+        answers as its role says too (KIP-853): a candidate may count it as a voter by a VotersRecord
+        the observer has not replicated yet, and only its vote can then elect a leader."""
         up_to_date = (last_epoch, last_offset) >= (self.log.last_epoch(), self.log.end_offset)
         st = self.state
         if pre_vote:
@@ -487,8 +487,11 @@ class Handlers:
                 self._start_backoff()
 
     def _follower_accepts(self: RaftCore, src: int) -> bool:  # type: ignore[misc]  # RaftCore's mixin
+        """Whether a Fetch or FetchSnapshot answer (one without error, in this epoch: only the
+        epoch's leader gives those) feeds this follower: from its leader, or from a bootstrap server
+        (``controller.quorum.bootstrap.servers``) that is the leader under another name."""
         if self.role is Role.FOLLOWER:
-            return src == self.leader_id
+            return src == self.leader_id or src in self.cfg.bootstrap_ids
         return False
 
     def _on_fetch_response(self: RaftCore, src: int, part: FetchedPart) -> None:  # type: ignore[misc]  # RaftCore's mixin

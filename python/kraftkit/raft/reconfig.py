@@ -293,11 +293,10 @@ class VoterChanges:
             or change.ack_when_committed
         ):
             st.voter_change = None
-        else:
-            change.corr = -1  # answered before the commit (AckWhenCommitted false): still one at a time
+        # (else answered before the commit, AckWhenCommitted false: still one change at a time)
         if change.corr >= 0 and change.api != m.UPDATE_RAFT_VOTER:
             self._respond(change.src, change.api, change.corr, m.voter_change_response(error, message))
-            change.corr = -1
+        change.corr = -1
 
     def _expire_voter_change(self: RaftCore) -> None:  # type: ignore[misc]  # RaftCore's mixin
         st = self.state
@@ -318,16 +317,18 @@ class VoterChanges:
 
     def _voter_change_progress(self: RaftCore) -> None:  # type: ignore[misc]  # RaftCore's mixin
         """After the high watermark moved: a pending change whose VotersRecord committed is done;
-        a leader that removed itself resigns then (Kafka's ``highWatermarkUpdated``)."""
+        a leader that is not in the committed voter set resigns then (Kafka's ``highWatermarkUpdated``;
+        Kafka checks only while the RemoveRaftVoter that removed it waits for its answer, and one
+        that timed out first leaves a leader outside the voter set, which takes further changes)."""
         st = self.state
-        if not isinstance(st, LeaderState) or st.voter_change is None:
+        if not isinstance(st, LeaderState) or st.high_watermark is None:
             return
         change = st.voter_change
-        if change.last_offset < 0 or st.high_watermark is None or st.high_watermark <= change.last_offset:
-            return
-        change.ack_when_committed = True
-        self._finish_voter_change(Errors.NONE)
-        if self.is_observer:
+        if change is not None and 0 <= change.last_offset < st.high_watermark:
+            change.ack_when_committed = True
+            self._finish_voter_change(Errors.NONE)
+        entry = self.log.kraft.voters_entry()
+        if self.is_observer and entry is not None and entry[0] < st.high_watermark:
             self._become_resigned(self._preferred_successors())
 
     def _voters_changed(self: RaftCore) -> None:  # type: ignore[misc]  # RaftCore's mixin
