@@ -632,8 +632,9 @@ class Simulation:
             node = self.nodes[dest]
             if not node.running:
                 return None
-            self.log_trace(f"{src} -> {dest} {api_name(o.api)}{'Response' if o.is_response else 'Request'} "
-                           f"corr={o.correlation_id} {_brief(o.body)}")
+            if self.trace_on:  # (the message is costly to format: only when traced)
+                self.log_trace(f"{src} -> {dest} {api_name(o.api)}{'Response' if o.is_response else 'Request'} "
+                               f"corr={o.correlation_id} {_brief(o.body)}")
             self.step(node, Receive(self.now, src, o.api, o.body, o.correlation_id, o.is_response))
             return node
         if kind == "tick":
@@ -776,9 +777,10 @@ def _dynamic_worker(args: tuple[int, int, bool]) -> tuple[list[tuple[int, str]],
 
 
 def run_many(first: int, count: int, big: bool = False, jobs: int = 1,
-             dynamic: bool = False) -> tuple[list[tuple[int, str]], int]:
+             dynamic: bool = False, progress: bool = False) -> tuple[list[tuple[int, str]], int]:
     """Run seeds ``first .. first+count-1`` over ``jobs`` processes; returns (failures, events).
-    ``dynamic``: the dynamic-quorum schedules (tests/raft/simulator_dynamic.py)."""
+    ``dynamic``: the dynamic-quorum schedules (tests/raft/simulator_dynamic.py). ``progress``: a
+    line on stderr every 1,000 seeds (seeds done, failures so far and their seeds)."""
     chunk = 50
     tasks = [(s, min(s + chunk, first + count), big) for s in range(first, first + count, chunk)]
     work = _dynamic_worker if dynamic else _worker
@@ -789,10 +791,16 @@ def run_many(first: int, count: int, big: bool = False, jobs: int = 1,
     else:
         pool = multiprocessing.get_context("fork").Pool(jobs)
         results = pool.imap_unordered(work, tasks)
+    done = 0
+    t0 = time.monotonic()
     try:
         for fails, ev in results:
             events += ev
             failures.extend(fails)
+            done_before, done = done, done + chunk
+            if progress and (done // 1000 > done_before // 1000 or fails):
+                print(f"{min(done, count)}/{count} seeds, {len(failures)} failed "
+                      f"{sorted(s for s, _ in failures)[:20]}, {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
     finally:
         if jobs > 1:
             pool.close()
@@ -811,6 +819,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rejoin", action="store_true", help="the rejoin schedules (no-disruption) instead")
     p.add_argument("--dynamic", action="store_true",
                    help="the dynamic-quorum schedules (KIP-853 voter changes among the faults) instead")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     a = p.parse_args(argv)
     if a.rejoin and a.seed is None:
         if a.dynamic:
@@ -837,7 +846,7 @@ def main(argv: list[str] | None = None) -> int:
         print(res)
         return 0
     t0 = time.monotonic()
-    failures, events = run_many(a.first, a.seeds, a.big, a.jobs, a.dynamic)
+    failures, events = run_many(a.first, a.seeds, a.big, a.jobs, a.dynamic, progress=not a.quiet)
     dt = time.monotonic() - t0
     for seed, err in failures:
         print(err, file=sys.stderr)

@@ -73,7 +73,7 @@ def test_run_range_checks_every_number(tmp_path, capsys, extra, option):
 def test_run_node_id_and_addresses_are_checked(tmp_path, capsys):
     code, err = run_cli(["quorum", "run", "--node-id", "-1", "--voters", "1@127.0.0.1:19091", "--log-dir",
                          str(tmp_path), "--cluster-id", CLUSTER_ID], capsys)
-    assert code == 2 and "argument --node-id: -1 is outside" in err
+    assert code == 2 and "argument --node-id: must be from 0 to 2147483647, not -1" in err
     code, err = run_cli(node_args(tmp_path, "--observer", "--listen", "127.0.0.1:70000", voters="2@127.0.0.1:19091"),
                         capsys)
     assert code == 2 and "port 70000 is outside 0..65535" in err, err

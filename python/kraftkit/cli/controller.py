@@ -8,8 +8,9 @@ import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
+from kraftkit.cli.argtypes import int_arg
 from kraftkit.cli.exits import EXIT_USAGE, fail
-from kraftkit.cli.quorum import RUN_DEFAULTS, _int_in, add_run_options, node_config, serve
+from kraftkit.cli.quorum import RUN_DEFAULTS, add_run_options, node_config, serve
 
 if TYPE_CHECKING:
     from kraftkit.controller.config import ControllerConfig
@@ -49,7 +50,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_run_options(r, observer=False, config_file=True)
     r.add_argument(
         "--broker-session-timeout-ms",
-        type=_int_in(1),
+        type=int_arg(1),
         default=None,
         metavar="MS",
         help="how long a broker stays registered without a heartbeat (broker.session.timeout.ms, "

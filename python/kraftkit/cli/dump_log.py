@@ -7,8 +7,9 @@ import os
 import sys
 
 from kraftkit._fs import InputFileError, check_input, error_text
+from kraftkit.cli.argtypes import int_arg
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
-from kraftkit.cli.main import LONG_MAX, add_max_batch_bytes, int_arg
+from kraftkit.cli.main import LONG_MAX, add_max_batch_bytes
 from kraftkit.cli.progress import Progress, add_quiet
 from kraftkit.errors import KraftkitError, TruncatedError
 from kraftkit.log import Segment

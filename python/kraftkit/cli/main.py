@@ -7,6 +7,7 @@ import argparse
 import importlib
 import sys
 
+from kraftkit.cli.argtypes import int_arg
 from kraftkit.cli.exits import EXIT_INTERRUPTED, EXIT_OK
 
 #: command name -> module under kraftkit.cli. Only the module of the command being run is
@@ -26,28 +27,6 @@ COMMANDS = {
     "completion": "completion",
     "man": "man",
 }
-
-
-def _shown(text: str) -> str:
-    """An argument as a message quotes it: in full unless it is long."""
-    return text if len(text) <= 40 else f"{text[:24]}... ({len(text)} characters)"
-
-
-def int_arg(lo: int, hi: int, unit: str = ""):
-    """An argparse ``type`` for a whole number in ``[lo, hi]`` (ASCII digits only): anything
-    else is a usage error naming the argument and the range (exit 2), never an overflow later."""
-
-    def parse(text: str) -> int:
-        t = text.strip()
-        digits = t[1:] if t[:1] in "+-" else t
-        if not digits.isascii() or not digits.isdigit():
-            raise argparse.ArgumentTypeError(f"{_shown(text)!r} is not a whole number")
-        if len(digits) > 40 or not lo <= int(t) <= hi:
-            raise argparse.ArgumentTypeError(f"must be from {lo} to {hi}{unit}, not {_shown(t)}")
-        return int(t)
-
-    parse.__name__ = "int"
-    return parse
 
 
 #: The largest value of a Java long (offsets, timestamps, byte counts).

@@ -14,9 +14,10 @@ import itertools
 import json
 import sys
 
+from kraftkit.cli.argtypes import int_arg
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
 from kraftkit.cli.jsonout import emit, record_fields
-from kraftkit.cli.main import LONG_MAX, add_max_batch_bytes, int_arg
+from kraftkit.cli.main import LONG_MAX, add_max_batch_bytes
 from kraftkit.cli.progress import Progress, add_quiet
 from kraftkit.errors import KraftkitError
 

@@ -7,9 +7,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from kraftkit.cli.argtypes import int_arg, seconds
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
 from kraftkit.cli.jsonout import emit
-from kraftkit.cli.main import int_arg
 
 HELP = "convert a stopped ZooKeeper-mode Kafka cluster to KRaft, offline (beyond Kafka); where a live migration stands"
 CMD = "migrate from-zookeeper"
@@ -20,16 +20,6 @@ def _controller_dir(text: str) -> tuple[int, str]:
     if not sep or not path:
         raise argparse.ArgumentTypeError(f"{text!r}: expected ID=DIR")
     return int_arg(0, 2**31 - 1)(ident), path
-
-
-def _seconds(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 < v <= 3600:
-        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 3600 seconds, not {text}")
-    return v
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -114,7 +104,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     z.add_argument(
         "--zookeeper-timeout",
-        type=_seconds,
+        type=seconds,
         default=15.0,
         metavar="SECONDS",
         help="bound on connecting to ZooKeeper and on each request (default 15)",
@@ -158,7 +148,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     st.add_argument(
         "--zookeeper-timeout",
-        type=_seconds,
+        type=seconds,
         default=15.0,
         metavar="SECONDS",
         help="bound on connecting to ZooKeeper, to the controller and on each request (default 15)",

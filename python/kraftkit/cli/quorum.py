@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kraftkit.cli.argtypes import int_arg, seconds
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
 from kraftkit.cli.jsonout import emit
 from kraftkit.cli.progress import Progress, add_quiet
@@ -23,36 +24,9 @@ if TYPE_CHECKING:
     from kraftkit.raft.server import RaftNode
 
 HELP = "run a KRaft quorum node (voter or observer), describe a quorum, append metadata records to it"
-INT32_MAX = 2**31 - 1
 MIB = 1024 * 1024
 #: gen-0 collection threshold of a running node (Python's default is 700)
 GC_YOUNG_THRESHOLD = 10_000
-
-
-def _int_in(lo: int, hi: int = INT32_MAX):
-    """An argparse type: an integer in lo..hi (a bad one is a usage error, exit 2)."""
-
-    def integer(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if not lo <= v <= hi:
-            raise argparse.ArgumentTypeError(f"{v} is outside {lo}..{hi}")
-        return v
-
-    return integer
-
-
-def _seconds(text: str) -> float:
-    """An argparse type: a number of seconds, above 0 and at most a day."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 < v <= 86400:  # (NaN fails this too)
-        raise argparse.ArgumentTypeError(f"{text} is outside (0, 86400] seconds")
-    return v
 
 
 def _bootstrap(text: str) -> str:
@@ -99,7 +73,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--replication", action="store_true", help="one row per voter and observer")
     d.add_argument(
         "--timeout",
-        type=_seconds,
+        type=seconds,
         default=10.0,
         metavar="SECONDS",
         help="bound on finding the leader and its answer (default 10; a refused connection fails at once)",
@@ -117,12 +91,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     _add_bootstrap(a)
     a.add_argument("--topic", action="append", default=[], metavar="NAME", help="append a TopicRecord (repeatable)")
-    a.add_argument("--count", type=_int_in(1, 1_000_000), default=1, metavar="N", help="append N NoOpRecords (1)")
+    a.add_argument("--count", type=int_arg(1, 1_000_000), default=1, metavar="N", help="append N NoOpRecords (1)")
     a.add_argument(
-        "--batch", type=_int_in(1, 10_000), default=1000, metavar="N", help="records per request, at most (1000)"
+        "--batch", type=int_arg(1, 10_000), default=1000, metavar="N", help="records per request, at most (1000)"
     )
     a.add_argument(
-        "--timeout", type=_seconds, default=10.0, metavar="SECONDS", help="bound on finding the leader and each commit"
+        "--timeout", type=seconds, default=10.0, metavar="SECONDS", help="bound on finding the leader and each commit"
     )
     a.add_argument("--json", action="store_true", help='print {"records":N,"requests":M,"committed":[[base,last],...]}')
     a.add_argument(
@@ -133,7 +107,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     from kraftkit.cli.quorum_voters import add_parsers as add_voter_parsers
 
-    add_voter_parsers(qsub, _add_bootstrap, _seconds)
+    add_voter_parsers(qsub, _add_bootstrap, seconds)
 
     rc = qsub.add_parser(
         "recover",
@@ -198,7 +172,7 @@ def add_run_options(r: argparse.ArgumentParser, *, observer: bool, config_file: 
     def default(dest: str) -> int | None:
         return None if config_file else RUN_DEFAULTS[dest]
 
-    r.add_argument("--node-id", type=_int_in(0), required=not config_file, metavar="N", help="this node's id (node.id)")
+    r.add_argument("--node-id", type=int_arg(0), required=not config_file, metavar="N", help="this node's id (node.id)")
     quorum = r.add_mutually_exclusive_group(required=not config_file)
     quorum.add_argument(
         "--voters",
@@ -229,28 +203,28 @@ def add_run_options(r: argparse.ArgumentParser, *, observer: bool, config_file: 
     )
     r.add_argument(
         "--snapshot-every",
-        type=_int_in(0),
+        type=int_arg(0),
         default=20000,
         metavar="RECORDS",
         help="snapshot after this many committed records (0: never; default 20000)",
     )
     r.add_argument(
         "--election-timeout-ms",
-        type=_int_in(1),
+        type=int_arg(1),
         default=default("election_timeout_ms"),
         metavar="MS",
         help="controller.quorum.election.timeout.ms (default 1000)",
     )
     r.add_argument(
         "--fetch-timeout-ms",
-        type=_int_in(1),
+        type=int_arg(1),
         default=default("fetch_timeout_ms"),
         metavar="MS",
         help="controller.quorum.fetch.timeout.ms (default 2000)",
     )
     r.add_argument(
         "--socket-request-max-bytes",
-        type=_int_in(1),
+        type=int_arg(1),
         default=default("socket_request_max_bytes"),
         metavar="BYTES",
         help="the largest request a client may send; a larger one closes its connection "
@@ -258,7 +232,7 @@ def add_run_options(r: argparse.ArgumentParser, *, observer: bool, config_file: 
     )
     r.add_argument(
         "--buffered-request-max-bytes",
-        type=_int_in(1, 2**62),
+        type=int_arg(1, 2**62),
         default=None,
         metavar="BYTES",
         help="node-wide, the bytes of requests (over 64 KiB each) being read at once; a request that "
@@ -266,28 +240,28 @@ def add_run_options(r: argparse.ArgumentParser, *, observer: bool, config_file: 
     )
     r.add_argument(
         "--max-connections-per-ip",
-        type=_int_in(1),
+        type=int_arg(1),
         default=default("max_connections_per_ip"),
         metavar="N",
         help="connections from one address; more are closed at once (max.connections.per.ip, default 64)",
     )
     r.add_argument(
         "--max-connections",
-        type=_int_in(1),
+        type=int_arg(1),
         default=default("max_connections"),
         metavar="N",
         help="connections in all; more are closed at once (default 1000)",
     )
     r.add_argument(
         "--request-read-timeout-ms",
-        type=_int_in(1),
+        type=int_arg(1),
         default=30000,
         metavar="MS",
         help="time to complete a request once its first byte arrived, else the connection is closed (default 30000)",
     )
     r.add_argument(
         "--produce-pending-max-bytes",
-        type=_int_in(1, 2**62),
+        type=int_arg(1, 2**62),
         default=128 * MIB,
         metavar="BYTES",
         help="bytes of produced records waiting for their commit; a Produce past it is refused with "

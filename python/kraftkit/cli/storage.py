@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from kraftkit.cli.argtypes import int_arg
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
 from kraftkit.cli.jsonout import camel_keys, emit
-from kraftkit.cli.main import add_max_batch_bytes, int_arg
+from kraftkit.cli.main import add_max_batch_bytes
 from kraftkit.cli.versions import add_parsers as add_version_parsers
 
 HELP = (
