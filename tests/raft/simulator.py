@@ -746,28 +746,26 @@ def run_rejoin(seed: int, trace: bool = False) -> dict:
                         + (f"\n--- trace tail ---\n{tail}" if tail else "")) from e
 
 
-def _worker(args: tuple[int, int, bool]) -> tuple[list[tuple[int, str]], int]:
-    start, stop, big = args
+def run_range(run: Callable[[int], dict], seeds: range) -> tuple[list[tuple[int, str]], int]:
+    """``run`` (one schedule of a seed) over ``seeds`` in this process; returns (failures, events)."""
+    failures: list[tuple[int, str]] = []
     events = 0
-    failures = []
-    for seed in range(start, stop):
+    for seed in seeds:
         try:
-            events += run_seed(seed, big)["events"]
+            events += run(seed)["events"]
         except Violation as e:
             failures.append((seed, str(e)))
     return failures, events
+
+
+def _worker(args: tuple[int, int, bool]) -> tuple[list[tuple[int, str]], int]:
+    start, stop, big = args
+    return run_range(lambda seed: run_seed(seed, big), range(start, stop))
 
 
 def run_rejoins(first: int, count: int) -> tuple[list[tuple[int, str]], int]:
     """Rejoin schedules ``first .. first+count-1`` in this process; returns (failures, events)."""
-    failures: list[tuple[int, str]] = []
-    events = 0
-    for seed in range(first, first + count):
-        try:
-            events += run_rejoin(seed)["events"]
-        except Violation as e:
-            failures.append((seed, str(e)))
-    return failures, events
+    return run_range(run_rejoin, range(first, first + count))
 
 
 def _dynamic_worker(args: tuple[int, int, bool]) -> tuple[list[tuple[int, str]], int]:

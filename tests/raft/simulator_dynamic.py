@@ -53,7 +53,7 @@ from kraftkit.raft.log import Entry, MemoryLog
 from kraftkit.raft.messages import Errors
 from kraftkit.raft.quorum_state import MemoryQuorumStateStore, Role
 from kraftkit.raft.voters import KRAFT_VERSION, KRAFT_VOTERS, ControlRecord, Endpoint, ReplicaKey, VoterNode, VoterSet
-from tests.raft.simulator import Node, Scenario, Simulation, Violation, api_name
+from tests.raft.simulator import Node, Scenario, Simulation, Violation, api_name, run_range
 
 ADMIN = -100  # the source id of the operator's requests (an admin client)
 IN_FLIGHT_MS = 10_000  # how long the operator treats an unanswered request as possibly still acted on
@@ -582,14 +582,7 @@ def run_dynamic_rejoin(seed: int, trace: bool = False) -> dict:
 
 
 def run_dynamic_rejoins(first: int, count: int) -> tuple[list[tuple[int, str]], int]:
-    failures: list[tuple[int, str]] = []
-    events = 0
-    for seed in range(first, first + count):
-        try:
-            events += run_dynamic_rejoin(seed)["events"]
-        except Violation as e:
-            failures.append((seed, str(e)))
-    return failures, events
+    return run_range(run_dynamic_rejoin, range(first, first + count))
 
 
 def replay_command(seed: int) -> str:
@@ -608,12 +601,4 @@ def run_dynamic(seed: int, trace: bool = False) -> dict:
 
 
 def worker(args: tuple[int, int]) -> tuple[list[tuple[int, str]], int]:
-    start, stop = args
-    events = 0
-    failures = []
-    for seed in range(start, stop):
-        try:
-            events += run_dynamic(seed)["events"]
-        except Violation as e:
-            failures.append((seed, str(e)))
-    return failures, events
+    return run_range(run_dynamic, range(*args))
