@@ -158,6 +158,7 @@ class MigrationDriver:
         self._claimed_in = -1  # the raft epoch in which this driver claimed ZooKeeper
         #: the ZooKeeper brokers' LeaderAndIsr / UpdateMetadata / StopReplica (while MIGRATED)
         self.propagator: Propagator | None = None
+        self._closing: asyncio.Task | None = None
 
     @property
     def node_id(self) -> int:
@@ -261,7 +262,11 @@ class MigrationDriver:
     def _stop_propagating(self) -> None:
         propagator, self.propagator = self.propagator, None
         if propagator is not None:
-            asyncio.get_running_loop().create_task(propagator.close())
+            try:
+                task = asyncio.get_running_loop().create_task(propagator.close())
+            except RuntimeError:
+                return  # (no event loop: its connections went with it)
+            self._closing = task  # (referenced until the next one)
 
     async def _zk(self) -> ZkClient:
         if self.zk is None:

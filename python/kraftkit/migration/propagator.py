@@ -442,7 +442,7 @@ class _Channel:
                             asyncio.open_connection(*self.address), self.owner.timeout_s
                         )
                     assert reader is not None and writer is not None
-                    body = await self._exchange(reader, writer, req)
+                    body = await asyncio.wait_for(self._exchange(reader, writer, req), self.owner.timeout_s)
                 except (OSError, TimeoutError, FrameError, KraftkitError, asyncio.IncompleteReadError) as e:
                     what = "cannot connect" if writer is None else "connection lost"
                     log.warning(
@@ -472,7 +472,7 @@ class _Channel:
         cid = next(self._ids) & 0x7FFFFFFF
         write_frame(writer, encode_request(req.api, req.version, cid, self.owner.client_id, req.body))
         await writer.drain()
-        frame = await asyncio.wait_for(read_frame(reader), self.owner.timeout_s)
+        frame = await read_frame(reader)
         if frame is None:
             raise FrameError("the broker closed the connection")
         got, body = decode_response(req.api, req.version, frame)
@@ -513,6 +513,7 @@ class Propagator:
         #: requests answered, by (broker, API name), and those answered with an error
         self.answered: collections.Counter[tuple[int, str]] = collections.Counter()
         self.errors: collections.Counter[tuple[int, str]] = collections.Counter()
+        self._closing: set[asyncio.Task] = set()
 
     # ------------------------------------------------------------------ publishing
     def publish_image(self, image: MetadataImage, zk_epoch: int) -> None:
@@ -542,6 +543,8 @@ class Propagator:
         channels, self.channels = self.channels, {}
         for ch in channels.values():
             await ch.close()
+        for task in list(self._closing):
+            await task
         self.view = View.empty()
         self.resync.clear()
 
@@ -552,13 +555,13 @@ class Propagator:
         for b in sorted(set(self.channels) - set(live)):
             ch = self.channels.pop(b)
             log.info("ZK migration: broker %d is no longer a live ZooKeeper broker: its channel is closed", b)
-            asyncio.get_running_loop().create_task(ch.close())
+            self._close_later(ch)
         for b, reg in sorted(live.items()):
             e = _endpoint(reg, self.listener)
             old = self.channels.get(b)
             if old is not None and (e is None or old.address != (e["Host"], e["Port"])):
                 self.channels.pop(b)
-                asyncio.get_running_loop().create_task(old.close())
+                self._close_later(old)
                 old = None
             if old is None:
                 if e is None:
@@ -572,6 +575,11 @@ class Propagator:
                     continue
                 self.channels[b] = _Channel(self, b, e["Host"], e["Port"])
                 log.info("ZK migration: channel to ZooKeeper broker %d at %s:%d", b, e["Host"], e["Port"])
+
+    def _close_later(self, ch: _Channel) -> None:
+        task = asyncio.get_running_loop().create_task(ch.close())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     def _enqueue(self, batches: list[list[Request]]) -> None:
         for batch in batches:
