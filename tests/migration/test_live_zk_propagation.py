@@ -8,12 +8,16 @@ Kafka's kafka-topics described them before), the brokers' own logs show the requ
 produced before is still consumed. A Metadata request to each broker lists the brokers and the
 partition leaders of the controller's image. The controller is then restarted (a failover: a new
 KRaft epoch, ZooKeeper claimed again at the next epoch) and sends the full metadata again, with the
-new epoch, which the brokers take too."""
+new epoch, which the brokers take too. Last a ZooKeeper-mode broker is restarted: no ZooKeeper
+controller is left to tell it its partitions; the controller's incremental LeaderAndIsr (to the
+broker's new registration once unfenced) does, and the partitions only it holds serve their records
+again."""
 
 from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 
@@ -40,6 +44,18 @@ def full_taken(log: str, broker: int, api: str) -> list[tuple[int, int]]:
     pattern = rf"broker {broker} took the full {api} \((\d+) partitions\) from controller {CONTROLLER_ID}, " \
               r"ZooKeeper controller epoch (\d+)"
     return [(int(a), int(b)) for a, b in re.findall(pattern, log)]
+
+
+def wait_broker_log(broker: MigratingZkBroker, pattern: str, timeout: float) -> str:
+    """The broker's log since its last start, once ``pattern`` is in it."""
+    deadline = time.monotonic() + timeout
+    text = ""
+    while time.monotonic() < deadline:
+        text = broker.server_log.read_bytes()[broker._log_offset:].decode(errors="replace")
+        if re.search(pattern, text):
+            return text
+        time.sleep(0.5)
+    pytest.fail(f"broker {broker.node_id}'s log never matched {pattern!r}:\n{broker.log_tail()}")
 
 
 def metadata(broker: MigratingZkBroker) -> dict:
@@ -133,8 +149,22 @@ def test_zookeeper_brokers_take_the_kraftkit_controllers_full_metadata(kafka_jar
             assert full_taken(log, b, "LeaderAndIsr")[0] == (held[b], zk_epoch2)
             assert full_taken(log, b, "UpdateMetadata")[0] == (total, zk_epoch2)
 
+        # a ZooKeeper-mode broker restarted: no ZooKeeper controller tells it its partitions any more,
+        # this controller does (incrementally: the broker's new registration, once unfenced, gets the
+        # UpdateMetadata of every partition and the LeaderAndIsr of its own)
+        brokers[2].stop()
+        brokers[2].start()
+        text = wait_broker_log(brokers[2], rf"Handling LeaderAndIsr request correlationId \d+ from controller "
+                                           rf"{CONTROLLER_ID} for {held[2]} partitions", 120)
+        assert f"full LeaderAndIsr request from KRaft controller {CONTROLLER_ID}" not in text  # (INCREMENTAL)
+        for name in TOPICS:  # (audit's partitions on broker 2 have no other replica)
+            got = tools.consume(jars.KAFKA_3, boot, name)
+            assert sorted(r["value"] for r in got) == sorted(f"{name}-{i}".encode() for i in range(30))
+
         # what the brokers tell a client is what the controller's image holds
         answers = {b: metadata(n) for b, n in brokers.items()}
+        for n in brokers.values():  # (first: a ZooKeeper-mode broker's controlled shutdown asks the controller)
+            n.stop()
         assert controller.stop() == 0
         controller = None
         image = load_image(meta)
