@@ -289,3 +289,26 @@ def test_errors_name_the_partitions(api):
             "PartitionErrors": [{"TopicName": "t", "PartitionIndex": 3, "ErrorCode": 6}]}
     want = [("*", Errors.STALE_BROKER_EPOCH)] + ([("t-3", 6)] if api != UMR else [])
     assert prop._errors(req, body) == want
+
+
+def test_a_request_the_codec_refuses_is_dropped_saying_why_and_the_next_one_goes(caplog):
+    async def main() -> None:
+        fake = FakeZkBroker()
+        await fake.start()
+        p = Propagator(CONTROLLER, backoff_s=0.01)
+        try:
+            brokers = {1: broker(1, 101, port=fake.port)}
+            p.publish_image(_Image(view(brokers)), ZK_EPOCH)  # type: ignore[arg-type]  # (no partitions)
+            await _until(lambda: p.answered[(1, "UpdateMetadata")] == 1, "the first UpdateMetadata answered")
+            bad = prop.Request(1, UMR, {"ControllerId": "not a number"})
+            good = prop.Request(1, STOP, {"ControllerId": CONTROLLER, "TopicStates": []})
+            p._enqueue([[bad, good]])
+            await _until(lambda: p.answered[(1, "StopReplica")] == 1, "the StopReplica answered")
+            assert [a for a, _ in fake.got] == [UMR, STOP]
+        finally:
+            await p.close()
+            await fake.stop()
+
+    with caplog.at_level(logging.ERROR, logger="kraftkit.migration.propagator"):
+        asyncio.run(main())
+    assert "broker 1: UpdateMetadata not sent: the codec refuses it" in caplog.text

@@ -398,6 +398,10 @@ def delta_batches(
 # ---------------------------------------------------------------------------------------- sending
 
 
+class _Unsendable(Exception):
+    """A request the codec refuses to encode (never sent: dropped with the reason)."""
+
+
 class _Channel:
     """One broker's connection and queue (``RequestSendThread``): requests sent one at a time, in
     order, each until answered."""
@@ -443,6 +447,13 @@ class _Channel:
                         )
                     assert reader is not None and writer is not None
                     body = await asyncio.wait_for(self._exchange(reader, writer, req), self.owner.timeout_s)
+                except _Unsendable as e:
+                    log.error(
+                        "ZK migration: broker %d: %s not sent: the codec refuses it: %s", self.broker, req.name, e
+                    )
+                    if self.queue and self.queue[0] is req:
+                        self.queue.popleft()
+                    continue
                 except (OSError, TimeoutError, FrameError, KraftkitError, asyncio.IncompleteReadError) as e:
                     what = "cannot connect" if writer is None else "connection lost"
                     log.warning(
@@ -470,7 +481,11 @@ class _Channel:
 
     async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, req: Request) -> dict:
         cid = next(self._ids) & 0x7FFFFFFF
-        write_frame(writer, encode_request(req.api, req.version, cid, self.owner.client_id, req.body))
+        try:
+            payload = encode_request(req.api, req.version, cid, self.owner.client_id, req.body)
+        except (KraftkitError, ValueError, TypeError, OverflowError) as e:
+            raise _Unsendable(str(e)) from None
+        write_frame(writer, payload)
         await writer.drain()
         frame = await read_frame(reader)
         if frame is None:
