@@ -6,7 +6,10 @@ The source is the Kafka jars the oracle uses (``.cache/kafka/<KAFKA_4>/libs/``, 
 ``python -m tests.harness fetch``): ``kafka-metadata-<v>.jar`` (``common/metadata/*.json``,
 every metadata record type) and ``kafka-clients-<v>.jar`` (``common/message/``: the control
 record schemas LeaderChangeMessage, SnapshotHeaderRecord, SnapshotFooterRecord,
-KRaftVersionRecord, VotersRecord, and the RPC messages kraftkit speaks). The constants that are
+KRaftVersionRecord, VotersRecord, and the RPC messages kraftkit speaks), and, from the 3.9
+release's ``kafka-clients-<v>.jar``, the ZooKeeper-mode controller RPCs Kafka 4.0 removed
+(LeaderAndIsr, StopReplica, UpdateMetadata: what a migrating controller sends to ZooKeeper-mode
+brokers). The constants that are
 not in those schemas (``ControlRecordType``'s type ids, the ``Errors`` codes, names and messages)
 are read from kafka-clients by ``scripts/java/KafkaConstants.java`` (run with ``java``). Nothing
 outside the repository and what it fetches itself is read.
@@ -53,6 +56,8 @@ OUT_PY = REPO / "python" / "kraftkit" / "_kafka.py"
 CONSTANTS_JAVA = REPO / "scripts" / "java" / "KafkaConstants.java"
 
 KAFKA_VERSION = "4.4.0"  # tests/harness/jars.py KAFKA_NEWEST (kept literal: the script must not need the harness)
+#: the 3.9 release whose kafka-clients jar gives the ZooKeeper-mode controller RPCs Kafka 4.0 removed
+KAFKA_3_VERSION = "3.9.2"  # tests/harness/jars.py KAFKA_3 (kept literal, as above)
 
 # The RPC messages kraftkit speaks (KRaft's quorum RPCs, ApiVersions, the headers, Produce and
 # DescribeCluster), from
@@ -106,6 +111,16 @@ RPC_MESSAGES = [
     "CreateAclsRequest", "CreateAclsResponse",
     "DeleteAclsRequest", "DeleteAclsResponse",
     "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse",
+]
+
+# The controller-to-broker RPCs of ZooKeeper mode, which Kafka 4.0 removed: sent (never served) by
+# the controller to ZooKeeper-mode brokers during a live ZooKeeper migration (KIP-866), at the
+# versions a 3.9 broker speaks (LeaderAndIsr v7, StopReplica v4 and UpdateMetadata v8 carry
+# isKRaftController). From kafka-clients-<KAFKA_3_VERSION>.jar's common/message/.
+RPC_MESSAGES_KAFKA_3 = [
+    "LeaderAndIsrRequest", "LeaderAndIsrResponse",
+    "StopReplicaRequest", "StopReplicaResponse",
+    "UpdateMetadataRequest", "UpdateMetadataResponse",
 ]
 
 # The control record types that carry a schema, by their ControlRecordType name (the type ids
@@ -182,12 +197,17 @@ def jar_paths() -> tuple[Path, Path]:
     return libs / f"kafka-metadata-{KAFKA_VERSION}.jar", libs / f"kafka-clients-{KAFKA_VERSION}.jar"
 
 
+def kafka_3_clients_jar() -> Path:
+    return REPO / ".cache" / "kafka" / KAFKA_3_VERSION / "libs" / f"kafka-clients-{KAFKA_3_VERSION}.jar"
+
+
 Sources = tuple[list[Source], list[Source], list[Source]]  # metadata, control, rpc
 
 
 def read_jar_sources() -> Sources | None:
     meta_jar, clients_jar = jar_paths()
-    if not (meta_jar.is_file() and clients_jar.is_file()):
+    old_jar = kafka_3_clients_jar()
+    if not (meta_jar.is_file() and clients_jar.is_file() and old_jar.is_file()):
         return None
     metadata = []
     with zipfile.ZipFile(meta_jar) as z:
@@ -202,6 +222,10 @@ def read_jar_sources() -> Sources | None:
         for stem in RPC_MESSAGES:
             n = f"common/message/{stem}.json"
             rpc.append(Source(stem, f"{clients_jar.name}!{n}", z.read(n)))
+    with zipfile.ZipFile(old_jar) as z:
+        for stem in RPC_MESSAGES_KAFKA_3:
+            n = f"common/message/{stem}.json"
+            rpc.append(Source(stem, f"{old_jar.name}!{n}", z.read(n)))
     return metadata, control, rpc
 
 
@@ -628,11 +652,11 @@ def build() -> dict[Path, str]:
     """Every output -> its text, from the Kafka jars."""
     jar = read_jar_sources()
     if jar is None:
-        raise SystemExit(f"gen_schemas: Kafka {KAFKA_VERSION} jars not found under .cache/kafka/ "
+        raise SystemExit(f"gen_schemas: Kafka {KAFKA_VERSION} (and {KAFKA_3_VERSION}) jars not found under .cache/kafka/ "
                          "(run `python -m tests.harness fetch`)")
     consts = read_constants()
     meta_jar, clients_jar = jar_paths()
-    note = f"Kafka {KAFKA_VERSION} jars ({meta_jar.name}, {clients_jar.name})"
+    note = f"Kafka {KAFKA_VERSION} jars ({meta_jar.name}, {clients_jar.name}) and {kafka_3_clients_jar().name}"
     return {
         OUT_RS: generate(jar[0], jar[1], jar[2], consts, note),
         OUT_MD: sources_md(jar, consts, note),
@@ -646,7 +670,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     if args.check and (read_jar_sources() is None or find_java() is None):
-        print(f"gen_schemas: the Kafka {KAFKA_VERSION} jars {OUT_RS.relative_to(REPO)} is generated from, or java to "
+        print(f"gen_schemas: the Kafka {KAFKA_VERSION} and {KAFKA_3_VERSION} jars {OUT_RS.relative_to(REPO)} is generated from, or java to "
               "read their constants, are not available here; run `python -m tests.harness fetch` first",
               file=sys.stderr)
         return 2
@@ -664,12 +688,12 @@ def main(argv: list[str] | None = None) -> int:
         if bad:
             print("gen_schemas: generated files are out of date; run `python scripts/gen_schemas.py`", file=sys.stderr)
             return 1
-        print(f"gen_schemas: {names} are up to date (Kafka {KAFKA_VERSION} jars)")
+        print(f"gen_schemas: {names} are up to date (Kafka {KAFKA_VERSION} and {KAFKA_3_VERSION} jars)")
         return 0
     for path, text in outputs.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-    print(f"gen_schemas: wrote {names} (Kafka {KAFKA_VERSION} jars)")
+    print(f"gen_schemas: wrote {names} (Kafka {KAFKA_VERSION} and {KAFKA_3_VERSION} jars)")
     return 0
 
 

@@ -14,7 +14,7 @@ them, partition states, configs, the quota, the SCRAM credential, the ACL, the p
 its brokers are the two, registered as migrating ZooKeeper brokers; every produced record is
 consumed back from the ZooKeeper-mode brokers, which keep serving their partitions, and kafka-acls
 lists the same ACL. The controller takes over only once ZooKeeper shows every partition led and in
-sync (it cannot send LeaderAndIsr yet), which the brokers' restarts otherwise race."""
+sync (it takes no ISR change during the migration yet), which the brokers' restarts otherwise race."""
 
 from __future__ import annotations
 

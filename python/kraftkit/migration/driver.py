@@ -11,9 +11,10 @@ through Kafka's states:
   and ready for the migration (``ZkMigrationReady``: run with the migration enabled);
 * ``WAIT_FOR_BROKERS``: every broker of ZooKeeper (``/brokers/ids``, and any broker named by a
   topic's replica assignment) registered with KRaft as a migrating ZooKeeper broker; and, beyond
-  Kafka (whose controller sends its own LeaderAndIsr and UpdateMetadata after the takeover, which
-  this one cannot yet), every partition led and fully in sync in ZooKeeper, so that the ZooKeeper
-  controller has told every restarted broker what it leads and follows before it is replaced. What it waits
+  Kafka, every partition led and fully in sync in ZooKeeper, so that the ZooKeeper controller has
+  told every restarted broker what it leads and follows and every replica is back in the ISR
+  before it is replaced (this controller takes no ISR change, AlterPartition, during the migration
+  until dual writes are built). What it waits
   for is logged once per change, broker by broker, with the reason: not registered yet (the broker
   runs without ``zookeeper.metadata.migration.enable=true`` or the quorum's connection configs),
   or its registration refused by the controller (another cluster id, an
@@ -39,10 +40,16 @@ through Kafka's states:
   end, so it never shows a half copy. Then ``/migration`` records the controller and the offset and
   epoch of the last record copied (conditionally on its zkVersion).
 * ``MIGRATED``: the metadata is in KRaft. Dual writes (every KRaft change written back to
-  ZooKeeper) and the controller-to-broker RPCs (UpdateMetadata, LeaderAndIsr, StopReplica) are not
-  built yet: the controller refuses the writes Kafka would dual-write, and the ZooKeeper-mode
-  brokers keep serving the partitions they lead. A new active controller in state MIGRATION claims
-  ZooKeeper again and is ``MIGRATED``.
+  ZooKeeper) are not built yet: the controller refuses the writes Kafka would dual-write, and the
+  ZooKeeper-mode brokers keep serving the partitions they lead. A new active controller in state
+  MIGRATION claims ZooKeeper again and is ``MIGRATED``. This controller is now the ZooKeeper-mode
+  brokers' controller: :class:`~kraftkit.migration.propagator.Propagator` sends them, on entering
+  ``MIGRATED`` (after the copy or a failover), the full metadata (UpdateMetadata of every partition,
+  then LeaderAndIsr of ``Type`` FULL, each broker its partitions, with ``isKRaftController`` and the
+  ZooKeeper controller epoch it claimed) and after each committed change what changed
+  (LeaderAndIsr and UpdateMetadata of changed partitions, StopReplica with delete for deleted topics
+  and moved replicas, UpdateMetadata of the live brokers when a registration changes), as Kafka's
+  ``MigrationPropagator`` does.
 
 The ZooKeeper calls block: they run in a worker thread, each bounded by the ZooKeeper session
 timeout; what ZooKeeper holds is bounded as the reader bounds it (:class:`~kraftkit.migration.zk_reader.ZkLimits`).
@@ -65,6 +72,7 @@ from kraftkit.features.registry import registry
 from kraftkit.metadata.image import ZK_MIGRATION_STATES
 from kraftkit.metadata.records import record_type
 from kraftkit.migration import convert, zk_client
+from kraftkit.migration.propagator import Propagator
 from kraftkit.migration.zk_client import (
     CONTROLLER,
     CONTROLLER_EPOCH,
@@ -148,6 +156,9 @@ class MigrationDriver:
         self._wake = asyncio.Event()
         self._said: str | None = None  # the last "waiting for" said (said again only when it changes)
         self._claimed_in = -1  # the raft epoch in which this driver claimed ZooKeeper
+        #: the ZooKeeper brokers' LeaderAndIsr / UpdateMetadata / StopReplica (while MIGRATED)
+        self.propagator: Propagator | None = None
+        self._closing: asyncio.Task | None = None
 
     @property
     def node_id(self) -> int:
@@ -166,9 +177,12 @@ class MigrationDriver:
         self.waiting = []
         self._said = None
         self.zk_epoch = None
+        self._stop_propagating()
 
     def committed(self) -> None:
         self._wake.set()
+        if self.state == MIGRATED:
+            self._propagate(full=False)
 
     async def close(self) -> None:
         task, self._task = self._task, None
@@ -178,6 +192,9 @@ class MigrationDriver:
                 await task
             except (asyncio.CancelledError, Exception):
                 pass
+        propagator, self.propagator = self.propagator, None
+        if propagator is not None:
+            await propagator.close()
         zk, self.zk = self.zk, None
         if zk is not None:
             await asyncio.to_thread(_close_quietly, zk)
@@ -222,11 +239,34 @@ class MigrationDriver:
             return
         self.state = MIGRATED
         log.info(
-            "node %d: ZK migration state MIGRATION: the metadata is in KRaft; dual writes to ZooKeeper and the "
-            "controller-to-broker RPCs are not built yet, so metadata changes are refused and the ZooKeeper-mode "
-            "brokers keep serving their partitions",
+            "node %d: ZK migration state MIGRATION: the metadata is in KRaft; dual writes to ZooKeeper are not built "
+            "yet, so metadata changes are refused; the ZooKeeper-mode brokers get the metadata from this controller "
+            "(UpdateMetadata, LeaderAndIsr, StopReplica)",
             self.node_id,
         )
+        self._propagate(full=True)
+
+    # ------------------------------------------------------------------ controller-to-broker RPCs
+    def _propagate(self, *, full: bool) -> None:
+        """The ZooKeeper brokers hear the image (``full``: all of it, on entering MIGRATED) or what
+        changed since they last heard (:mod:`kraftkit.migration.propagator`)."""
+        if self.zk_epoch is None:
+            return
+        if self.propagator is None:
+            self.propagator = Propagator(self.node_id)
+        if full:
+            self.propagator.publish_image(self.controller.image, self.zk_epoch[0])
+        else:
+            self.propagator.publish_delta(self.controller.image, self.zk_epoch[0])
+
+    def _stop_propagating(self) -> None:
+        propagator, self.propagator = self.propagator, None
+        if propagator is not None:
+            try:
+                task = asyncio.get_running_loop().create_task(propagator.close())
+            except RuntimeError:
+                return  # (no event loop: its connections went with it)
+            self._closing = task  # (referenced until the next one)
 
     async def _zk(self) -> ZkClient:
         if self.zk is None:
@@ -339,8 +379,8 @@ class MigrationDriver:
             more = f" and {len(out_of_sync) - 5} more" if len(out_of_sync) > 5 else ""
             out.append(
                 f"partitions {', '.join(out_of_sync[:5])}{more}: not led or not fully in sync in ZooKeeper; "
-                "this controller cannot send LeaderAndIsr to ZooKeeper-mode brokers yet, so it takes over only "
-                "once the ZooKeeper controller has every replica back in the ISR"
+                "this controller takes no ISR change (AlterPartition) during the migration yet, so it takes over "
+                "only once the ZooKeeper controller has every replica back in the ISR"
             )
         return out
 

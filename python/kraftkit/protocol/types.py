@@ -67,6 +67,8 @@ __all__ = [
     "FetchSnapshotResponse",
     "IncrementalAlterConfigsRequest",
     "IncrementalAlterConfigsResponse",
+    "LeaderAndIsrRequest",
+    "LeaderAndIsrResponse",
     "ListPartitionReassignmentsRequest",
     "ListPartitionReassignmentsResponse",
     "MetadataRequest",
@@ -77,10 +79,14 @@ __all__ = [
     "RemoveRaftVoterResponse",
     "RequestHeader",
     "ResponseHeader",
+    "StopReplicaRequest",
+    "StopReplicaResponse",
     "UnregisterBrokerRequest",
     "UnregisterBrokerResponse",
     "UpdateFeaturesRequest",
     "UpdateFeaturesResponse",
+    "UpdateMetadataRequest",
+    "UpdateMetadataResponse",
     "UpdateRaftVoterRequest",
     "UpdateRaftVoterResponse",
     "VoteRequest",
@@ -1445,6 +1451,102 @@ class IncrementalAlterConfigsResponse(TypedDict, total=False):
     Responses: list[IncrementalAlterConfigsResponseAlterConfigsResourceResponse]  # []AlterConfigsResourceResponse, v0+
 
 
+class LeaderAndIsrRequestLeaderAndIsrPartitionState(TypedDict, total=False):
+    """a LeaderAndIsrPartitionState of LeaderAndIsrRequest"""
+
+    TopicName: str  # string, v0-1
+    PartitionIndex: int  # int32, v0+
+    ControllerEpoch: int  # int32, v0+
+    Leader: int  # int32, v0+
+    LeaderEpoch: int  # int32, v0+
+    Isr: list[int]  # []int32, v0+
+    PartitionEpoch: int  # int32, v0+
+    Replicas: list[int]  # []int32, v0+
+    AddingReplicas: list[int]  # []int32, v3+
+    RemovingReplicas: list[int]  # []int32, v3+
+    IsNew: bool  # bool, v1+
+    LeaderRecoveryState: int  # int8, v6+
+
+
+class LeaderAndIsrRequestLeaderAndIsrTopicStateLeaderAndIsrPartitionState(TypedDict, total=False):
+    """a LeaderAndIsrPartitionState of LeaderAndIsrRequestLeaderAndIsrTopicState"""
+
+    TopicName: str  # string, v0-1
+    PartitionIndex: int  # int32, v0+
+    ControllerEpoch: int  # int32, v0+
+    Leader: int  # int32, v0+
+    LeaderEpoch: int  # int32, v0+
+    Isr: list[int]  # []int32, v0+
+    PartitionEpoch: int  # int32, v0+
+    Replicas: list[int]  # []int32, v0+
+    AddingReplicas: list[int]  # []int32, v3+
+    RemovingReplicas: list[int]  # []int32, v3+
+    IsNew: bool  # bool, v1+
+    LeaderRecoveryState: int  # int8, v6+
+
+
+class LeaderAndIsrRequestLeaderAndIsrTopicState(TypedDict, total=False):
+    """a LeaderAndIsrTopicState of LeaderAndIsrRequest"""
+
+    TopicName: str  # string, v2+
+    TopicId: uuid.UUID  # uuid, v5+
+    # []LeaderAndIsrPartitionState, v2+
+    PartitionStates: list[LeaderAndIsrRequestLeaderAndIsrTopicStateLeaderAndIsrPartitionState]
+
+
+class LeaderAndIsrRequestLeaderAndIsrLiveLeader(TypedDict, total=False):
+    """a LeaderAndIsrLiveLeader of LeaderAndIsrRequest"""
+
+    BrokerId: int  # int32, v0+
+    HostName: str  # string, v0+
+    Port: int  # int32, v0+
+
+
+class LeaderAndIsrRequest(TypedDict, total=False):
+    """LeaderAndIsrRequest (api key 4, versions 0-7)"""
+
+    ControllerId: int  # int32, v0+
+    isKRaftController: bool  # bool, v7+
+    ControllerEpoch: int  # int32, v0+
+    BrokerEpoch: int  # int64, v2+
+    Type: int  # int8, v5+
+    UngroupedPartitionStates: list[LeaderAndIsrRequestLeaderAndIsrPartitionState]  # []LeaderAndIsrPartitionState, v0-1
+    TopicStates: list[LeaderAndIsrRequestLeaderAndIsrTopicState]  # []LeaderAndIsrTopicState, v2+
+    LiveLeaders: list[LeaderAndIsrRequestLeaderAndIsrLiveLeader]  # []LeaderAndIsrLiveLeader, v0+
+
+
+class LeaderAndIsrResponseLeaderAndIsrPartitionError(TypedDict, total=False):
+    """a LeaderAndIsrPartitionError of LeaderAndIsrResponse"""
+
+    TopicName: str  # string, v0-4
+    PartitionIndex: int  # int32, v0+
+    ErrorCode: int  # int16, v0+
+
+
+class LeaderAndIsrResponseLeaderAndIsrTopicErrorLeaderAndIsrPartitionError(TypedDict, total=False):
+    """a LeaderAndIsrPartitionError of LeaderAndIsrResponseLeaderAndIsrTopicError"""
+
+    TopicName: str  # string, v0-4
+    PartitionIndex: int  # int32, v0+
+    ErrorCode: int  # int16, v0+
+
+
+class LeaderAndIsrResponseLeaderAndIsrTopicError(TypedDict, total=False):
+    """a LeaderAndIsrTopicError of LeaderAndIsrResponse"""
+
+    TopicId: uuid.UUID  # uuid, v5+
+    # []LeaderAndIsrPartitionError, v5+
+    PartitionErrors: list[LeaderAndIsrResponseLeaderAndIsrTopicErrorLeaderAndIsrPartitionError]
+
+
+class LeaderAndIsrResponse(TypedDict, total=False):
+    """LeaderAndIsrResponse (api key 4, versions 0-7)"""
+
+    ErrorCode: int  # int16, v0+
+    PartitionErrors: list[LeaderAndIsrResponseLeaderAndIsrPartitionError]  # []LeaderAndIsrPartitionError, v0-4
+    Topics: list[LeaderAndIsrResponseLeaderAndIsrTopicError]  # []LeaderAndIsrTopicError, v5+
+
+
 class ListPartitionReassignmentsRequestListPartitionReassignmentsTopics(TypedDict, total=False):
     """a ListPartitionReassignmentsTopics of ListPartitionReassignmentsRequest"""
 
@@ -1655,6 +1757,64 @@ class ResponseHeader(TypedDict, total=False):
     CorrelationId: int  # int32, v0+
 
 
+class StopReplicaRequestStopReplicaPartitionV0(TypedDict, total=False):
+    """a StopReplicaPartitionV0 of StopReplicaRequest"""
+
+    TopicName: str  # string, v0-0
+    PartitionIndex: int  # int32, v0-0
+
+
+class StopReplicaRequestStopReplicaTopicV1(TypedDict, total=False):
+    """a StopReplicaTopicV1 of StopReplicaRequest"""
+
+    Name: str  # string, v1-2
+    PartitionIndexes: list[int]  # []int32, v1-2
+
+
+class StopReplicaRequestStopReplicaTopicStateStopReplicaPartitionState(TypedDict, total=False):
+    """a StopReplicaPartitionState of StopReplicaRequestStopReplicaTopicState"""
+
+    PartitionIndex: int  # int32, v3+
+    LeaderEpoch: int  # int32, v3+
+    DeletePartition: bool  # bool, v3+
+
+
+class StopReplicaRequestStopReplicaTopicState(TypedDict, total=False):
+    """a StopReplicaTopicState of StopReplicaRequest"""
+
+    TopicName: str  # string, v3+
+    # []StopReplicaPartitionState, v3+
+    PartitionStates: list[StopReplicaRequestStopReplicaTopicStateStopReplicaPartitionState]
+
+
+class StopReplicaRequest(TypedDict, total=False):
+    """StopReplicaRequest (api key 5, versions 0-4)"""
+
+    ControllerId: int  # int32, v0+
+    isKRaftController: bool  # bool, v4+
+    ControllerEpoch: int  # int32, v0+
+    BrokerEpoch: int  # int64, v1+
+    DeletePartitions: bool  # bool, v0-2
+    UngroupedPartitions: list[StopReplicaRequestStopReplicaPartitionV0]  # []StopReplicaPartitionV0, v0-0
+    Topics: list[StopReplicaRequestStopReplicaTopicV1]  # []StopReplicaTopicV1, v1-2
+    TopicStates: list[StopReplicaRequestStopReplicaTopicState]  # []StopReplicaTopicState, v3+
+
+
+class StopReplicaResponseStopReplicaPartitionError(TypedDict, total=False):
+    """a StopReplicaPartitionError of StopReplicaResponse"""
+
+    TopicName: str  # string, v0+
+    PartitionIndex: int  # int32, v0+
+    ErrorCode: int  # int16, v0+
+
+
+class StopReplicaResponse(TypedDict, total=False):
+    """StopReplicaResponse (api key 5, versions 0-4)"""
+
+    ErrorCode: int  # int16, v0+
+    PartitionErrors: list[StopReplicaResponseStopReplicaPartitionError]  # []StopReplicaPartitionError, v0+
+
+
 class UnregisterBrokerRequest(TypedDict, total=False):
     """UnregisterBrokerRequest (api key 64, versions 0-0)"""
 
@@ -1701,6 +1861,82 @@ class UpdateFeaturesResponse(TypedDict, total=False):
     ErrorCode: int  # int16, v0+
     ErrorMessage: str | None  # string, v0+
     Results: list[UpdateFeaturesResponseUpdatableFeatureResult]  # []UpdatableFeatureResult, v0-1
+
+
+class UpdateMetadataRequestUpdateMetadataPartitionState(TypedDict, total=False):
+    """a UpdateMetadataPartitionState of UpdateMetadataRequest"""
+
+    TopicName: str  # string, v0-4
+    PartitionIndex: int  # int32, v0+
+    ControllerEpoch: int  # int32, v0+
+    Leader: int  # int32, v0+
+    LeaderEpoch: int  # int32, v0+
+    Isr: list[int]  # []int32, v0+
+    ZkVersion: int  # int32, v0+
+    Replicas: list[int]  # []int32, v0+
+    OfflineReplicas: list[int]  # []int32, v4+
+
+
+class UpdateMetadataRequestUpdateMetadataTopicStateUpdateMetadataPartitionState(TypedDict, total=False):
+    """a UpdateMetadataPartitionState of UpdateMetadataRequestUpdateMetadataTopicState"""
+
+    TopicName: str  # string, v0-4
+    PartitionIndex: int  # int32, v0+
+    ControllerEpoch: int  # int32, v0+
+    Leader: int  # int32, v0+
+    LeaderEpoch: int  # int32, v0+
+    Isr: list[int]  # []int32, v0+
+    ZkVersion: int  # int32, v0+
+    Replicas: list[int]  # []int32, v0+
+    OfflineReplicas: list[int]  # []int32, v4+
+
+
+class UpdateMetadataRequestUpdateMetadataTopicState(TypedDict, total=False):
+    """a UpdateMetadataTopicState of UpdateMetadataRequest"""
+
+    TopicName: str  # string, v5+
+    TopicId: uuid.UUID  # uuid, v7+
+    # []UpdateMetadataPartitionState, v5+
+    PartitionStates: list[UpdateMetadataRequestUpdateMetadataTopicStateUpdateMetadataPartitionState]
+
+
+class UpdateMetadataRequestUpdateMetadataBrokerUpdateMetadataEndpoint(TypedDict, total=False):
+    """a UpdateMetadataEndpoint of UpdateMetadataRequestUpdateMetadataBroker"""
+
+    Port: int  # int32, v1+
+    Host: str  # string, v1+
+    Listener: str  # string, v3+
+    SecurityProtocol: int  # int16, v1+
+
+
+class UpdateMetadataRequestUpdateMetadataBroker(TypedDict, total=False):
+    """a UpdateMetadataBroker of UpdateMetadataRequest"""
+
+    Id: int  # int32, v0+
+    V0Host: str  # string, v0-0
+    V0Port: int  # int32, v0-0
+    Endpoints: list[UpdateMetadataRequestUpdateMetadataBrokerUpdateMetadataEndpoint]  # []UpdateMetadataEndpoint, v1+
+    Rack: str | None  # string, v2+
+
+
+class UpdateMetadataRequest(TypedDict, total=False):
+    """UpdateMetadataRequest (api key 6, versions 0-8)"""
+
+    ControllerId: int  # int32, v0+
+    isKRaftController: bool  # bool, v8+
+    Type: int  # int8, v8+
+    ControllerEpoch: int  # int32, v0+
+    BrokerEpoch: int  # int64, v5+
+    # []UpdateMetadataPartitionState, v0-4
+    UngroupedPartitionStates: list[UpdateMetadataRequestUpdateMetadataPartitionState]
+    TopicStates: list[UpdateMetadataRequestUpdateMetadataTopicState]  # []UpdateMetadataTopicState, v5+
+    LiveBrokers: list[UpdateMetadataRequestUpdateMetadataBroker]  # []UpdateMetadataBroker, v0+
+
+
+class UpdateMetadataResponse(TypedDict, total=False):
+    """UpdateMetadataResponse (api key 6, versions 0-8)"""
+
+    ErrorCode: int  # int16, v0+
 
 
 class UpdateRaftVoterRequestListener(TypedDict, total=False):

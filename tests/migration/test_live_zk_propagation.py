@@ -1,0 +1,188 @@
+"""The controller-to-broker RPCs of the live ZooKeeper migration against real parts: a real
+ZooKeeper and two Kafka 3.9.2 ZooKeeper-mode brokers (the fixtures of test_live_zk.py), taken over
+by a kraftkit controller. After the takeover the brokers take the controller's full UpdateMetadata
+and LeaderAndIsr (Type FULL, isKRaftController, controller 3000, the ZooKeeper controller epoch it
+claimed): both answer without an error, each LeaderAndIsr names the partitions the broker holds (as
+Kafka's kafka-topics described them before), the brokers' own logs show the requests of controller
+3000, and, since a FULL LeaderAndIsr makes a 3.9 broker drop what it does not name, every record
+produced before is still consumed. A Metadata request to each broker lists the brokers and the
+partition leaders of the controller's image. The controller is then restarted (a failover: a new
+KRaft epoch, ZooKeeper claimed again at the next epoch) and sends the full metadata again, with the
+new epoch, which the brokers take too. Last a ZooKeeper-mode broker is restarted: no ZooKeeper
+controller is left to tell it its partitions; the controller's incremental LeaderAndIsr (to the
+broker's new registration once unfenced) does, and the partitions only it holds serve their records
+again."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+
+from kraftkit.features.storage.format import format_storage
+from kraftkit.metadata.image import load_image
+from kraftkit.protocol.client import KafkaConnection
+from kraftkit.protocol.messages import ApiKey
+from tests._procs import KraftkitProcess
+from tests.harness import jars, tools
+from tests.harness.node import free_port
+from tests.migration.test_live_zk import MigratingZkBroker, wait_log
+from tests.migration.test_offline_zk import ZooKeeper, describe
+
+pytestmark = [pytest.mark.kafka, pytest.mark.zookeeper, pytest.mark.timeout(900)]
+
+CONTROLLER_ID = 3000
+BROKERS = (1, 2)
+TOPICS = {"orders": 3, "audit": 2}
+
+
+def full_taken(log: str, broker: int, api: str) -> list[tuple[int, int]]:
+    """(partitions, ZooKeeper controller epoch) of every full ``api`` the controller's log says
+    ``broker`` took."""
+    pattern = rf"broker {broker} took the full {api} \((\d+) partitions\) from controller {CONTROLLER_ID}, " \
+              r"ZooKeeper controller epoch (\d+)"
+    return [(int(a), int(b)) for a, b in re.findall(pattern, log)]
+
+
+def wait_broker_log(broker: MigratingZkBroker, pattern: str, timeout: float) -> str:
+    """The broker's log since its last start, once ``pattern`` is in it."""
+    deadline = time.monotonic() + timeout
+    text = ""
+    while time.monotonic() < deadline:
+        text = broker.server_log.read_bytes()[broker._log_offset:].decode(errors="replace")
+        if re.search(pattern, text):
+            return text
+        time.sleep(0.5)
+    pytest.fail(f"broker {broker.node_id}'s log never matched {pattern!r}:\n{broker.log_tail()}")
+
+
+def metadata(broker: MigratingZkBroker) -> dict:
+    host, port = broker.bootstrap.rsplit(":", 1)
+    with KafkaConnection(host, int(port)) as c:
+        return c.request(ApiKey.METADATA, 12, {"Topics": None, "AllowAutoTopicCreation": False,
+                                               "IncludeTopicAuthorizedOperations": False})
+
+
+def test_zookeeper_brokers_take_the_kraftkit_controllers_full_metadata(kafka_jars, tmp_path):
+    zk = ZooKeeper(tmp_path / "zk")
+    brokers = {b: MigratingZkBroker(tmp_path / f"broker-{b}", b, zk.connect) for b in BROKERS}
+    controller: KraftkitProcess | None = None
+    client = None
+    try:
+        zk.start()
+        for n in brokers.values():
+            n.launch()
+        for n in brokers.values():
+            n.wait_ready()
+        boot = ",".join(n.bootstrap for n in brokers.values())
+        for name, parts in TOPICS.items():
+            tools.topic_command(jars.KAFKA_3, boot, ["--create", "--topic", name, "--partitions", str(parts),
+                                                     "--replication-factor", "2" if name == "orders" else "1"])
+        jobs = [{"topic": name, "props": {"acks": "all"},
+                 "records": [{"key": f"k{i}".encode(), "value": f"{name}-{i}".encode(), "partition": i % parts}
+                             for i in range(30)]}
+                for name, parts in TOPICS.items()]
+        assert len(tools.produce(jars.KAFKA_3, boot, jobs)) == 30 * len(TOPICS)
+        before = describe(jars.KAFKA_3, boot)
+        held = {b: sum(b in r for t in before.values() for r in t["replicas"].values()) for b in BROKERS}
+        assert held == {1: 3 + sum(1 in before["audit"]["replicas"][p] for p in (0, 1)),
+                        2: 3 + sum(2 in before["audit"]["replicas"][p] for p in (0, 1))}
+
+        from kazoo.client import KazooClient
+
+        client = KazooClient(hosts=zk.connect, timeout=10)
+        client.start(timeout=10)
+        cluster_id = json.loads(client.get("/cluster/id")[0])["id"]
+
+        port = free_port()
+        meta = tmp_path / "controller"
+        format_storage([meta], cluster_id=cluster_id, node_id=CONTROLLER_ID, release_version="3.9",
+                       no_initial_controllers=True)
+        voters = f"{CONTROLLER_ID}@127.0.0.1:{port}"
+        config = tmp_path / "controller.properties"
+        config.write_text("\n".join([
+            "process.roles=controller", f"node.id={CONTROLLER_ID}", f"controller.quorum.voters={voters}",
+            f"listeners=CONTROLLER://127.0.0.1:{port}", "controller.listener.names=CONTROLLER",
+            f"metadata.log.dir={meta}", "zookeeper.metadata.migration.enable=true",
+            f"zookeeper.connect={zk.connect}", ""]))
+        controller = KraftkitProcess(["controller", "run"], ["--config", str(config)], tmp_path / "controller.log",
+                                     timeout=120)
+        for n in brokers.values():
+            n.stop()
+            n.migrate_to = voters
+            n.start()
+        wait_log(controller, "Completed migration of metadata from ZooKeeper to KRaft", 180)
+        for b in BROKERS:
+            log = wait_log(controller, f"broker {b} took the full LeaderAndIsr", 120)
+        zk_epoch = int(client.get("/controller_epoch")[0])
+        total = sum(t["partitions"] for t in before.values())
+        for b in BROKERS:
+            assert full_taken(log, b, "LeaderAndIsr") == [(held[b], zk_epoch)]
+            assert full_taken(log, b, "UpdateMetadata") == [(total, zk_epoch)]
+        assert "answered" not in log  # (no error answered)
+        # the brokers' own side: the state-change log of each names controller 3000's requests
+        for n in brokers.values():
+            text = n.server_log.read_text(errors="replace")
+            assert re.search(rf"LeaderAndIsr request correlationId \d+ from controller {CONTROLLER_ID} ", text), \
+                n.log_tail()
+            # (a FULL LeaderAndIsr that missed a partition the broker holds would show it as a stray)
+            assert re.search(rf"While handling full LeaderAndIsr request from KRaft controller {CONTROLLER_ID} "
+                             r"with correlation id \d+, found 0 stray partition\(s\)", text), n.log_tail()
+
+        # nothing was dropped: every record is still there
+        for name in TOPICS:
+            got = tools.consume(jars.KAFKA_3, boot, name)
+            assert sorted(r["value"] for r in got) == sorted(f"{name}-{i}".encode() for i in range(30))
+
+        # a failover: the controller restarted claims ZooKeeper again and sends the full metadata again
+        assert controller.stop() == 0
+        controller = KraftkitProcess(["controller", "run"], ["--config", str(config)], tmp_path / "controller-2.log",
+                                     timeout=120)
+        for b in BROKERS:
+            log = wait_log(controller, f"broker {b} took the full UpdateMetadata", 180)
+        zk_epoch2 = int(client.get("/controller_epoch")[0])
+        assert zk_epoch2 == zk_epoch + 1
+        for b in BROKERS:
+            log = wait_log(controller, f"broker {b} took the full LeaderAndIsr", 60)
+            assert full_taken(log, b, "LeaderAndIsr")[0] == (held[b], zk_epoch2)
+            assert full_taken(log, b, "UpdateMetadata")[0] == (total, zk_epoch2)
+
+        # a ZooKeeper-mode broker restarted: no ZooKeeper controller tells it its partitions any more,
+        # this controller does (incrementally: the broker's new registration, once unfenced, gets the
+        # UpdateMetadata of every partition and the LeaderAndIsr of its own)
+        brokers[2].stop()
+        brokers[2].start()
+        text = wait_broker_log(brokers[2], rf"Handling LeaderAndIsr request correlationId \d+ from controller "
+                                           rf"{CONTROLLER_ID} for {held[2]} partitions", 120)
+        assert f"full LeaderAndIsr request from KRaft controller {CONTROLLER_ID}" not in text  # (INCREMENTAL)
+        for name in TOPICS:  # (audit's partitions on broker 2 have no other replica)
+            got = tools.consume(jars.KAFKA_3, boot, name)
+            assert sorted(r["value"] for r in got) == sorted(f"{name}-{i}".encode() for i in range(30))
+
+        # what the brokers tell a client is what the controller's image holds
+        answers = {b: metadata(n) for b, n in brokers.items()}
+        for n in brokers.values():  # (first: a ZooKeeper-mode broker's controlled shutdown asks the controller)
+            n.stop()
+        assert controller.stop() == 0
+        controller = None
+        image = load_image(meta)
+        leaders = {(t.name, p): part["Leader"] for t in image.topics.values() for p, part in t.partitions.items()}
+        assert {k[0] for k in leaders} >= set(TOPICS)
+        addresses = {b: {(e["Host"], e["Port"]) for e in reg["EndPoints"]} for b, reg in image.brokers.items()}
+        for b, answer in answers.items():
+            assert {x["NodeId"] for x in answer["Brokers"]} == set(image.brokers) == set(BROKERS), answer
+            for x in answer["Brokers"]:
+                assert (x["Host"], x["Port"]) in addresses[x["NodeId"]]
+            got = {(t["Name"], p["PartitionIndex"]): p["LeaderId"] for t in answer["Topics"] for p in t["Partitions"]}
+            assert got == leaders, b
+    finally:
+        if client is not None:
+            client.stop()
+            client.close()
+        if controller is not None:
+            controller.stop()
+        for n in brokers.values():
+            n.stop()
+        zk.stop()
