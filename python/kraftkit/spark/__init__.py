@@ -55,6 +55,10 @@ def worker_python(spark: Any) -> str | None:
     return str(sc.pythonExec)
 
 
+#: the name of the Python data source alone (``kraft`` is the JVM reader where its jar is loaded)
+PYTHON_NAME = "kraft_python"
+
+
 def register(spark: Any) -> None:
     """Registers the ``kraft`` data source with a SparkSession (idempotent), its Python
     workers running an interpreter that has kraftkit (:func:`worker_python`). With the wheel
@@ -74,6 +78,14 @@ def register(spark: Any) -> None:
         {"default_min_partitions": max(1, n), "__module__": "kraftkit.spark._registered"},
     )
     spark.dataSource.register(cls)
+    # the Python source under a second name, whatever reads ``kraft`` (the JVM reader when its
+    # jar is on the classpath, see kraftkit.spark.jvm)
+    named = type(
+        f"KraftPythonDataSource_{n}",
+        (cls,),
+        {"name": classmethod(lambda _cls: PYTHON_NAME), "__module__": "kraftkit.spark._registered"},
+    )
+    spark.dataSource.register(named)
 
 
-__all__ = ["register", "worker_python"]
+__all__ = ["PYTHON_NAME", "register", "worker_python"]
