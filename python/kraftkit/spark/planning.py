@@ -136,8 +136,6 @@ def pack(ranges: Sequence[FileRange], target: int) -> list[list[FileRange]]:
     return groups
 
 
-
-
 def plan_partitions(
     opts: ReadOptions,
     pushed_in: dict[str, set] | None = None,

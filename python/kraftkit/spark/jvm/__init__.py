@@ -15,6 +15,8 @@ Python data source reads, as before. For a session made elsewhere::
 
 from __future__ import annotations
 
+import platform
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +26,24 @@ JAR = Path(__file__).resolve().with_name("kraftkit-spark.jar")
 SOURCE_CLASS = "io.kraftkit.spark.KraftSource"
 
 
+def native_entry() -> str:
+    """Where the jar keeps the JNI library for this machine (as ``KraftNative.platform()`` names it)."""
+    arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(platform.machine().lower(), platform.machine().lower())
+    system = platform.system().lower().replace(" ", "_")
+    return f"io/kraftkit/spark/native/{system}-{arch}/libkraftkit_jni.so"
+
+
 def jar() -> str | None:
-    """The jar's path, or None when it was not built (no javac when the package was built)."""
-    return str(JAR) if JAR.is_file() else None
+    """The jar's path, or None when it was not built (no javac where the package was built) or
+    has no JNI library for this machine (a wheel built on another platform)."""
+    if not JAR.is_file():
+        return None
+    try:
+        with zipfile.ZipFile(JAR) as z:
+            z.getinfo(native_entry())
+    except (KeyError, OSError, zipfile.BadZipFile):
+        return None
+    return str(JAR)
 
 
 def with_jar(conf: dict[str, str]) -> dict[str, str]:

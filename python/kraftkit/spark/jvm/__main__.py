@@ -11,7 +11,10 @@ from kraftkit.spark.jvm import JAR, jar
 def main() -> int:
     j = jar()
     if j is None:
-        print(f"kraftkit: no {JAR}: the JVM reader was not built (scripts/build_spark_jvm.sh needs javac)", file=sys.stderr)
+        print(
+            f"kraftkit: no {JAR}: the JVM reader was not built (scripts/build_spark_jvm.sh needs javac)",
+            file=sys.stderr,
+        )
         return 1
     print(j)
     return 0
