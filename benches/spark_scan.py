@@ -19,7 +19,14 @@ Rows (each reads every log segment and snapshot of the fleet; MB/s are on-disk b
   out when its jar was not built (``scripts/build_spark_jvm.sh``);
 * ``format("kraft_python") local[N]``: the Python data source (Spark 4's Python Data Source API,
   Arrow batches from the same core), what ``format("kraft")`` reads without the jar;
-* ``naive source local[2]``: a Python data source yielding the naive reader's tuples.
+* ``naive source local[2]``: a Python data source yielding the naive reader's tuples;
+* ``Spark alone: spark.range ... local[2]``: no file read at all: ``spark.range`` made into rows
+  of the typed columns' shape (the same cluster and file strings, a record type, ints, a boolean)
+  and materialized by the same ``noop`` sink: what Spark's own row path (columnar batches to
+  rows, the write task's loop) costs, a ceiling for any reader on this machine in this run.
+
+For the JVM rows the CPU time of the JVM (driver and executors are one process on ``local``) is
+printed too, as rows per CPU-second: less sensitive to a busy machine than the wall time.
 
 Column sets: ``typed`` = cluster, file, offset, timestamp, crc_valid, record_type,
 record_version (no JSON); ``full`` = all 17 columns, the record decoded to JSON and the raw value.
@@ -110,6 +117,23 @@ def make_naive_source():
     return NaiveSource
 
 
+def jvm_cpu(spark) -> float:
+    """CPU seconds used so far by the session's JVM (user + system, from /proc)."""
+    pid = int(spark.sparkContext._jvm.ProcessHandle.current().pid())
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def floor_frame(spark, files, n: int):
+    """``n`` rows of the typed columns' shape made by ``spark.range`` (no file read)."""
+    path = max((f.path for f in files), key=len).replace("'", "")
+    return spark.range(0, n, 1, 4).selectExpr(
+        f"'{files[0].cluster}' as cluster", f"'{path}' as file", "id as offset", "1700000000000 + id as timestamp",
+        "id % 1000 != 7 as crc_valid", "if(id % 3 = 0, 'FEATURE_LEVEL_RECORD', 'PARTITION_RECORD') as record_type",
+        "cast(id % 2 as int) as record_version")
+
+
 def best(fn, repeat: int) -> tuple[float, object]:
     fn()  # warm-up (page cache, Python workers)
     times, out = [], None
@@ -158,6 +182,7 @@ def main(argv=None) -> int:
 
     jvm_label = 'format("kraft") JVM local[2]'
     py_label = f'format("{PYTHON_NAME}") local[2]'
+    cpu = {}
     for cores in (1, 2):
         spark = local_session(f"local[{cores}]", app=f"bench-{cores}",
                               conf={"spark.sql.execution.arrow.maxRecordsPerBatch": "65536"})
@@ -168,9 +193,20 @@ def main(argv=None) -> int:
             for label, cols in (("typed", TYPED), ("full", COLUMN_NAMES)):
                 df = (spark.read.format(fmt).option("columns", ",".join(cols)).load(root))
                 n = df.count()
+                c0 = jvm_cpu(spark)
                 t, _ = best(lambda: df.write.format("noop").mode("overwrite").save(), args.repeat)
-                results.append((label, f'format("{fmt}") {tag}local[{cores}]', n, t))
+                impl = f'format("{fmt}") {tag}local[{cores}]'
+                results.append((label, impl, n, t))
+                if tag:
+                    cpu[(label, impl)] = (jvm_cpu(spark) - c0) / (args.repeat + 1)
         if cores == 2:
+            n = results[-1][2]
+            df = floor_frame(spark, files, n)
+            c0 = jvm_cpu(spark)
+            t, _ = best(lambda: df.write.format("noop").mode("overwrite").save(), args.repeat)
+            impl = "Spark alone: spark.range, no read, local[2]"
+            results.append(("typed", impl, n, t))
+            cpu[("typed", impl)] = (jvm_cpu(spark) - c0) / (args.repeat + 1)
             df = spark.read.format("kraft_naive").load(root)
             n = df.count()
             t, _ = best(lambda: df.write.format("noop").mode("overwrite").save(), 1)
@@ -186,6 +222,9 @@ def main(argv=None) -> int:
         rate = n / t
         print(f"{label:<7} {impl:<44} {n:>10} {t:>8.2f} {rate / 1e6:>9.2f} {size / 1e6 / t:>7.0f} {ref[label] / rate:>8.2f}x")
     print(f"(ref: {ref_impl})")
+    for (label, impl), c in cpu.items():
+        n = next(x[2] for x in results if x[0] == label and x[1] == impl)
+        print(f"{label:<7} {impl:<44} JVM CPU {c:.2f} s a run: {n / c / 1e6:.2f} M rows per CPU-second")
     rates = {(label, impl): n / t for label, impl, n, t in results}
     got = rates.get(("typed", jvm_label))
     if got is None:

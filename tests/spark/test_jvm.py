@@ -81,6 +81,20 @@ def test_pruned_columns_and_a_user_schema(spark, fleet):
         spark.read.format("kraft").schema("crc_valid string").load(fleet.root)
 
 
+def test_filters_on_offset_and_location_narrow_the_read_and_change_nothing(spark, fleet):
+    q = "cluster = 'cluster-001' and offset >= 50 and offset < 120"
+    df = spark.read.format("kraft").load(fleet.root).where(q)
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    assert "offsets [50, 120)" in plan
+    whole = spark.read.format("kraft").option("partitionBytes", "4096").load(fleet.root)
+    narrowed = whole.where("cluster = 'cluster-001'")
+    assert narrowed.rdd.getNumPartitions() < whole.rdd.getNumPartitions()
+    got = sorted((tuple(r) for r in df.collect()), key=repr)
+    want = sorted((tuple(r) for r in spark.read.format(PYTHON_NAME).load(fleet.root).where(q).collect()), key=repr)
+    assert got == want and len(got) > 70
+    assert {r[0] for r in got} == {"cluster-001"}
+
+
 def test_bad_options_and_paths_are_errors_naming_the_reason(spark, fleet, tmp_path):
     with pytest.raises(Exception, match="unknown column"):
         spark.read.format("kraft").option("columns", "nope").load(fleet.root)

@@ -35,6 +35,9 @@ final class KraftPartitionReader implements PartitionReader<ColumnarBatch> {
   private final String[] columns;
   private final int chunkRows;
   private final int mask;
+  /** Offsets pushed by filters (every range's own bounds narrowed to them). */
+  private final long lo;
+  private final long hi;
   private final BufferAllocator allocator;
   /** Per output column: its Arrow vector (core columns) or null (location columns). */
   private final FieldVector[] vectors;
@@ -45,8 +48,10 @@ final class KraftPartitionReader implements PartitionReader<ColumnarBatch> {
   private long handle;
   private ColumnarBatch batch;
 
-  KraftPartitionReader(KraftPartition partition, String[] columns, int chunkRows) {
+  KraftPartitionReader(KraftPartition partition, String[] columns, int chunkRows, long lo, long hi) {
     KraftNative.load();
+    this.lo = lo;
+    this.hi = hi;
     this.partition = partition;
     this.columns = columns;
     this.chunkRows = chunkRows;
@@ -90,10 +95,12 @@ final class KraftPartitionReader implements PartitionReader<ColumnarBatch> {
       return false;
     }
     KraftPartition.Range r = partition.ranges.get(range);
+    long min = Math.max(r.minOffset, lo);
+    long max = Math.min(r.maxOffset, hi);
     if (r.local != null) {
-      handle = KraftNative.open(r.local, r.start, r.end, mask, r.minOffset, r.maxOffset, chunkRows);
+      handle = KraftNative.open(r.local, r.start, r.end, mask, min, max, chunkRows);
     } else {
-      handle = KraftNative.openBytes(readAll(r.path), r.start, r.end, mask, r.minOffset, r.maxOffset, chunkRows);
+      handle = KraftNative.openBytes(readAll(r.path), r.start, r.end, mask, min, max, chunkRows);
     }
     return true;
   }

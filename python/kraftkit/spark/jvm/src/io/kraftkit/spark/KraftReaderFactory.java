@@ -11,10 +11,14 @@ final class KraftReaderFactory implements PartitionReaderFactory {
   private static final long serialVersionUID = 1L;
   private final String[] columns;
   private final int chunkRows;
+  private final long lo;
+  private final long hi;
 
-  KraftReaderFactory(String[] columns, int chunkRows) {
+  KraftReaderFactory(String[] columns, int chunkRows, long lo, long hi) {
     this.columns = columns;
     this.chunkRows = chunkRows;
+    this.lo = lo;
+    this.hi = hi;
   }
 
   @Override
@@ -29,6 +33,6 @@ final class KraftReaderFactory implements PartitionReaderFactory {
 
   @Override
   public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-    return new KraftPartitionReader((KraftPartition) partition, columns, chunkRows);
+    return new KraftPartitionReader((KraftPartition) partition, columns, chunkRows, lo, hi);
   }
 }
