@@ -25,8 +25,11 @@ if [ -z "$jars" ] || [ ! -d "$jars" ]; then
   exit 0
 fi
 
-cargo build --release -q -p kraftkit-jni
-lib="${CARGO_TARGET_DIR:-target}/release/libkraftkit_jni.so"
+# rust/jni is a crate of its own (not a member of the root's workspace, so the Python package's
+# build and sdist stay as they were); it shares the root's target directory
+target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
+cargo build --release -q --manifest-path rust/jni/Cargo.toml --target-dir "$target_dir"
+lib="$target_dir/release/libkraftkit_jni.so"
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

@@ -162,3 +162,24 @@ def test_a_session_without_the_jar_reads_kraft_with_the_python_source(spark, fle
     assert out["active"] is False and out["jvm_scan"] is False
     want = rows(spark, "kraft", fleet.root, ["file", "offset", "crc_valid", "error"])
     assert out["rows"] == sorted(json.dumps(list(r)) for r in want)
+
+
+def test_a_jar_without_a_loadable_library_for_this_machine_is_not_used(tmp_path, monkeypatch):
+    import zipfile
+
+    built = jvm.JAR
+    assert jvm.jar() == str(built)
+    for name, entries in (
+        ("none.jar", {"io/kraftkit/spark/KraftSource.class": b"x"}),
+        ("other.jar", {jvm.native_entry().replace("linux-", "other_os-"): b"\x7fELF"}),
+        ("garbage.jar", {jvm.native_entry(): b"not a shared library"}),
+    ):
+        j = tmp_path / name
+        with zipfile.ZipFile(j, "w") as z:
+            for n, data in entries.items():
+                z.writestr(n, data)
+        monkeypatch.setattr(jvm, "JAR", j)
+        assert jvm.jar() is None, name
+        assert jvm.with_jar({"spark.jars": "/a.jar"}) == {"spark.jars": "/a.jar"}
+    monkeypatch.setattr(jvm, "JAR", built)
+    assert jvm.with_jar({"spark.jars": "/a.jar"}) == {"spark.jars": f"/a.jar,{built}"}

@@ -15,7 +15,10 @@ Python data source reads, as before. For a session made elsewhere::
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import platform
+import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -35,15 +38,27 @@ def native_entry() -> str:
 
 def jar() -> str | None:
     """The jar's path, or None when it was not built (no javac where the package was built) or
-    has no JNI library for this machine (a wheel built on another platform)."""
+    its JNI library cannot be loaded here: none for this platform (a wheel built on another), or
+    one this machine's C library is too old for (:func:`loads`)."""
     if not JAR.is_file():
         return None
+    st = JAR.stat()
+    return str(JAR) if loads(str(JAR), st.st_mtime_ns, st.st_size) else None
+
+
+@functools.cache
+def loads(path: str, _mtime_ns: int = 0, _size: int = 0) -> bool:
+    """Whether the jar at ``path`` holds a JNI library for this machine that the dynamic loader
+    accepts (tried in this process with ``ctypes``: the library needs no JVM to load). Cached per
+    jar file version."""
     try:
-        with zipfile.ZipFile(JAR) as z:
-            z.getinfo(native_entry())
+        with zipfile.ZipFile(path) as z, tempfile.TemporaryDirectory(prefix="kraftkit-jni-") as d:
+            lib = Path(d) / "libkraftkit_jni.so"
+            lib.write_bytes(z.read(native_entry()))
+            ctypes.CDLL(str(lib))
     except (KeyError, OSError, zipfile.BadZipFile):
-        return None
-    return str(JAR)
+        return False
+    return True
 
 
 def with_jar(conf: dict[str, str]) -> dict[str, str]:
