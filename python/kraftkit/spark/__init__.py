@@ -6,7 +6,10 @@ record values, and fleet jobs (audit, verify, rewrite), with the Rust core doing
     >>> spark.read.format("kraft").load("/data/fleet").count()         # doctest: +SKIP
 
 Modules: ``scan`` (Arrow record batches from the core, no Spark needed), ``layout`` (where a
-fleet's files are), ``datasource`` (``format("kraft")``), ``udfs``, ``jobs``, ``fleet`` (a
+fleet's files are), ``planning`` (which byte ranges a read takes, for both readers),
+``datasource`` (``format("kraft")`` as a Python data source, also ``format("kraft_python")``),
+``jvm`` (the JVM reader of ``format("kraft")``, where its jar is on the classpath; ``plan`` is
+its planner), ``udfs``, ``jobs``, ``fleet`` (a
 generator of synthetic fleets), ``session`` (a local SparkSession for laptops and tests, or
 spark-submit's). The spark-submit entry point is ``kraftkit/cli/spark_submit.py``.
 Needs ``pyspark>=4.1`` and ``pyarrow`` (``pip install 'kraftkit[spark]'``).
