@@ -44,6 +44,11 @@ for v in ${KRAFTKIT_WHEEL_PYTHONS:-python3.11 python3.12 python3.13}; do
 done
 [ "${#pythons[@]}" -gt 0 ] || { echo "build_wheels: no interpreter found" >&2; exit 2; }
 
+# the JVM reader's jar (python/kraftkit/spark/jvm/kraftkit-spark.jar, shipped inside the package):
+# its JNI library is built for this machine only; on other platforms kraftkit.spark.jvm.jar() says
+# None and format("kraft") stays the Python data source
+scripts/build_spark_jvm.sh
+
 mkdir -p "$out"
 for t in $targets; do
   if command -v rustup >/dev/null && ! rustup target list --installed | grep -qx "$t"; then

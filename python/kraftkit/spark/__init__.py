@@ -6,7 +6,10 @@ record values, and fleet jobs (audit, verify, rewrite), with the Rust core doing
     >>> spark.read.format("kraft").load("/data/fleet").count()         # doctest: +SKIP
 
 Modules: ``scan`` (Arrow record batches from the core, no Spark needed), ``layout`` (where a
-fleet's files are), ``datasource`` (``format("kraft")``), ``udfs``, ``jobs``, ``fleet`` (a
+fleet's files are), ``planning`` (which byte ranges a read takes, for both readers),
+``datasource`` (``format("kraft")`` as a Python data source, also ``format("kraft_python")``),
+``jvm`` (the JVM reader of ``format("kraft")``, where its jar is on the classpath; ``plan`` is
+its planner), ``udfs``, ``jobs``, ``fleet`` (a
 generator of synthetic fleets), ``session`` (a local SparkSession for laptops and tests, or
 spark-submit's). The spark-submit entry point is ``kraftkit/cli/spark_submit.py``.
 Needs ``pyspark>=4.1`` and ``pyarrow`` (``pip install 'kraftkit[spark]'``).
@@ -55,6 +58,10 @@ def worker_python(spark: Any) -> str | None:
     return str(sc.pythonExec)
 
 
+#: the name of the Python data source alone (``kraft`` is the JVM reader where its jar is loaded)
+PYTHON_NAME = "kraft_python"
+
+
 def register(spark: Any) -> None:
     """Registers the ``kraft`` data source with a SparkSession (idempotent), its Python
     workers running an interpreter that has kraftkit (:func:`worker_python`). With the wheel
@@ -74,6 +81,14 @@ def register(spark: Any) -> None:
         {"default_min_partitions": max(1, n), "__module__": "kraftkit.spark._registered"},
     )
     spark.dataSource.register(cls)
+    # the Python source under a second name, whatever reads ``kraft`` (the JVM reader when its
+    # jar is on the classpath, see kraftkit.spark.jvm)
+    named = type(
+        f"KraftPythonDataSource_{n}",
+        (cls,),
+        {"name": classmethod(lambda _cls: PYTHON_NAME), "__module__": "kraftkit.spark._registered"},
+    )
+    spark.dataSource.register(named)
 
 
-__all__ = ["register", "worker_python"]
+__all__ = ["PYTHON_NAME", "register", "worker_python"]

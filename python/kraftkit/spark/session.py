@@ -69,14 +69,24 @@ def _start_quiet_jvm(options: dict[str, str]) -> None:
 
 
 def local_session(
-    master: str = "local[2]", app: str = "kraftkit", conf: dict[str, str] | None = None, quiet: bool = False
+    master: str = "local[2]",
+    app: str = "kraftkit",
+    conf: dict[str, str] | None = None,
+    quiet: bool = False,
+    jvm: bool = True,
 ) -> Any:
     """A SparkSession on this machine (``master`` like ``local[2]``) with ``kraft`` registered.
     ``quiet``: the driver's JVM logs errors only (:data:`QUIET_LOG4J2`) from its start, so none
     of Spark's WARN and INFO lines reach the output, and the JVM's own start-up warning
     (:data:`JVM_NOISE`) is dropped from its stderr (a new JVM only: an existing session keeps
-    its logging)."""
+    its logging). ``jvm``: put the JVM reader's jar (:mod:`kraftkit.spark.jvm`, when it was built)
+    on the classpath, so ``format("kraft")`` reads through it; False: the Python data source
+    reads (a new JVM only: the classpath of a running one stays)."""
     conf = dict(conf or {})
+    if jvm:
+        from kraftkit.spark.jvm import with_jar
+
+        conf = with_jar(conf)
     if quiet:
         opts = conf.get("spark.driver.extraJavaOptions", "")
         if "log4j2.configurationFile" not in opts:
