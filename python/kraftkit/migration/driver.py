@@ -64,7 +64,7 @@ from kraftkit.errors import KraftkitError
 from kraftkit.features.registry import registry
 from kraftkit.metadata.image import ZK_MIGRATION_STATES
 from kraftkit.metadata.records import record_type
-from kraftkit.migration import convert, zk_client
+from kraftkit.migration import convert, zk_client, zk_writer
 from kraftkit.migration.zk_client import (
     CONTROLLER,
     CONTROLLER_EPOCH,
@@ -98,6 +98,7 @@ WAIT_FOR_BROKERS = "WAIT_FOR_BROKERS"
 BECOME_CONTROLLER = "BECOME_CONTROLLER"
 ZK_MIGRATION = "ZK_MIGRATION"
 MIGRATED = "MIGRATED"
+DUAL_WRITE = "DUAL_WRITE"
 #: how long the copy may hold the controller's write queue, at most
 COPY_TIMEOUT_MS = 600_000
 
@@ -148,6 +149,16 @@ class MigrationDriver:
         self._wake = asyncio.Event()
         self._said: str | None = None  # the last "waiting for" said (said again only when it changes)
         self._claimed_in = -1  # the raft epoch in which this driver claimed ZooKeeper
+        #: the offset and epoch of the last KRaft record whose changes ZooKeeper holds (its
+        #: ``/migration`` names the last one that changed something there)
+        self.synced: tuple[int, int] = (-1, -1)
+        #: the dual writes' writer (None: not in DUAL_WRITE yet)
+        self.writer: zk_writer.ZkWriter | None = None
+        #: when the oldest change of the dual-write round in progress, and the oldest after it, was committed
+        self._round_since: float | None = None
+        self._behind_since: float | None = None
+        #: the controller writes allowed in state MIGRATION: they are written to ZooKeeper
+        self.dual_writes = zk_writer.DUAL_WRITES
 
     @property
     def node_id(self) -> int:
@@ -166,8 +177,11 @@ class MigrationDriver:
         self.waiting = []
         self._said = None
         self.zk_epoch = None
+        self._round_since = self._behind_since = None
 
     def committed(self) -> None:
+        if self.state == DUAL_WRITE and self._behind_since is None:
+            self._behind_since = time.monotonic()
         self._wake.set()
 
     async def close(self) -> None:
@@ -222,11 +236,11 @@ class MigrationDriver:
             return
         self.state = MIGRATED
         log.info(
-            "node %d: ZK migration state MIGRATION: the metadata is in KRaft; dual writes to ZooKeeper and the "
-            "controller-to-broker RPCs are not built yet, so metadata changes are refused and the ZooKeeper-mode "
-            "brokers keep serving their partitions",
+            "node %d: ZK migration state MIGRATION: the metadata is in KRaft; its changes are written to ZooKeeper "
+            "(dual writes)",
             self.node_id,
         )
+        await self._dual_write(zk, epoch)
 
     async def _zk(self) -> ZkClient:
         if self.zk is None:
@@ -397,6 +411,88 @@ class MigrationDriver:
         except (ZkBadVersion, zk_client.ZkNoNode, zk_client.ZkNodeExists) as e:
             raise MigrationError(f"the ZooKeeper controller moved while this controller claimed it ({e})") from None
         return zk_epoch + 1, versions[0]
+
+    # ------------------------------------------------------------------ DUAL_WRITE
+    def metrics(self) -> dict[str, int]:
+        """``ZooKeeperBlockingKRaftMillis``: how long the oldest KRaft change not yet written to
+        ZooKeeper has waited (0: ZooKeeper holds every committed change); the offset and epoch of
+        the last KRaft record written (``/migration``'s), and of the last whose changes ZooKeeper
+        holds (records that change nothing there are not written)."""
+        since = [t for t in (self._round_since, self._behind_since) if t is not None]
+        lag = int((time.monotonic() - min(since)) * 1000) if since and self.state == DUAL_WRITE else 0
+        offset, epoch = self.writer.written if self.writer is not None else (-1, -1)
+        return {
+            "ZooKeeperBlockingKRaftMillis": lag,
+            "lastWrittenOffset": offset,
+            "lastWrittenEpoch": epoch,
+            "syncedOffset": self.synced[0],
+        }
+
+    async def _dual_write(self, zk: ZkClient, epoch: int) -> None:
+        """``DUAL_WRITE`` (Kafka's ``KRaftMigrationZkWriter``, :mod:`kraftkit.migration.zk_writer`):
+        a sync of ZooKeeper with the image first (read, compared, what differs written), then each
+        committed change, until this node stops being the active controller. A write that fails
+        is followed by a sync; a lost claim (another controller in ``/controller_epoch``) by a
+        new claim."""
+        assert self.zk_epoch is not None
+        self.state = DUAL_WRITE
+        writer = self.writer = zk_writer.ZkWriter(self.node_id, epoch, self.zk_epoch[1])
+        await self._call(writer.load, zk)
+        written: zk_writer.ZkView | None = None  # None: what ZooKeeper holds is to be read (a sync)
+        self._round_since = time.monotonic()
+        while True:
+            self._check(epoch)
+            image = self.controller.image
+            target = zk_writer.image_view(image)
+            prov = image.provenance
+            pending = [t for t in (self._round_since, self._behind_since) if t is not None]
+            self._round_since, self._behind_since = (min(pending) if pending else None), None
+            sync = written is None
+            try:
+                if written is None:
+                    cluster = await self._call(read_cluster, zk, self.limits)
+                    written = zk_writer.cluster_view(cluster)
+                    self._check(epoch)
+                todo = zk_writer.changes(written, target, epoch, max_znodes=self.limits.max_znodes)
+                done = []
+                for i, change in enumerate(todo):
+                    last = i == len(todo) - 1
+                    at = (prov.offset, prov.epoch) if last else writer.written
+                    if await self._call(writer.apply, zk, change, *at):
+                        done.append(change.what)
+                if todo and writer.written != (prov.offset, prov.epoch):
+                    await self._call(writer.mark, zk, prov.offset, prov.epoch)
+                written = target
+                self._round_since = None
+                self.synced = (prov.offset, prov.epoch)
+            except zk_writer.ZkFenced as e:
+                raise MigrationError(str(e)) from None
+            except (asyncio.CancelledError, _Lost):
+                raise
+            except Exception as e:  # a ZooKeeper error: the next round reads ZooKeeper again
+                written = None
+                log.warning(
+                    "node %d: ZK migration: a dual write to ZooKeeper %s failed (%s); syncing ZooKeeper with the "
+                    "image again",
+                    self.node_id,
+                    self.config.connect,
+                    _text(e) if isinstance(e, KraftkitError) else type(e).__name__ + (f": {e}" if str(e) else ""),
+                )
+                await self._sleep(max(self.poll_s, 1.0))
+                continue
+            if done or sync:
+                log.info(
+                    "node %d: ZK migration: %s up to offset %d (epoch %d) written to ZooKeeper: %s",
+                    self.node_id,
+                    "synced ZooKeeper with the image" if sync else "dual write",
+                    prov.offset,
+                    prov.epoch,
+                    "; ".join(done[:20]) + (f"; and {len(done) - 20} more" if len(done) > 20 else "")
+                    if done
+                    else "nothing differed",
+                )
+            if self.controller.image.provenance.offset == prov.offset:
+                await self._sleep(self.poll_s)
 
     # ------------------------------------------------------------------ ZK_MIGRATION
     async def _copy(self, zk: ZkClient, epoch: int) -> None:
