@@ -164,6 +164,16 @@ def test_topic_and_config_changes_are_written_to_zookeeper_in_kafkas_json(tmp_pa
             assert migration["kraft_controller_id"] == 1 and migration["kraft_controller_epoch"] == raft_epoch
             metrics = node.controller.migration.metrics()
             assert metrics["lastWrittenOffset"] == migration["kraft_metadata_offset"]
+            # the metrics file migrate status --controller-dir reads (rewritten within a second of a change)
+            from kraftkit.cli.migrate import _dual_write_metrics
+
+            log_dir = node.config.log_dir
+            await wait_for(lambda: isinstance(got := _dual_write_metrics(log_dir), dict)
+                           and got["lastWrittenOffset"] == metrics["lastWrittenOffset"], timeout=10,
+                           what="the metrics file")
+            shown = _dual_write_metrics(log_dir)
+            assert isinstance(shown, dict) and (shown["nodeId"], shown["state"]) == (1, drv.DUAL_WRITE)
+            assert shown["zooKeeperBlockingKRaftMillis"] >= 0
 
             # a topic config emptied: its znode goes (Kafka's deleteConfigs), with a notification
             got = await call(node, ApiKey.INCREMENTAL_ALTER_CONFIGS, alter(2, "gamma", ("retention.ms", DELETE, None)))
@@ -294,3 +304,18 @@ def test_a_sync_writes_what_zookeeper_holds_that_differs_from_the_image():
     for c in changes(ZkView(), image_view(image), 3):
         writer.apply(empty, c, 30, 3)
     assert zk_normalized(empty) == kraft_normalized(image)
+
+
+def test_migrate_status_refuses_a_metrics_file_it_cannot_read(tmp_path):
+    from kraftkit.cli.migrate import _dual_write_metrics
+    from kraftkit.migration.driver import METRICS_FILE
+
+    assert "no such file" in _dual_write_metrics(tmp_path)
+    (tmp_path / METRICS_FILE).write_text('{"nodeId": 1}')
+    assert "not the dual writes' metrics JSON" in _dual_write_metrics(tmp_path)
+    (tmp_path / METRICS_FILE).write_bytes(b"\xff")
+    assert "not the dual writes' metrics JSON" in _dual_write_metrics(tmp_path)
+    (tmp_path / METRICS_FILE).write_text(json.dumps({"nodeId": 1, "state": "DUAL_WRITE", "syncedOffset": 9,
+                                                     "ZooKeeperBlockingKRaftMillis": True, "lastWrittenOffset": 7,
+                                                     "lastWrittenEpoch": 2}))
+    assert "not an integer" in _dual_write_metrics(tmp_path)

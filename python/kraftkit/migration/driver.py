@@ -38,11 +38,23 @@ through Kafka's states:
   by the next active controller on activation; the metadata image applies a transaction only at its
   end, so it never shows a half copy. Then ``/migration`` records the controller and the offset and
   epoch of the last record copied (conditionally on its zkVersion).
-* ``MIGRATED``: the metadata is in KRaft. Dual writes (every KRaft change written back to
-  ZooKeeper) and the controller-to-broker RPCs (UpdateMetadata, LeaderAndIsr, StopReplica) are not
-  built yet: the controller refuses the writes Kafka would dual-write, and the ZooKeeper-mode
-  brokers keep serving the partitions they lead. A new active controller in state MIGRATION claims
+* ``MIGRATED``: the metadata is in KRaft. A new active controller in state MIGRATION claims
   ZooKeeper again and is ``MIGRATED``.
+* ``DUAL_WRITE`` (Kafka's ``KRaftMigrationZkWriter``, :mod:`kraftkit.migration.zk_writer`): every
+  committed KRaft change to topics, partitions, topic and broker configs and the producer id block
+  is written to ZooKeeper in ZooKeeper's own JSON, round by round in commit order, each ZooKeeper
+  ``multi`` checking ``/controller_epoch`` at the zkVersion claimed and setting ``/migration``
+  (conditionally on its zkVersion) to the offset and epoch of the last record written. It begins
+  with a sync (ZooKeeper read and compared with the image, what differs written: what a failover
+  needs), and syncs again after any failed write; a ``/controller_epoch`` taken by another
+  controller sends it back to ``BECOME_CONTROLLER``. The controller takes the writes these cover
+  (:data:`~kraftkit.migration.zk_writer.DUAL_WRITES`, given to it as :attr:`MigrationDriver.dual_writes`)
+  and refuses the others (client quotas, SCRAM credentials, ACLs, reassignments, ...). The lag is
+  the metric ``ZooKeeperBlockingKRaftMillis`` (:meth:`MigrationDriver.metrics`), kept with the
+  offset last written in :data:`METRICS_FILE` of the metadata log directory for ``kraftkit migrate
+  status --controller-dir``. The controller-to-broker RPCs (UpdateMetadata, LeaderAndIsr,
+  StopReplica) are not built yet: the ZooKeeper-mode brokers keep serving the partitions they lead
+  and are not told of topics created in KRaft.
 
 The ZooKeeper calls block: they run in a worker thread, each bounded by the ZooKeeper session
 timeout; what ZooKeeper holds is bounded as the reader bounds it (:class:`~kraftkit.migration.zk_reader.ZkLimits`).
@@ -51,9 +63,11 @@ timeout; what ZooKeeper holds is bounded as the reader bounds it (:class:`~kraft
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kraftkit._core import encode_metadata_record
@@ -99,6 +113,9 @@ BECOME_CONTROLLER = "BECOME_CONTROLLER"
 ZK_MIGRATION = "ZK_MIGRATION"
 MIGRATED = "MIGRATED"
 DUAL_WRITE = "DUAL_WRITE"
+#: the dual writes' metrics (:meth:`MigrationDriver.metrics`), in the active controller's metadata
+#: log directory, as JSON
+METRICS_FILE = "zk-migration-metrics.json"
 #: how long the copy may hold the controller's write queue, at most
 COPY_TIMEOUT_MS = 600_000
 
@@ -157,6 +174,7 @@ class MigrationDriver:
         #: when the oldest change of the dual-write round in progress, and the oldest after it, was committed
         self._round_since: float | None = None
         self._behind_since: float | None = None
+        self._metrics_refused = False
         #: the controller writes allowed in state MIGRATION: they are written to ZooKeeper
         self.dual_writes = zk_writer.DUAL_WRITES
 
@@ -436,6 +454,41 @@ class MigrationDriver:
         new claim."""
         assert self.zk_epoch is not None
         self.state = DUAL_WRITE
+        publisher = asyncio.get_running_loop().create_task(self._publish_metrics())
+        try:
+            await self._dual_write_rounds(zk, epoch)
+        finally:
+            publisher.cancel()
+            self._write_metrics({**self.metrics(), "state": INACTIVE})
+
+    def _write_metrics(self, m: dict[str, Any]) -> bool:
+        """Writes ``m`` (with this node's id) to :data:`METRICS_FILE` in the metadata log
+        directory, atomically; False (said once) when it cannot."""
+        from kraftkit.features.storage.format import write_file_atomic
+
+        path = Path(self.controller.node.config.log_dir) / METRICS_FILE
+        try:
+            write_file_atomic(path, json.dumps({"nodeId": self.node_id, **m}, sort_keys=True).encode())
+        except OSError as e:
+            if not self._metrics_refused:
+                log.warning("node %d: ZK migration: %s not written: %s", self.node_id, path, e)
+            self._metrics_refused = True
+            return False
+        return True
+
+    async def _publish_metrics(self) -> None:
+        """:meth:`metrics`, in :data:`METRICS_FILE` whenever they change (at most once a second),
+        for ``kraftkit migrate status --controller-dir``."""
+        last: dict[str, Any] | None = None
+        while True:
+            m = {**self.metrics(), "state": self.state}
+            if m != last:
+                await asyncio.to_thread(self._write_metrics, m)
+                last = m
+            await asyncio.sleep(1.0)
+
+    async def _dual_write_rounds(self, zk: ZkClient, epoch: int) -> None:
+        assert self.zk_epoch is not None
         writer = self.writer = zk_writer.ZkWriter(self.node_id, epoch, self.zk_epoch[1])
         await self._call(writer.load, zk)
         written: zk_writer.ZkView | None = None  # None: what ZooKeeper holds is to be read (a sync)
