@@ -157,15 +157,14 @@ def test_bootstrap_wait_takeover_and_copy_as_kafka_39_does(tmp_path, caplog):
             assert image.client_quotas == {(("client-id", "app"),): {"producer_byte_rate": 1024.0}}
             assert [(a["Principal"], a["Operation"]) for a in image.acls.values()] == [("User:alice", 3)]
             assert image.next_producer_id == 1000
-            # ACLs are not written to ZooKeeper yet (dual writes): CreateAcls is refused, saying so
+            # reassignments are not written to ZooKeeper yet (dual writes): refused, saying so
             # (the dual writes that are built: tests/migration/test_zk_writer.py)
-            got = await call(node, ApiKey.CREATE_ACLS, {"Creations": [{
-                "ResourceType": 2, "ResourceName": "alpha", "ResourcePatternType": 3, "Principal": "User:bob",
-                "Host": "*", "Operation": 3, "PermissionType": 3}]})
-            (result,) = got["Results"]
-            assert result["ErrorCode"] == Errors.UNSUPPORTED_VERSION
-            assert "ACLs" in result["ErrorMessage"] and "MIGRATION" in result["ErrorMessage"]
-            assert len(node.controller.image.acls) == 1
+            got = await call(node, ApiKey.ALTER_PARTITION_REASSIGNMENTS, {"TimeoutMs": 5000, "Topics": [{
+                "Name": "alpha", "Partitions": [{"PartitionIndex": 0, "Replicas": [2, 1]}]}]})
+            assert got["ErrorCode"] == Errors.UNSUPPORTED_VERSION
+            assert "AlterPartitionReassignments is refused" in got["ErrorMessage"]
+            assert "partition reassignments" in got["ErrorMessage"] and "MIGRATION" in got["ErrorMessage"]
+            assert node.controller.image.topics[ids["alpha"]].partitions[0]["Replicas"] == [1, 2]
 
     asyncio.run(main())
 

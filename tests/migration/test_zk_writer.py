@@ -50,6 +50,10 @@ def zk_normalized(zk) -> dict:
         # (a block KRaft wrote is {broker -1, block_start = KRaft's next id}, one ZooKeeper's controller
         # handed out ends before the next id)
         "next_producer_id": None if b is None else b.block_start if b.broker == -1 else b.block_end + 1,
+        "quotas": {tuple(sorted(q.entity)): q.values for q in c.client_quotas},
+        "scram": {(s.user, s.mechanism): (s.salt, s.stored_key, s.server_key, s.iterations) for s in c.scram},
+        "acls": sorted((a.resource_type, a.resource_name, a.pattern_type, a.principal, a.host, a.operation,
+                        a.permission_type) for a in c.acls),
     }
 
 
@@ -63,6 +67,11 @@ def kraft_normalized(image) -> dict:
         "topic_configs": {n: cfg for (rtype, n), cfg in image.configs.items() if rtype == 2 and cfg},
         "broker_configs": {n: cfg for (rtype, n), cfg in image.configs.items() if rtype == 4 and cfg},
         "next_producer_id": image.next_producer_id,
+        "quotas": {tuple(sorted(e)): v for e, v in image.client_quotas.items() if v},
+        "scram": {(user, mech): (s["Salt"], s["StoredKey"], s["ServerKey"], s["Iterations"])
+                  for (mech, user), s in image.scram.items()},
+        "acls": sorted((a["ResourceType"], a["ResourceName"], a["PatternType"], a["Principal"], a["Host"],
+                        a["Operation"], a["PermissionType"]) for a in image.acls.values()),
     }
 
 
@@ -185,6 +194,78 @@ def test_topic_and_config_changes_are_written_to_zookeeper_in_kafkas_json(tmp_pa
     asyncio.run(main())
 
 
+def test_client_quotas_scram_credentials_and_acls_are_written_to_zookeeper_in_kafkas_json(tmp_path):
+    zk = zk_cluster(CLUSTER_ID)
+
+    async def main():
+        node = start_migrating_controller(tmp_path, zk)
+        async with running([node]):
+            await migrated_with_unfenced_brokers(node)
+            await caught_up(node)
+            c = node.controller
+            got = await call(node, ApiKey.ALTER_CLIENT_QUOTAS, {"Entries": [
+                {"Entity": [{"EntityType": "user", "EntityName": "alice smith"}],
+                 "Ops": [{"Key": "producer_byte_rate", "Value": 2048.0, "Remove": False},
+                         {"Key": "request_percentage", "Value": 12.5, "Remove": False}]},
+                {"Entity": [{"EntityType": "client-id", "EntityName": "app"}],
+                 "Ops": [{"Key": "producer_byte_rate", "Value": 0.0, "Remove": True}]},
+                {"Entity": [{"EntityType": "user", "EntityName": "bob"}, {"EntityType": "client-id", "EntityName": None}],
+                 "Ops": [{"Key": "consumer_byte_rate", "Value": 4096.0, "Remove": False}]},
+                {"Entity": [{"EntityType": "ip", "EntityName": None}],
+                 "Ops": [{"Key": "connection_creation_rate", "Value": 10.0, "Remove": False}]}],
+                "ValidateOnly": False})
+            assert [e["ErrorCode"] for e in got["Entries"]] == [Errors.NONE] * 4, got
+            got = await call(node, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, {"Deletions": [], "Upsertions": [
+                {"Name": "alice smith", "Mechanism": 2, "Iterations": 8192, "Salt": b"0123456789abcdef",
+                 "SaltedPassword": bytes(range(64))}]})
+            assert [r["ErrorCode"] for r in got["Results"]] == [Errors.NONE], got
+            got = await call(node, ApiKey.CREATE_ACLS, {"Creations": [{
+                "ResourceType": 2, "ResourceName": "or", "ResourcePatternType": 4, "Principal": "User:bob",
+                "Host": "*", "Operation": 3, "PermissionType": 3}]})
+            assert [r["ErrorCode"] for r in got["Results"]] == [Errors.NONE], got
+            got = await call(node, ApiKey.DELETE_ACLS, {"Filters": [{
+                "ResourceTypeFilter": 2, "ResourceNameFilter": "alpha", "PatternTypeFilter": 3,
+                "PrincipalFilter": "User:alice", "HostFilter": "*", "Operation": 3, "PermissionType": 3}]})
+            assert [r["ErrorCode"] for r in got["FilterResults"]] == [Errors.NONE], got
+            await caught_up(node)
+            assert zk_normalized(zk) == kraft_normalized(c.image)
+            assert len(kraft_normalized(c.image)["acls"]) == 1 and len(kraft_normalized(c.image)["scram"]) == 1
+
+            # Kafka's JSON: sanitized entity names, whole LONG quotas, the SCRAM credential's text
+            cred = next(iter(c.image.scram.values()))
+            b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
+            assert zk.json("/config/users/alice%20smith") == {"version": 1, "config": {
+                "producer_byte_rate": "2048", "request_percentage": "12.5",
+                "SCRAM-SHA-512": f"salt={b64(cred['Salt'])},stored_key={b64(cred['StoredKey'])},"
+                                 f"server_key={b64(cred['ServerKey'])},iterations=8192"}}
+            assert zk.json("/config/clients/app") == {"version": 1, "config": {}}
+            assert zk.json("/config/users/bob/clients/<default>") == \
+                {"version": 1, "config": {"consumer_byte_rate": "4096"}}
+            assert zk.json("/config/ips/<default>") == {"version": 1, "config": {"connection_creation_rate": "10"}}
+            assert set(notifications(zk)) == {"users/alice%20smith", "clients/app", "users/bob/clients/<default>",
+                                              "ips/<default>"}
+            # ACLs: the prefixed resource's znode, the literal one gone, the change notifications
+            assert zk.json("/kafka-acl-extended/prefixed/Topic/or") == {"version": 1, "acls": [
+                {"principal": "User:bob", "permissionType": "Allow", "operation": "Read", "host": "*"}]}
+            assert "/kafka-acl/Topic/alpha" not in zk.nodes
+            assert [zk.nodes[p][0] for p in sorted(zk.nodes) if p.startswith("/kafka-acl-changes/acl_changes_")] == \
+                [b"Topic:alpha"]
+            (ext,) = [p for p in zk.nodes if p.startswith("/kafka-acl-extended-changes/acl_changes_")]
+            assert zk.json(ext) == {"version": 1, "resourceType": "Topic", "name": "or", "patternType": "PREFIXED"}
+
+    asyncio.run(main())
+
+
+def test_java_double_and_sanitize_as_kafka_writes_them():
+    from kraftkit.migration.zk_writer import java_double, sanitize
+
+    # Java's Double.toString for these values, and Sanitizer.sanitize (URLEncoder, then * and space)
+    assert [java_double(v) for v in (1024.0, 0.5, 12.5, 1e7, 1.5e-4, 123456789.0, -2.0)] == \
+        ["1024.0", "0.5", "12.5", "1.0E7", "1.5E-4", "1.23456789E8", "-2.0"]
+    assert sanitize("alice smith*~é/x.y-z_0") == "alice%20smith%2A%7E%C3%A9%2Fx.y-z_0"
+    assert zk_reader.desanitize("p", sanitize("alice smith*~é/x.y-z_0")) == "alice smith*~é/x.y-z_0"
+
+
 def test_writes_not_dual_written_yet_are_refused_saying_what(tmp_path):
     zk = zk_cluster(CLUSTER_ID)
 
@@ -197,12 +278,11 @@ def test_writes_not_dual_written_yet_are_refused_saying_what(tmp_path):
             assert got["Topics"][0]["ErrorCode"] == Errors.UNSUPPORTED_VERSION
             assert "PRE_MIGRATION" in got["Topics"][0]["ErrorMessage"]
             await migrated_with_unfenced_brokers(node)
-            got = await call(node, ApiKey.CREATE_ACLS, {"Creations": [{
-                "ResourceType": 2, "ResourceName": "alpha", "ResourcePatternType": 3, "Principal": "User:bob",
-                "Host": "*", "Operation": 3, "PermissionType": 3}]})
-            (result,) = got["Results"]
-            assert result["ErrorCode"] == Errors.UNSUPPORTED_VERSION
-            assert "CreateAcls is refused" in result["ErrorMessage"] and "ACLs" in result["ErrorMessage"]
+            got = await call(node, ApiKey.ALTER_PARTITION_REASSIGNMENTS, {"TimeoutMs": 5000, "Topics": [{
+                "Name": "alpha", "Partitions": [{"PartitionIndex": 0, "Replicas": [2, 1]}]}]})
+            assert got["ErrorCode"] == Errors.UNSUPPORTED_VERSION
+            assert "AlterPartitionReassignments is refused" in got["ErrorMessage"]
+            assert "partition reassignments" in got["ErrorMessage"] and "MIGRATION" in got["ErrorMessage"]
             got = await call(node, ApiKey.INCREMENTAL_ALTER_CONFIGS, alter(32, "group-1",
                                                                          ("consumer.session.timeout.ms", SET, "50000")))
             assert got["Responses"][0]["ErrorCode"] == Errors.UNSUPPORTED_VERSION

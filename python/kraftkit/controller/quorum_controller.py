@@ -315,8 +315,9 @@ class QuorumController:
         else:
             why = (
                 "kraftkit's controller does not write its changes back to ZooKeeper yet (dual writes are built for "
-                "topics, partitions, topic and broker configs and the producer id block; not for client quotas, SCRAM "
-                "credentials, ACLs, partition reassignments, broker unregistrations or other config resources)"
+                "topics, partitions, topic and broker configs, client quotas, SCRAM credentials, ACLs and the "
+                "producer id block; not for partition reassignments, broker unregistrations, delegation tokens or "
+                "other config resources)"
             )
         raise ControllerError(
             Errors.UNSUPPORTED_VERSION, f"{what} is refused during the ZooKeeper migration (state {name}): {why}"

@@ -91,6 +91,10 @@ DUAL_WRITES = frozenset(
         "ElectLeaders",
         "AssignReplicasToDirs",
         "AllocateProducerIds",
+        "AlterClientQuotas",
+        "AlterUserScramCredentials",
+        "CreateAcls",
+        "DeleteAcls",
     }
 )
 #: ConfigResource.Type: the two ZooKeeper keeps (``/config/topics``, ``/config/brokers``)
@@ -113,6 +117,17 @@ def topic_id_text(u: uuid.UUID) -> str:
 
 
 # ------------------------------------------------------------------ the views
+
+#: a client quota entity: ((type, name or None), ...) in the order user, client-id, ip
+Entity = tuple[tuple[str, str | None], ...]
+_ENTITY_ORDER = {"user": 0, "client-id": 1, "ip": 2}
+#: ``ScramMechanism``: type -> name
+SCRAM_NAMES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
+
+
+def _entity(entity: Any) -> Entity:
+    return tuple(sorted(((t, n) for t, n in entity), key=lambda e: _ENTITY_ORDER.get(e[0], 9)))
+
 
 #: a partition's assignment: (replicas, adding replicas, removing replicas)
 Assignment = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
@@ -139,6 +154,14 @@ class ZkView:
     stale_configs: set[tuple[str, str]] = field(default_factory=set)
     #: the first producer id not handed out (None: no block)
     next_producer_id: int | None = None
+    #: client quota entities (canonical: user, client-id, ip; a default's name None) -> their
+    #: quotas (float) and, for users, SCRAM credentials (mechanism name -> (salt, stored key,
+    #: server key, iterations)); only non-empty ones
+    entities: dict[Entity, dict[str, Any]] = field(default_factory=dict)
+    #: where ZooKeeper keeps each entity (read from it; the others go where Kafka would put them)
+    entity_paths: dict[Entity, str] = field(default_factory=dict)
+    #: ACLs by resource (resource type, pattern type, name) -> {(principal, host, operation, permission)}
+    acls: dict[tuple[int, int, str], frozenset[tuple[str, str, int, int]]] = field(default_factory=dict)
 
     def comparable(self) -> dict[str, Any]:
         """The view as plain data, for an equality check of two views."""
@@ -149,6 +172,8 @@ class ZkView:
             },
             "configs": dict(sorted(self.configs.items())),
             "next_producer_id": self.next_producer_id,
+            "entities": dict(self.entities),
+            "acls": dict(self.acls),
         }
 
 
@@ -174,6 +199,22 @@ def image_view(image: Any) -> ZkView:
             view.configs[("brokers", name or DEFAULT_ENTITY)] = dict(cfg)
     nxt = image.next_producer_id
     view.next_producer_id = nxt if nxt > 0 else None
+    for entity, values in image.client_quotas.items():
+        if values:
+            view.entities.setdefault(_entity(entity), {}).update(values)
+    for (mech, user), c in image.scram.items():
+        props = view.entities.setdefault((("user", user),), {})
+        props[SCRAM_NAMES.get(mech, str(mech))] = (
+            bytes(c["Salt"]),
+            bytes(c["StoredKey"]),
+            bytes(c["ServerKey"]),
+            c["Iterations"],
+        )
+    acls: dict[tuple[int, int, str], set[tuple[str, str, int, int]]] = {}
+    for a in image.acls.values():
+        key = (a["ResourceType"], a["PatternType"], a["ResourceName"])
+        acls.setdefault(key, set()).add((a["Principal"], a["Host"], a["Operation"], a["PermissionType"]))
+    view.acls = {k: frozenset(v) for k, v in acls.items()}
     return view
 
 
@@ -201,6 +242,19 @@ def cluster_view(cluster: ZkCluster) -> ZkView:
         # a block this writer wrote (broker -1) starts at KRaft's next id; one a ZooKeeper-mode
         # controller handed out ends before it
         view.next_producer_id = b.block_start if b.broker == -1 else b.next_producer_id
+    for q in cluster.client_quotas:
+        e = _entity(q.entity)
+        view.entities.setdefault(e, {}).update(q.values)
+        view.entity_paths[e] = q.znode
+    for c in cluster.scram:
+        e = (("user", c.user),)
+        view.entities.setdefault(e, {})[SCRAM_NAMES[c.mechanism]] = (c.salt, c.stored_key, c.server_key, c.iterations)
+        view.entity_paths[e] = c.znode
+    acls: dict[tuple[int, int, str], set[tuple[str, str, int, int]]] = {}
+    for a in cluster.acls:
+        key = (a.resource_type, a.pattern_type, a.resource_name)
+        acls.setdefault(key, set()).add((a.principal, a.host, a.operation, a.permission_type))
+    view.acls = {k: frozenset(v) for k, v in acls.items()}
     return view
 
 
@@ -397,6 +451,141 @@ def _delete_configs(kind: str, name: str) -> Change:
     return Change(f"delete the configs of {kind}/{name}", build)
 
 
+def sanitize(name: str) -> str:
+    """Kafka's ``Sanitizer.sanitize``: Java's ``URLEncoder`` (letters, digits and ``.-_*`` kept,
+    every other UTF-8 byte ``%XX``), then ``*`` as ``%2A`` and a space as ``%20``."""
+    out = []
+    for ch in name:
+        if ch.isascii() and (ch.isalnum() or ch in ".-_"):
+            out.append(ch)
+        else:
+            out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
+    return "".join(out)
+
+
+def _zk_name(name: str | None, *, raw: bool = False) -> str:
+    """``toZkEntityName``: the default entity's ``<default>``, else the name (sanitized)."""
+    if name is None:
+        return DEFAULT_ENTITY
+    return name if raw else sanitize(name)
+
+
+def entity_path(e: Entity) -> str:
+    """Where Kafka keeps a client quota entity's configs, under ``/config`` (``writeClientQuotas``)."""
+    d = dict(e)
+    if "user" in d and "client-id" in d:
+        return f"users/{_zk_name(d['user'])}/clients/{_zk_name(d['client-id'])}"
+    if "user" in d:
+        return f"users/{_zk_name(d['user'])}"
+    if "client-id" in d:
+        return f"clients/{_zk_name(d['client-id'])}"
+    return f"ips/{_zk_name(d.get('ip'), raw=True)}"
+
+
+#: ``DynamicConfig``'s quota keys of type LONG or INT (the others are DOUBLE)
+_WHOLE_QUOTAS = {"producer_byte_rate", "consumer_byte_rate", "connection_creation_rate"}
+
+
+def java_double(v: float) -> str:
+    """Java's ``Double.toString`` (``1024.0``, ``0.5``, ``1.0E7``), with the shortest digits."""
+    import math
+    from decimal import Decimal
+
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "Infinity" if v > 0 else "-Infinity"
+    if v == 0:
+        return "-0.0" if math.copysign(1, v) < 0 else "0.0"
+    if 1e-3 <= abs(v) < 1e7:
+        text = repr(v)
+        return text if "e" not in text else format(Decimal(text), "f")
+    sign, digits, exp = Decimal(repr(v)).as_tuple()
+    ds = "".join(map(str, digits)).rstrip("0") or "0"
+    e = len(digits) + int(exp) - 1
+    return f"{'-' if sign else ''}{ds[0]}.{ds[1:] or '0'}E{e}"
+
+
+def _quota_text(key: str, v: float) -> str:
+    """``ZkConfigMigrationClient.writeClientQuotas``: a LONG or INT quota as a whole number."""
+    import math
+
+    if key in _WHOLE_QUOTAS and math.isfinite(v) and abs(v - round(v)) <= 1e-6:
+        return str(round(v))
+    return java_double(v)
+
+
+def scram_text(c: tuple[bytes, bytes, bytes, int]) -> str:
+    """``ScramCredentialUtils.credentialToString``."""
+    import base64
+
+    salt, stored, server, iterations = c
+    b64 = lambda b: base64.b64encode(b).decode("ascii")  # noqa: E731
+    return f"salt={b64(salt)},stored_key={b64(stored)},server_key={b64(server)},iterations={iterations}"
+
+
+def _write_entity(e: Entity, props: dict[str, Any], known: str | None) -> Change:
+    """A quota entity's configs (quotas and SCRAM credentials) written, empty when none is left
+    (Kafka writes empty configs rather than deleting the znode)."""
+    rel = known[len("/config/") :] if known is not None and known.startswith("/config/") else entity_path(e)
+
+    def build(zk: ZkClient) -> list[Op]:
+        ensure_path(zk, f"/config/{rel.rsplit('/', 1)[0]}")
+        ensure_path(zk, CONFIG_CHANGES)
+        texts = {k: scram_text(v) if isinstance(v, tuple) else _quota_text(k, v) for k, v in props.items()}
+        return [_put(zk, f"/config/{rel}", config_json(texts)), _notification(rel)]
+
+    return Change(f"write the quotas and SCRAM credentials of {rel}", build)
+
+
+#: ``ResourceType``, ``AclOperation``, ``AclPermissionType`` names as ``SecurityUtils`` writes them
+_RESOURCE_NAMES = {2: "Topic", 3: "Group", 4: "Cluster", 5: "TransactionalId", 6: "DelegationToken", 7: "User"}
+_OPERATION_NAMES = {2: "All", 3: "Read", 4: "Write", 5: "Create", 6: "Delete", 7: "Alter", 8: "Describe",
+                    9: "ClusterAction", 10: "DescribeConfigs", 11: "AlterConfigs", 12: "IdempotentWrite",
+                    13: "CreateTokens", 14: "DescribeTokens", 15: "TwoPhaseCommit"}  # fmt: skip
+_PERMISSION_NAMES = {2: "Deny", 3: "Allow"}
+LITERAL, PREFIXED = 3, 4
+
+
+def acl_path(key: tuple[int, int, str]) -> str:
+    """``ZkAclStore``: ``/kafka-acl/<Type>/<name>`` (LITERAL), ``/kafka-acl-extended/prefixed/<Type>/<name>``."""
+    rtype, pattern, name = key
+    store = "/kafka-acl" if pattern == LITERAL else "/kafka-acl-extended/prefixed"
+    return f"{store}/{_RESOURCE_NAMES.get(rtype, str(rtype))}/{name}"
+
+
+def _acl_change(key: tuple[int, int, str]) -> Op:
+    """``ZkAclChangeStore.createChangeNode``: ``/kafka-acl-changes/acl_changes_N`` (``Type:name``)
+    for a literal resource, ``/kafka-acl-extended-changes/acl_changes_N`` (JSON) for a prefixed one."""
+    rtype, pattern, name = key
+    tname = _RESOURCE_NAMES.get(rtype, str(rtype))
+    if pattern == LITERAL:
+        return Create("/kafka-acl-changes/acl_changes_", f"{tname}:{name}".encode(), sequential=True)
+    data = _js({"version": 1, "resourceType": tname, "name": name, "patternType": "PREFIXED"})
+    return Create("/kafka-acl-extended-changes/acl_changes_", data, sequential=True)
+
+
+def _write_acls(key: tuple[int, int, str], acls: frozenset[tuple[str, str, int, int]]) -> Change:
+    """A resource's ACLs (``ZkAclMigrationClient.writeResourceAcls``), its znode deleted when none
+    is left (``deleteResource``), with the change notification the authorizers watch."""
+    path = acl_path(key)
+
+    def build(zk: ZkClient) -> list[Op]:
+        change = _acl_change(key)
+        ensure_path(zk, change.path.rsplit("/", 1)[0])
+        if not acls:
+            return [Delete(path, -1), change] if zk.get(path) is not None else []
+        ensure_path(zk, path.rsplit("/", 1)[0])
+        entries = [
+            {"principal": p, "permissionType": _PERMISSION_NAMES.get(perm, str(perm)),
+             "operation": _OPERATION_NAMES.get(op, str(op)), "host": h}
+            for p, h, op, perm in sorted(acls)
+        ]  # fmt: skip
+        return [_put(zk, path, _js({"version": 1, "acls": entries})), change]
+
+    return Change(f"write the ACLs of {path}", build)
+
+
 def changes(old: ZkView, new: ZkView, controller_epoch: int, *, max_znodes: int = 1_000_000) -> list[Change]:
     """The ZooKeeper writes that take ZooKeeper from ``old`` to ``new``, in Kafka's order.
     ``controller_epoch`` is what the partition state znodes written carry (the KRaft
@@ -430,6 +619,14 @@ def changes(old: ZkView, new: ZkView, controller_epoch: int, *, max_znodes: int 
                 out.append(_write_configs(kind, name, want))
         elif had is not None or key in old.stale_configs:
             out.append(_delete_configs(kind, name))  # (none left: the znode goes, as Kafka's deleteConfigs)
+    for e in sorted(set(old.entities) | set(new.entities), key=repr):
+        props = new.entities.get(e, {})
+        if old.entities.get(e, {}) != props:
+            out.append(_write_entity(e, props, old.entity_paths.get(e)))
+    for resource in sorted(set(old.acls) | set(new.acls)):
+        want_acls = new.acls.get(resource, frozenset())
+        if old.acls.get(resource, frozenset()) != want_acls:
+            out.append(_write_acls(resource, want_acls))
     if new.next_producer_id is not None and new.next_producer_id != old.next_producer_id:
         nxt = new.next_producer_id
         out.append(
