@@ -18,6 +18,7 @@ sync (it cannot send LeaderAndIsr yet), which the brokers' restarts otherwise ra
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
@@ -249,6 +250,36 @@ def test_a_live_migration_takes_a_zookeeper_cluster_over_into_a_kraftkit_control
         # every write checked the claimed epoch: /controller_epoch is as the claim left it
         assert (int(client.get("/controller_epoch")[0]), client.get("/controller_epoch")[1].version) == \
             (int(claimed[1]), int(claimed[2]))
+        # a client quota, a SCRAM credential and an ACL through the kraftkit controller; the ZooKeeper-mode
+        # brokers read them back from ZooKeeper (describe reads its znodes; the AclAuthorizer follows the
+        # ACL change notification)
+        salt = b"kraftkit-dual-write-salt"
+        with KafkaConnection(host, int(port_text), timeout=30) as conn:
+            quota = conn.request(ApiKey.ALTER_CLIENT_QUOTAS, conn.version_for(ApiKey.ALTER_CLIENT_QUOTAS), {
+                "Entries": [{"Entity": [{"EntityType": "user", "EntityName": "carol"}],
+                             "Ops": [{"Key": "consumer_byte_rate", "Value": 2048.0, "Remove": False}]}],
+                "ValidateOnly": False})
+            scram = conn.request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+                                 conn.version_for(ApiKey.ALTER_USER_SCRAM_CREDENTIALS), {
+                "Deletions": [], "Upsertions": [{"Name": "carol", "Mechanism": 2, "Iterations": 4096, "Salt": salt,
+                                                 "SaltedPassword": hashlib.pbkdf2_hmac("sha512", b"pw2", salt, 4096)}]})
+            acl = conn.request(ApiKey.CREATE_ACLS, conn.version_for(ApiKey.CREATE_ACLS), {"Creations": [{
+                "ResourceType": 2, "ResourceName": "orders", "ResourcePatternType": 3, "Principal": "User:carol",
+                "Host": "*", "Operation": 4, "PermissionType": 3}]})
+        assert [e["ErrorCode"] for e in quota["Entries"]] == [0], quota
+        assert [r["ErrorCode"] for r in scram["Results"]] == [0], scram
+        assert [r["ErrorCode"] for r in acl["Results"]] == [0], acl
+        wait_log(controller, "write the ACLs of /kafka-acl/Topic/orders", 60)
+        carol = kafka_configs(jars.KAFKA_3, boot, "--describe", "--entity-type", "users", "--entity-name", "carol")
+        assert "consumer_byte_rate=2048.0" in carol and "SCRAM-SHA-512=iterations=4096" in carol, carol
+        orders = kafka_configs(jars.KAFKA_3, boot, "--describe", "--entity-type", "topics", "--entity-name", "orders")
+        assert "retention.ms=172800000" in orders, orders
+        deadline = time.monotonic() + 60
+        want_acls = acls_before | {("TOPIC", "orders", "LITERAL", "User:carol", "*", "WRITE", "ALLOW")}
+        while (seen_acls := acl_list(jars.KAFKA_3, boot)) != want_acls and time.monotonic() < deadline:
+            time.sleep(1)
+        assert seen_acls == want_acls
+
         # migrate status: /migration names the last change written; the controller's metrics say the same
         deadline = time.monotonic() + 30
         while True:
@@ -287,9 +318,10 @@ def test_a_live_migration_takes_a_zookeeper_cluster_over_into_a_kraftkit_control
         assert {p: part[0] for p, part in parts.items()} == before["orders"]["replicas"]
         assert len(parts) == TOPICS["orders"]["partitions"]
         assert kview["topic_configs"] == {"orders": {"retention.ms": "172800000"}, NEW_TOPIC: {"retention.ms": "3600000"}}
-        assert kview["quotas"] == {(("client-id", "app"),): {"producer_byte_rate": 1048576.0}}
-        assert [k for k in kview["scram"]] == [("alice", 1)]
-        assert len(kview["acls"]) == len(acls_before) == 1
+        assert kview["quotas"] == {(("client-id", "app"),): {"producer_byte_rate": 1048576.0},
+                                   (("user", "carol"),): {"consumer_byte_rate": 2048.0}}
+        assert sorted(kview["scram"]) == [("alice", 1), ("carol", 2)]
+        assert len(kview["acls"]) == len(acls_before) + 1 == 2
         assert {n for n in image.brokers} == set(BROKERS)
         assert all(b["IsMigratingZkBroker"] for b in image.brokers.values())
     finally:

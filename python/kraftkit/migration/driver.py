@@ -41,15 +41,15 @@ through Kafka's states:
 * ``MIGRATED``: the metadata is in KRaft. A new active controller in state MIGRATION claims
   ZooKeeper again and is ``MIGRATED``.
 * ``DUAL_WRITE`` (Kafka's ``KRaftMigrationZkWriter``, :mod:`kraftkit.migration.zk_writer`): every
-  committed KRaft change to topics, partitions, topic and broker configs and the producer id block
-  is written to ZooKeeper in ZooKeeper's own JSON, round by round in commit order, each ZooKeeper
+  committed KRaft change to topics, partitions, topic and broker configs, client quotas, SCRAM
+  credentials, ACLs and the producer id block is written to ZooKeeper in ZooKeeper's own JSON, round by round in commit order, each ZooKeeper
   ``multi`` checking ``/controller_epoch`` at the zkVersion claimed and setting ``/migration``
   (conditionally on its zkVersion) to the offset and epoch of the last record written. It begins
   with a sync (ZooKeeper read and compared with the image, what differs written: what a failover
   needs), and syncs again after any failed write; a ``/controller_epoch`` taken by another
   controller sends it back to ``BECOME_CONTROLLER``. The controller takes the writes these cover
   (:data:`~kraftkit.migration.zk_writer.DUAL_WRITES`, given to it as :attr:`MigrationDriver.dual_writes`)
-  and refuses the others (client quotas, SCRAM credentials, ACLs, reassignments, ...). The lag is
+  and refuses the others (reassignments, broker unregistrations, ...). The lag is
   the metric ``ZooKeeperBlockingKRaftMillis`` (:meth:`MigrationDriver.metrics`), kept with the
   offset last written in :data:`METRICS_FILE` of the metadata log directory for ``kraftkit migrate
   status --controller-dir``. The controller-to-broker RPCs (UpdateMetadata, LeaderAndIsr,

@@ -7,7 +7,8 @@ Both sides are reduced to one comparable form, a :class:`ZkView` (what ZooKeeper
 :func:`image_view` of the KRaft image, :func:`cluster_view` of what
 :func:`~kraftkit.migration.zk_reader.read_cluster` read from ZooKeeper. :func:`changes` turns the
 difference of two views into ZooKeeper writes, in Kafka's order (topics deleted, topics created,
-topic assignments changed, partitions created and changed, configs, the producer id block). The
+topic assignments changed, partitions created and changed, configs, client quotas and SCRAM
+credentials, ACLs, the producer id block). The
 driver uses it two ways, as Kafka does: a *sync* (ZooKeeper read and compared with the image: on
 taking over and after any failed write) and *deltas* (the view last written compared with the
 image's now, after each commit).
@@ -30,6 +31,18 @@ What is written:
   each with the ``/config/changes/config_change_NNNNNNNNNN`` notification
   (``{"version":2,"entity_path":"topics/<t>"}``) the ZooKeeper-mode brokers watch, in the same
   ``multi`` (Kafka writes it just after);
+* client quotas and SCRAM credentials (``writeClientQuotas``): ``/config/users/<user>``,
+  ``/config/users/<user>/clients/<client id>``, ``/config/clients/<client id>``,
+  ``/config/ips/<ip>`` (names sanitized as Kafka's ``Sanitizer``, a default entity ``<default>``)
+  set to the entity's quotas (LONG and INT quotas as whole numbers, the others as Java prints a
+  double) and, for a user, its credentials (``SCRAM-SHA-256``: ``salt=..,stored_key=..,
+  server_key=..,iterations=N``); empty when none is left, as Kafka leaves it; with the
+  ``/config/changes`` notification;
+* ACLs (``ZkAclMigrationClient``): ``/kafka-acl/<ResourceType>/<name>`` (literal) and
+  ``/kafka-acl-extended/prefixed/<ResourceType>/<name>`` set to ``{"version":1,"acls":[{"principal":..,
+  "permissionType":..,"operation":..,"host":..}]}``, deleted when none is left, with the change
+  notification the brokers' ``AclAuthorizer`` watches (``/kafka-acl-changes/acl_changes_N`` holding
+  ``Topic:<name>``, ``/kafka-acl-extended-changes/acl_changes_N`` its JSON);
 * the producer id block: ``/latest_producer_id_block`` = ``{"version":1,"broker":-1,
   "block_start":"N","block_end":"N+999"}`` with ``N`` KRaft's next producer id (``writeProducerId``).
 
@@ -38,8 +51,9 @@ claimed (a ZooKeeper-mode controller that took over fails it) and sets ``/migrat
 conditionally on its zkVersion (a second KRaft writer fails it) to the offset and epoch of the last
 KRaft record whose changes are all in ZooKeeper once the ``multi`` applies.
 
-Not written yet (the controller refuses the writes that would need them): client quotas, SCRAM
-credentials, ACLs, delegation tokens.
+Not written yet: delegation tokens (the copy refuses a ZooKeeper that holds some, and the
+controller takes no token write). Each round computes the image's view whole: its cost grows
+with the cluster's size, not the change's.
 """
 
 from __future__ import annotations
