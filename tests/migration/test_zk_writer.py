@@ -256,14 +256,23 @@ def test_client_quotas_scram_credentials_and_acls_are_written_to_zookeeper_in_ka
     asyncio.run(main())
 
 
-def test_java_double_and_sanitize_as_kafka_writes_them():
-    from kraftkit.migration.zk_writer import java_double, sanitize
+DOUBLES = [1024.0, 0.5, 12.5, 1e7, 1.5e-4, 123456789.0, -2.0, 0.001, 9999999.0, 1e-300, 2.5e300, 0.1 + 0.2]
+NAMES = ["alice smith", "a*b", "x~y", "é/ü", "user@corp.com", "plain.name-1_2", "1.2.3.4", "::1"]
 
-    # Java's Double.toString for these values, and Sanitizer.sanitize (URLEncoder, then * and space)
-    assert [java_double(v) for v in (1024.0, 0.5, 12.5, 1e7, 1.5e-4, 123456789.0, -2.0)] == \
-        ["1024.0", "0.5", "12.5", "1.0E7", "1.5E-4", "1.23456789E8", "-2.0"]
-    assert sanitize("alice smith*~é/x.y-z_0") == "alice%20smith%2A%7E%C3%A9%2Fx.y-z_0"
-    assert zk_reader.desanitize("p", sanitize("alice smith*~é/x.y-z_0")) == "alice smith*~é/x.y-z_0"
+
+@pytest.mark.kafka
+def test_java_double_and_sanitize_as_kafka_writes_them(kafka_jars):
+    """Against Java's ``Double.toString`` and Kafka's ``Sanitizer.sanitize`` themselves (Kafka 3.9.2's
+    clients jar), run on the same inputs."""
+    from kraftkit.migration.zk_writer import java_double, sanitize
+    from tests.harness import jars, tools
+
+    source = tools.HERE / "java" / "ZkTexts.java"
+    out = tools.run_tool(jars.KAFKA_3, source, ["--doubles", *map(repr, DOUBLES), "--names", *NAMES],
+                         timeout=120).stdout.splitlines()
+    assert [java_double(v) for v in DOUBLES] == out[:len(DOUBLES)]
+    assert [sanitize(n) for n in NAMES] == out[len(DOUBLES):]
+    assert [zk_reader.desanitize("p", sanitize(n)) for n in NAMES] == NAMES
 
 
 def test_writes_not_dual_written_yet_are_refused_saying_what(tmp_path):
@@ -399,3 +408,47 @@ def test_migrate_status_refuses_a_metrics_file_it_cannot_read(tmp_path):
                                                      "ZooKeeperBlockingKRaftMillis": True, "lastWrittenOffset": 7,
                                                      "lastWrittenEpoch": 2}))
     assert "not an integer" in _dual_write_metrics(tmp_path)
+
+
+def test_a_restarted_controller_claims_zookeeper_again_and_syncs_what_it_missed(tmp_path):
+    """A failover, as Kafka's driver resumes it: the next active controller (here the same node,
+    restarted on its log) is in MIGRATION, claims ``/controller_epoch`` again and reconciles all of
+    ZooKeeper with its image: a topic whose write ZooKeeper lost is created, a topic ZooKeeper holds
+    and KRaft does not is deleted."""
+    from kraftkit.controller.config import ZkMigrationConfig
+    from tests.controller._nodes import controller, format_dirs
+
+    zk = zk_cluster(CLUSTER_ID)
+    voters, dirs = format_dirs(tmp_path, 1, release_version="3.9")
+    config = ZkMigrationConfig("fake:2181", (("fake", 2181),), "", batch_size=50)
+
+    def make():
+        node = controller(voters, dirs[0], 1, zk_migration=True)
+        node.controller.migration = drv.MigrationDriver(node.controller, config, lambda: zk, poll_s=0.05)
+        return node
+
+    async def main():
+        node = make()
+        async with running([node]):
+            await migrated_with_unfenced_brokers(node)
+            got = await call(node, ApiKey.CREATE_TOPICS, create("kappa", 2, 1))
+            assert got["Topics"][0]["ErrorCode"] == Errors.NONE
+            await caught_up(node)
+            claimed = zk.nodes["/controller_epoch"]
+        # no active controller: ZooKeeper loses kappa, and gains a topic KRaft never had
+        for path in [p for p in zk.nodes if p.startswith("/brokers/topics/kappa") or p == "/config/topics/kappa"]:
+            del zk.nodes[path]
+        zk.set("/brokers/topics/stray", json.dumps({"version": 3, "topic_id": "AAAAAAAAAAAAAAAAAAAAAw",
+                                                    "partitions": {"0": [1]}}).encode())
+        again = make()
+        async with running([again]):
+            await wait_for(lambda: again.controller.active, what="the active controller after the restart")
+            await caught_up(again)
+            image = again.controller.image
+            assert zk_normalized(zk) == kraft_normalized(image)
+            assert "kappa" in zk_normalized(zk)["topics"] and "/brokers/topics/stray" not in zk.nodes
+            assert zk.nodes["/controller_epoch"] == (str(int(claimed[0]) + 1).encode(), claimed[1] + 1)
+            assert zk.json("/controller")["kraftControllerEpoch"] == again.replica().core.epoch
+            assert zk.json("/migration")["kraft_controller_epoch"] == again.replica().core.epoch
+
+    asyncio.run(main())
