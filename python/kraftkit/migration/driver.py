@@ -42,8 +42,8 @@ through Kafka's states:
   ZooKeeper again and is ``MIGRATED``.
 * ``DUAL_WRITE`` (Kafka's ``KRaftMigrationZkWriter``, :mod:`kraftkit.migration.zk_writer`): every
   committed KRaft change to topics, partitions, topic and broker configs, client quotas, SCRAM
-  credentials, ACLs and the producer id block is written to ZooKeeper in ZooKeeper's own JSON, round by round in commit order, each ZooKeeper
-  ``multi`` checking ``/controller_epoch`` at the zkVersion claimed and setting ``/migration``
+  credentials, ACLs and the producer id block is written to ZooKeeper in ZooKeeper's own JSON,
+  round by round in commit order, each ZooKeeper ``multi`` checking ``/controller_epoch`` at the zkVersion claimed and setting ``/migration``
   (conditionally on its zkVersion) to the offset and epoch of the last record written. It begins
   with a sync (ZooKeeper read and compared with the image, what differs written: what a failover
   needs), and syncs again after any failed write; a ``/controller_epoch`` taken by another
@@ -496,6 +496,9 @@ class MigrationDriver:
         while True:
             self._check(epoch)
             image = self.controller.image
+            if written is not None and image.provenance.offset == self.synced[0]:
+                await self._sleep(self.poll_s)  # (nothing committed since the last round)
+                continue
             target = zk_writer.image_view(image)
             prov = image.provenance
             pending = [t for t in (self._round_since, self._behind_since) if t is not None]
@@ -544,8 +547,6 @@ class MigrationDriver:
                     if done
                     else "nothing differed",
                 )
-            if self.controller.image.provenance.offset == prov.offset:
-                await self._sleep(self.poll_s)
 
     # ------------------------------------------------------------------ ZK_MIGRATION
     async def _copy(self, zk: ZkClient, epoch: int) -> None:
