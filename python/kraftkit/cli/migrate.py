@@ -143,12 +143,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Where a live migration (KIP-866, `kraftkit controller run` with "
         "zookeeper.metadata.migration.enable=true) stands, read from the cluster's ZooKeeper: who holds "
         "/controller (a ZooKeeper-mode broker, or a KRaft controller and its epoch), /controller_epoch, "
-        "/migration (the KRaft controller that ran the migration and the offset and epoch of the copy's "
-        "last record), the brokers of /brokers/ids and the partitions not led or not fully in sync (the "
+        "/migration (the KRaft controller that ran the migration and the offset and epoch of the last "
+        "record copied or dual-written), the brokers of /brokers/ids and the partitions not led or not fully in sync (the "
         "controller takes over only once there are none). The state: NONE (no KRaft controller ran the "
         "migration here yet), PRE_MIGRATION (one did; the metadata is not copied yet: its log says which "
         "broker it waits for and why) or MIGRATION (copied). With --bootstrap-controller, the controller's "
-        "ApiVersions says whether it is configured for the migration (ZkMigrationReady, KIP-919). Nothing "
+        "ApiVersions says whether it is configured for the migration (ZkMigrationReady, KIP-919); with "
+        "--controller-dir, the active controller's dual writes: ZooKeeperBlockingKRaftMillis (how long the "
+        "oldest KRaft change not yet in ZooKeeper has waited) and the last offset written. Nothing "
         "is written. Exit 0, 1 a znode that is not Kafka's JSON, 2 bad arguments or ZooKeeper or the "
         "controller unreachable.",
     )
@@ -260,8 +262,8 @@ def run_status(args: argparse.Namespace) -> int:
     m = out["migration"]
     if m is not None:
         print(
-            f"/migration: KRaft controller {m['kraftControllerId']} (epoch {m['kraftControllerEpoch']}), copied up to "
-            f"offset {m['kraftMetadataOffset']} (epoch {m['kraftMetadataEpoch']})"
+            f"/migration: KRaft controller {m['kraftControllerId']} (epoch {m['kraftControllerEpoch']}), copied and "
+            f"dual-written up to offset {m['kraftMetadataOffset']} (epoch {m['kraftMetadataEpoch']})"
         )
     print(f"brokers in ZooKeeper: {', '.join(map(str, out['zkBrokers'])) or 'none'}")
     for p in out["partitionsOutOfSync"]:
