@@ -175,6 +175,7 @@ class MigrationDriver:
         self._round_since: float | None = None
         self._behind_since: float | None = None
         self._metrics_refused = False
+        self._closed = False
         #: the controller writes allowed in state MIGRATION: they are written to ZooKeeper
         self.dual_writes = zk_writer.DUAL_WRITES
 
@@ -203,6 +204,7 @@ class MigrationDriver:
         self._wake.set()
 
     async def close(self) -> None:
+        self._closed = True  # (the task stops at its next check even if a cancellation went astray)
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -275,18 +277,21 @@ class MigrationDriver:
 
     def _alive(self, epoch: int) -> bool:
         c = self.controller
-        return c.active and c.active_epoch == epoch
+        return not self._closed and c.active and c.active_epoch == epoch
 
     def _check(self, epoch: int) -> None:
         if not self._alive(epoch):
             raise _Lost()
 
     async def _sleep(self, seconds: float) -> None:
+        """Until a commit or ``seconds`` (``asyncio.wait``: unlike ``wait_for`` before Python 3.12,
+        it never swallows a cancellation that arrives as the wait ends)."""
         self._wake.clear()
+        waiter = asyncio.ensure_future(self._wake.wait())
         try:
-            await asyncio.wait_for(self._wake.wait(), seconds)
-        except TimeoutError:
-            pass
+            await asyncio.wait({waiter}, timeout=seconds)
+        finally:
+            waiter.cancel()
 
     async def _wait(self, epoch: int, state: str, not_ready: Callable[[], Any]) -> None:
         """Stays in ``state`` until ``not_ready()`` (a list of reasons, or an awaitable of one) is
