@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable
 
 from kraftkit.migration.zk_client import Check, Create, Delete, SetData, ZkBadVersion, ZkNodeExists, ZkNoNode
+from kraftkit.migration.zk_reader import ZkError
 
 
 class ConnectionLoss(Exception):
@@ -19,10 +20,20 @@ class ConnectionLoss(Exception):
 class FakeZk:
     def __init__(self, nodes: dict[str, bytes] | None = None) -> None:
         self.nodes: dict[str, tuple[bytes, int]] = {p: (v, 0) for p, v in (nodes or {}).items()}
+        for p in list(self.nodes):
+            self._parents(self.nodes, p)
         self.lock = threading.Lock()
         self.failing: Callable[[str, str], bool] | None = None
         self.ops: list[tuple[str, str]] = []  # (operation, path), in order
         self.closed = False
+        self.sequence: dict[str, int] = {}
+
+    @staticmethod
+    def _parents(nodes: dict[str, tuple[bytes, int]], path: str) -> None:
+        """Every znode's parents exist in ZooKeeper: made here, empty, where missing."""
+        parts = path.strip("/").split("/")
+        for i in range(1, len(parts)):
+            nodes.setdefault("/" + "/".join(parts[:i]), (b"", 0))
 
     def fail_on(self, predicate: Callable[[str, str], bool] | None) -> None:
         self.failing = predicate
@@ -68,15 +79,24 @@ class FakeZk:
                     new[op.path] = (op.data, cur[1] + 1)
                     out.append(cur[1] + 1)
                 elif isinstance(op, Create):
-                    if cur is not None:
-                        raise ZkNodeExists(op.path)
-                    new[op.path] = (op.data, 0)
+                    path = op.path
+                    if op.sequential:  # ZooKeeper's counter: the parent's children created so far
+                        parent = path.rsplit("/", 1)[0]
+                        self.sequence[parent] = self.sequence.get(parent, -1) + 1
+                        path = f"{path}{self.sequence[parent]:010d}"
+                    if new.get(path) is not None:
+                        raise ZkNodeExists(path)
+                    if path.rsplit("/", 1)[0] and path.rsplit("/", 1)[0] not in new:
+                        raise ZkNoNode(f"{path}: no parent")
+                    new[path] = (op.data, 0)
                     out.append(0)
                 elif isinstance(op, Delete):
                     if cur is None:
                         raise ZkNoNode(op.path)
                     if op.version != -1 and cur[1] != op.version:
                         raise ZkBadVersion(op.path)
+                    if any(p.startswith(op.path + "/") for p in new):
+                        raise ZkError(f"{op.path}: not empty")
                     del new[op.path]
                     out.append(-1)
             self.nodes = new
@@ -87,6 +107,7 @@ class FakeZk:
         with self.lock:
             cur = self.nodes.get(path)
             self.nodes[path] = (data, 0 if cur is None else cur[1] + 1)
+            self._parents(self.nodes, path)
 
     def json(self, path: str) -> dict:
         return json.loads(self.nodes[path][0])

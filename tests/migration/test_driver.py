@@ -118,7 +118,7 @@ def test_bootstrap_wait_takeover_and_copy_as_kafka_39_does(tmp_path, caplog):
                            in d.waiting[0], what="the wait for alpha-1")
             assert d.state == drv.WAIT_FOR_BROKERS
             zk.set(state, in_sync)
-            await wait_for(lambda: d.state == drv.MIGRATED, what="the migration")
+            await wait_for(lambda: d.state == drv.DUAL_WRITE, what="the migration")
             raft_epoch = node.replica().core.epoch
             image = node.controller.image
             assert image.zk_migration_state == MIGRATION
@@ -157,14 +157,14 @@ def test_bootstrap_wait_takeover_and_copy_as_kafka_39_does(tmp_path, caplog):
             assert image.client_quotas == {(("client-id", "app"),): {"producer_byte_rate": 1024.0}}
             assert [(a["Principal"], a["Operation"]) for a in image.acls.values()] == [("User:alice", 3)]
             assert image.next_producer_id == 1000
-            # no dual writes yet: CreateTopics is refused, saying so
-            got = await call(node, ApiKey.CREATE_TOPICS, {"Topics": [{"Name": "new", "NumPartitions": 1,
-                              "ReplicationFactor": 1, "Assignments": [], "Configs": []}], "timeoutMs": 5000,
-                              "validateOnly": False})
-            (t,) = got["Topics"]
-            assert t["ErrorCode"] == Errors.UNSUPPORTED_VERSION
-            assert "dual writes" in t["ErrorMessage"] and "MIGRATION" in t["ErrorMessage"]
-            assert "new" not in node.controller.image.topic_ids
+            # reassignments are not written to ZooKeeper yet (dual writes): refused, saying so
+            # (the dual writes that are built: tests/migration/test_zk_writer.py)
+            got = await call(node, ApiKey.ALTER_PARTITION_REASSIGNMENTS, {"TimeoutMs": 5000, "Topics": [{
+                "Name": "alpha", "Partitions": [{"PartitionIndex": 0, "Replicas": [2, 1]}]}]})
+            assert got["ErrorCode"] == Errors.UNSUPPORTED_VERSION
+            assert "AlterPartitionReassignments is refused" in got["ErrorMessage"]
+            assert "partition reassignments" in got["ErrorMessage"] and "MIGRATION" in got["ErrorMessage"]
+            assert node.controller.image.topics[ids["alpha"]].partitions[0]["Replicas"] == [1, 2]
 
     asyncio.run(main())
 
@@ -186,7 +186,7 @@ def test_a_zookeeper_read_failing_after_the_transaction_began_aborts_it_then_the
             image = node.controller.image
             assert image.zk_migration_state == PRE_MIGRATION and not image.in_transaction and not image.topic_ids
             zk.fail_on(None)
-            await wait_for(lambda: d.state == drv.MIGRATED, what="the migration, started over")
+            await wait_for(lambda: d.state == drv.DUAL_WRITE, what="the migration, started over")
             assert sorted(node.controller.image.topic_ids) == ["alpha", "beta"]
             assert node.controller.image.zk_migration_state == MIGRATION
 
@@ -224,7 +224,7 @@ def test_another_controller_taking_zookeeper_between_two_batches_aborts_the_copy
             assert "another controller claimed ZooKeeper" in recs[at + 3][3]["Reason"]
             assert not node.controller.image.topic_ids
             # the driver starts over: it claims the epoch after the other controller's
-            await wait_for(lambda: d.state == drv.MIGRATED, what="the migration, started over")
+            await wait_for(lambda: d.state == drv.DUAL_WRITE, what="the migration, started over")
             assert zk.nodes["/controller_epoch"][0] == b"10"
             assert sorted(node.controller.image.topic_ids) == ["alpha", "beta"]
 

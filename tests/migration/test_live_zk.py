@@ -18,9 +18,11 @@ sync (it takes no ISR change during the migration yet), which the brokers' resta
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -28,6 +30,8 @@ import pytest
 from kraftkit.features.storage.format import format_storage
 from kraftkit.metadata.image import load_image, uuid_text
 from kraftkit.migration import zk_reader
+from kraftkit.protocol import KafkaConnection
+from kraftkit.protocol.messages import ApiKey
 from tests._procs import KraftkitProcess
 from tests.cli.test_json_schema import check_output
 from tests.harness import jars, tools
@@ -42,6 +46,8 @@ TOPICS = {
     "orders": {"partitions": 3, "rf": 2, "configs": {"retention.ms": "86400000"}},
     "audit": {"partitions": 2, "rf": 1, "configs": {"cleanup.policy": "compact"}},
 }
+#: the topic created through the kraftkit controller once it dual-writes
+NEW_TOPIC = "fresh"
 
 
 class MigratingZkBroker(ZkBroker):
@@ -73,9 +79,9 @@ def wait_log(proc: KraftkitProcess, text: str, timeout: float) -> str:
     pytest.fail(f"the controller's log never said {text!r}:\n{proc.log_tail(80)}")
 
 
-def status(zk: str, controller: str) -> dict:
+def status(zk: str, controller: str, *more: object) -> dict:
     """``kraftkit migrate status --json``, checked against docs/json-schema.json."""
-    got = kraftkit("migrate", "status", "--zookeeper", zk, "--bootstrap-controller", controller, "--json")
+    got = kraftkit("migrate", "status", "--zookeeper", zk, "--bootstrap-controller", controller, "--json", *more)
     assert got.returncode == 0, got.stderr
     assert check_output("migrate status", got.stdout) == []
     return json.loads(got.stdout)
@@ -214,6 +220,81 @@ def test_a_live_migration_takes_a_zookeeper_cluster_over_into_a_kraftkit_control
                 sorted((f"{name}-k{i}".encode(), f"{name}-v{i}".encode()) for i in range(40))
         assert acl_list(jars.KAFKA_3, boot) == acls_before
 
+        # dual writes: through the kraftkit controller, a topic created (Kafka's admin protocol), a
+        # topic config altered (Kafka's kafka-configs --bootstrap-controller), a topic deleted
+        host, port_text = controller.address.rsplit(":", 1)
+        with KafkaConnection(host, int(port_text), timeout=30) as conn:
+            created = conn.request(ApiKey.CREATE_TOPICS, conn.version_for(ApiKey.CREATE_TOPICS), {
+                "Topics": [{"Name": NEW_TOPIC, "NumPartitions": 2, "ReplicationFactor": 2, "Assignments": [],
+                            "Configs": [{"Name": "retention.ms", "Value": "3600000"}]}],
+                "timeoutMs": 30000, "validateOnly": False})
+        assert created["Topics"][0]["ErrorCode"] == 0, created
+        configs_command = tools.find_class(jars.KAFKA_3, "org.apache.kafka.tools.ConfigCommand", "kafka.admin.ConfigCommand")
+        tools.run_tool(jars.KAFKA_3, configs_command, ["--bootstrap-controller", controller.address, "--alter",
+                       "--add-config", "retention.ms=172800000", "--entity-type", "topics", "--entity-name", "orders"],
+                       timeout=120)
+        with KafkaConnection(host, int(port_text), timeout=30) as conn:
+            deleted = conn.request(ApiKey.DELETE_TOPICS, conn.version_for(ApiKey.DELETE_TOPICS), {
+                "Topics": [{"Name": "audit", "TopicId": uuid.UUID(int=0)}], "TimeoutMs": 30000})
+        assert deleted["Responses"][0]["ErrorCode"] == 0, deleted
+        log = wait_log(controller, "delete topic audit", 60)
+        new_id = json.loads(client.get(f"/brokers/topics/{NEW_TOPIC}")[0])["topic_id"]
+        state = json.loads(client.get(f"/brokers/topics/{NEW_TOPIC}/partitions/0/state")[0])
+        assert state["controller_epoch"] == ctl["kraftControllerEpoch"] and state["version"] == 1
+        assert json.loads(client.get("/config/topics/orders")[0]) == \
+            {"version": 1, "config": {"retention.ms": "172800000"}}
+        entity_paths = [json.loads(client.get(f"/config/changes/{c}")[0])["entity_path"]
+                        for c in sorted(client.get_children("/config/changes"))]
+        assert entity_paths[-2:] == [f"topics/{NEW_TOPIC}", "topics/orders"]
+        assert client.exists("/brokers/topics/audit") is None and client.exists("/config/topics/audit") is None
+        # every write checked the claimed epoch: /controller_epoch is as the claim left it
+        assert (int(client.get("/controller_epoch")[0]), client.get("/controller_epoch")[1].version) == \
+            (int(claimed[1]), int(claimed[2]))
+        # a client quota, a SCRAM credential and an ACL through the kraftkit controller; the ZooKeeper-mode
+        # brokers read them back from ZooKeeper (describe reads its znodes; the AclAuthorizer follows the
+        # ACL change notification)
+        salt = b"kraftkit-dual-write-salt"
+        with KafkaConnection(host, int(port_text), timeout=30) as conn:
+            quota = conn.request(ApiKey.ALTER_CLIENT_QUOTAS, conn.version_for(ApiKey.ALTER_CLIENT_QUOTAS), {
+                "Entries": [{"Entity": [{"EntityType": "user", "EntityName": "carol"}],
+                             "Ops": [{"Key": "consumer_byte_rate", "Value": 2048.0, "Remove": False}]}],
+                "ValidateOnly": False})
+            scram = conn.request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+                                 conn.version_for(ApiKey.ALTER_USER_SCRAM_CREDENTIALS), {
+                "Deletions": [], "Upsertions": [{"Name": "carol", "Mechanism": 2, "Iterations": 4096, "Salt": salt,
+                                                 "SaltedPassword": hashlib.pbkdf2_hmac("sha512", b"pw2", salt, 4096)}]})
+            acl = conn.request(ApiKey.CREATE_ACLS, conn.version_for(ApiKey.CREATE_ACLS), {"Creations": [{
+                "ResourceType": 2, "ResourceName": "orders", "ResourcePatternType": 3, "Principal": "User:carol",
+                "Host": "*", "Operation": 4, "PermissionType": 3}]})
+        assert [e["ErrorCode"] for e in quota["Entries"]] == [0], quota
+        assert [r["ErrorCode"] for r in scram["Results"]] == [0], scram
+        assert [r["ErrorCode"] for r in acl["Results"]] == [0], acl
+        wait_log(controller, "write the ACLs of /kafka-acl/Topic/orders", 60)
+        carol = kafka_configs(jars.KAFKA_3, boot, "--describe", "--entity-type", "users", "--entity-name", "carol")
+        assert "consumer_byte_rate=2048.0" in carol and "SCRAM-SHA-512=iterations=4096" in carol, carol
+        orders = kafka_configs(jars.KAFKA_3, boot, "--describe", "--entity-type", "topics", "--entity-name", "orders")
+        assert "retention.ms=172800000" in orders, orders
+        deadline = time.monotonic() + 60
+        want_acls = acls_before | {("TOPIC", "orders", "LITERAL", "User:carol", "*", "WRITE", "ALLOW")}
+        while (seen_acls := acl_list(jars.KAFKA_3, boot)) != want_acls and time.monotonic() < deadline:
+            time.sleep(1)
+        assert seen_acls == want_acls
+
+        # migrate status: /migration names the last change written; the controller's metrics say the same
+        deadline = time.monotonic() + 30
+        while True:
+            dual = status(zk.connect, controller.address, "--controller-dir", meta)
+            metrics = dual["dualWrite"]
+            if metrics["lastWrittenOffset"] == dual["migration"]["kraftMetadataOffset"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert dual["migration"]["kraftMetadataOffset"] > migration["kraft_metadata_offset"]
+        assert (metrics["nodeId"], metrics["state"]) == (CONTROLLER_ID, "DUAL_WRITE")
+        assert metrics["lastWrittenOffset"] == dual["migration"]["kraftMetadataOffset"]
+        assert metrics["zooKeeperBlockingKRaftMillis"] >= 0
+        text = kraftkit("migrate", "status", "--zookeeper", zk.connect, "--controller-dir", meta)
+        assert text.returncode == 0 and "ZooKeeperBlockingKRaftMillis=" in text.stdout, text
+
         # what ZooKeeper holds now, against the controller's KRaft image
         source = zk_reader.KazooSource(zk.connect)
         try:
@@ -229,17 +310,18 @@ def test_a_live_migration_takes_a_zookeeper_cluster_over_into_a_kraftkit_control
         kview = kraft_view(image)
         zview = zk_view(cluster)
         assert kview == zview
-        assert set(zview["topics"]) == set(TOPICS)
+        assert set(zview["topics"]) == {"orders", NEW_TOPIC}
+        assert kview["topics"][NEW_TOPIC][0] == new_id
         # and against Kafka's own tools: the topic ids and partition counts kafka-topics described
-        for name, t in TOPICS.items():
-            tid, parts = kview["topics"][name]
-            assert tid == before[name]["id"]
-            assert {p: part[0] for p, part in parts.items()} == before[name]["replicas"]
-            assert len(parts) == t["partitions"]
-            assert kview["topic_configs"][name] == t["configs"]
-        assert kview["quotas"] == {(("client-id", "app"),): {"producer_byte_rate": 1048576.0}}
-        assert [k for k in kview["scram"]] == [("alice", 1)]
-        assert len(kview["acls"]) == len(acls_before) == 1
+        tid, parts = kview["topics"]["orders"]
+        assert tid == before["orders"]["id"]
+        assert {p: part[0] for p, part in parts.items()} == before["orders"]["replicas"]
+        assert len(parts) == TOPICS["orders"]["partitions"]
+        assert kview["topic_configs"] == {"orders": {"retention.ms": "172800000"}, NEW_TOPIC: {"retention.ms": "3600000"}}
+        assert kview["quotas"] == {(("client-id", "app"),): {"producer_byte_rate": 1048576.0},
+                                   (("user", "carol"),): {"consumer_byte_rate": 2048.0}}
+        assert sorted(kview["scram"]) == [("alice", 1), ("carol", 2)]
+        assert len(kview["acls"]) == len(acls_before) + 1 == 2
         assert {n for n in image.brokers} == set(BROKERS)
         assert all(b["IsMigratingZkBroker"] for b in image.brokers.values())
     finally:

@@ -133,18 +133,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Where a live migration (KIP-866, `kraftkit controller run` with "
         "zookeeper.metadata.migration.enable=true) stands, read from the cluster's ZooKeeper: who holds "
         "/controller (a ZooKeeper-mode broker, or a KRaft controller and its epoch), /controller_epoch, "
-        "/migration (the KRaft controller that ran the migration and the offset and epoch of the copy's "
-        "last record), the brokers of /brokers/ids and the partitions not led or not fully in sync (the "
+        "/migration (the KRaft controller that ran the migration and the offset and epoch of the last "
+        "record copied or dual-written), the brokers of /brokers/ids and the partitions not led or not fully in sync (the "
         "controller takes over only once there are none). The state: NONE (no KRaft controller ran the "
         "migration here yet), PRE_MIGRATION (one did; the metadata is not copied yet: its log says which "
         "broker it waits for and why) or MIGRATION (copied). With --bootstrap-controller, the controller's "
-        "ApiVersions says whether it is configured for the migration (ZkMigrationReady, KIP-919). Nothing "
+        "ApiVersions says whether it is configured for the migration (ZkMigrationReady, KIP-919); with "
+        "--controller-dir, the active controller's dual writes: ZooKeeperBlockingKRaftMillis (how long the "
+        "oldest KRaft change not yet in ZooKeeper has waited) and the last offset written. Nothing "
         "is written. Exit 0, 1 a znode that is not Kafka's JSON, 2 bad arguments or ZooKeeper or the "
         "controller unreachable.",
     )
     st.add_argument("--zookeeper", required=True, metavar="HOST:PORT[/CHROOT]", help="the cluster's ZooKeeper")
     st.add_argument(
         "--bootstrap-controller", metavar="HOST:PORT", help="a controller to ask for ZkMigrationReady (ApiVersions)"
+    )
+    st.add_argument(
+        "--controller-dir",
+        metavar="DIR",
+        help="the metadata.log.dir of the active controller (on this host): show its dual writes' metrics "
+        "(ZooKeeperBlockingKRaftMillis, the last offset written to ZooKeeper) from its "
+        "zk-migration-metrics.json",
     )
     st.add_argument(
         "--zookeeper-timeout",
@@ -216,6 +225,12 @@ def run_status(args: argparse.Namespace) -> int:
         if type(e).__module__.startswith("kazoo"):
             return fail(STATUS, f"{args.zookeeper}: ZooKeeper: {type(e).__name__} {e}".rstrip(), EXIT_USAGE)
         raise
+    out["dualWrite"] = None
+    if args.controller_dir is not None:
+        dual = _dual_write_metrics(Path(args.controller_dir))
+        if isinstance(dual, str):
+            return fail(STATUS, dual, EXIT_USAGE)
+        out["dualWrite"] = dual
     out["zkMigrationReady"] = None
     if args.bootstrap_controller is not None:
         ready = _zk_migration_ready(args.bootstrap_controller, args.zookeeper_timeout)
@@ -237,15 +252,47 @@ def run_status(args: argparse.Namespace) -> int:
     m = out["migration"]
     if m is not None:
         print(
-            f"/migration: KRaft controller {m['kraftControllerId']} (epoch {m['kraftControllerEpoch']}), copied up to "
-            f"offset {m['kraftMetadataOffset']} (epoch {m['kraftMetadataEpoch']})"
+            f"/migration: KRaft controller {m['kraftControllerId']} (epoch {m['kraftControllerEpoch']}), copied and "
+            f"dual-written up to offset {m['kraftMetadataOffset']} (epoch {m['kraftMetadataEpoch']})"
         )
     print(f"brokers in ZooKeeper: {', '.join(map(str, out['zkBrokers'])) or 'none'}")
     for p in out["partitionsOutOfSync"]:
         print(f"not led or not in sync: {p}")
+    dual = out["dualWrite"]
+    if dual is not None:
+        print(
+            f"dual writes (controller {dual['nodeId']}, {dual['state']}): ZooKeeperBlockingKRaftMillis="
+            f"{dual['zooKeeperBlockingKRaftMillis']}, last offset written to ZooKeeper {dual['lastWrittenOffset']} "
+            f"(epoch {dual['lastWrittenEpoch']}), ZooKeeper holds the changes up to offset {dual['syncedOffset']}"
+        )
     if out["zkMigrationReady"] is not None:
         print(f"controller {args.bootstrap_controller}: ZkMigrationReady={str(out['zkMigrationReady']).lower()}")
     return EXIT_OK
+
+
+def _dual_write_metrics(directory: Path) -> dict[str, Any] | str:
+    """The dual writes' metrics the active controller keeps in ``directory``, or why they cannot be read."""
+    import json
+
+    from kraftkit._fs import error_text, read_small
+    from kraftkit.migration.driver import METRICS_FILE
+
+    path = directory / METRICS_FILE
+    try:
+        js = json.loads(read_small(path, what="the dual writes' metrics").decode("utf-8"))
+    except FileNotFoundError:
+        return f"{path}: no such file (no controller of this directory has written to ZooKeeper yet)"
+    except OSError as e:
+        return error_text(e)
+    except (ValueError, UnicodeDecodeError) as e:
+        return f"{path}: not the dual writes' metrics JSON: {e}"
+    keys = ("nodeId", "state", "ZooKeeperBlockingKRaftMillis", "lastWrittenOffset", "lastWrittenEpoch", "syncedOffset")
+    if not isinstance(js, dict) or not all(k in js for k in keys) or not isinstance(js["state"], str):
+        return f"{path}: not the dual writes' metrics JSON"
+    if not all(isinstance(js[k], int) and not isinstance(js[k], bool) for k in keys if k != "state"):
+        return f"{path}: not the dual writes' metrics JSON (a field is not an integer)"
+    out = {k[0].lower() + k[1:]: js[k] for k in keys}
+    return out
 
 
 def _zk_migration_ready(address: str, timeout: float) -> bool | str:

@@ -199,13 +199,16 @@ class ControllerApis:
     def incremental_alter_configs(self, body: t.IncrementalAlterConfigsRequest, version: int) -> asyncio.Future:
         """Answers IncrementalAlterConfigs once its ConfigRecords are committed (none: ValidateOnly)."""
         c = self.controller
-        build = self._gated("IncrementalAlterConfigs", functools.partial(c.configs.incremental_alter, c.image, body))
+        gate = _configs_gate("IncrementalAlterConfigs", body)
+        build = self._gated(gate, functools.partial(c.configs.incremental_alter, c.image, body))
         return self._answer("IncrementalAlterConfigs", build, functools.partial(alter_response, body))
 
     def alter_configs(self, body: t.AlterConfigsRequest, version: int) -> asyncio.Future:
         """Answers the legacy AlterConfigs (the resource's configs replaced by those given)."""
         c = self.controller
-        build = self._gated("AlterConfigs", functools.partial(c.configs.legacy_alter, c.image, body))
+        build = self._gated(
+            _configs_gate("AlterConfigs", body), functools.partial(c.configs.legacy_alter, c.image, body)
+        )
         return self._answer("AlterConfigs", build, functools.partial(alter_response, body))
 
     # ------------------------------------------------------------------ topics
@@ -479,3 +482,13 @@ def _update_answer(version: int, error: int, message: str | None, names: list[st
         else []
     )
     return {"ThrottleTimeMs": 0, "ErrorCode": error, "ErrorMessage": message, "Results": results}
+
+
+def _configs_gate(name: str, body: Any) -> str:
+    """What a config write is to the ZooKeeper migration's gate: ``name`` when it alters topic and
+    broker configs only (ZooKeeper keeps those), else ``name of <TYPES> configs``."""
+    from kraftkit.metadata.image import CONFIG_TYPES
+
+    kinds = {r.get("ResourceType") for r in body.get("Resources") or [] if isinstance(r, dict)}
+    other = sorted(k for k in kinds if k not in (2, 4) and isinstance(k, int))
+    return name if not other else f"{name} of {'/'.join(CONFIG_TYPES.get(k, str(k)) for k in other)} configs"

@@ -35,10 +35,11 @@ failover"), as Kafka's ``ActivationRecordsGenerator`` writes it.
 without the migration (state NONE) is not taken over (Kafka 3.9 refuses to start then). A
 :class:`MigrationHook` (the driver of :mod:`kraftkit.migration.driver`, wired in by the CLI: the
 controller does not import the migration) hears when this node becomes and stops being active and
-of each commit. While the state is PRE_MIGRATION or MIGRATION, the writes Kafka would also write to
-ZooKeeper (dual writes, not built yet) are refused (:meth:`QuorumController.check_no_dual_write`),
-and fencing, unfencing and background elections change no partition: the ZooKeeper-mode brokers
-keep leading what ZooKeeper says they lead.
+of each commit. While the state is PRE_MIGRATION, the writes Kafka would also write to ZooKeeper are
+refused (:meth:`QuorumController.check_no_dual_write`); in MIGRATION those the driver writes to
+ZooKeeper (its ``dual_writes``) are taken, the others refused, saying which; and fencing,
+unfencing and background elections change no partition: the ZooKeeper-mode brokers keep leading
+what ZooKeeper says they lead.
 """
 
 from __future__ import annotations
@@ -296,19 +297,31 @@ class QuorumController:
 
     @property
     def migrating(self) -> bool:
-        """The ZooKeeper migration state is PRE_MIGRATION or MIGRATION (no dual writes yet)."""
+        """The ZooKeeper migration state is PRE_MIGRATION or MIGRATION."""
         return self.image.zk_migration_state in (PRE_MIGRATION, MIGRATION)
 
     def check_no_dual_write(self, what: str) -> None:
         """Refuses (:class:`ControllerError`) a write that Kafka would also write to ZooKeeper while
-        the migration is in PRE_MIGRATION or MIGRATION: the dual writes are not built yet."""
-        if self.migrating:
-            state = ZK_MIGRATION_STATES.get(self.image.zk_migration_state, "?")
-            raise ControllerError(
-                Errors.UNSUPPORTED_VERSION,
-                f"{what} is refused during the ZooKeeper migration (state {state}): kraftkit's controller does "
-                "not write KRaft metadata changes back to ZooKeeper (dual writes) yet",
+        the migration is in PRE_MIGRATION (the metadata is not copied yet), or in MIGRATION unless
+        the migration driver writes its changes to ZooKeeper (its ``dual_writes`` names it)."""
+        if not self.migrating:
+            return
+        state = self.image.zk_migration_state
+        if state == MIGRATION and what in getattr(self.migration, "dual_writes", ()):
+            return
+        name = ZK_MIGRATION_STATES.get(state, "?")
+        if state == PRE_MIGRATION:
+            why = "the metadata is not copied from ZooKeeper yet"
+        else:
+            why = (
+                "kraftkit's controller does not write its changes back to ZooKeeper yet (dual writes are built for "
+                "topics, partitions, topic and broker configs, client quotas, SCRAM credentials, ACLs and the "
+                "producer id block; not for partition reassignments, broker unregistrations, delegation tokens or "
+                "other config resources)"
             )
+        raise ControllerError(
+            Errors.UNSUPPORTED_VERSION, f"{what} is refused during the ZooKeeper migration (state {name}): {why}"
+        )
 
     def partition_changes(self) -> Any:
         """What broker fencing, unfencing and shutdown do to partitions: nothing while migrating

@@ -39,17 +39,28 @@ through Kafka's states:
   by the next active controller on activation; the metadata image applies a transaction only at its
   end, so it never shows a half copy. Then ``/migration`` records the controller and the offset and
   epoch of the last record copied (conditionally on its zkVersion).
-* ``MIGRATED``: the metadata is in KRaft. Dual writes (every KRaft change written back to
-  ZooKeeper) are not built yet: the controller refuses the writes Kafka would dual-write, and the
-  ZooKeeper-mode brokers keep serving the partitions they lead. A new active controller in state
-  MIGRATION claims ZooKeeper again and is ``MIGRATED``. This controller is now the ZooKeeper-mode
-  brokers' controller: :class:`~kraftkit.migration.propagator.Propagator` sends them, on entering
-  ``MIGRATED`` (after the copy or a failover), the full metadata (UpdateMetadata of every partition,
-  then LeaderAndIsr of ``Type`` FULL, each broker its partitions, with ``isKRaftController`` and the
-  ZooKeeper controller epoch it claimed) and after each committed change what changed
-  (LeaderAndIsr and UpdateMetadata of changed partitions, StopReplica with delete for deleted topics
-  and moved replicas, UpdateMetadata of the live brokers when a registration changes), as Kafka's
-  ``MigrationPropagator`` does.
+* ``MIGRATED``: the metadata is in KRaft. A new active controller in state MIGRATION claims
+  ZooKeeper again and is ``MIGRATED``.
+* ``DUAL_WRITE`` (Kafka's ``KRaftMigrationZkWriter``, :mod:`kraftkit.migration.zk_writer`): every
+  committed KRaft change to topics, partitions, topic and broker configs, client quotas, SCRAM
+  credentials, ACLs and the producer id block is written to ZooKeeper in ZooKeeper's own JSON,
+  round by round in commit order, each ZooKeeper ``multi`` checking ``/controller_epoch`` at the zkVersion claimed and setting ``/migration``
+  (conditionally on its zkVersion) to the offset and epoch of the last record written. It begins
+  with a sync (ZooKeeper read and compared with the image, what differs written: what a failover
+  needs), and syncs again after any failed write; a ``/controller_epoch`` taken by another
+  controller sends it back to ``BECOME_CONTROLLER``. The controller takes the writes these cover
+  (:data:`~kraftkit.migration.zk_writer.DUAL_WRITES`, given to it as :attr:`MigrationDriver.dual_writes`)
+  and refuses the others (reassignments, broker unregistrations, ...). The lag is
+  the metric ``ZooKeeperBlockingKRaftMillis`` (:meth:`MigrationDriver.metrics`), kept with the
+  offset last written in :data:`METRICS_FILE` of the metadata log directory for ``kraftkit migrate
+  status --controller-dir``.
+* The controller is now the ZooKeeper-mode brokers' controller:
+  :class:`~kraftkit.migration.propagator.Propagator` sends them, on entering ``MIGRATED`` (after the
+  copy or a failover), the full metadata (UpdateMetadata of every partition, then LeaderAndIsr of
+  ``Type`` FULL, each broker its partitions, with ``isKRaftController`` and the ZooKeeper controller
+  epoch it claimed) and after each committed change what changed (LeaderAndIsr and UpdateMetadata of
+  changed partitions, StopReplica with delete for deleted topics and moved replicas, UpdateMetadata of
+  the live brokers when a registration changes), as Kafka's ``MigrationPropagator`` does.
 
 The ZooKeeper calls block: they run in a worker thread, each bounded by the ZooKeeper session
 timeout; what ZooKeeper holds is bounded as the reader bounds it (:class:`~kraftkit.migration.zk_reader.ZkLimits`).
@@ -58,9 +69,11 @@ timeout; what ZooKeeper holds is bounded as the reader bounds it (:class:`~kraft
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kraftkit._core import encode_metadata_record
@@ -71,7 +84,7 @@ from kraftkit.errors import KraftkitError
 from kraftkit.features.registry import registry
 from kraftkit.metadata.image import ZK_MIGRATION_STATES
 from kraftkit.metadata.records import record_type
-from kraftkit.migration import convert, zk_client
+from kraftkit.migration import convert, zk_client, zk_writer
 from kraftkit.migration.propagator import Propagator
 from kraftkit.migration.zk_client import (
     CONTROLLER,
@@ -106,6 +119,10 @@ WAIT_FOR_BROKERS = "WAIT_FOR_BROKERS"
 BECOME_CONTROLLER = "BECOME_CONTROLLER"
 ZK_MIGRATION = "ZK_MIGRATION"
 MIGRATED = "MIGRATED"
+DUAL_WRITE = "DUAL_WRITE"
+#: the dual writes' metrics (:meth:`MigrationDriver.metrics`), in the active controller's metadata
+#: log directory, as JSON
+METRICS_FILE = "zk-migration-metrics.json"
 #: how long the copy may hold the controller's write queue, at most
 COPY_TIMEOUT_MS = 600_000
 
@@ -156,9 +173,21 @@ class MigrationDriver:
         self._wake = asyncio.Event()
         self._said: str | None = None  # the last "waiting for" said (said again only when it changes)
         self._claimed_in = -1  # the raft epoch in which this driver claimed ZooKeeper
-        #: the ZooKeeper brokers' LeaderAndIsr / UpdateMetadata / StopReplica (while MIGRATED)
+        #: the ZooKeeper brokers' LeaderAndIsr / UpdateMetadata / StopReplica (while MIGRATED and DUAL_WRITE)
         self.propagator: Propagator | None = None
         self._closing: asyncio.Task | None = None
+        #: the offset and epoch of the last KRaft record whose changes ZooKeeper holds (its
+        #: ``/migration`` names the last one that changed something there)
+        self.synced: tuple[int, int] = (-1, -1)
+        #: the dual writes' writer (None: not in DUAL_WRITE yet)
+        self.writer: zk_writer.ZkWriter | None = None
+        #: when the oldest change of the dual-write round in progress, and the oldest after it, was committed
+        self._round_since: float | None = None
+        self._behind_since: float | None = None
+        self._metrics_refused = False
+        self._closed = False
+        #: the controller writes allowed in state MIGRATION: they are written to ZooKeeper
+        self.dual_writes = zk_writer.DUAL_WRITES
 
     @property
     def node_id(self) -> int:
@@ -178,13 +207,17 @@ class MigrationDriver:
         self._said = None
         self.zk_epoch = None
         self._stop_propagating()
+        self._round_since = self._behind_since = None
 
     def committed(self) -> None:
+        if self.state == DUAL_WRITE and self._behind_since is None:
+            self._behind_since = time.monotonic()
         self._wake.set()
-        if self.state == MIGRATED:
+        if self.state in (MIGRATED, DUAL_WRITE):
             self._propagate(full=False)
 
     async def close(self) -> None:
+        self._closed = True  # (the task stops at its next check even if a cancellation went astray)
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -239,12 +272,13 @@ class MigrationDriver:
             return
         self.state = MIGRATED
         log.info(
-            "node %d: ZK migration state MIGRATION: the metadata is in KRaft; dual writes to ZooKeeper are not built "
-            "yet, so metadata changes are refused; the ZooKeeper-mode brokers get the metadata from this controller "
-            "(UpdateMetadata, LeaderAndIsr, StopReplica)",
+            "node %d: ZK migration state MIGRATION: the metadata is in KRaft; its changes are written to ZooKeeper "
+            "(dual writes); the ZooKeeper-mode brokers get the metadata from this controller (UpdateMetadata, "
+            "LeaderAndIsr, StopReplica)",
             self.node_id,
         )
         self._propagate(full=True)
+        await self._dual_write(zk, epoch)
 
     # ------------------------------------------------------------------ controller-to-broker RPCs
     def _propagate(self, *, full: bool) -> None:
@@ -283,18 +317,21 @@ class MigrationDriver:
 
     def _alive(self, epoch: int) -> bool:
         c = self.controller
-        return c.active and c.active_epoch == epoch
+        return not self._closed and c.active and c.active_epoch == epoch
 
     def _check(self, epoch: int) -> None:
         if not self._alive(epoch):
             raise _Lost()
 
     async def _sleep(self, seconds: float) -> None:
+        """Until a commit or ``seconds`` (``asyncio.wait``: unlike ``wait_for`` before Python 3.12,
+        it never swallows a cancellation that arrives as the wait ends)."""
         self._wake.clear()
+        waiter = asyncio.ensure_future(self._wake.wait())
         try:
-            await asyncio.wait_for(self._wake.wait(), seconds)
-        except TimeoutError:
-            pass
+            await asyncio.wait({waiter}, timeout=seconds)
+        finally:
+            waiter.cancel()
 
     async def _wait(self, epoch: int, state: str, not_ready: Callable[[], Any]) -> None:
         """Stays in ``state`` until ``not_ready()`` (a list of reasons, or an awaitable of one) is
@@ -437,6 +474,124 @@ class MigrationDriver:
         except (ZkBadVersion, zk_client.ZkNoNode, zk_client.ZkNodeExists) as e:
             raise MigrationError(f"the ZooKeeper controller moved while this controller claimed it ({e})") from None
         return zk_epoch + 1, versions[0]
+
+    # ------------------------------------------------------------------ DUAL_WRITE
+    def metrics(self) -> dict[str, int]:
+        """``ZooKeeperBlockingKRaftMillis``: how long the oldest KRaft change not yet written to
+        ZooKeeper has waited (0: ZooKeeper holds every committed change); the offset and epoch of
+        the last KRaft record written (``/migration``'s), and of the last whose changes ZooKeeper
+        holds (records that change nothing there are not written)."""
+        since = [t for t in (self._round_since, self._behind_since) if t is not None]
+        lag = int((time.monotonic() - min(since)) * 1000) if since and self.state == DUAL_WRITE else 0
+        offset, epoch = self.writer.written if self.writer is not None else (-1, -1)
+        return {
+            "ZooKeeperBlockingKRaftMillis": lag,
+            "lastWrittenOffset": offset,
+            "lastWrittenEpoch": epoch,
+            "syncedOffset": self.synced[0],
+        }
+
+    async def _dual_write(self, zk: ZkClient, epoch: int) -> None:
+        """``DUAL_WRITE`` (Kafka's ``KRaftMigrationZkWriter``, :mod:`kraftkit.migration.zk_writer`):
+        a sync of ZooKeeper with the image first (read, compared, what differs written), then each
+        committed change, until this node stops being the active controller. A write that fails
+        is followed by a sync; a lost claim (another controller in ``/controller_epoch``) by a
+        new claim."""
+        assert self.zk_epoch is not None
+        self.state = DUAL_WRITE
+        publisher = asyncio.get_running_loop().create_task(self._publish_metrics())
+        try:
+            await self._dual_write_rounds(zk, epoch)
+        finally:
+            publisher.cancel()
+            self._write_metrics({**self.metrics(), "state": INACTIVE})
+
+    def _write_metrics(self, m: dict[str, Any]) -> bool:
+        """Writes ``m`` (with this node's id) to :data:`METRICS_FILE` in the metadata log
+        directory, atomically; False (said once) when it cannot."""
+        from kraftkit.features.storage.format import write_file_atomic
+
+        path = Path(self.controller.node.config.log_dir) / METRICS_FILE
+        try:
+            write_file_atomic(path, json.dumps({"nodeId": self.node_id, **m}, sort_keys=True).encode())
+        except OSError as e:
+            if not self._metrics_refused:
+                log.warning("node %d: ZK migration: %s not written: %s", self.node_id, path, e)
+            self._metrics_refused = True
+            return False
+        return True
+
+    async def _publish_metrics(self) -> None:
+        """:meth:`metrics`, in :data:`METRICS_FILE` whenever they change (at most once a second),
+        for ``kraftkit migrate status --controller-dir``."""
+        last: dict[str, Any] | None = None
+        while True:
+            m = {**self.metrics(), "state": self.state}
+            if m != last:
+                await asyncio.to_thread(self._write_metrics, m)
+                last = m
+            await asyncio.sleep(1.0)
+
+    async def _dual_write_rounds(self, zk: ZkClient, epoch: int) -> None:
+        assert self.zk_epoch is not None
+        writer = self.writer = zk_writer.ZkWriter(self.node_id, epoch, self.zk_epoch[1])
+        await self._call(writer.load, zk)
+        written: zk_writer.ZkView | None = None  # None: what ZooKeeper holds is to be read (a sync)
+        self._round_since = time.monotonic()
+        while True:
+            self._check(epoch)
+            image = self.controller.image
+            if written is not None and image.provenance.offset == self.synced[0]:
+                await self._sleep(self.poll_s)  # (nothing committed since the last round)
+                continue
+            target = zk_writer.image_view(image)
+            prov = image.provenance
+            pending = [t for t in (self._round_since, self._behind_since) if t is not None]
+            self._round_since, self._behind_since = (min(pending) if pending else None), None
+            sync = written is None
+            try:
+                if written is None:
+                    cluster = await self._call(read_cluster, zk, self.limits)
+                    written = zk_writer.cluster_view(cluster)
+                    self._check(epoch)
+                todo = zk_writer.changes(written, target, epoch, max_znodes=self.limits.max_znodes)
+                done = []
+                for i, change in enumerate(todo):
+                    last = i == len(todo) - 1
+                    at = (prov.offset, prov.epoch) if last else writer.written
+                    if await self._call(writer.apply, zk, change, *at):
+                        done.append(change.what)
+                if todo and writer.written != (prov.offset, prov.epoch):
+                    await self._call(writer.mark, zk, prov.offset, prov.epoch)
+                written = target
+                self._round_since = None
+                self.synced = (prov.offset, prov.epoch)
+            except zk_writer.ZkFenced as e:
+                raise MigrationError(str(e)) from None
+            except (asyncio.CancelledError, _Lost):
+                raise
+            except Exception as e:  # a ZooKeeper error: the next round reads ZooKeeper again
+                written = None
+                log.warning(
+                    "node %d: ZK migration: a dual write to ZooKeeper %s failed (%s); syncing ZooKeeper with the "
+                    "image again",
+                    self.node_id,
+                    self.config.connect,
+                    _text(e) if isinstance(e, KraftkitError) else type(e).__name__ + (f": {e}" if str(e) else ""),
+                )
+                await self._sleep(max(self.poll_s, 1.0))
+                continue
+            if done or sync:
+                log.info(
+                    "node %d: ZK migration: %s up to offset %d (epoch %d) written to ZooKeeper: %s",
+                    self.node_id,
+                    "synced ZooKeeper with the image" if sync else "dual write",
+                    prov.offset,
+                    prov.epoch,
+                    "; ".join(done[:20]) + (f"; and {len(done) - 20} more" if len(done) > 20 else "")
+                    if done
+                    else "nothing differed",
+                )
 
     # ------------------------------------------------------------------ ZK_MIGRATION
     async def _copy(self, zk: ZkClient, epoch: int) -> None:

@@ -68,6 +68,8 @@ class SetData:
 class Create:
     path: str
     data: bytes
+    #: a persistent sequential znode: ZooKeeper appends a 10-digit counter to the name
+    sequential: bool = False
 
 
 @dataclass(frozen=True)
@@ -191,7 +193,7 @@ class KazooClient(KazooSource):
             elif isinstance(op, SetData):
                 t.set_data(op.path, op.data, op.version)
             elif isinstance(op, Create):
-                t.create(op.path, op.data)
+                t.create(op.path, op.data, sequence=op.sequential)
             else:
                 t.delete(op.path, op.version)
         results = t.commit()

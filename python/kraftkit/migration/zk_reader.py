@@ -419,7 +419,8 @@ def _producer_ids(r: _Reader) -> ProducerIdBlock | None:
         return None  # Kafka creates the znode empty
     js = _obj(path, _json(path, got[0]))
     try:
-        broker = _int(path, js["broker"], "broker", 0)
+        # (-1: the block a KRaft controller wrote during a migration, ``KRaftMigrationZkWriter``)
+        broker = _int(path, js["broker"], "broker", -1)
         start, end = int(js["block_start"]), int(js["block_end"])
     except KeyError as e:
         raise ZkInputError(f"{path}: no {e.args[0]!r} in it") from None
