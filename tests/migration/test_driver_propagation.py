@@ -42,7 +42,7 @@ def test_a_broker_unfenced_after_the_takeover_hears_from_the_controller(tmp_path
                     got = await call(node, ApiKey.BROKER_REGISTRATION, zk_registration(b, Listeners=listeners))
                     assert got["ErrorCode"] == Errors.NONE, got
                     epochs[b] = got["BrokerEpoch"]
-                await wait_for(lambda: d.state == drv.MIGRATED, what="the migration")
+                await wait_for(lambda: d.state == drv.DUAL_WRITE, what="the migration")
                 zk_epoch = int(zk.nodes["/controller_epoch"][0])
                 # every broker is still fenced (none heartbeated): nobody to send to
                 assert d.propagator is not None and d.propagator.channels == {}
