@@ -69,6 +69,6 @@ def validate_cluster_id(cluster_id: str) -> str:
         ) from None
     if raw in _RESERVED_UUIDS:
         raise StorageInputError(f"invalid cluster id {cluster_id!r}: it is a reserved Uuid")
-    if cluster_id.startswith("-"):
-        raise StorageInputError(f"invalid cluster id {cluster_id!r}: it starts with '-'")
+    # (one starting with '-' is accepted: a ZooKeeper-mode cluster's id, which Kafka drew as any
+    # base64url Uuid, may start so; `random_uuid` never makes one)
     return cluster_id[:22]
