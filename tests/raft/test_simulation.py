@@ -267,7 +267,8 @@ def test_dynamic_schedules_change_the_voters_among_every_fault():
               "partitions", "snapshot_loads", "elections", "dropped"):
         assert totals[k] > 0, (k, totals)
     assert totals["changes_acked"] > 50
-    assert {v for v, _o, _p in shapes} == {1, 2, 3} and {p for *_, p in shapes} == {True, False}
+    # every dynamic schedule runs with pre-vote (simulator_dynamic.dynamic_scenario says why)
+    assert {v for v, _o, _p in shapes} == {1, 2, 3} and {p for *_, p in shapes} == {True}
 
 
 def test_a_dynamic_seed_replays_exactly_and_its_voter_sets_move():
