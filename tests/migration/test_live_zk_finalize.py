@@ -19,6 +19,7 @@ import pytest
 from kraftkit.features.storage.format import format_storage
 from kraftkit.metadata.image import load_image
 from tests._procs import KraftkitProcess
+from tests.cli.test_json_schema import check_output
 from tests.harness import jars, tools
 from tests.harness.jars import HarnessError
 from tests.harness.node import free_port
@@ -157,6 +158,13 @@ def test_brokers_restarted_in_kraft_mode_keep_serving_and_the_controller_finaliz
         shown = kraftkit("metadata", "image", str(meta), "--json")
         assert shown.returncode == 0, shown.stderr
         assert "POST_MIGRATION" in shown.stdout
+        got = kraftkit("migrate", "status", "--zookeeper", zk.connect, "--controller-dir", meta, "--json")
+        assert got.returncode == 0, got.stderr
+        assert check_output("migrate status", got.stdout) == []
+        st = json.loads(got.stdout)
+        assert (st["zkMigrationState"], st["kraftZkMigrationState"]) == ("POST_MIGRATION", "POST_MIGRATION")
+        text = kraftkit("migrate", "status", "--zookeeper", zk.connect, "--controller-dir", meta)
+        assert "ZK migration state: POST_MIGRATION" in text.stdout and "rollback" in text.stdout
         # ZooKeeper is no longer written
         assert client.exists("/brokers/topics/after") is None
         assert client.exists("/brokers/topics/during") is not None
