@@ -95,7 +95,9 @@ def test_the_full_metadata_goes_to_every_live_zookeeper_broker():
                  "IsNew": True, "LeaderRecoveryState": 0}
     assert [t["TopicId"] for t in lisr3.body["TopicStates"]] == [GONE.id, ORDERS.id]
     umr = first[0]
-    assert [b["Id"] for b in umr.body["LiveBrokers"]] == [1, 2, 3]
+    # every live broker, the KRaft broker 4 too (Kafka's MigrationControllerChannelContext names every
+    # registered broker): a ZooKeeper-mode broker follows and routes to a broker restarted in KRaft mode
+    assert [b["Id"] for b in umr.body["LiveBrokers"]] == [1, 2, 3, 4]
     assert umr.body["LiveBrokers"][2] == {
         "Id": 3, "Endpoints": [{"Port": 9003, "Host": "127.0.0.1", "Listener": "PLAINTEXT", "SecurityProtocol": 0}],
         "Rack": None}
@@ -146,7 +148,7 @@ def test_a_broker_unfenced_hears_everything_the_others_hear_of_it():
     # (one batch has one UpdateMetadata: the others get the partitions broker 5 needs too, as in Kafka)
     assert summary(first) == [(1, "UpdateMetadata", every), (2, "UpdateMetadata", every),
                               (3, "UpdateMetadata", every), (5, "UpdateMetadata", every)]
-    assert [b["Id"] for b in first[0].body["LiveBrokers"]] == [1, 2, 3, 5]
+    assert [b["Id"] for b in first[0].body["LiveBrokers"]] == [1, 2, 3, 4, 5]
     assert summary(second) == [(1, "UpdateMetadata", ["orders-2"]), (2, "UpdateMetadata", ["orders-2"]),
                                (3, "UpdateMetadata", ["orders-2"]),
                                (5, "LeaderAndIsr", ["orders-2"]), (5, "UpdateMetadata", ["orders-2"])]
@@ -312,3 +314,18 @@ def test_a_request_the_codec_refuses_is_dropped_saying_why_and_the_next_one_goes
     with caplog.at_level(logging.ERROR, logger="kraftkit.migration.propagator"):
         asyncio.run(main())
     assert "broker 1: UpdateMetadata not sent: the codec refuses it" in caplog.text
+
+
+def test_a_broker_restarted_in_kraft_mode_is_live_to_the_zookeeper_brokers_and_sent_nothing():
+    moved = topic("moved", {0: (4, [4, 1])})  # led by broker 4, restarted in KRaft mode
+    _first, second = image_batches(view(BROKERS, moved), CONTROLLER, ZK_EPOCH)
+    assert summary(second) == [(1, "LeaderAndIsr", ["moved-0"]), (1, "UpdateMetadata", ["moved-0"]),
+                               (2, "UpdateMetadata", ["moved-0"]), (3, "UpdateMetadata", ["moved-0"])]
+    assert second[0].body["LiveLeaders"] == [{"BrokerId": 4, "HostName": "127.0.0.1", "Port": 9004}]
+    assert parts_of(second[1])["moved-0"]["OfflineReplicas"] == []
+    # a fenced one is offline
+    brokers = dict(BROKERS)
+    brokers[4] = broker(4, 104, zk=False, fenced=True)
+    _first, second = image_batches(view(brokers, moved), CONTROLLER, ZK_EPOCH)
+    assert second[0].body["LiveLeaders"] == []
+    assert parts_of(second[1])["moved-0"]["OfflineReplicas"] == [4]

@@ -226,11 +226,18 @@ def run_status(args: argparse.Namespace) -> int:
             return fail(STATUS, f"{args.zookeeper}: ZooKeeper: {type(e).__name__} {e}".rstrip(), EXIT_USAGE)
         raise
     out["dualWrite"] = None
+    out["kraftZkMigrationState"] = None
     if args.controller_dir is not None:
+        kraft = _kraft_migration_state(Path(args.controller_dir))
+        if kraft.startswith("error: "):
+            return fail(STATUS, kraft[len("error: ") :], EXIT_USAGE)
+        out["kraftZkMigrationState"] = kraft
+        if kraft == "POST_MIGRATION":
+            out["zkMigrationState"] = kraft  # (ZooKeeper cannot say it: it is no longer written)
         dual = _dual_write_metrics(Path(args.controller_dir))
-        if isinstance(dual, str):
+        if isinstance(dual, str) and not (kraft == "POST_MIGRATION" and "no such file" in dual):
             return fail(STATUS, dual, EXIT_USAGE)
-        out["dualWrite"] = dual
+        out["dualWrite"] = None if isinstance(dual, str) else dual
     out["zkMigrationReady"] = None
     if args.bootstrap_controller is not None:
         ready = _zk_migration_ready(args.bootstrap_controller, args.zookeeper_timeout)
@@ -267,7 +274,37 @@ def run_status(args: argparse.Namespace) -> int:
         )
     if out["zkMigrationReady"] is not None:
         print(f"controller {args.bootstrap_controller}: ZkMigrationReady={str(out['zkMigrationReady']).lower()}")
+    if out["kraftZkMigrationState"] is not None:
+        print(f"the controller's metadata log: ZK migration state {out['kraftZkMigrationState']}")
+    hint = _HINTS.get(out["zkMigrationState"])
+    if hint is not None:
+        print(f"next: {hint}")
     return EXIT_OK
+
+
+#: what an operator can do next, by state (docs/migration.md, "Finish and roll back")
+_HINTS = {
+    "PRE_MIGRATION": "the controller copies the metadata once every broker is registered; to roll back: stop the "
+    "KRaft controllers, delete /controller and /migration, restart the brokers without the migration configs",
+    "MIGRATION": "restart the brokers one by one in KRaft mode, then the controllers with "
+    "zookeeper.metadata.migration.enable=false to finalize; until then a rollback to ZooKeeper mode is possible "
+    "(docs/migration.md)",
+    "POST_MIGRATION": "the migration is finalized: ZooKeeper is no longer written and a rollback to ZooKeeper mode "
+    "is refused",
+}
+
+
+def _kraft_migration_state(directory: Path) -> str:
+    """The ZK migration state of the metadata log in ``directory`` (a controller's metadata.log.dir),
+    or ``error: `` and why it cannot be read."""
+    from kraftkit.errors import KraftkitError
+    from kraftkit.metadata.image import ZK_MIGRATION_STATES, load_image
+
+    try:
+        image = load_image(directory, allow_gaps=True, gaps=[])
+    except (OSError, KraftkitError) as e:
+        return f"error: {directory}: the controller's metadata log cannot be read: {e}"
+    return ZK_MIGRATION_STATES.get(image.zk_migration_state, str(image.zk_migration_state))
 
 
 def _dual_write_metrics(directory: Path) -> dict[str, Any] | str:

@@ -20,7 +20,10 @@ The rules are Kafka 4.4's:
   A ZooKeeper-mode broker (``IsMigratingZkBroker``, KIP-866) registers only when the controller runs
   the migration (``zookeeper.metadata.migration.enable``) at a metadata.version that supports it,
   and a KRaft broker not while the migration state is PRE_MIGRATION (both BROKER_ID_NOT_REGISTERED,
-  as Kafka 3.9's ``ClusterControlManager.registerBroker``).
+  as Kafka 3.9's ``ClusterControlManager.registerBroker``); beyond Kafka, a ZooKeeper-mode broker
+  never once the migration is finalized (POST_MIGRATION: a rollback is too late, and it says so).
+  A KRaft broker restarted with a ZooKeeper-mode broker's id during MIGRATION replaces its
+  registration (no longer ``IsMigratingZkBroker``).
 * **BrokerHeartbeat** (Kafka's ``calculateNextBrokerState``): a fenced broker unfences once its
   metadata offset reached its registration and it does not ask to stay fenced, or is told to shut
   down at once if it asks (its fencing is written again, as Kafka's is); an unfenced broker that asks
@@ -60,7 +63,7 @@ from kraftkit._kafka import (
     UNFENCE_BROKER,
     UNREGISTER_BROKER,
 )
-from kraftkit.controller.bootstrap import PRE_MIGRATION
+from kraftkit.controller.bootstrap import POST_MIGRATION, PRE_MIGRATION
 from kraftkit.features.registry import MV_FEATURE, registry
 from kraftkit.features.rewrite import record_versions
 from kraftkit.metadata.image import MetadataImage
@@ -369,6 +372,12 @@ class ClusterControlManager:
             )
         mv = self._mv(image)
         zk_broker = bool(body.get("IsMigratingZkBroker"))
+        if zk_broker and image.zk_migration_state == POST_MIGRATION:
+            raise ControllerError(
+                Errors.BROKER_ID_NOT_REGISTERED,
+                "Controller does not support registering ZK brokers: the ZK migration was finalized "
+                "(POST_MIGRATION), ZooKeeper is no longer written and a broker cannot go back to ZooKeeper mode.",
+            )
         if zk_broker and not (self.zk_migration and mv.supported("migration")):
             raise ControllerError(
                 Errors.BROKER_ID_NOT_REGISTERED, "Controller does not support registering ZK brokers."

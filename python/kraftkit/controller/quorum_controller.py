@@ -39,7 +39,11 @@ of each commit. While the state is PRE_MIGRATION, the writes Kafka would also wr
 refused (:meth:`QuorumController.check_no_dual_write`); in MIGRATION those the driver writes to
 ZooKeeper (its ``dual_writes``) are taken, the others refused, saying which; and fencing,
 unfencing and background elections change no partition: the ZooKeeper-mode brokers keep leading
-what ZooKeeper says they lead.
+what ZooKeeper says they lead. **Finalizing**: a controller with the migration disabled that becomes
+active on a log in MIGRATION appends ``ZkMigrationStateRecord(POST_MIGRATION)`` before it is active
+when no ZooKeeper-mode broker is registered, and otherwise becomes active in MIGRATION saying which
+are (Kafka 3.9's ``ActivationRecordsGenerator.recordsForNonEmptyLog``); in POST_MIGRATION the
+migration setting is ignored (said) and ZooKeeper-mode brokers may not register.
 """
 
 from __future__ import annotations
@@ -61,7 +65,14 @@ from kraftkit._kafka import (
 )
 from kraftkit.controller.acls import AclControlManager
 from kraftkit.controller.apis import WRITE_TIMEOUT_MS, ControllerApis
-from kraftkit.controller.bootstrap import MIGRATION, NONE, PRE_MIGRATION, BootstrapError, BootstrapMetadata
+from kraftkit.controller.bootstrap import (
+    MIGRATION,
+    NONE,
+    POST_MIGRATION,
+    PRE_MIGRATION,
+    BootstrapError,
+    BootstrapMetadata,
+)
 from kraftkit.controller.cluster import BROKER_RECORDS, ClusterControlManager, ControllerError, _NoPartitions
 from kraftkit.controller.configs import ConfigurationControlManager
 from kraftkit.controller.faults import crash_point
@@ -262,6 +273,10 @@ class QuorumController:
                     log.error("node %d: cannot become the active controller: %s", self.node.node_id, refusal)
                 self._activation_refused = refusal
                 return
+            if self._finalize_due():
+                self._bootstrapping = True
+                asyncio.get_running_loop().call_soon(self._append_finalize, epoch)
+                return
             self.active_epoch = epoch
             self.cluster.activate(self.image)
             self._schedule_fencing()
@@ -295,6 +310,72 @@ class QuorumController:
             )
         return None
 
+    def zk_brokers(self) -> list[int]:
+        """The brokers registered as ZooKeeper-mode brokers (``IsMigratingZkBroker``), fenced or not."""
+        return sorted(b for b, reg in self.image.brokers.items() if reg.get("IsMigratingZkBroker"))
+
+    def _finalize_due(self) -> bool:
+        """Kafka 3.9's ``ActivationRecordsGenerator.recordsForNonEmptyLog`` for a log in MIGRATION on a
+        controller started with the migration disabled: True when it completes the migration
+        (``ZkMigrationStateRecord(POST_MIGRATION)`` before it is active), False (said) when a
+        ZooKeeper-mode broker is still registered: it then becomes active in MIGRATION (and takes no
+        write Kafka would dual-write: nothing writes ZooKeeper), finalizing at a later activation.
+        A log already in POST_MIGRATION on a controller with the migration enabled: the setting is
+        ignored (said), as Kafka ignores it."""
+        state = self.image.zk_migration_state
+        if state == POST_MIGRATION and self.zk_migration:
+            log.warning(
+                "node %d: ignoring zookeeper.metadata.migration.enable=true since the ZK migration has been "
+                "completed (POST_MIGRATION): ZooKeeper is no longer written and rolling back to ZooKeeper mode "
+                "is not possible",
+                self.node.node_id,
+            )
+            return False
+        if state != MIGRATION or self.zk_migration:
+            return False
+        still = self.zk_brokers()
+        if still:
+            log.error(
+                "node %d: cannot complete the ZK migration because the following broker(s) are still registered "
+                "as ZK brokers: %s. Restart these brokers in KRaft mode before restarting the controllers to "
+                "finalize the migration; until then this controller stays in MIGRATION and ZooKeeper is not written",
+                self.node.node_id,
+                still,
+            )
+            return False
+        return True
+
+    def _append_finalize(self, epoch: int) -> None:
+        """Appends ``ZkMigrationStateRecord(POST_MIGRATION)`` (see :meth:`_finalize_due`)."""
+        try:
+            base, committed = self.node.append_nowait(
+                [
+                    encode_metadata_record(
+                        record_type("ZkMigrationStateRecord")[0], 0, {"ZkMigrationState": POST_MIGRATION}
+                    )
+                ]
+            )
+        except NotLeaderError as e:
+            self._bootstrapping = False
+            log.info("node %d: POST_MIGRATION not appended: %s", self.node.node_id, e)
+            return
+        log.warning(
+            "node %d: completing the ZK migration since this controller was configured with "
+            "zookeeper.metadata.migration.enable=false: ZkMigrationStateRecord(POST_MIGRATION) at offset %d "
+            "(epoch %d); ZooKeeper is no longer written and rolling back to ZooKeeper mode is no longer possible",
+            self.node.node_id,
+            base,
+            epoch,
+        )
+
+        def done(f: asyncio.Future) -> None:
+            self._bootstrapping = False
+            if f.cancelled() or f.exception() is not None:
+                return
+            self._maybe_activate()
+
+        committed.add_done_callback(done)
+
     @property
     def migrating(self) -> bool:
         """The ZooKeeper migration state is PRE_MIGRATION or MIGRATION."""
@@ -312,6 +393,12 @@ class QuorumController:
         name = ZK_MIGRATION_STATES.get(state, "?")
         if state == PRE_MIGRATION:
             why = "the metadata is not copied from ZooKeeper yet"
+        elif not self.zk_migration:
+            why = (
+                "this controller runs with zookeeper.metadata.migration.enable=false, so it does not write ZooKeeper, "
+                f"and cannot finalize the migration while ZooKeeper-mode brokers are registered ({self.zk_brokers()}): "
+                "restart them in KRaft mode, then restart the controllers"
+            )
         else:
             why = (
                 "kraftkit's controller does not write its changes back to ZooKeeper yet (dual writes are built for "

@@ -62,6 +62,15 @@ through Kafka's states:
   changed partitions, StopReplica with delete for deleted topics and moved replicas, UpdateMetadata of
   the live brokers when a registration changes), as Kafka's ``MigrationPropagator`` does.
 
+* The end (KIP-866's finalization, done by the controller, not the driver): brokers restarted in KRaft
+  mode register during MIGRATION without ``IsMigratingZkBroker`` and get no controller-to-broker RPC;
+  the dual writes go on. A controller started with the migration disabled (so without a driver)
+  appends ``ZkMigrationStateRecord(POST_MIGRATION)`` on activation once no ZooKeeper-mode broker is
+  registered (:meth:`~kraftkit.controller.quorum_controller.QuorumController._finalize_due`); from then
+  on nothing writes ZooKeeper. A driver that finds the log in POST_MIGRATION refuses to run, saying
+  that a rollback to ZooKeeper mode is no longer possible, and a driver in ``DUAL_WRITE`` whose image
+  leaves MIGRATION stops writing.
+
 The ZooKeeper calls block: they run in a worker thread, each bounded by the ZooKeeper session
 timeout; what ZooKeeper holds is bounded as the reader bounds it (:class:`~kraftkit.migration.zk_reader.ZkLimits`).
 """
@@ -78,7 +87,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kraftkit._core import encode_metadata_record
 from kraftkit._kafka import FEATURE_LEVEL
-from kraftkit.controller.bootstrap import MIGRATION, PRE_MIGRATION
+from kraftkit.controller.bootstrap import MIGRATION, POST_MIGRATION, PRE_MIGRATION
 from kraftkit.controller.cluster import ControllerError
 from kraftkit.errors import KraftkitError
 from kraftkit.features.registry import registry
@@ -266,6 +275,14 @@ class MigrationDriver:
             await self._copy(zk, epoch)
         elif state == MIGRATION:
             await self._claim(zk, epoch)
+        elif state == POST_MIGRATION:
+            log.error(
+                "node %d: the ZK migration was finalized (ZK migration state POST_MIGRATION): the driver does not run "
+                "(zookeeper.metadata.migration.enable=true is ignored); ZooKeeper is no longer written, and rolling "
+                "back to ZooKeeper mode is refused: the ZooKeeper-mode brokers' metadata there is out of date",
+                self.node_id,
+            )
+            return
         else:
             name = ZK_MIGRATION_STATES.get(state, str(state))
             log.info("node %d: ZK migration state %s: the driver has nothing to do", self.node_id, name)
@@ -541,6 +558,13 @@ class MigrationDriver:
         while True:
             self._check(epoch)
             image = self.controller.image
+            if image.zk_migration_state != MIGRATION:
+                log.info(
+                    "node %d: ZK migration state %s: dual writes stop",
+                    self.node_id,
+                    ZK_MIGRATION_STATES.get(image.zk_migration_state, "?"),
+                )
+                return
             if written is not None and image.provenance.offset == self.synced[0]:
                 await self._sleep(self.poll_s)  # (nothing committed since the last round)
                 continue

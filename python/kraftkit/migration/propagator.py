@@ -32,8 +32,10 @@ What is sent (Kafka's ``sendRPCsToBrokersFromMetadataImage`` and ``...FromMetada
 
 Within a batch each broker gets its LeaderAndIsr, then its UpdateMetadata, then its StopReplica, as
 Kafka's ``sendRequestsToBrokers`` orders them. Live ZooKeeper brokers are those registered with KRaft
-as migrating ZooKeeper brokers and not fenced (Kafka's ``ClusterImage.zkBrokers``); the UpdateMetadata's
-``LiveBrokers`` lists them with every endpoint they registered.
+as migrating ZooKeeper brokers and not fenced (Kafka's ``ClusterImage.zkBrokers``): only they get
+requests. The UpdateMetadata's ``LiveBrokers`` (with every endpoint registered), the LeaderAndIsr's
+``LiveLeaders`` and the replicas not offline are every broker registered and not fenced, brokers
+restarted in KRaft mode included, so that the ZooKeeper-mode brokers follow and route to them.
 
 The sending (:class:`Propagator`, Kafka's ``ControllerChannelManager``): one connection per live
 ZooKeeper broker, to its registered endpoint of the listener ``listener`` (PLAINTEXT unless set),
@@ -113,6 +115,12 @@ class View:
         """The live ZooKeeper brokers: registered as migrating, not fenced (``zkBrokers``)."""
         return {b: r for b, r in self.brokers.items() if r.get("IsMigratingZkBroker") and not r.get("Fenced")}
 
+    def live_brokers(self) -> dict[int, dict[str, Any]]:
+        """Every live broker, ZooKeeper-mode or restarted in KRaft mode (registered, not fenced): what
+        the requests name as live (Kafka's ``MigrationControllerChannelContext`` names every
+        registered broker), so that the ZooKeeper-mode brokers reach the KRaft ones."""
+        return {b: r for b, r in self.brokers.items() if not r.get("Fenced")}
+
 
 @dataclass(frozen=True)
 class Request:
@@ -151,6 +159,9 @@ class _Batch:
     def live(self) -> dict[int, dict[str, Any]]:
         return self.view.zk_brokers()
 
+    def known(self) -> dict[int, dict[str, Any]]:
+        return self.view.live_brokers()
+
     def add_leader_and_isr(self, brokers: Iterable[int], topic: str, p: int, part: dict[str, Any]) -> None:
         """``addLeaderAndIsrRequestForBrokers`` (``isNew`` true, as the propagator always asks): and
         the partition's UpdateMetadata to every live broker."""
@@ -178,7 +189,7 @@ class _Batch:
         """``addUpdateMetadataRequestForBrokers``: ``brokers`` get the batch's UpdateMetadata, which
         carries ``partitions`` (topic, partition, its PartitionRecord-shaped state)."""
         self.umr_brokers.update(b for b in brokers if b >= 0)
-        live = self.live()
+        live = self.known()
         for topic, p, part in partitions:
             replicas = list(part["Replicas"])
             self.umr[(topic, p)] = {
@@ -228,13 +239,13 @@ class _Batch:
     def requests(self) -> list[Request]:
         """``sendRequestsToBrokers``: the batch's requests to live brokers, broker by broker in
         Kafka's order (LeaderAndIsr, UpdateMetadata, StopReplica)."""
-        live = self.live()
+        live, known = self.live(), self.known()
         ids = self._topic_ids()
         out: list[Request] = []
         for b, states in sorted(self.lisr.items()):
             if b not in live:
                 continue
-            leaders = sorted({s["Leader"] for s in states.values()} & set(live))
+            leaders = sorted({s["Leader"] for s in states.values()} & set(known))
             out.append(
                 Request(
                     b,
@@ -246,7 +257,7 @@ class _Batch:
                             {"TopicName": t, "TopicId": ids.get(t, uuid.UUID(int=0)), "PartitionStates": parts}
                             for t, parts in _by_topic(states)
                         ],
-                        "LiveLeaders": [{"BrokerId": x, **_host_port(live[x], self.listener)} for x in leaders],
+                        "LiveLeaders": [{"BrokerId": x, **_host_port(known[x], self.listener)} for x in leaders],
                     },
                 )
             )
@@ -269,7 +280,7 @@ class _Batch:
                     ],
                     "Rack": reg.get("Rack"),
                 }
-                for x, reg in sorted(live.items())
+                for x, reg in sorted(known.items())
             ]
             for b in sorted(self.umr_brokers & set(live)):
                 out.append(
