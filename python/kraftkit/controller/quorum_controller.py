@@ -37,9 +37,14 @@ without the migration (state NONE) is not taken over (Kafka 3.9 refuses to start
 controller does not import the migration) hears when this node becomes and stops being active and
 of each commit. While the state is PRE_MIGRATION, the writes Kafka would also write to ZooKeeper are
 refused (:meth:`QuorumController.check_no_dual_write`); in MIGRATION those the driver writes to
-ZooKeeper (its ``dual_writes``) are taken, the others refused, saying which; and fencing,
-unfencing and background elections change no partition: the ZooKeeper-mode brokers keep leading
-what ZooKeeper says they lead.
+ZooKeeper (its ``dual_writes``) are taken, the others refused, saying which. Fencing, unfencing,
+controlled shutdown and background elections change partitions as in KRaft (Kafka 3.9's hybrid
+mode): the driver writes those changes to ZooKeeper and sends the ZooKeeper-mode brokers their
+LeaderAndIsr. While migrating the rules are Kafka 3.9's, not 4.x's: a broker already fenced is not
+fenced again when its heartbeats stop (3.9 fences only unfenced brokers on session expiry), so a
+ZooKeeper-mode broker registered but fenced at the takeover keeps what ZooKeeper says it leads
+until it is unfenced, shuts down or is fenced from unfenced; and see :class:`_Kafka39Partitions`
+(a new incarnation registering; a controlled shutdown moving the partitions when granted).
 """
 
 from __future__ import annotations
@@ -62,7 +67,7 @@ from kraftkit._kafka import (
 from kraftkit.controller.acls import AclControlManager
 from kraftkit.controller.apis import WRITE_TIMEOUT_MS, ControllerApis
 from kraftkit.controller.bootstrap import MIGRATION, NONE, PRE_MIGRATION, BootstrapError, BootstrapMetadata
-from kraftkit.controller.cluster import BROKER_RECORDS, ClusterControlManager, ControllerError, _NoPartitions
+from kraftkit.controller.cluster import BROKER_RECORDS, ClusterControlManager, ControllerError
 from kraftkit.controller.configs import ConfigurationControlManager
 from kraftkit.controller.faults import crash_point
 from kraftkit.controller.features import FeatureControlManager
@@ -102,6 +107,35 @@ def _positive(config: Mapping[str, str], name: str, default: float, unit: float)
         log.error("%s=%r is not positive: the controller uses %s", name, raw, default)
         value = default
     return value * unit
+
+
+class _Kafka39Partitions:
+    """The partition changes of broker state changes while the ZooKeeper migration runs. As Kafka
+    3.9 (the release a migration runs on), not 4.x: a new incarnation of a broker registering
+    changes no partition below the ELR metadata versions (3.9's ``handleBrokerUncleanShutdown``
+    writes nothing there; 4.x removes the broker from every ISR): its partitions move when its old
+    session expires (fencing), or stay with it and it is told them again once unfenced.
+
+    Unlike Kafka, a controlled shutdown moves the broker's partitions when it is granted (the
+    fencing of ``SHUTDOWN_NOW``), not when it begins: the metadata offset a Kafka 3.9
+    ZooKeeper-mode broker reports in its heartbeats stays below the end of a batch the controller
+    wrote once the log is idle (kraftkit's controller writes no periodic ``NoOpRecord``), so a
+    shutdown that waited for the other brokers to reach its batch would never be granted."""
+
+    def __init__(self, partitions: Any) -> None:
+        self.partitions = partitions
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.partitions, name)
+
+    def broker_shutdown(self, image: MetadataImage, bid: int, clean: bool) -> list[bytes]:
+        return []
+
+    def broker_in_controlled_shutdown(self, image: MetadataImage, bid: int, epoch: int) -> list[bytes]:
+        return []
+
+    def has_leaderships(self, image: MetadataImage, bid: int) -> bool:
+        return False
 
 
 class MigrationHook(Protocol):
@@ -315,8 +349,8 @@ class QuorumController:
         else:
             why = (
                 "kraftkit's controller does not write its changes back to ZooKeeper yet (dual writes are built for "
-                "topics, partitions, topic and broker configs, client quotas, SCRAM credentials, ACLs and the "
-                "producer id block; not for partition reassignments, broker unregistrations, delegation tokens or "
+                "topics, partitions and their reassignments, broker unregistrations, topic and broker configs, "
+                "client quotas, SCRAM credentials, ACLs and the producer id block; not for delegation tokens or "
                 "other config resources)"
             )
         raise ControllerError(
@@ -324,9 +358,10 @@ class QuorumController:
         )
 
     def partition_changes(self) -> Any:
-        """What broker fencing, unfencing and shutdown do to partitions: nothing while migrating
-        (see the module docstring), else :attr:`partitions`."""
-        return _NoPartitions(self.cluster) if self.migrating else self.partitions
+        """What broker fencing, unfencing and shutdown do to partitions: :attr:`partitions`, in the
+        ZooKeeper migration too (its driver writes them to ZooKeeper and to the ZooKeeper-mode
+        brokers), there as Kafka 3.9 does them (:class:`_Kafka39Partitions`)."""
+        return _Kafka39Partitions(self.partitions) if self.migrating else self.partitions
 
     def _append_abort(self, epoch: int) -> None:
         """Appends the AbortTransactionRecord of a transaction an earlier leader left open."""
@@ -619,6 +654,11 @@ class QuorumController:
                 def build(bid: int = bid) -> tuple[list[bytes], None]:
                     if self.cluster.stale_broker() != bid:
                         return [], None  # it heartbeated while the previous fencing committed
+                    if self.migrating and self.cluster.brokers[bid]["Fenced"]:
+                        # Kafka 3.9 (the migration's release) fences only unfenced brokers on session
+                        # expiry: a fenced one keeps its partitions (the session just ends)
+                        self.cluster.mark_fenced(bid)
+                        return [], None
                     records = self.partition_changes().broker_fenced(self.image, bid)
                     self.cluster.mark_fenced(bid)
                     return records, None
@@ -655,8 +695,6 @@ class QuorumController:
 
     def _run_elections(self, what: str, interval: float, make: Callable[[MetadataImage], list[bytes]]) -> None:
         def build() -> tuple[list[bytes], int]:
-            if self.migrating:
-                return [], 0  # the ZooKeeper-mode brokers lead their partitions (no dual writes yet)
             records = make(self.image)
             return records, len(records)
 
