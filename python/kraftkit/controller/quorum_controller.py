@@ -59,6 +59,7 @@ from typing import Any, Protocol
 from kraftkit._core import RecordBatch, encode_metadata_record
 from kraftkit._kafka import (
     FEATURE_LEVEL,
+    NO_OP,
     REGISTER_BROKER,
     REGISTER_CONTROLLER,
     UNREGISTER_BROKER,
@@ -107,6 +108,11 @@ def _positive(config: Mapping[str, str], name: str, default: float, unit: float)
         log.error("%s=%r is not positive: the controller uses %s", name, raw, default)
         value = default
     return value * unit
+
+
+#: how often the active controller writes a NoOpRecord in ZK migration state MIGRATION (Kafka's
+#: ``metadata.max.idle.interval.ms`` default)
+MIGRATION_IDLE_INTERVAL_S = 0.5
 
 
 class _Kafka39Partitions:
@@ -683,8 +689,19 @@ class QuorumController:
         if not self.active:
             return
         self._next_elections("unclean leader elections", self.unclean_interval, self.partitions.elect_unclean)
+        if self.migration is not None:
+            self._next_elections("migration no-op", MIGRATION_IDLE_INTERVAL_S, self._migration_noop)
         if self.auto_rebalance:
             self._next_elections("preferred leader rebalance", self.rebalance_interval, self.partitions.balance)
+
+    def _migration_noop(self, image: MetadataImage) -> list[bytes]:
+        """In ZK migration state MIGRATION, a ``NoOpRecord`` (Kafka's controller writes one every
+        ``metadata.max.idle.interval.ms``, 500 ms): a Kafka 3.9 ZooKeeper-mode broker reports in its
+        heartbeats an offset behind the end of an idle log, so without a later record it would never
+        reach its registration's offset (and be unfenced) after a restart."""
+        if image.zk_migration_state != MIGRATION:
+            return []
+        return [encode_metadata_record(NO_OP, 0, {})]
 
     def _next_elections(
         self, what: str, delay: float, make: Callable[[MetadataImage], list[bytes]], interval: float | None = None
