@@ -123,10 +123,10 @@ class _Kafka39Partitions:
     session expires (fencing), or stay with it and it is told them again once unfenced.
 
     Unlike Kafka, a controlled shutdown moves the broker's partitions when it is granted (the
-    fencing of ``SHUTDOWN_NOW``), not when it begins: the metadata offset a Kafka 3.9
-    ZooKeeper-mode broker reports in its heartbeats stays below the end of a batch the controller
-    wrote once the log is idle (kraftkit's controller writes no periodic ``NoOpRecord``), so a
-    shutdown that waited for the other brokers to reach its batch would never be granted."""
+    fencing of ``SHUTDOWN_NOW``), not when it begins: a shutdown that writes records is granted once
+    every other active broker reports an offset past them, and the offset a Kafka 3.9
+    ZooKeeper-mode broker reports stays below the end of an idle log (seen before the controller
+    wrote a ``NoOpRecord`` every 500 ms in MIGRATION: the shutdown was never granted)."""
 
     def __init__(self, partitions: Any) -> None:
         self.partitions = partitions
