@@ -70,10 +70,12 @@ def run_tool(
     cwd: Path | None = None,
     extra_classpath: Sequence[Path | str] = (),
     raw: bool = False,
+    stdin: str | None = None,
 ) -> subprocess.CompletedProcess:
     """Run ``java -cp <kafka libs>/* main_class args...``; bounded by ``timeout`` seconds.
 
-    ``main_class`` may also be a path to a ``.java`` single-file source program.
+    ``main_class`` may also be a path to a ``.java`` single-file source program; ``stdin`` is
+    the text the tool reads on its standard input.
     stdout/stderr are captured as text (UTF-8, newlines translated), or with ``raw`` as the
     bytes the tool wrote.  Raises ``HarnessError`` on timeout and (if ``check``) on a nonzero
     exit code, with the tool's output.
@@ -86,7 +88,9 @@ def run_tool(
            str(main_class), *map(str, args)]
     try:
         text = {} if raw else {"text": True, "encoding": "utf-8", "errors": "replace"}
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, cwd=cwd, **text)
+        feed = None if stdin is None else stdin.encode() if raw else stdin
+        proc = subprocess.run(cmd, input=feed, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
+                              cwd=cwd, **text)
     except subprocess.TimeoutExpired as e:
         raise HarnessError(f"{main_class} timed out after {timeout:.0f}s: {' '.join(cmd[-6:])}\n"
                            f"stderr: {(e.stderr or '')[-2000:]}")

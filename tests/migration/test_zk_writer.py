@@ -275,6 +275,100 @@ def test_java_double_and_sanitize_as_kafka_writes_them(kafka_jars):
     assert [zk_reader.desanitize("p", sanitize(n)) for n in NAMES] == NAMES
 
 
+def test_reassignments_and_unregistrations_are_written_to_zookeeper(tmp_path):
+    """A partition reassignment in progress is in the topic znode's ``adding_replicas`` and
+    ``removing_replicas`` (Kafka's ``TopicZNode``), and a broker unregistered leaves the ISRs in the
+    state znodes, as the KRaft image has them."""
+    zk = zk_cluster(CLUSTER_ID)
+
+    async def main():
+        node = start_migrating_controller(tmp_path, zk)
+        async with running([node]):
+            await migrated_with_unfenced_brokers(node)
+            image = node.controller.image
+            alpha = image.topics[image.topic_ids["alpha"]].partitions[0]
+            assert alpha["Replicas"] == [1, 2]  # (the fake ZooKeeper's alpha-0)
+            got = await call(node, ApiKey.ALTER_PARTITION_REASSIGNMENTS, {"TimeoutMs": 5000, "Topics": [{
+                "Name": "alpha", "Partitions": [{"PartitionIndex": 0, "Replicas": [3, 1]}]}]})
+            assert got["ErrorCode"] == Errors.NONE, got
+            assert got["Responses"][0]["Partitions"][0]["ErrorCode"] == Errors.NONE, got
+            await caught_up(node)
+            topic = zk.json("/brokers/topics/alpha")
+            # replicas 3 joins and 2 leaves: it stays in progress until 3 is in the ISR
+            assert topic["adding_replicas"] == {"0": [3]} and topic["removing_replicas"] == {"0": [2]}
+            assert sorted(topic["partitions"]["0"]) == [1, 2, 3]
+            assert zk_normalized(zk) == kraft_normalized(node.controller.image)
+
+            got = await call(node, ApiKey.UNREGISTER_BROKER, {"BrokerId": 2})
+            assert got["ErrorCode"] == Errors.NONE, got
+            await caught_up(node)
+            image = node.controller.image
+            assert 2 not in image.brokers
+            states = [zk.json(f"/brokers/topics/{t}/partitions/{p}/state")
+                      for t in zk.children("/brokers/topics") for p in zk.children(f"/brokers/topics/{t}/partitions")]
+            # (an ISR never empties: a partition whose only ISR member was 2 keeps it, leaderless)
+            assert all(s["isr"] == [2] and s["leader"] == -1 for s in states if 2 in s["isr"]), states
+            assert zk_normalized(zk) == kraft_normalized(image)
+
+    asyncio.run(main())
+
+
+def test_hybrid_mode_fencing_moves_leaderships_and_zookeeper_follows(tmp_path):
+    """In MIGRATION the controller's own partition changes are made (Kafka 3.9's hybrid mode) and
+    dual-written: a broker fenced leaves the ISRs and its leaderships move to an in-sync replica.
+    A broker registered but fenced at the takeover keeps what ZooKeeper says it leads, also once its
+    heartbeats stop (Kafka 3.9 fences only unfenced brokers on session expiry)."""
+    zk = zk_cluster(CLUSTER_ID)
+
+    async def main():
+        node = start_migrating_controller(tmp_path, zk, session_timeout_ms=1000)
+        c = node.controller
+        async with running([node]):
+            await wait_for(lambda: c.active, what="the active controller")
+            epochs = {}
+            for bid in (1, 2, 3):
+                got = await call(node, ApiKey.BROKER_REGISTRATION, zk_registration(bid))
+                assert got["ErrorCode"] == Errors.NONE, got
+                epochs[bid] = got["BrokerEpoch"]
+            await wait_for(lambda: c.migration.state == drv.DUAL_WRITE, what="the migration")
+            for bid in (1, 2):
+                hb = await call(node, ApiKey.BROKER_HEARTBEAT, heartbeat(bid, epochs[bid], c.image.provenance.offset))
+                assert hb["ErrorCode"] == Errors.NONE and not hb["IsFenced"], hb
+            # broker 3 heartbeats once, still fenced (behind its registration), then stops
+            hb = await call(node, ApiKey.BROKER_HEARTBEAT, heartbeat(3, epochs[3], -1))
+            assert hb["ErrorCode"] == Errors.NONE and hb["IsFenced"], hb
+            ids = c.image.topic_ids
+            beta = c.image.topics[ids["beta"]].partitions[0]
+            assert (beta["Leader"], beta["Isr"], c.image.brokers[3]["Fenced"]) == (3, [3], True)
+            alpha = c.image.topics[ids["alpha"]].partitions[0]
+            assert (alpha["Leader"], sorted(alpha["Isr"])) == (1, [1, 2])
+
+            # broker 1 asks to be fenced: it leaves alpha-0's ISR, broker 2 leads it, in ZooKeeper too
+            hb = await call(node, ApiKey.BROKER_HEARTBEAT, heartbeat(1, epochs[1], c.image.provenance.offset,
+                                                                     fence=True))
+            assert hb["ErrorCode"] == Errors.NONE and hb["IsFenced"], hb
+            await wait_for(lambda: c.image.brokers[1]["Fenced"], what="broker 1's fencing")
+            await caught_up(node)
+            alpha = c.image.topics[ids["alpha"]].partitions[0]
+            assert (alpha["Leader"], alpha["Isr"]) == (2, [2])
+            state = zk.json("/brokers/topics/alpha/partitions/0/state")
+            assert (state["leader"], state["isr"]) == (2, [2])
+            assert zk_normalized(zk) == kraft_normalized(c.image)
+
+            # broker 3's session (it never got unfenced) expires, broker 2's is kept alive: 3 keeps beta
+            for _ in range(8):
+                hb = await call(node, ApiKey.BROKER_HEARTBEAT, heartbeat(2, epochs[2], c.image.provenance.offset))
+                assert hb["ErrorCode"] == Errors.NONE and not hb["IsFenced"], hb
+                await asyncio.sleep(0.25)
+            assert c.cluster.stale_broker() is None  # (its session ended: nothing left to fence)
+            beta = c.image.topics[ids["beta"]].partitions[0]
+            assert (beta["Leader"], beta["Isr"]) == (3, [3])
+            await caught_up(node)
+            assert zk.json("/brokers/topics/beta/partitions/0/state")["leader"] == 3
+
+    asyncio.run(main())
+
+
 def test_writes_not_dual_written_yet_are_refused_saying_what(tmp_path):
     zk = zk_cluster(CLUSTER_ID)
 
@@ -287,11 +381,6 @@ def test_writes_not_dual_written_yet_are_refused_saying_what(tmp_path):
             assert got["Topics"][0]["ErrorCode"] == Errors.UNSUPPORTED_VERSION
             assert "PRE_MIGRATION" in got["Topics"][0]["ErrorMessage"]
             await migrated_with_unfenced_brokers(node)
-            got = await call(node, ApiKey.ALTER_PARTITION_REASSIGNMENTS, {"TimeoutMs": 5000, "Topics": [{
-                "Name": "alpha", "Partitions": [{"PartitionIndex": 0, "Replicas": [2, 1]}]}]})
-            assert got["ErrorCode"] == Errors.UNSUPPORTED_VERSION
-            assert "AlterPartitionReassignments is refused" in got["ErrorMessage"]
-            assert "partition reassignments" in got["ErrorMessage"] and "MIGRATION" in got["ErrorMessage"]
             got = await call(node, ApiKey.INCREMENTAL_ALTER_CONFIGS, alter(32, "group-1",
                                                                          ("consumer.session.timeout.ms", SET, "50000")))
             assert got["Responses"][0]["ErrorCode"] == Errors.UNSUPPORTED_VERSION

@@ -516,6 +516,20 @@ class ClusterControlManager:
                     s.controlled_shutdown_offset,
                 )
                 nxt = SHUTDOWN_NOW
+            else:
+                log.info(
+                    "The request from broker %d to shut down can not yet be granted because the lowest active offset "
+                    "%s is not greater than the broker's shutdown offset %d.",
+                    bid,
+                    lowest,
+                    s.controlled_shutdown_offset,
+                )
+        else:
+            log.info(
+                "Broker %d is in controlled shutdown state, but can not shut down because more leaders still need to "
+                "be moved.",
+                bid,
+            )
         records: list[bytes] = []
         if nxt != current:
             # (FENCED -> SHUTDOWN_NOW is a change too: Kafka writes the fencing once more)

@@ -37,13 +37,19 @@ without the migration (state NONE) is not taken over (Kafka 3.9 refuses to start
 controller does not import the migration) hears when this node becomes and stops being active and
 of each commit. While the state is PRE_MIGRATION, the writes Kafka would also write to ZooKeeper are
 refused (:meth:`QuorumController.check_no_dual_write`); in MIGRATION those the driver writes to
-ZooKeeper (its ``dual_writes``) are taken, the others refused, saying which; and fencing,
-unfencing and background elections change no partition: the ZooKeeper-mode brokers keep leading
-what ZooKeeper says they lead. **Finalizing**: a controller with the migration disabled that becomes
-active on a log in MIGRATION appends ``ZkMigrationStateRecord(POST_MIGRATION)`` before it is active
-when no ZooKeeper-mode broker is registered, and otherwise becomes active in MIGRATION saying which
-are (Kafka 3.9's ``ActivationRecordsGenerator.recordsForNonEmptyLog``); in POST_MIGRATION the
-migration setting is ignored (said) and ZooKeeper-mode brokers may not register.
+ZooKeeper (its ``dual_writes``) are taken, the others refused, saying which. Fencing, unfencing,
+controlled shutdown and background elections change partitions as in KRaft (Kafka 3.9's hybrid
+mode): the driver writes those changes to ZooKeeper and sends the ZooKeeper-mode brokers their
+LeaderAndIsr. While migrating the rules are Kafka 3.9's, not 4.x's: a broker already fenced is not
+fenced again when its heartbeats stop (3.9 fences only unfenced brokers on session expiry), so a
+ZooKeeper-mode broker registered but fenced at the takeover keeps what ZooKeeper says it leads
+until it is unfenced, shuts down or is fenced from unfenced; and see :class:`_Kafka39Partitions`
+(a new incarnation registering; a controlled shutdown moving the partitions when granted).
+**Finalizing**: a controller with the migration disabled that becomes active on a log in MIGRATION
+appends ``ZkMigrationStateRecord(POST_MIGRATION)`` before it is active when no ZooKeeper-mode broker
+is registered, and otherwise becomes active in MIGRATION saying which are (Kafka 3.9's
+``ActivationRecordsGenerator.recordsForNonEmptyLog``); in POST_MIGRATION the migration setting is
+ignored (said) and ZooKeeper-mode brokers may not register.
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ from typing import Any, Protocol
 from kraftkit._core import RecordBatch, encode_metadata_record
 from kraftkit._kafka import (
     FEATURE_LEVEL,
+    NO_OP,
     REGISTER_BROKER,
     REGISTER_CONTROLLER,
     UNREGISTER_BROKER,
@@ -73,7 +80,7 @@ from kraftkit.controller.bootstrap import (
     BootstrapError,
     BootstrapMetadata,
 )
-from kraftkit.controller.cluster import BROKER_RECORDS, ClusterControlManager, ControllerError, _NoPartitions
+from kraftkit.controller.cluster import BROKER_RECORDS, ClusterControlManager, ControllerError
 from kraftkit.controller.configs import ConfigurationControlManager
 from kraftkit.controller.faults import crash_point
 from kraftkit.controller.features import FeatureControlManager
@@ -113,6 +120,40 @@ def _positive(config: Mapping[str, str], name: str, default: float, unit: float)
         log.error("%s=%r is not positive: the controller uses %s", name, raw, default)
         value = default
     return value * unit
+
+
+#: how often the active controller writes a NoOpRecord in ZK migration state MIGRATION (Kafka's
+#: ``metadata.max.idle.interval.ms`` default)
+MIGRATION_IDLE_INTERVAL_S = 0.5
+
+
+class _Kafka39Partitions:
+    """The partition changes of broker state changes while the ZooKeeper migration runs. As Kafka
+    3.9 (the release a migration runs on), not 4.x: a new incarnation of a broker registering
+    changes no partition below the ELR metadata versions (3.9's ``handleBrokerUncleanShutdown``
+    writes nothing there; 4.x removes the broker from every ISR): its partitions move when its old
+    session expires (fencing), or stay with it and it is told them again once unfenced.
+
+    Unlike Kafka, a controlled shutdown moves the broker's partitions when it is granted (the
+    fencing of ``SHUTDOWN_NOW``), not when it begins: a shutdown that writes records is granted once
+    every other active broker reports an offset past them, and the offset a Kafka 3.9
+    ZooKeeper-mode broker reports stays below the end of an idle log (seen before the controller
+    wrote a ``NoOpRecord`` every 500 ms in MIGRATION: the shutdown was never granted)."""
+
+    def __init__(self, partitions: Any) -> None:
+        self.partitions = partitions
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.partitions, name)
+
+    def broker_shutdown(self, image: MetadataImage, bid: int, clean: bool) -> list[bytes]:
+        return []
+
+    def broker_in_controlled_shutdown(self, image: MetadataImage, bid: int, epoch: int) -> list[bytes]:
+        return []
+
+    def has_leaderships(self, image: MetadataImage, bid: int) -> bool:
+        return False
 
 
 class MigrationHook(Protocol):
@@ -402,8 +443,8 @@ class QuorumController:
         else:
             why = (
                 "kraftkit's controller does not write its changes back to ZooKeeper yet (dual writes are built for "
-                "topics, partitions, topic and broker configs, client quotas, SCRAM credentials, ACLs and the "
-                "producer id block; not for partition reassignments, broker unregistrations, delegation tokens or "
+                "topics, partitions and their reassignments, broker unregistrations, topic and broker configs, "
+                "client quotas, SCRAM credentials, ACLs and the producer id block; not for delegation tokens or "
                 "other config resources)"
             )
         raise ControllerError(
@@ -411,9 +452,10 @@ class QuorumController:
         )
 
     def partition_changes(self) -> Any:
-        """What broker fencing, unfencing and shutdown do to partitions: nothing while migrating
-        (see the module docstring), else :attr:`partitions`."""
-        return _NoPartitions(self.cluster) if self.migrating else self.partitions
+        """What broker fencing, unfencing and shutdown do to partitions: :attr:`partitions`, in the
+        ZooKeeper migration too (its driver writes them to ZooKeeper and to the ZooKeeper-mode
+        brokers), there as Kafka 3.9 does them (:class:`_Kafka39Partitions`)."""
+        return _Kafka39Partitions(self.partitions) if self.migrating else self.partitions
 
     def _append_abort(self, epoch: int) -> None:
         """Appends the AbortTransactionRecord of a transaction an earlier leader left open."""
@@ -706,6 +748,11 @@ class QuorumController:
                 def build(bid: int = bid) -> tuple[list[bytes], None]:
                     if self.cluster.stale_broker() != bid:
                         return [], None  # it heartbeated while the previous fencing committed
+                    if self.migrating and self.cluster.brokers[bid]["Fenced"]:
+                        # Kafka 3.9 (the migration's release) fences only unfenced brokers on session
+                        # expiry: a fenced one keeps its partitions (the session just ends)
+                        self.cluster.mark_fenced(bid)
+                        return [], None
                     records = self.partition_changes().broker_fenced(self.image, bid)
                     self.cluster.mark_fenced(bid)
                     return records, None
@@ -730,8 +777,19 @@ class QuorumController:
         if not self.active:
             return
         self._next_elections("unclean leader elections", self.unclean_interval, self.partitions.elect_unclean)
+        if self.migration is not None:
+            self._next_elections("migration no-op", MIGRATION_IDLE_INTERVAL_S, self._migration_noop)
         if self.auto_rebalance:
             self._next_elections("preferred leader rebalance", self.rebalance_interval, self.partitions.balance)
+
+    def _migration_noop(self, image: MetadataImage) -> list[bytes]:
+        """In ZK migration state MIGRATION, a ``NoOpRecord`` (Kafka's controller writes one every
+        ``metadata.max.idle.interval.ms``, 500 ms): a Kafka 3.9 ZooKeeper-mode broker reports in its
+        heartbeats an offset behind the end of an idle log, so without a later record it would never
+        reach its registration's offset (and be unfenced) after a restart."""
+        if image.zk_migration_state != MIGRATION:
+            return []
+        return [encode_metadata_record(NO_OP, 0, {})]
 
     def _next_elections(
         self, what: str, delay: float, make: Callable[[MetadataImage], list[bytes]], interval: float | None = None
@@ -742,8 +800,6 @@ class QuorumController:
 
     def _run_elections(self, what: str, interval: float, make: Callable[[MetadataImage], list[bytes]]) -> None:
         def build() -> tuple[list[bytes], int]:
-            if self.migrating:
-                return [], 0  # the ZooKeeper-mode brokers lead their partitions (no dual writes yet)
             records = make(self.image)
             return records, len(records)
 

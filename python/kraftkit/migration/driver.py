@@ -10,11 +10,10 @@ through Kafka's states:
 * ``WAIT_FOR_CONTROLLER_QUORUM``: every voter registered (from metadata.version 3.7-IV0, KIP-919)
   and ready for the migration (``ZkMigrationReady``: run with the migration enabled);
 * ``WAIT_FOR_BROKERS``: every broker of ZooKeeper (``/brokers/ids``, and any broker named by a
-  topic's replica assignment) registered with KRaft as a migrating ZooKeeper broker; and, beyond
-  Kafka, every partition led and fully in sync in ZooKeeper, so that the ZooKeeper controller has
-  told every restarted broker what it leads and follows and every replica is back in the ISR
-  before it is replaced (this controller takes no ISR change, AlterPartition, during the migration
-  until dual writes are built). What it waits
+  topic's replica assignment) registered with KRaft as a migrating ZooKeeper broker (as in Kafka,
+  partitions not led or not fully in sync in ZooKeeper do not hold the takeover back: after it the
+  ZooKeeper-mode leaders' AlterPartition and this controller's LeaderAndIsr carry the ISR changes
+  and elections on). What it waits
   for is logged once per change, broker by broker, with the reason: not registered yet (the broker
   runs without ``zookeeper.metadata.migration.enable=true`` or the quorum's connection configs),
   or its registration refused by the controller (another cluster id, an
@@ -50,7 +49,9 @@ through Kafka's states:
   needs), and syncs again after any failed write; a ``/controller_epoch`` taken by another
   controller sends it back to ``BECOME_CONTROLLER``. The controller takes the writes these cover
   (:data:`~kraftkit.migration.zk_writer.DUAL_WRITES`, given to it as :attr:`MigrationDriver.dual_writes`)
-  and refuses the others (reassignments, broker unregistrations, ...). The lag is
+  and refuses the others (configs of groups and client metrics, ...). The controller's own
+  partition changes (fencing, unfencing, controlled shutdown, background elections) are made as
+  in Kafka 3.9's hybrid mode and reach ZooKeeper and the brokers the same way. The lag is
   the metric ``ZooKeeperBlockingKRaftMillis`` (:meth:`MigrationDriver.metrics`), kept with the
   offset last written in :data:`METRICS_FILE` of the metadata log directory for ``kraftkit migrate
   status --controller-dir``.
@@ -405,7 +406,7 @@ class MigrationDriver:
 
     async def _brokers_not_ready(self, zk: ZkClient) -> list[str]:
         """``WAIT_FOR_BROKERS``: every ZooKeeper broker registered with KRaft as a migrating one."""
-        in_zk, in_topics, out_of_sync = await self._call(self._zk_brokers, zk)
+        in_zk, in_topics, _out_of_sync = await self._call(self._zk_brokers, zk)
         brokers = self.controller.image.brokers
         kraft_zk = {b for b, reg in brokers.items() if reg.get("IsMigratingZkBroker")}
         out = []
@@ -429,13 +430,6 @@ class MigrationDriver:
                     "zookeeper.metadata.migration.enable=true and the quorum's controller.quorum.voters, "
                     "controller.listener.names and listener.security.protocol.map)"
                 )
-        if out_of_sync:
-            more = f" and {len(out_of_sync) - 5} more" if len(out_of_sync) > 5 else ""
-            out.append(
-                f"partitions {', '.join(out_of_sync[:5])}{more}: not led or not fully in sync in ZooKeeper; "
-                "this controller takes no ISR change (AlterPartition) during the migration yet, so it takes over "
-                "only once the ZooKeeper controller has every replica back in the ISR"
-            )
         return out
 
     def _zk_brokers(self, zk: ZkClient) -> tuple[set[int], set[int], list[str]]:

@@ -102,6 +102,8 @@ DUAL_WRITES = frozenset(
         "IncrementalAlterConfigs",
         "AlterConfigs",
         "AlterPartition",
+        "AlterPartitionReassignments",
+        "UnregisterBroker",
         "ElectLeaders",
         "AssignReplicasToDirs",
         "AllocateProducerIds",
