@@ -24,6 +24,7 @@ from tests.harness import jars, tools
 from tests.harness.jars import HarnessError
 from tests.harness.node import free_port
 from tests.migration.test_live_zk import MigratingZkBroker, wait_log
+from tests.migration.test_live_zk_propagation import wait_broker_log
 from tests.migration.test_offline_zk import ZooKeeper, kraftkit
 
 pytestmark = [pytest.mark.kafka, pytest.mark.zookeeper, pytest.mark.timeout(900)]
@@ -115,8 +116,10 @@ def test_brokers_restarted_in_kraft_mode_keep_serving_and_the_controller_finaliz
             n.migrate_to = voters
             n.start()
         wait_log(controller, "Completed migration of metadata from ZooKeeper to KRaft", 180)
-        for b in BROKERS:
-            wait_log(controller, f"broker {b} took the full LeaderAndIsr", 120)
+        # each broker hears its partitions from controller 3000 (its own log says so): in the full
+        # LeaderAndIsr if it was unfenced at the takeover, else in the one sent once it is
+        for n in brokers.values():
+            wait_broker_log(n, rf"Handling LeaderAndIsr request correlationId \d+ from controller {CONTROLLER_ID} ", 120)
 
         # broker 1 in KRaft mode, broker 2 still in ZooKeeper mode: every record is served
         brokers[1].stop()
