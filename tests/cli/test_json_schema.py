@@ -293,10 +293,10 @@ def test_every_offline_command_prints_the_schemas_json(tmp_path):
     assert errors == []
     # (the commands that ask a running quorum are below; the Spark jobs in tests/spark/test_cli.py;
     # migrate from-zookeeper reads a running ZooKeeper: tests/migration/test_offline_zk.py checks its --json,
-    # and tests/migration/test_live_zk.py migrate status's;
-    # quorum add-voter|remove-voter change a dynamic quorum: tests/raft/test_dynamic_cli.py checks theirs)
+    # tests/migration/test_live_zk.py migrate status's and tests/migration/test_live_zk_rollback.py migrate
+    # rollback's; quorum add-voter|remove-voter change a dynamic quorum: tests/raft/test_dynamic_cli.py checks theirs)
     elsewhere = {"quorum describe", "quorum append", "migrate from-zookeeper", "migrate status",
-                 "quorum add-voter|remove-voter"}
+                 "migrate rollback", "quorum add-voter|remove-voter"}
     assert seen == {c for c in schema()["commands"] if c not in elsewhere and not c.startswith("spark ")}
 
 

@@ -21,7 +21,8 @@ import logging
 
 import pytest
 
-from kraftkit.cli.migrate import _kraft_migration_state
+from kraftkit.cli.exits import EXIT_PROBLEMS
+from kraftkit.cli.migrate import _kraft_migration_state, _rollback_refused_by
 from kraftkit.controller.bootstrap import MIGRATION, POST_MIGRATION
 from kraftkit.controller.config import ZkMigrationConfig
 from kraftkit.migration import driver as drv
@@ -130,9 +131,15 @@ def test_a_controller_without_the_migration_finalizes_once_every_broker_runs_in_
         node = c.start(migration=True)
         async with running([node]):
             await migrate(node)
+            await caught_up(node)
+            # `kraftkit migrate rollback --controller-dir`: every broker in ZooKeeper mode, MIGRATION: allowed
+            assert _rollback_refused_by(c.dir) is None
             await to_kraft(node, 1)
             await caught_up(node)
         zk_before = dict(c.zk.nodes)
+        # ... and refused once a broker runs in KRaft mode, naming it
+        code, why = _rollback_refused_by(c.dir)
+        assert code == EXIT_PROBLEMS and "broker(s) 1 run in KRaft mode" in why, why
 
         # brokers 2 and 3 still in ZooKeeper mode: it becomes active in MIGRATION, says which, and
         # takes no write ZooKeeper would miss
@@ -168,6 +175,8 @@ def test_a_controller_without_the_migration_finalizes_once_every_broker_runs_in_
         assert c.zk.nodes == zk_before
         # what `kraftkit migrate status --controller-dir` reads of the controller's log
         assert _kraft_migration_state(c.dir) == "POST_MIGRATION"
+        code, why = _rollback_refused_by(c.dir)
+        assert code == EXIT_PROBLEMS and "finalized (POST_MIGRATION)" in why and "refused" in why, why
 
         # started again with the migration enabled: Kafka ignores the setting; the driver refuses
         # to run (a rollback is too late) and so does a ZooKeeper-mode broker's registration

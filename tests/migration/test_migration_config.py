@@ -92,3 +92,22 @@ def test_migrate_status_without_a_zookeeper_says_so_and_exits_2(capsys):
     code, err = run_cli(["migrate", "status", "--zookeeper", f"127.0.0.1:{port}", "--zookeeper-timeout", "2"], capsys)
     assert code == 2, err
     assert f"127.0.0.1:{port}: no ZooKeeper answered within 2 s" in err
+
+
+def test_migrate_rollback_without_a_zookeeper_or_with_a_bad_controller_address_exits_2(capsys):
+    (port,) = free_ports(1)  # (nothing listens there)
+    code, err = run_cli(["migrate", "rollback", "--zookeeper", f"127.0.0.1:{port}", "--zookeeper-timeout", "2"],
+                        capsys)
+    assert code == 2, err
+    assert f"kraftkit migrate rollback: 127.0.0.1:{port}: no ZooKeeper answered within 2 s" in err
+    code, err = run_cli(["migrate", "rollback", "--zookeeper", f"127.0.0.1:{port}", "--bootstrap-controller",
+                         "no-port-here"], capsys)
+    assert code == 2 and "--bootstrap-controller no-port-here: " in err, err
+
+
+def test_migrate_rollback_goes_on_when_the_named_controller_is_down(capsys):
+    # a stopped controller (nothing listens) does not hold the rollback back: ZooKeeper is asked next
+    zk_port, controller_port = free_ports(2)
+    code, err = run_cli(["migrate", "rollback", "--zookeeper", f"127.0.0.1:{zk_port}", "--zookeeper-timeout", "2",
+                         "--bootstrap-controller", f"127.0.0.1:{controller_port}"], capsys)
+    assert code == 2 and "no ZooKeeper answered" in err and "still answers" not in err, err

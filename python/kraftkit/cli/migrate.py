@@ -1,5 +1,6 @@
 """``kraftkit migrate``: a stopped ZooKeeper-mode Kafka cluster converted to KRaft, offline (beyond
-Kafka); ``migrate status``: where a live migration (KIP-866) stands."""
+Kafka); ``migrate status``: where a live migration (KIP-866) stands; ``migrate rollback``: ZooKeeper
+released for a rollback to ZooKeeper mode before the migration is finalized."""
 
 from __future__ import annotations
 
@@ -165,6 +166,50 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     st.add_argument("--json", action="store_true", help="one JSON document (fields: docs/json.md)")
     st.set_defaults(func=run_status)
 
+    rb = msub.add_parser(
+        "rollback",
+        help="roll a live migration (KIP-866) back to ZooKeeper mode before it is finalized: release "
+        "/controller and /migration once the KRaft controllers are stopped",
+        description='The ZooKeeper part of Kafka\'s "Reverting to ZooKeeper mode During the Migration", '
+        "checked: once every KRaft controller of the migration is stopped, deletes /controller (when a KRaft "
+        "controller holds it, so that a ZooKeeper-mode broker becomes the controller again) and /migration "
+        "(so that a later migration starts afresh), in one ZooKeeper multi conditional on the versions read, "
+        "and prints what /migration held. Refused (exit 1, saying why): a --controller-dir whose metadata log "
+        "is finalized (POST_MIGRATION: ZooKeeper stopped at the finalization) or names brokers registered in "
+        "KRaft mode (restart them as ZooKeeper-mode brokers with the migration enabled first), a "
+        "--bootstrap-controller that still answers (a running controller claims ZooKeeper again), a "
+        "znode changed while the command ran. Then remove zookeeper.metadata.migration.enable, "
+        "controller.listener.names and controller.quorum.voters from the brokers and roll them. Exit 0 "
+        "rolled back (or --dry-run, or nothing to roll back), 1 refused, 2 bad arguments, ZooKeeper "
+        "unreachable or no Kafka cluster there.",
+    )
+    rb.add_argument("--zookeeper", required=True, metavar="HOST:PORT[/CHROOT]", help="the cluster's ZooKeeper")
+    rb.add_argument(
+        "--controller-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a KRaft controller's metadata.log.dir (on this host; repeatable): refuse if its log is finalized "
+        "or names brokers registered in KRaft mode",
+    )
+    rb.add_argument(
+        "--bootstrap-controller",
+        action="append",
+        default=[],
+        metavar="HOST:PORT",
+        help="a KRaft controller of the migration (repeatable): refuse while it accepts connections",
+    )
+    rb.add_argument(
+        "--zookeeper-timeout",
+        type=seconds,
+        default=15.0,
+        metavar="SECONDS",
+        help="bound on connecting to ZooKeeper and to each controller (default 15)",
+    )
+    rb.add_argument("--dry-run", action="store_true", help="check and say what would be deleted; delete nothing")
+    rb.add_argument("--json", action="store_true", help="one JSON document (fields: docs/json.md)")
+    rb.set_defaults(func=run_rollback)
+
 
 STATUS = "migrate status"
 
@@ -292,6 +337,153 @@ _HINTS = {
     "POST_MIGRATION": "the migration is finalized: ZooKeeper is no longer written and a rollback to ZooKeeper mode "
     "is refused",
 }
+
+
+ROLLBACK = "migrate rollback"
+
+
+def run_rollback(args: argparse.Namespace) -> int:
+    """``migrate rollback``: see its description."""
+    from kraftkit.migration.zk_client import (
+        CONTROLLER,
+        MIGRATION,
+        Delete,
+        KazooClient,
+        MigrationZNode,
+        Op,
+        ZkBadVersion,
+        ZkNoNode,
+        parse_controller,
+    )
+    from kraftkit.migration.zk_reader import ZkConnectError, ZkInputError
+
+    for d in args.controller_dir:
+        refused = _rollback_refused_by(Path(d))
+        if refused is not None:
+            code, why = refused
+            return fail(ROLLBACK, why, code)
+    for address in args.bootstrap_controller:
+        try:
+            running = _answers(address, args.zookeeper_timeout)
+        except ValueError as e:
+            return fail(ROLLBACK, f"--bootstrap-controller {address}: {e}", EXIT_USAGE)
+        if running:
+            return fail(
+                ROLLBACK,
+                f"--bootstrap-controller {address}: a controller still answers there: stop every KRaft controller "
+                "of the migration first (a running one claims ZooKeeper again)",
+                EXIT_PROBLEMS,
+            )
+    try:
+        zk = KazooClient(args.zookeeper, timeout=args.zookeeper_timeout)
+    except ZkConnectError as e:
+        return fail(ROLLBACK, str(e), EXIT_USAGE)
+    try:
+        if zk.get("/cluster/id") is None:
+            return fail(ROLLBACK, f"{args.zookeeper}: /cluster/id: no such znode (no Kafka cluster there)", EXIT_USAGE)
+        controller = zk.get(CONTROLLER)
+        migration = zk.get(MIGRATION)
+        holder = parse_controller(controller[0]) if controller is not None else None
+        kraft_holder = holder is not None and holder[1] is not None and holder[1] >= 0
+        m = MigrationZNode.decode(migration[0]) if migration is not None else None
+        ops: list[Op] = []
+        if controller is not None and kraft_holder:
+            ops.append(Delete(CONTROLLER, controller[1]))
+        if migration is not None:
+            ops.append(Delete(MIGRATION, migration[1]))
+        if ops and not args.dry_run:
+            zk.multi(ops)
+    except ZkInputError as e:
+        return fail(ROLLBACK, str(e), EXIT_PROBLEMS)
+    except (ZkBadVersion, ZkNoNode) as e:
+        return fail(
+            ROLLBACK,
+            f"{args.zookeeper}: {e}: a znode changed while the command ran (is a KRaft controller still running?); "
+            "nothing was deleted",
+            EXIT_PROBLEMS,
+        )
+    except Exception as e:  # kazoo's connection and session errors
+        if type(e).__module__.startswith("kazoo"):
+            return fail(ROLLBACK, f"{args.zookeeper}: ZooKeeper: {type(e).__name__} {e}".rstrip(), EXIT_USAGE)
+        raise
+    finally:
+        zk.close()
+    deleted = [op.path for op in ops]
+    out: dict[str, Any] = {
+        "deleted": [] if args.dry_run else deleted,
+        "wouldDelete": deleted if args.dry_run else [],
+        "controller": None if holder is None else {"id": holder[0], "kraftControllerEpoch": holder[1]},
+        "migration": None
+        if m is None
+        else {
+            "kraftControllerId": m.kraft_controller_id,
+            "kraftControllerEpoch": m.kraft_controller_epoch,
+            "kraftMetadataOffset": m.kraft_metadata_offset,
+            "kraftMetadataEpoch": m.kraft_metadata_epoch,
+        },
+        "dryRun": bool(args.dry_run),
+    }
+    if args.json:
+        emit(out)
+        return EXIT_OK
+    if not deleted:
+        print("nothing to roll back: no KRaft controller holds /controller and there is no /migration")
+        return EXIT_OK
+    verb = "would delete" if args.dry_run else "deleted"
+    if m is not None:
+        print(
+            f"/migration held: KRaft controller {m.kraft_controller_id} (epoch {m.kraft_controller_epoch}), "
+            f"copied and dual-written up to offset {m.kraft_metadata_offset} (epoch {m.kraft_metadata_epoch})"
+        )
+    if holder is not None and not kraft_holder:
+        print(f"/controller: ZooKeeper-mode broker {holder[0]} (kept)")
+    print(f"{verb}: {', '.join(deleted)}")
+    print(
+        "next: on each broker remove zookeeper.metadata.migration.enable, controller.listener.names and "
+        "controller.quorum.voters, and roll the brokers one by one (one of them is the ZooKeeper controller again); "
+        "then delete the KRaft controllers' metadata.log.dir"
+    )
+    return EXIT_OK
+
+
+def _rollback_refused_by(directory: Path) -> tuple[int, str] | None:
+    """Why the controller's metadata log in ``directory`` refuses a rollback (exit code, message), if it does."""
+    from kraftkit.errors import KraftkitError
+    from kraftkit.metadata.image import ZK_MIGRATION_STATES, load_image
+
+    try:
+        image = load_image(directory, allow_gaps=True, gaps=[])
+    except (OSError, KraftkitError) as e:
+        return EXIT_USAGE, f"{directory}: the controller's metadata log cannot be read: {e}"
+    state = ZK_MIGRATION_STATES.get(image.zk_migration_state, str(image.zk_migration_state))
+    if state == "POST_MIGRATION":
+        return EXIT_PROBLEMS, (
+            f"{directory}: the migration was finalized (POST_MIGRATION): ZooKeeper stopped at the finalization and "
+            "holds none of the changes since; a rollback to ZooKeeper mode is refused"
+        )
+    kraft_brokers = sorted(b for b, reg in image.brokers.items() if not reg.get("IsMigratingZkBroker"))
+    if kraft_brokers:
+        return EXIT_PROBLEMS, (
+            f"{directory}: broker(s) {', '.join(map(str, kraft_brokers))} run in KRaft mode (registered without "
+            "IsMigratingZkBroker): restart them as ZooKeeper-mode brokers with zookeeper.metadata.migration.enable=true "
+            "while the KRaft controllers run, then stop the controllers and roll back (docs/migration.md)"
+        )
+    return None
+
+
+def _answers(address: str, timeout: float) -> bool:
+    """Whether something (a controller still running) accepts connections at ``address``; bad
+    addresses raise ``ValueError``."""
+    import socket
+
+    from kraftkit.raft.admin import parse_address
+
+    host, port = parse_address(address)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:  # refused, unreachable, timed out: nothing runs there
+        return False
 
 
 def _kraft_migration_state(directory: Path) -> str:
