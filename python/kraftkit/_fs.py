@@ -34,6 +34,53 @@ class InputFileError(OSError):
         return str(self.args[0])
 
 
+#: The lock file Kafka keeps in each directory a running node owns (``LogManager.LockFileName``).
+LOCK_FILE = ".lock"
+
+
+class DirectoryLockedError(OSError):
+    """Another process holds the directory's :data:`LOCK_FILE` (a Kafka or kraftkit node runs on it)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class DirectoryLock:
+    """Kafka's lock of a node's directory (``FileLock`` on ``DIR/.lock``, taken by ``tryLock``): an
+    exclusive ``fcntl`` record lock, the kind the JVM takes on Linux, so a Kafka node and a kraftkit
+    node refuse each other's directory as two Kafka nodes do. Held until :meth:`release`. (A POSIX
+    lock belongs to the process: a second lock of the same directory in one process is not refused.)"""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        import fcntl
+
+        path = os.path.join(os.fspath(directory), LOCK_FILE)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise InputFileError(path, not_regular_reason(st.st_mode))
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                if e.errno not in (errno.EACCES, errno.EAGAIN):
+                    raise
+                raise DirectoryLockedError(
+                    f"{os.fspath(directory)}: {LOCK_FILE} is locked by another process: a Kafka or kraftkit node "
+                    "runs on this directory"
+                ) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        self.path = path
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
 def kind_of(mode: int) -> str:
     """What a file that is not a regular one is: ``a FIFO``, ``a directory``, ..."""
     for test, name in (

@@ -369,6 +369,83 @@ def test_hybrid_mode_fencing_moves_leaderships_and_zookeeper_follows(tmp_path):
     asyncio.run(main())
 
 
+def test_a_controlled_shutdown_moves_leaderships_when_it_begins(tmp_path):
+    """As Kafka's controller (3.9's hybrid mode included): a ZooKeeper-mode broker that asks to shut
+    down while it leads is in controlled shutdown and its leaderships move at once (ZooKeeper and
+    its ISR too); the shutdown is granted once the other active brokers report an offset past those
+    records."""
+    zk = zk_cluster(CLUSTER_ID)
+
+    async def main():
+        node = start_migrating_controller(tmp_path, zk)
+        c = node.controller
+        async with running([node]):
+            await wait_for(lambda: c.active, what="the active controller")
+            epochs = {}
+            for bid in (1, 2, 3):
+                got = await call(node, ApiKey.BROKER_REGISTRATION, zk_registration(bid))
+                assert got["ErrorCode"] == Errors.NONE, got
+                epochs[bid] = got["BrokerEpoch"]
+            await wait_for(lambda: c.migration.state == drv.DUAL_WRITE, what="the migration")
+            for bid in (1, 2, 3):
+                hb = await call(node, ApiKey.BROKER_HEARTBEAT, heartbeat(bid, epochs[bid], c.image.provenance.offset))
+                assert hb["ErrorCode"] == Errors.NONE and not hb["IsFenced"], hb
+            alpha = c.image.topics[c.image.topic_ids["alpha"]].partitions[0]
+            assert (alpha["Leader"], sorted(alpha["Isr"])) == (1, [1, 2])
+
+            hb = await call(node, ApiKey.BROKER_HEARTBEAT, heartbeat(1, epochs[1], c.image.provenance.offset,
+                                                                     shutdown=True))
+            assert hb["ErrorCode"] == Errors.NONE and not hb["ShouldShutDown"] and not hb["IsFenced"], hb
+            await caught_up(node)
+            alpha = c.image.topics[c.image.topic_ids["alpha"]].partitions[0]
+            assert (alpha["Leader"], alpha["Isr"]) == (2, [2])
+            assert c.image.brokers[1]["InControlledShutdown"] and not c.image.brokers[1]["Fenced"]
+            state = zk.json("/brokers/topics/alpha/partitions/0/state")
+            assert (state["leader"], state["isr"]) == (2, [2])
+            # granted once brokers 2 and 3 have read past the shutdown's records
+            moved_at = c.image.provenance.offset
+            for bid in (2, 3):
+                hb = await call(node, ApiKey.BROKER_HEARTBEAT, heartbeat(bid, epochs[bid], moved_at + 1))
+                assert hb["ErrorCode"] == Errors.NONE, hb
+            hb = await call(node, ApiKey.BROKER_HEARTBEAT, heartbeat(1, epochs[1], moved_at, shutdown=True))
+            assert hb["ErrorCode"] == Errors.NONE and hb["ShouldShutDown"], hb
+            await wait_for(lambda: c.image.brokers[1]["Fenced"], what="broker 1 fenced")
+            await caught_up(node)
+            assert zk_normalized(zk) == kraft_normalized(c.image)
+
+    asyncio.run(main())
+
+
+def test_records_zookeeper_does_not_keep_cost_no_comparison_with_the_image(tmp_path, monkeypatch):
+    """A dual-write round compares the whole image with what ZooKeeper holds: it runs only when a
+    record ZooKeeper keeps was applied, not for the NoOpRecord written every 500 ms in MIGRATION."""
+    zk = zk_cluster(CLUSTER_ID)
+    views = []
+
+    def counted(image):
+        views.append(image.provenance.offset)
+        return image_view(image)
+
+    async def main():
+        node = start_migrating_controller(tmp_path, zk)
+        c = node.controller
+        async with running([node]):
+            await migrated_with_unfenced_brokers(node)
+            await caught_up(node)
+            monkeypatch.setattr(drv.zk_writer, "image_view", counted)
+            start = c.image.provenance.offset
+            await wait_for(lambda: c.image.provenance.offset >= start + 3, what="three NoOpRecords", timeout=30)
+            await caught_up(node)
+            assert views == [] and c.migration.synced[0] == c.image.provenance.offset > start
+            got = await call(node, ApiKey.CREATE_TOPICS, create("delta", 1, 2))
+            assert got["Topics"][0]["ErrorCode"] == Errors.NONE, got
+            await caught_up(node)
+            assert len(views) == 1 and "/brokers/topics/delta" in zk.nodes
+            assert zk_normalized(zk) == kraft_normalized(c.image)
+
+    asyncio.run(main())
+
+
 def test_writes_not_dual_written_yet_are_refused_saying_what(tmp_path):
     zk = zk_cluster(CLUSTER_ID)
 

@@ -84,6 +84,8 @@ BROKER_RECORDS = frozenset(
 FENCE, UNFENCE = 1, -1
 #: and its InControlledShutdown value (BrokerRegistrationInControlledShutdownChange)
 IN_CONTROLLED_SHUTDOWN = 1
+#: Java's Long.MAX_VALUE: the lowest active offset when no other broker is active
+LONG_MAX = 2**63 - 1
 
 
 #: a broker's state on the active controller (Kafka's BrokerControlState)
@@ -450,10 +452,10 @@ class ClusterControlManager:
                 Errors.STALE_BROKER_EPOCH, f"Expected broker epoch {reg['BrokerEpoch']}, but got broker epoch {epoch}"
             )
 
-    def lowest_active_offset(self) -> float:
-        """The lowest metadata offset an active broker (unfenced, not shutting down) reported, inf when none is."""
+    def lowest_active_offset(self) -> int:
+        """The lowest metadata offset an active broker (unfenced, not shutting down) reported; Long.MAX_VALUE when none is."""
         offsets = [s.metadata_offset for s in (self.sessions or {}).values() if not s.fenced and not s.shutting_down]
-        return min(offsets) if offsets else float("inf")
+        return min(offsets) if offsets else LONG_MAX  # (Long.MAX_VALUE, as Kafka logs it when no broker is active)
 
     def heartbeat(
         self, image: MetadataImage, body: Mapping, changes: BrokerChanges | None = None, next_offset: int = 0

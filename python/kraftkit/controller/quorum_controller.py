@@ -44,7 +44,7 @@ LeaderAndIsr. While migrating the rules are Kafka 3.9's, not 4.x's: a broker alr
 fenced again when its heartbeats stop (3.9 fences only unfenced brokers on session expiry), so a
 ZooKeeper-mode broker registered but fenced at the takeover keeps what ZooKeeper says it leads
 until it is unfenced, shuts down or is fenced from unfenced; and see :class:`_Kafka39Partitions`
-(a new incarnation registering; a controlled shutdown moving the partitions when granted).
+(a new incarnation registering).
 **Finalizing**: a controller with the migration disabled that becomes active on a log in MIGRATION
 appends ``ZkMigrationStateRecord(POST_MIGRATION)`` before it is active when no ZooKeeper-mode broker
 is registered, and otherwise becomes active in MIGRATION saying which are (Kafka 3.9's
@@ -134,11 +134,10 @@ class _Kafka39Partitions:
     writes nothing there; 4.x removes the broker from every ISR): its partitions move when its old
     session expires (fencing), or stay with it and it is told them again once unfenced.
 
-    Unlike Kafka, a controlled shutdown moves the broker's partitions when it is granted (the
-    fencing of ``SHUTDOWN_NOW``), not when it begins: a shutdown that writes records is granted once
-    every other active broker reports an offset past them, and the offset a Kafka 3.9
-    ZooKeeper-mode broker reports stays below the end of an idle log (seen before the controller
-    wrote a ``NoOpRecord`` every 500 ms in MIGRATION: the shutdown was never granted)."""
+    A controlled shutdown is Kafka's: the broker's leaderships move when it begins, and it is
+    granted once every other active broker reports an offset past those records (a ZooKeeper-mode
+    broker follows the metadata log as an observer and reports what it has read; the
+    ``NoOpRecord`` written every 500 ms in MIGRATION moves that offset on an otherwise idle log)."""
 
     def __init__(self, partitions: Any) -> None:
         self.partitions = partitions
@@ -148,12 +147,6 @@ class _Kafka39Partitions:
 
     def broker_shutdown(self, image: MetadataImage, bid: int, clean: bool) -> list[bytes]:
         return []
-
-    def broker_in_controlled_shutdown(self, image: MetadataImage, bid: int, epoch: int) -> list[bytes]:
-        return []
-
-    def has_leaderships(self, image: MetadataImage, bid: int) -> bool:
-        return False
 
 
 class MigrationHook(Protocol):

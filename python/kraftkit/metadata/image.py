@@ -208,6 +208,12 @@ class MetadataImage:
     def records_replayed(self) -> int:
         return self._state.records_replayed
 
+    def records_replayed_of(self, api_keys: Iterable[int]) -> int:
+        """Records applied of the given types (api keys; a record of a metadata transaction counts
+        when the transaction ends): a reader following some kinds of records compares two counts to
+        learn whether any was applied between them."""
+        return self._state.replayed_of(list(api_keys))
+
     @property
     def provenance(self) -> Provenance:
         return Provenance(*self._state.provenance)

@@ -65,6 +65,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kraftkit.metadata.image import (
+    ACCESS_CONTROL_ENTRY,
+    CLIENT_QUOTA,
+    CONFIG,
+    DELEGATION_TOKEN,
+    PARTITION,
+    PARTITION_CHANGE,
+    PRODUCER_IDS,
+    REMOVE_ACCESS_CONTROL_ENTRY,
+    REMOVE_DELEGATION_TOKEN,
+    REMOVE_TOPIC,
+    REMOVE_USER_SCRAM_CREDENTIAL,
+    TOPIC,
+    USER_SCRAM_CREDENTIAL,
+)
 from kraftkit.migration.zk_client import (
     CONTROLLER_EPOCH,
     MIGRATION,
@@ -112,6 +127,23 @@ DUAL_WRITES = frozenset(
         "CreateAcls",
         "DeleteAcls",
     }
+)
+#: the metadata records whose changes ZooKeeper keeps (:func:`image_view` reads only what they
+#: change): while none of them is applied, a dual-write round has nothing to compare
+VIEWED_RECORDS = (
+    TOPIC,
+    PARTITION,
+    CONFIG,
+    PARTITION_CHANGE,
+    ACCESS_CONTROL_ENTRY,
+    REMOVE_ACCESS_CONTROL_ENTRY,
+    REMOVE_TOPIC,
+    DELEGATION_TOKEN,
+    REMOVE_DELEGATION_TOKEN,
+    USER_SCRAM_CREDENTIAL,
+    REMOVE_USER_SCRAM_CREDENTIAL,
+    CLIENT_QUOTA,
+    PRODUCER_IDS,
 )
 #: ConfigResource.Type: the two ZooKeeper keeps (``/config/topics``, ``/config/brokers``)
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kraftkit._core import RecordBatch
+from kraftkit._fs import DirectoryLock
 from kraftkit.errors import KraftkitError
 from kraftkit.metadata.snapshot import SnapshotId
 from kraftkit.raft import messages as m
@@ -238,6 +239,7 @@ class RaftDriver:
         self._wall0 = 0
         self.failed: BaseException | None = None
         self._stopped: asyncio.Event | None = None
+        self._dir_lock: DirectoryLock | None = None
 
     # ------------------------------------------------------------------ life cycle
     def now(self) -> int:
@@ -258,12 +260,19 @@ class RaftDriver:
         self._wall0 = int(time.time() * 1000)
         self._stopped = asyncio.Event()
         self._logs_closed = False
-        for tp in self.config.partitions:
-            rep = Replica(self, tp)
-            rep.listeners = list(self._extra_listeners)
-            self.replicas[tp] = rep
-            if rep.log.recovery is not None:
-                log.warning("node %d %s: log recovered: %s", self.node_id, tp, rep.log.recovery.get("error"))
+        # the directory is this node's while it runs, as Kafka's KafkaRaftManager locks metadata.log.dir
+        self.config.log_dir.mkdir(parents=True, exist_ok=True)
+        self._dir_lock = DirectoryLock(self.config.log_dir)
+        try:
+            for tp in self.config.partitions:
+                rep = Replica(self, tp)
+                rep.listeners = list(self._extra_listeners)
+                self.replicas[tp] = rep
+                if rep.log.recovery is not None:
+                    log.warning("node %d %s: log recovered: %s", self.node_id, tp, rep.log.recovery.get("error"))
+        except BaseException:
+            self._dir_lock.release()
+            raise
 
     def _start_cores(self, address: tuple[str, int] | None = None) -> None:
         """Listeners hear of the snapshot each replica starts from; then its core starts, knowing
@@ -305,6 +314,8 @@ class RaftDriver:
                 rep.timer.cancel()
             self._fail_waiters(rep, "the node stopped")
             rep.log.close()
+        if self._dir_lock is not None:
+            self._dir_lock.release()
 
     def _fatal(self, rep: Replica, e: BaseException) -> None:
         log.critical("node %d %s: fatal: %s", self.node_id, rep.tp, e, exc_info=e)

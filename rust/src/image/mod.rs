@@ -170,7 +170,13 @@ pub struct Image {
     pub pending_transaction: Option<Vec<PendingRecord>>,
     /// Metadata records applied (transaction markers excluded).
     pub records_replayed: u64,
+    /// The same, by record type (api key; the last slot counts any key past it): what a reader
+    /// that follows some kinds of records checks to learn whether any of them was applied.
+    pub replayed_by_type: [u64; REPLAY_COUNT_SLOTS],
 }
+
+/// Slots of [`Image::replayed_by_type`]: every metadata record api key known today fits.
+pub const REPLAY_COUNT_SLOTS: usize = 64;
 
 impl Default for Image {
     fn default() -> Self {
@@ -194,6 +200,7 @@ impl Default for Image {
             voters: None,
             pending_transaction: None,
             records_replayed: 0,
+            replayed_by_type: [0; REPLAY_COUNT_SLOTS],
         }
     }
 }

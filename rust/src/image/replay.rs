@@ -60,6 +60,15 @@ impl From<FieldError> for Refusal {
 // ---------------------------------------------------------------------------------------------
 // Replay
 
+/// The slot of [`Image::replayed_by_type`] counting `api_key`: its own, or the last one for a key
+/// past the others or negative (no record is applied with such a key: it is refused as unknown).
+fn count_slot(api_key: i16) -> usize {
+    match usize::try_from(api_key) {
+        Ok(k) if k < super::REPLAY_COUNT_SLOTS - 1 => k,
+        _ => super::REPLAY_COUNT_SLOTS - 1,
+    }
+}
+
 impl Image {
     /// Applies one metadata record (a decoded `Struct` of the record's version). Transaction
     /// markers open, commit or abort a metadata transaction; records inside one wait for its
@@ -94,6 +103,20 @@ impl Image {
                 self.apply(api_key, version, &data, offset)
             }
         }
+    }
+
+    fn count_replayed(&mut self, api_key: i16) {
+        self.records_replayed += 1;
+        self.replayed_by_type[count_slot(api_key)] += 1;
+    }
+
+    /// Records applied of the given types (api keys): how a reader that follows some kinds of
+    /// records learns whether any was applied since it last looked.
+    pub fn replayed_of(&self, api_keys: &[i16]) -> u64 {
+        let mut slots: Vec<usize> = api_keys.iter().map(|&k| count_slot(k)).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        slots.into_iter().map(|i| self.replayed_by_type[i]).sum()
     }
 
     /// Applies a control record: KRaftVersion and KRaftVoters change the KRaft state; the
@@ -137,14 +160,14 @@ impl Image {
             UNREGISTER_CONTROLLER => Image::unregister_controller,
             _ => return Err(ReplayError { offset, reason: format!("Unknown metadata id {api_key}") }),
         };
-        self.records_replayed += 1;
+        self.count_replayed(api_key);
         handler(self, d).map_err(|r| ReplayError { offset, reason: refusal_text(r, &api_key.to_string()) })
     }
 
     /// Applies a `PartitionChangeRecord` decoded by the typed decoder; `record` gives the
     /// decoded struct for the one message that quotes the whole record.
     pub(crate) fn apply_partition_change<I: Seq<i32>, U: Seq<Uuid>>(&mut self, c: &PartitionChange<I, U>, offset: Option<i64>, record: impl FnOnce() -> Option<Struct>) -> Result<(), ReplayError> {
-        self.records_replayed += 1;
+        self.count_replayed(PARTITION_CHANGE);
         self.merge_change(c, || record().map(|d| length_mismatch(&d)).unwrap_or_else(|| "The lengths for replicas and directories do not match".into()))
             .map_err(|r| ReplayError { offset, reason: refusal_text(r, "5") })
     }
@@ -309,7 +332,7 @@ impl Image {
     /// Applies a `PartitionRecord` read by the typed decoder; `record` gives the decoded struct
     /// for the one message that quotes the whole record.
     pub(crate) fn apply_partition_record<I: Seq<i32>, U: Seq<Uuid>>(&mut self, np: &NewPartition<I, U>, offset: Option<i64>, record: impl FnOnce() -> Option<Struct>) -> Result<(), ReplayError> {
-        self.records_replayed += 1;
+        self.count_replayed(PARTITION);
         self.insert_partition(np, || record().map(|d| length_mismatch(&d)).unwrap_or_else(|| "The lengths for replicas and directories do not match".into()))
             .map_err(|r| ReplayError { offset, reason: refusal_text(r, "3") })
     }

@@ -238,3 +238,23 @@ fn corrupt_batches_name_file_offset_and_position() {
     // the first batch was applied before the corrupt one was read
     assert_eq!((end, img.records_replayed), (2, 2));
 }
+
+#[test]
+fn records_are_counted_by_type_and_a_transactions_when_it_ends() {
+    let mut img = Image::new();
+    replay_all(&mut img, base()).unwrap();
+    assert_eq!((img.replayed_of(&[2]), img.replayed_of(&[3]), img.replayed_of(&[2, 3, 2])), (1, 1, 2));
+    assert_eq!(img.replayed_of(&[9]), 0);
+    // inside a transaction a record counts when it is applied: at the end, not on an abort
+    img.replay(23, 0, Struct::default(), Some(10)).unwrap();
+    img.replay(9, 0, rec(9, 0, vec![("TopicId", Value::Uuid(T1))]).2, Some(11)).unwrap();
+    assert_eq!(img.replayed_of(&[9]), 0);
+    img.replay(25, 0, Struct::default(), Some(12)).unwrap();
+    assert_eq!(img.replayed_of(&[9]), 0);
+    img.replay(23, 0, Struct::default(), Some(13)).unwrap();
+    img.replay(9, 0, rec(9, 0, vec![("TopicId", Value::Uuid(T1))]).2, Some(14)).unwrap();
+    img.replay(24, 0, Struct::default(), Some(15)).unwrap();
+    assert_eq!((img.replayed_of(&[9]), img.records_replayed), (1, 5));
+    // keys no record has count nothing (record 0, RegisterBrokerRecord, is not one of them)
+    assert_eq!((img.replayed_of(&[-1, 500]), img.replayed_of(&[0])), (0, 1));
+}

@@ -222,6 +222,10 @@ impl ImageState {
     fn records_replayed(&self) -> u64 {
         self.inner.records_replayed
     }
+    /// Records applied of the given types (api keys).
+    fn replayed_of(&self, api_keys: Vec<i16>) -> u64 {
+        self.inner.replayed_of(&api_keys)
+    }
     /// (offset, epoch, timestamp) of the last record.
     #[getter]
     fn provenance(&self) -> (i64, i64, i64) {
