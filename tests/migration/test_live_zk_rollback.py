@@ -176,7 +176,8 @@ def test_a_migration_rolled_back_before_finalizing_keeps_every_record_and_topic(
         assert consumed(boot, "after") == sorted(expected["after"])
         st = kraftkit("migrate", "status", "--zookeeper", zk.connect, "--json")
         assert st.returncode == 0, st.stderr
-        assert json.loads(st.stdout)["zkMigrationState"] == "NONE"
+        assert check_output("migrate status", st.stdout) == []
+        assert (json.loads(st.stdout)["zkMigrationState"], json.loads(st.stdout)["clusterId"]) == ("NONE", cluster_id)
     finally:
         if client is not None:
             client.stop()

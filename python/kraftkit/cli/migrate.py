@@ -216,7 +216,7 @@ STATUS = "migrate status"
 
 def run_status(args: argparse.Namespace) -> int:
     from kraftkit.migration.zk_client import MigrationZNode, parse_controller, parse_controller_epoch
-    from kraftkit.migration.zk_reader import KazooSource, ZkConnectError, ZkInputError, ZkLimits
+    from kraftkit.migration.zk_reader import KazooSource, ZkConnectError, ZkInputError, ZkLimits, read_cluster_id
 
     def zk_status(source: Any) -> dict[str, Any]:
         from kraftkit.migration.driver import zk_brokers
@@ -259,7 +259,7 @@ def run_status(args: argparse.Namespace) -> int:
                 return fail(
                     STATUS, f"{args.zookeeper}: /cluster/id: no such znode (no Kafka cluster there)", EXIT_USAGE
                 )
-            out = zk_status(source)
+            out = {"clusterId": read_cluster_id(source), **zk_status(source)}
         finally:
             source.close()
     except ZkConnectError as e:
@@ -293,6 +293,7 @@ def run_status(args: argparse.Namespace) -> int:
         emit(out)
         return EXIT_OK
     holder = out["controller"]
+    print(f"cluster id: {out['clusterId']}")
     print(f"ZK migration state: {out['zkMigrationState']}")
     if holder is None:
         print("/controller: none (no controller holds the cluster)")

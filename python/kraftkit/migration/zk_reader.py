@@ -313,6 +313,11 @@ def read_cluster(source: ZkSource, limits: ZkLimits | None = None) -> ZkCluster:
     return cluster
 
 
+def read_cluster_id(source: ZkSource, limits: ZkLimits | None = None) -> str:
+    """The cluster id of ``/cluster/id`` (what the KRaft controllers of a migration are formatted with)."""
+    return _cluster_id(_Reader(source, limits or ZkLimits()))
+
+
 def _cluster_id(r: _Reader) -> str:
     path = "/cluster/id"
     got = r.json(path)
