@@ -32,7 +32,7 @@ from tests.controller._nodes import controller, format_dirs
 from tests.controller.test_registration import call, registration
 from tests.raft._cluster import CLUSTER_ID, running, wait_for
 
-from ._fake_zk import zk_cluster
+from ._fake_zk import TOKEN_ID, zk_cluster
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -155,6 +155,11 @@ def test_bootstrap_wait_takeover_and_copy_as_kafka_39_does(tmp_path, caplog):
             assert image.client_quotas == {(("client-id", "app"),): {"producer_byte_rate": 1024.0}}
             assert [(a["Principal"], a["Operation"]) for a in image.acls.values()] == [("User:alice", 3)]
             assert image.next_producer_id == 1000
+            # the token: its znode's fields, the principals desanitized ("User%3Aalice" is "User:alice")
+            assert image.delegation_tokens == {TOKEN_ID: {
+                "Owner": "User:alice", "Requester": "User:alice", "Renewers": ["User:bob"],
+                "IssueTimestamp": 1700000000000, "MaxTimestamp": 1700604800000,
+                "ExpirationTimestamp": 1700086400000, "TokenId": TOKEN_ID}}
 
     asyncio.run(main())
 
