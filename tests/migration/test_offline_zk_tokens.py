@@ -3,14 +3,18 @@ ZooKeeper (3.8.4, from the Kafka 3.9.2 jars) and a Kafka 3.9.2 ZooKeeper-mode br
 SASL_PLAINTEXT SCRAM listener and ``delegation.token.secret.key``; a SCRAM user made with
 kafka-configs creates a token with Kafka's own ``kafka-delegation-tokens --create`` (renewer
 ``User:bob``), which authenticates a client (SCRAM with ``tokenauth=true``). ZooKeeper holds the
-token without its HMAC (Kafka derives it from the token id and the secret key). The broker stopped,
-the cluster is converted; a Kafka 4.3.1 KRaft controller and broker (the same secret key) booted
-from the written directories list the same token with ``kafka-delegation-tokens --describe`` (id,
-HMAC, owner, requester, renewers and dates as Kafka 3.9.2 listed them), and a client still
-authenticates with the token's id and HMAC, and not with another HMAC."""
+token without its HMAC (Kafka derives it from the token id and the secret key; the test computes it
+too). The broker stopped, the cluster is converted; a Kafka 4.3.1 KRaft controller and broker (the
+same secret key) booted from the written directories list the same token with
+``kafka-delegation-tokens --describe`` (id, HMAC, owner, requester, renewers and dates as Kafka
+3.9.2 listed them), and a client still authenticates with the token's id and HMAC, and not with
+another HMAC."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac as hmac_lib
 import json
 import re
 import time
@@ -147,6 +151,10 @@ def test_a_delegation_token_converted_offline_is_listed_and_authenticates_on_kaf
         )
         assert len(created) == 1, created
         token_id, hmac = created[0][0], created[0][1]
+        # (Kafka's DelegationTokenManager.createHmac: HmacSHA512 of the token id under the secret key;
+        # nothing of it is stored)
+        derived = hmac_lib.new(SECRET.encode(), token_id.encode(), hashlib.sha512).digest()
+        assert base64.b64encode(derived).decode() == hmac
         before = delegation_tokens(jars.KAFKA_3, sasl, alice, "--describe", "--owner-principal", "User:alice")
         assert before == created and before[0][2:5] == ("User:alice", "User:alice", "[User:bob]"), before
         assert token_login(jars.KAFKA_3, sasl, client_config(tmp_path / "token.properties", token_id, hmac, token=True))
