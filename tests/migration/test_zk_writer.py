@@ -644,3 +644,20 @@ def test_the_dual_writes_keep_the_copied_token_and_a_restarted_controller_writes
             assert zk.json(path) == json.loads(original)
 
     asyncio.run(main())
+
+
+def test_a_token_id_that_is_no_znode_name_is_refused_naming_it():
+    """A token id with a ``/`` (none Kafka makes, but the image is input) would write some other
+    znode: the write is refused, naming the token, and ZooKeeper is left as it was."""
+    from kraftkit.migration.zk_reader import ZkError
+
+    zk = zk_cluster(CLUSTER_ID)
+    zk.set("/migration", b'{"version":0,"kraft_controller_id":1,"kraft_controller_epoch":3,'
+                         b'"kraft_metadata_offset":10,"kraft_metadata_epoch":3}')
+    before = dict(zk.nodes)
+    view = ZkView(tokens={"../../controller": ("User:a", "User:a", (), 1, 2, 2)})
+    (change,) = changes(ZkView(), view, 3)
+    writer = ZkWriter(1, 3, zk.nodes["/controller_epoch"][1])
+    with pytest.raises(ZkError, match=r"^delegation token '\.\./\.\./controller': not a znode name"):
+        writer.apply(zk, change, 20, 3)
+    assert zk.nodes == before
