@@ -1,8 +1,8 @@
 """The offline ZooKeeper-to-KRaft conversion: what :mod:`kraftkit.migration.zk_reader` read, as
 KRaft metadata records (as Kafka's own migration wrote them: ``ZkTopicMigrationClient``,
-``ZkConfigMigrationClient``, ``ZkMigrationClient.migrateProducerId``, ``migrateDelegationTokens``), a snapshot of them in each
-controller's ``__cluster_metadata-0``, and each broker log directory's ``meta.properties``
-rewritten for KRaft.
+``ZkConfigMigrationClient``, ``ZkMigrationClient.migrateProducerId`` and
+``migrateDelegationTokens``), a snapshot of them in each controller's ``__cluster_metadata-0``, and
+each broker log directory's ``meta.properties`` rewritten for KRaft.
 
 Nothing is written before everything has been read and checked (:func:`plan`); then
 :func:`write` builds each controller directory beside its final name and renames it into place,
