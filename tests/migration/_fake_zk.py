@@ -12,6 +12,9 @@ from collections.abc import Callable
 from kraftkit.migration.zk_client import Check, Create, Delete, SetData, ZkBadVersion, ZkNodeExists, ZkNoNode
 from kraftkit.migration.zk_reader import ZkError
 
+#: the delegation token of :func:`zk_cluster`
+TOKEN_ID = "S0xPTGFK1TyoGvoubkHkoA"
+
 
 class ConnectionLoss(Exception):
     """What the fake raises when told to fail (kazoo raises its ConnectionLoss then)."""
@@ -119,7 +122,8 @@ class FakeZk:
 def zk_cluster(cluster_id: str) -> FakeZk:
     """A ZooKeeper as a Kafka 3.9 ZooKeeper-mode cluster of brokers 1 and 2 leaves it: two topics
     (one assigned to broker 3 too), topic configs, a client quota, an ACL, a producer id block, a
-    ZooKeeper controller (broker 1, controller epoch 4)."""
+    delegation token (``TOKEN_ID``, alice's, bob its renewer), a ZooKeeper controller (broker 1,
+    controller epoch 4)."""
     def j(v: object) -> bytes:
         return json.dumps(v).encode()
 
@@ -148,6 +152,12 @@ def zk_cluster(cluster_id: str) -> FakeZk:
                                                              "operation": "Read", "host": "*"}]}),
         "/latest_producer_id_block": j({"version": 1, "broker": 1, "block_start": "0", "block_end": "999"}),
         "/admin/delete_topics": b"",
+        # a delegation token as DelegationTokenManagerZk writes it (principals sanitized, no HMAC)
+        f"/delegation_token/tokens/{TOKEN_ID}": j({
+            "version": 3, "owner": "User%3Aalice", "tokenRequester": "User%3Aalice", "renewers": ["User%3Abob"],
+            "issueTimestamp": 1700000000000, "maxTimestamp": 1700604800000, "expiryTimestamp": 1700086400000,
+            "tokenId": TOKEN_ID}),
+        "/delegation_token/token_changes": b"",
     }
     zk = FakeZk(nodes)
     zk.nodes["/brokers/topics/alpha/partitions/0/state"] = (zk.nodes["/brokers/topics/alpha/partitions/0/state"][0], 5)

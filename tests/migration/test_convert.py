@@ -14,7 +14,17 @@ from pathlib import Path
 import pytest
 
 from kraftkit._core import decode_metadata_record, encode_metadata_record
-from kraftkit._kafka import ACCESS_CONTROL_ENTRY, CLIENT_QUOTA, CONFIG, FEATURE_LEVEL, PARTITION, PRODUCER_IDS, TOPIC, USER_SCRAM_CREDENTIAL
+from kraftkit._kafka import (
+    ACCESS_CONTROL_ENTRY,
+    CLIENT_QUOTA,
+    CONFIG,
+    DELEGATION_TOKEN,
+    FEATURE_LEVEL,
+    PARTITION,
+    PRODUCER_IDS,
+    TOPIC,
+    USER_SCRAM_CREDENTIAL,
+)
 from kraftkit.cli.main import main
 from kraftkit.features.storage import MetaProperties
 from kraftkit.metadata.image import load_snapshot, replay_records
@@ -388,7 +398,6 @@ def test_bounds_name_the_znode():
     ({"/brokers/topics/audit": j({"partitions": {"0": [2]}})}, "topics without a topic id (audit)"),
     ({"/config/brokers/1": j({"version": 1, "config": {"listener.name.x.ssl.keystore.password": "[encrypted]"}})},
      "dynamic broker password configs (/config/brokers/1 listener.name.x.ssl.keystore.password)"),
-    ({"/delegation_token/tokens/t1": j({})}, "delegation tokens (/delegation_token/tokens/t1)"),
     ({"/kafka-acl-extended/match/Topic/x": j({"version": 1, "acls": []})},
      "ACLs of a pattern type Kafka does not store (/kafka-acl-extended/match)"),
     ({"/migration": j({"version": 0})}, "a ZooKeeper-to-KRaft migration already begun"),
@@ -399,6 +408,104 @@ def test_what_is_not_carried_is_refused_saying_why(changes, said, tmp_path):
         convert.plan(cluster, "3.9", {1: tmp_path / "c"}, "1@h:1")
     assert "cannot convert: " in str(e.value) and said in str(e.value), str(e.value)
     assert not (tmp_path / "c").exists()
+
+
+def token_nodes() -> dict:
+    """Delegation tokens as ``DelegationTokenManagerZk.toJsonCompatibleMap`` stores them (principals
+    sanitized by ``Sanitizer.sanitize``; version 3 with the requester, version 2 without it, whose
+    requester is its owner); an empty token znode (Kafka reads it as no token)."""
+    return {
+        **zk_nodes(),
+        "/delegation_token/token_changes/token_change_0000000000": b"Ab3dE_fGh-IjKlMnOpQrSt",
+        "/delegation_token/tokens/Ab3dE_fGh-IjKlMnOpQrSt": j({
+            "version": 3, "owner": "User%3Aalice%40corp", "tokenRequester": "User%3Aadmin",
+            "renewers": ["User%3Abob", "Group%3Aops+team"], "issueTimestamp": 1764288000000,
+            "maxTimestamp": 1764892800000, "expiryTimestamp": 1764374400000, "tokenId": "Ab3dE_fGh-IjKlMnOpQrSt"}),
+        "/delegation_token/tokens/old": j({
+            "version": 2, "owner": "User%3Acarol", "renewers": [], "issueTimestamp": 1, "maxTimestamp": 3,
+            "expiryTimestamp": 2, "tokenId": "old"}),
+        "/delegation_token/tokens/blank": b"",
+    }
+
+
+#: the DelegationTokenRecords of token_nodes (the principals desanitized by hand: %40 "@", %3A ":", + " ")
+TOKEN_RECORDS = [
+    {"Owner": "User:alice@corp", "Requester": "User:admin", "Renewers": ["User:bob", "Group:ops team"],
+     "IssueTimestamp": 1764288000000, "MaxTimestamp": 1764892800000, "ExpirationTimestamp": 1764374400000,
+     "TokenId": "Ab3dE_fGh-IjKlMnOpQrSt"},
+    {"Owner": "User:carol", "Requester": "User:carol", "Renewers": [], "IssueTimestamp": 1, "MaxTimestamp": 3,
+     "ExpirationTimestamp": 2, "TokenId": "old"},
+]
+
+
+def test_delegation_tokens_become_delegation_token_records_and_the_snapshot_holds_them(tmp_path):
+    cluster = read_cluster(DictSource(token_nodes()))
+    recs = decoded(convert.records(cluster, convert.metadata_version_of_ibp("3.9")))
+    assert [d for k, d in recs if k == DELEGATION_TOKEN] == TOKEN_RECORDS
+    assert recs[-2:] == [(DELEGATION_TOKEN, d) for d in TOKEN_RECORDS]  # (migrateDelegationTokens comes last)
+    p = convert.plan(cluster, "3.9", {3000: tmp_path / "ctl"}, "3000@127.0.0.1:9093")
+    assert p.counts()["delegationTokens"] == 2 and p.image.delegation_tokens == {
+        t["TokenId"]: t for t in TOKEN_RECORDS}
+    assert "2 delegation token(s)" in p.report()[1]
+    convert.write(p)
+    (snap,) = (tmp_path / "ctl" / "__cluster_metadata-0").glob("*.checkpoint")
+    assert load_snapshot(snap).delegation_tokens == {t["TokenId"]: t for t in TOKEN_RECORDS}
+
+
+def test_delegation_tokens_below_metadata_version_3_6_iv2_are_refused_saying_why(tmp_path):
+    """A DelegationTokenRecord needs metadata.version 3.6-IV2 (``isDelegationTokenSupported``): at
+    3.5 the tokens could not be kept, so the conversion (and the live copy) refuses them."""
+    cluster = read_cluster(DictSource(token_nodes()))
+    with pytest.raises(convert.ConversionError) as e:
+        convert.plan(cluster, "3.5", {1: tmp_path / "c"}, "1@h:1")
+    said = str(e.value)
+    assert said.startswith("cannot convert: delegation tokens (/delegation_token/tokens/Ab3dE_fGh-IjKlMnOpQrSt, "
+                           "/delegation_token/tokens/old) at metadata.version 3.5-IV2, which cannot hold them"), said
+    assert "inter.broker.protocol.version to 3.6" in said and not (tmp_path / "c").exists()
+    with pytest.raises(convert.ConversionError, match=r"at metadata\.version 3\.5-IV2"):
+        convert.records(cluster, convert.metadata_version_of_ibp("3.5"))
+    # at 3.6-IV2 they are carried; without tokens 3.5 is fine
+    assert len(convert.plan(cluster, "3.6", {1: tmp_path / "c"}, "1@h:1").image.delegation_tokens) == 2
+    convert.plan(read_cluster(DictSource(zk_nodes())), "3.5", {1: tmp_path / "c"}, "1@h:1")
+
+
+TOKEN = "/delegation_token/tokens/t1"
+GOOD_TOKEN = {"version": 3, "owner": "User%3Aa", "tokenRequester": "User%3Aa", "renewers": [], "issueTimestamp": 1,
+              "maxTimestamp": 2, "expiryTimestamp": 2, "tokenId": "t1"}
+
+
+@pytest.mark.parametrize("data,said", [
+    (b"{not json", "not JSON"),
+    (j([1]), "the znode is not a JSON object"),
+    (j({**GOOD_TOKEN, "version": 4}), "version 4, not 1 to 3"),
+    (j({**GOOD_TOKEN, "version": "3"}), "version is not a whole number"),
+    (j({k: v for k, v in GOOD_TOKEN.items() if k != "owner"}), "no 'owner' in it"),
+    (j({k: v for k, v in GOOD_TOKEN.items() if k != "tokenRequester"}), "no 'tokenRequester' in it (version 3)"),
+    (j({**GOOD_TOKEN, "owner": "alice"}), 'owner "alice" is not a principal (TYPE:NAME)'),
+    (j({**GOOD_TOKEN, "owner": 7}), "owner is not a string"),
+    (j({**GOOD_TOKEN, "owner": "User%3"}), "is not a sanitized name (a malformed %-escape)"),
+    (j({**GOOD_TOKEN, "renewers": "User%3Ab"}), "renewers is not a list"),
+    (j({**GOOD_TOKEN, "renewers": ["bob"]}), 'a renewer "bob" is not a principal'),
+    (j({**GOOD_TOKEN, "maxTimestamp": "2"}), "maxTimestamp is not a whole number"),
+    (j({**GOOD_TOKEN, "expiryTimestamp": 2**63}), "expiryTimestamp is out of range"),
+    (j({**GOOD_TOKEN, "issueTimestamp": 1.5}), "issueTimestamp is not a whole number"),
+    (j({**GOOD_TOKEN, "tokenId": "t2"}), "tokenId \"t2\" is not the znode's name"),
+    (j({**GOOD_TOKEN, "tokenId": None}), "tokenId is not a string"),
+])
+def test_a_hostile_delegation_token_znode_is_refused_naming_it(data, said):
+    with pytest.raises(ZkInputError) as e:
+        read_cluster(DictSource({**zk_nodes(), TOKEN: data}))
+    assert str(e.value).startswith(f"{TOKEN}: ") and said in str(e.value), str(e.value)
+
+
+def test_the_delegation_token_znodes_are_bounded():
+    small = {"/cluster/id": j({"version": "1", "id": CLUSTER_ID}), TOKEN: j(GOOD_TOKEN)}
+    assert len(small["/cluster/id"]) < 100 < len(small[TOKEN])
+    with pytest.raises(ZkInputError, match=rf"^{TOKEN}: \d+ bytes, more than 100 \(the bound\)"):
+        read_cluster(DictSource(small), ZkLimits(max_znode_bytes=100))
+    with pytest.raises(ZkInputError, match=r"^/delegation_token/tokens: 30 children, more than 25"):
+        read_cluster(DictSource({**zk_nodes(), **{f"/delegation_token/tokens/t{i}": b"" for i in range(30)}}),
+                     ZkLimits(max_children=25))
 
 
 def test_metadata_version_of_the_inter_broker_protocol():

@@ -32,7 +32,7 @@ from tests.controller._nodes import controller, format_dirs
 from tests.controller.test_registration import call, registration
 from tests.raft._cluster import CLUSTER_ID, running, wait_for
 
-from ._fake_zk import zk_cluster
+from ._fake_zk import TOKEN_ID, zk_cluster
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -155,6 +155,11 @@ def test_bootstrap_wait_takeover_and_copy_as_kafka_39_does(tmp_path, caplog):
             assert image.client_quotas == {(("client-id", "app"),): {"producer_byte_rate": 1024.0}}
             assert [(a["Principal"], a["Operation"]) for a in image.acls.values()] == [("User:alice", 3)]
             assert image.next_producer_id == 1000
+            # the token: its znode's fields, the principals desanitized ("User%3Aalice" is "User:alice")
+            assert image.delegation_tokens == {TOKEN_ID: {
+                "Owner": "User:alice", "Requester": "User:alice", "Renewers": ["User:bob"],
+                "IssueTimestamp": 1700000000000, "MaxTimestamp": 1700604800000,
+                "ExpirationTimestamp": 1700086400000, "TokenId": TOKEN_ID}}
 
     asyncio.run(main())
 
@@ -280,3 +285,35 @@ def test_the_zookeeper_json_of_the_takeover_is_kafkas():
         with pytest.raises(Exception, match="/migration: not Kafka's migration JSON"):
             MigrationZNode.decode(bad)
 
+
+
+def test_delegation_tokens_at_a_metadata_version_without_their_record_abort_the_copy_saying_why(tmp_path):
+    """At metadata.version 3.6-IV1 (the lowest a migration starts at) there is no
+    DelegationTokenRecord (``isDelegationTokenSupported`` is 3.6-IV2): a ZooKeeper holding a token
+    is not copied, the transaction is aborted with the reason, and once the token is gone (expired)
+    the copy starts over and completes."""
+    mv = registry().metadata_version("3.6-IV1")
+    assert not mv.supported("delegation_token") and registry().metadata_version("3.6-IV2").supported("delegation_token")
+    zk = zk_cluster(CLUSTER_ID)
+    voters, dirs = format_dirs(tmp_path, 1, release_version=mv.name)
+    node = controller(voters, dirs[0], 1, zk_migration=True)
+    config = ZkMigrationConfig("fake:2181", (("fake", 2181),), "", batch_size=50)
+    node.controller.migration = d = drv.MigrationDriver(node.controller, config, lambda: zk, poll_s=0.05)
+
+    async def main():
+        async with running([node]):
+            await wait_for(lambda: node.controller.active, what="the active controller")
+            for bid in (1, 2, 3):
+                got = await call(node, ApiKey.BROKER_REGISTRATION, zk_registration(bid, level=mv.level))
+                assert got["ErrorCode"] == Errors.NONE, got
+            await wait_for(lambda: any(r[2] == "AbortTransactionRecord" for r in log_records(node)), what="the abort")
+            abort = next(r[3] for r in log_records(node) if r[2] == "AbortTransactionRecord")
+            assert abort["Reason"].startswith(f"cannot migrate: delegation tokens (/delegation_token/tokens/{TOKEN_ID}) "
+                                              "at metadata.version 3.6-IV1, which cannot hold them"), abort
+            image = node.controller.image
+            assert image.zk_migration_state == PRE_MIGRATION and not image.topic_ids and not image.delegation_tokens
+            del zk.nodes[f"/delegation_token/tokens/{TOKEN_ID}"]
+            await wait_for(lambda: d.state == drv.DUAL_WRITE, what="the migration, started over")
+            assert sorted(node.controller.image.topic_ids) == ["alpha", "beta"]
+
+    asyncio.run(main())

@@ -8,7 +8,9 @@ of the writer, equals the KRaft image; the znodes' JSON is Kafka's (``ZkData``);
 controller that took ``/controller_epoch`` fails the next write and the driver claims ZooKeeper
 again; failed writes are followed by a sync; a new active controller syncs what differs (topics
 ZooKeeper has and KRaft not, states changed behind its back, configs of topics that do not exist);
-what is not dual-written yet is refused, saying what."""
+delegation tokens ZooKeeper lost, holds extra or holds changed are brought back to the image's by a
+sync, in ``DelegationTokenManagerZk``'s JSON with the token change notification; what is not
+dual-written yet is refused, saying what."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from kraftkit.protocol.messages import ApiKey, Errors
 from tests.controller.test_registration import call, heartbeat
 from tests.raft._cluster import CLUSTER_ID, running, wait_for
 
-from ._fake_zk import FakeZk, zk_cluster
+from ._fake_zk import TOKEN_ID, FakeZk, zk_cluster
 from .test_driver import MV, log_records, start_migrating_controller, zk_registration
 
 pytestmark = pytest.mark.timeout(120)
@@ -54,6 +56,8 @@ def zk_normalized(zk) -> dict:
         "scram": {(s.user, s.mechanism): (s.salt, s.stored_key, s.server_key, s.iterations) for s in c.scram},
         "acls": sorted((a.resource_type, a.resource_name, a.pattern_type, a.principal, a.host, a.operation,
                         a.permission_type) for a in c.acls),
+        "tokens": {t.token_id: (t.owner, t.requester, t.renewers, t.issue_timestamp, t.max_timestamp,
+                                t.expiry_timestamp) for t in c.delegation_tokens},
     }
 
 
@@ -72,6 +76,8 @@ def kraft_normalized(image) -> dict:
                   for (mech, user), s in image.scram.items()},
         "acls": sorted((a["ResourceType"], a["ResourceName"], a["PatternType"], a["Principal"], a["Host"],
                         a["Operation"], a["PermissionType"]) for a in image.acls.values()),
+        "tokens": {tid: (t["Owner"], t["Requester"], t["Renewers"], t["IssueTimestamp"], t["MaxTimestamp"],
+                         t["ExpirationTimestamp"]) for tid, t in image.delegation_tokens.items()},
     }
 
 
@@ -618,3 +624,117 @@ def test_a_restarted_controller_claims_zookeeper_again_and_syncs_what_it_missed(
             assert zk.json("/migration")["kraft_controller_epoch"] == again.replica().core.epoch
 
     asyncio.run(main())
+
+
+def test_a_sync_brings_zookeepers_delegation_tokens_to_the_images():
+    """kraftkit's controller serves no delegation token request, so the tokens are written by a sync
+    (``KRaftMigrationZkWriter.handleDelegationTokenSnapshot``): one ZooKeeper lost is written back,
+    one it holds and KRaft does not is deleted, one changed behind KRaft's back is set again, each
+    with the ``/delegation_token/token_changes`` notification (its token id) the ZooKeeper-mode
+    brokers' ``DelegationTokenManagerZk`` reads to update its cache."""
+    from kraftkit.metadata.image import replay_records
+    from kraftkit.migration import convert
+
+    zk = zk_cluster(CLUSTER_ID)
+    mine = "mytoken_2-xyz"
+    zk.set(f"/delegation_token/tokens/{mine}", json.dumps({
+        "version": 3, "owner": "User%3Acarol+smith", "tokenRequester": "User%3Aadmin", "renewers": [],
+        "issueTimestamp": 5, "maxTimestamp": 9, "expiryTimestamp": 7, "tokenId": mine}).encode())
+    image = replay_records(convert.records(zk_reader.read_cluster(zk), MV))
+    # (Sanitizer.desanitize: "+" is a space, "%3A" a colon)
+    assert image.delegation_tokens[mine]["Owner"] == "User:carol smith"
+    assert image.delegation_tokens[mine]["Requester"] == "User:admin"
+    assert set(image.delegation_tokens) == {TOKEN_ID, mine}
+    assert changes(cluster_view(zk_reader.read_cluster(zk)), image_view(image), 3) == []
+    # behind KRaft's back: TOKEN_ID gone, mine renewed, a stray token added
+    original = zk.nodes[f"/delegation_token/tokens/{TOKEN_ID}"][0]
+    del zk.nodes[f"/delegation_token/tokens/{TOKEN_ID}"]
+    renewed = json.loads(zk.nodes[f"/delegation_token/tokens/{mine}"][0])
+    renewed["expiryTimestamp"] = 8
+    zk.set(f"/delegation_token/tokens/{mine}", json.dumps(renewed).encode())
+    zk.set("/delegation_token/tokens/stray", json.dumps({
+        "version": 2, "owner": "User%3Aeve", "renewers": [], "issueTimestamp": 1, "maxTimestamp": 2,
+        "expiryTimestamp": 2, "tokenId": "stray"}).encode())
+    zk.set("/migration", b'{"version":0,"kraft_controller_id":1,"kraft_controller_epoch":3,'
+                         b'"kraft_metadata_offset":10,"kraft_metadata_epoch":3}')
+    assert zk_normalized(zk)["tokens"] != kraft_normalized(image)["tokens"]
+    writer = ZkWriter(1, 3, zk.nodes["/controller_epoch"][1])
+    writer.load(zk)
+    todo = changes(cluster_view(zk_reader.read_cluster(zk)), image_view(image), 3)
+    assert [c.what for c in todo] == [f"write the delegation token {TOKEN_ID}", f"write the delegation token {mine}",
+                                      "delete the delegation token stray"]
+    for i, c in enumerate(todo):
+        assert writer.apply(zk, c, 20 + i, 3)
+    assert zk_normalized(zk) == kraft_normalized(image)
+    assert "/delegation_token/tokens/stray" not in zk.nodes
+    # Kafka's JSON (DelegationTokenInfoZNode.encode): version 3, the principals sanitized again, no HMAC
+    assert zk.json(f"/delegation_token/tokens/{TOKEN_ID}") == json.loads(original)
+    assert zk.json(f"/delegation_token/tokens/{mine}") == {
+        "version": 3, "owner": "User%3Acarol%20smith", "tokenRequester": "User%3Aadmin", "renewers": [],
+        "issueTimestamp": 5, "maxTimestamp": 9, "expiryTimestamp": 7, "tokenId": mine}
+    kids = sorted(p for p in zk.nodes if p.startswith("/delegation_token/token_changes/"))
+    assert [p.rsplit("/", 1)[1] for p in kids] == [f"token_change_{i:010d}" for i in range(3)]
+    assert [zk.nodes[p][0] for p in kids] == [TOKEN_ID.encode(), mine.encode(), b"stray"]
+    assert json.loads(zk.nodes["/migration"][0])["kraft_metadata_offset"] == 22
+    assert changes(cluster_view(zk_reader.read_cluster(zk)), image_view(image), 3) == []
+    # from nothing (no /delegation_token at all), a sync creates the paths and every token
+    empty = FakeZk({"/cluster/id": zk.nodes["/cluster/id"][0], "/controller_epoch": b"1",
+                    "/migration": zk.nodes["/migration"][0]})
+    writer = ZkWriter(1, 3, 0)
+    for c in changes(ZkView(), image_view(image), 3):
+        writer.apply(empty, c, 30, 3)
+    assert zk_normalized(empty)["tokens"] == kraft_normalized(image)["tokens"]
+
+
+def test_the_dual_writes_keep_the_copied_token_and_a_restarted_controller_writes_back_one_zookeeper_lost(tmp_path):
+    """Through the driver: the copy carries the token into the image, the first sync finds ZooKeeper
+    equal to it; the token znode deleted while no controller is active is written back by the next
+    active controller's sync."""
+    from kraftkit.controller.config import ZkMigrationConfig
+    from tests.controller._nodes import controller, format_dirs
+
+    zk = zk_cluster(CLUSTER_ID)
+    path = f"/delegation_token/tokens/{TOKEN_ID}"
+    original = zk.nodes[path][0]
+    voters, dirs = format_dirs(tmp_path, 1, release_version="3.9")
+    config = ZkMigrationConfig("fake:2181", (("fake", 2181),), "", batch_size=50)
+
+    def make():
+        node = controller(voters, dirs[0], 1, zk_migration=True)
+        node.controller.migration = drv.MigrationDriver(node.controller, config, lambda: zk, poll_s=0.05)
+        return node
+
+    async def main():
+        node = make()
+        async with running([node]):
+            await migrated_with_unfenced_brokers(node)
+            await caught_up(node)
+            assert set(node.controller.image.delegation_tokens) == {TOKEN_ID}
+            assert zk_normalized(zk) == kraft_normalized(node.controller.image)
+            assert zk.nodes[path][0] == original  # (equal: nothing written)
+        del zk.nodes[path]
+        again = make()
+        async with running([again]):
+            await wait_for(lambda: again.controller.active, what="the active controller after the restart")
+            await caught_up(again)
+            assert zk_normalized(zk) == kraft_normalized(again.controller.image)
+            assert zk.json(path) == json.loads(original)
+
+    asyncio.run(main())
+
+
+def test_a_token_id_that_is_no_znode_name_is_refused_naming_it():
+    """A token id with a ``/`` (none Kafka makes, but the image is input) would write some other
+    znode: the write is refused, naming the token, and ZooKeeper is left as it was."""
+    from kraftkit.migration.zk_reader import ZkError
+
+    zk = zk_cluster(CLUSTER_ID)
+    zk.set("/migration", b'{"version":0,"kraft_controller_id":1,"kraft_controller_epoch":3,'
+                         b'"kraft_metadata_offset":10,"kraft_metadata_epoch":3}')
+    before = dict(zk.nodes)
+    view = ZkView(tokens={"../../controller": ("User:a", "User:a", (), 1, 2, 2)})
+    (change,) = changes(ZkView(), view, 3)
+    writer = ZkWriter(1, 3, zk.nodes["/controller_epoch"][1])
+    with pytest.raises(ZkError, match=r"^delegation token '\.\./\.\./controller': not a znode name"):
+        writer.apply(zk, change, 20, 3)
+    assert zk.nodes == before

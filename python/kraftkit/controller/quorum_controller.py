@@ -437,7 +437,7 @@ class QuorumController:
             why = (
                 "kraftkit's controller does not write its changes back to ZooKeeper yet (dual writes are built for "
                 "topics, partitions and their reassignments, broker unregistrations, topic and broker configs, "
-                "client quotas, SCRAM credentials, ACLs and the producer id block; not for delegation tokens or "
+                "client quotas, SCRAM credentials, ACLs, the producer id block and delegation tokens; not for "
                 "other config resources)"
             )
         raise ControllerError(

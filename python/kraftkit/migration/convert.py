@@ -1,8 +1,8 @@
 """The offline ZooKeeper-to-KRaft conversion: what :mod:`kraftkit.migration.zk_reader` read, as
 KRaft metadata records (as Kafka's own migration wrote them: ``ZkTopicMigrationClient``,
-``ZkConfigMigrationClient``, ``ZkMigrationClient.migrateProducerId``), a snapshot of them in each
-controller's ``__cluster_metadata-0``, and each broker log directory's ``meta.properties``
-rewritten for KRaft.
+``ZkConfigMigrationClient``, ``ZkMigrationClient.migrateProducerId`` and
+``migrateDelegationTokens``), a snapshot of them in each controller's ``__cluster_metadata-0``, and
+each broker log directory's ``meta.properties`` rewritten for KRaft.
 
 Nothing is written before everything has been read and checked (:func:`plan`); then
 :func:`write` builds each controller directory beside its final name and renames it into place,
@@ -25,6 +25,7 @@ from kraftkit._kafka import (
     ACCESS_CONTROL_ENTRY,
     CLIENT_QUOTA,
     CONFIG,
+    DELEGATION_TOKEN,
     FEATURE_LEVEL,
     PARTITION,
     PRODUCER_IDS,
@@ -83,7 +84,9 @@ def records(cluster: ZkCluster, mv: MetadataVersion) -> list[Record]:
     feature of ``/feature``), the dynamic broker configs (the cluster default's first, as ``""``), then per topic (by name) its
     TopicRecord, its PartitionRecords and its ConfigRecords, then the ClientQuotaRecords and
     UserScramCredentialRecords (``ZkMigrationClient.migrateClientQuotas``), the
-    AccessControlEntryRecords (``migrateAcls``: each a random id), then the ProducerIdsRecord.
+    AccessControlEntryRecords (``migrateAcls``: each a random id), the ProducerIdsRecord, then
+    a DelegationTokenRecord per token (``migrateDelegationTokens``; refused below metadata.version
+    3.6-IV2, which cannot hold them).
     PartitionRecords are as ``ZkTopicMigrationClient`` made them: the state znode's leader, leader
     epoch, ISR and leader recovery state, its znode version as the partition epoch; no state znode:
     the replicas as ISR, the first as leader, epochs 0. Directories are left out: a replica's
@@ -92,6 +95,9 @@ def records(cluster: ZkCluster, mv: MetadataVersion) -> list[Record]:
         features = resolve_features(mv.name, cluster.finalized_features)
     except StorageError as e:
         raise ConversionError(f"/feature: {e}") from None
+    problem = _tokens_problem(cluster, mv)
+    if problem:
+        raise ConversionError(f"cannot convert: {problem}")
     out: list[Record] = list(features.bootstrap_records())
     for name in sorted(cluster.topics):
         t = cluster.topics[name]
@@ -167,7 +173,32 @@ def records(cluster: ZkCluster, mv: MetadataVersion) -> list[Record]:
     if cluster.producer_id_block is not None:
         b = cluster.producer_id_block
         out.append((PRODUCER_IDS, 0, {"BrokerId": b.broker, "BrokerEpoch": -1, "NextProducerId": b.next_producer_id}))
+    for dt in cluster.delegation_tokens:
+        tok = {
+            "Owner": dt.owner,
+            "Requester": dt.requester,
+            "Renewers": list(dt.renewers),
+            "IssueTimestamp": dt.issue_timestamp,
+            "MaxTimestamp": dt.max_timestamp,
+            "ExpirationTimestamp": dt.expiry_timestamp,
+            "TokenId": dt.token_id,
+        }
+        out.append((DELEGATION_TOKEN, 0, tok))
     return out
+
+
+def _tokens_problem(cluster: ZkCluster, mv: MetadataVersion) -> str | None:
+    """Delegation tokens at a metadata.version without DelegationTokenRecords (``isDelegationTokenSupported``,
+    3.6-IV2): Kafka's snapshot of such an image would lose them."""
+    if not cluster.delegation_tokens or mv.supported("delegation_token"):
+        return None
+    znodes = [t.znode for t in cluster.delegation_tokens]
+    more = f" and {len(znodes) - 3} more" if len(znodes) > 3 else ""
+    return (
+        f"delegation tokens ({', '.join(znodes[:3])}{more}) at metadata.version {mv.name}, which cannot hold them "
+        "(DelegationTokenRecord needs 3.6-IV2 or later): raise inter.broker.protocol.version to 3.6 or later first, "
+        "or expire the tokens"
+    )
 
 
 def _random_uuid(taken: set[uuid.UUID]) -> uuid.UUID:
@@ -218,6 +249,7 @@ class Plan:
             "scramCredentials": len(c.scram),
             "acls": len(c.acls),
             "brokerConfigs": sum(len(v) for v in c.broker_configs.values()),
+            "delegationTokens": len(c.delegation_tokens),
             "records": len(self.records),
             "znodesRead": c.znodes_read,
         }
@@ -230,7 +262,7 @@ class Plan:
             f"carried: {n['topics']} topic(s) with their topic ids, {n['partitions']} partition(s) "
             f"(replicas, ISR, leader, leader epoch), {n['topicConfigs']} topic config(s), "
             f"{n['clientQuotas']} client quota(s), {n['scramCredentials']} SCRAM credential(s), {n['acls']} ACL(s), "
-            f"{n['brokerConfigs']} dynamic broker config(s)"
+            f"{n['brokerConfigs']} dynamic broker config(s), {n['delegationTokens']} delegation token(s)"
             + (
                 f", the producer id block (next producer id {c.producer_id_block.next_producer_id})"
                 if c.producer_id_block
@@ -269,8 +301,9 @@ class Plan:
         }
 
 
-def check_carriable(cluster: ZkCluster) -> None:
-    """Refuses (ConversionError) what this converter cannot carry yet, naming it."""
+def check_carriable(cluster: ZkCluster, mv: MetadataVersion | None = None) -> None:
+    """Refuses (ConversionError) what this converter cannot carry yet, naming it (and, given the
+    metadata.version, what it cannot hold)."""
     problems: list[str] = []
     if cluster.reassigning:
         problems.append(
@@ -300,6 +333,9 @@ def check_carriable(cluster: ZkCluster) -> None:
     for what, znodes in by_what.items():
         more = f" and {len(znodes) - 3} more" if len(znodes) > 3 else ""
         problems.append(f"{what} ({', '.join(znodes[:3])}{more}): not carried yet")
+    tokens = _tokens_problem(cluster, mv) if mv is not None else None
+    if tokens:
+        problems.append(tokens)
     if problems:
         raise ConversionError("cannot convert: " + "; ".join(problems))
 
@@ -379,7 +415,7 @@ def plan(
             raise ConversionInputError(f"{t}: exists already (never overwritten)")
     if len({os.path.abspath(t) for t in targets.values()}) != len(targets):
         raise ConversionInputError("--controller-dir: two controllers given the same directory")
-    check_carriable(cluster)
+    check_carriable(cluster, mv)
     recs = records(cluster, mv)
     try:
         image = replay_records(recs)

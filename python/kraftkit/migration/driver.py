@@ -679,11 +679,11 @@ class MigrationDriver:
             await self._commit_of(epoch, begin_end)
             cluster = await self._call(read_cluster, zk, self.limits)
             cluster.not_carried = [(z, w) for z, w in cluster.not_carried if z != zk_client.MIGRATION]
+            mv = registry().metadata_version(c.image.metadata_version or 0)
             try:
-                convert.check_carriable(cluster)
+                convert.check_carriable(cluster, mv)
             except convert.ConversionError as e:
                 raise MigrationError(str(e).replace("cannot convert", "cannot migrate", 1)) from None
-            mv = registry().metadata_version(c.image.metadata_version or 0)
             recs = [r for r in convert.records(cluster, mv) if r[0] != FEATURE_LEVEL]
             counts: dict[str, int] = {}
             for api, _v, _d in recs:

@@ -9,14 +9,16 @@ state; the znode's version is the partition epoch), ``/config/topics/<topic>``,
 credentials), ``/kafka-acl/<ResourceType>/<name>`` and
 ``/kafka-acl-extended/prefixed/<ResourceType>/<name>`` (ACLs), ``/latest_producer_id_block``,
 ``/feature`` (finalized features), ``/config/brokers/<id>`` (dynamic broker configs),
+``/delegation_token/tokens/<token id>`` (delegation tokens: ``DelegationTokenManagerZk``'s JSON,
+without the token's HMAC, which every broker derives from ``delegation.token.secret.key``),
 ``/admin/delete_topics`` and
 ``/admin/reassign_partitions``.
 Everything ZooKeeper hands over is bounded (:class:`ZkLimits`): a znode's size, the children of
 one znode, the topics, the partitions and the znodes read in all; a znode past a bound, or one
 whose JSON is not what Kafka writes, is an error naming the znode (:class:`ZkInputError`).
 
-What is read but not carried yet (delegation tokens, a migration in progress) is listed in :attr:`ZkCluster.not_carried`
-so the converter can refuse it and say why.
+What is read but not carried yet (ACLs of an unknown pattern type, a migration in progress) is
+listed in :attr:`ZkCluster.not_carried` so the converter can refuse it and say why.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -150,6 +151,22 @@ class ScramCredential:
 
 
 @dataclass
+class DelegationToken:
+    """``/delegation_token/tokens/<token id>`` (``DelegationTokenManagerZk.fromBytes``), as a
+    ``DelegationTokenRecord``'s fields: the principals as ``KafkaPrincipal.toString`` gives them
+    (``User:alice``, desanitized). No HMAC: ZooKeeper never held it."""
+
+    token_id: str
+    owner: str
+    requester: str
+    renewers: list[str]
+    issue_timestamp: int
+    max_timestamp: int
+    expiry_timestamp: int
+    znode: str
+
+
+@dataclass
 class ZkCluster:
     cluster_id: str
     topics: dict[str, ZkTopic]
@@ -159,6 +176,8 @@ class ZkCluster:
     acls: list[Acl] = field(default_factory=list)
     #: dynamic broker configs: ``/config/brokers/<id>`` by broker id, ``<default>``'s under ""
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: delegation tokens, by token id
+    delegation_tokens: list[DelegationToken] = field(default_factory=list)
     #: ``/feature``'s finalized features (when its status is enabled): name -> level
     finalized_features: dict[str, int] = field(default_factory=dict)
     #: topics queued for deletion (``/admin/delete_topics``)
@@ -308,6 +327,7 @@ def read_cluster(source: ZkSource, limits: ZkLimits | None = None) -> ZkCluster:
     cluster.acls = _acls(r)
     cluster.finalized_features = _features(r)
     cluster.broker_configs = _broker_configs(r)
+    cluster.delegation_tokens = _delegation_tokens(r)
     cluster.not_carried = _not_carried(r)
     cluster.znodes_read = r.read
     return cluster
@@ -434,10 +454,6 @@ def _producer_ids(r: _Reader) -> ProducerIdBlock | None:
     if not 0 <= start <= end < 2**63 - 1:
         raise ZkInputError(f"{path}: the block {start}..{end} is not a range of producer ids")
     return ProducerIdBlock(broker, start, end)
-
-
-#: znodes whose children are metadata this converter does not carry yet
-_NOT_CARRIED = (("/delegation_token/tokens", "delegation tokens"),)
 
 
 def desanitize(path: str, name: str) -> str:
@@ -647,26 +663,78 @@ def _broker_configs(r: _Reader) -> dict[str, dict[str, str]]:
     return out
 
 
+#: ``DelegationTokenManagerZk.CurrentVersion``
+TOKEN_ZNODE_VERSION = 3
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _principal(path: str, v: Any, what: str) -> str:
+    """``SecurityUtils.parseKafkaPrincipal(Sanitizer.desanitize(v))``, kept as its text
+    (``KafkaPrincipal.toString`` of the result is that text again)."""
+    if not isinstance(v, str):
+        raise ZkInputError(f"{path}: {what} is not a string: {_short(v)}")
+    text = desanitize(path, v)
+    if ":" not in text:
+        raise ZkInputError(f"{path}: {what} {_short(text)} is not a principal (TYPE:NAME)")
+    return text
+
+
+def _delegation_tokens(r: _Reader) -> list[DelegationToken]:
+    """``ZkMigrationClient.migrateDelegationTokens``: each ``/delegation_token/tokens/<id>`` as
+    ``DelegationTokenManagerZk.fromBytes`` reads it (``{"version": 1..3, "owner", "tokenRequester"
+    (version 3; before, the owner), "renewers", "issueTimestamp", "maxTimestamp", "expiryTimestamp",
+    "tokenId"}``, principals sanitized); an empty znode holds none."""
+    out = []
+    for name in r.children("/delegation_token/tokens"):
+        path = f"/delegation_token/tokens/{name}"
+        got = r.get(path)
+        if got is None or not got[0]:
+            continue
+        js = _obj(path, _json(path, got[0]))
+        version = _int(path, js.get("version"), "version")
+        if not 0 < version <= TOKEN_ZNODE_VERSION:
+            raise ZkInputError(f"{path}: version {version}, not 1 to {TOKEN_ZNODE_VERSION}")
+        for key in ("owner", "renewers", "issueTimestamp", "maxTimestamp", "expiryTimestamp", "tokenId"):
+            if key not in js:
+                raise ZkInputError(f"{path}: no {key!r} in it")
+        owner = _principal(path, js["owner"], "owner")
+        if version >= 3:
+            if "tokenRequester" not in js:
+                raise ZkInputError(f"{path}: no 'tokenRequester' in it (version {version})")
+            requester = _principal(path, js["tokenRequester"], "tokenRequester")
+        else:
+            requester = owner
+        renewers = js["renewers"]
+        if not isinstance(renewers, list):
+            raise ZkInputError(f"{path}: renewers is not a list: {_short(renewers)}")
+        token_id = js["tokenId"]
+        if not isinstance(token_id, str):
+            raise ZkInputError(f"{path}: tokenId is not a string: {_short(token_id)}")
+        if token_id != name:
+            raise ZkInputError(f"{path}: tokenId {_short(token_id)} is not the znode's name")
+        out.append(
+            DelegationToken(
+                token_id,
+                owner,
+                requester,
+                [_principal(path, x, "a renewer") for x in renewers],
+                _int(path, js["issueTimestamp"], "issueTimestamp", INT64_MIN, INT64_MAX),
+                _int(path, js["maxTimestamp"], "maxTimestamp", INT64_MIN, INT64_MAX),
+                _int(path, js["expiryTimestamp"], "expiryTimestamp", INT64_MIN, INT64_MAX),
+                path,
+            )
+        )
+    return out
+
+
 def _not_carried(r: _Reader) -> list[tuple[str, str]]:
     out = []
-    for path, what in _NOT_CARRIED:
-        for kid in _walk_leaves(r, path, depth=1):
-            out.append((kid, what))
     for kid in r.children("/kafka-acl-extended"):
         if kid != "prefixed":
             out.append((f"/kafka-acl-extended/{kid}", "ACLs of a pattern type Kafka does not store"))
     if r.get("/migration") is not None:
         out.append(("/migration", "a ZooKeeper-to-KRaft migration already begun"))
     return out
-
-
-def _walk_leaves(r: _Reader, path: str, depth: int) -> Iterator[str]:
-    for kid in r.children(path):
-        p = f"{path}/{kid}"
-        if depth > 1:
-            yield from _walk_leaves(r, p, depth - 1)
-        else:
-            yield p
 
 
 # ------------------------------------------------------------------ sources

@@ -8,7 +8,7 @@ Both sides are reduced to one comparable form, a :class:`ZkView` (what ZooKeeper
 :func:`~kraftkit.migration.zk_reader.read_cluster` read from ZooKeeper. :func:`changes` turns the
 difference of two views into ZooKeeper writes, in Kafka's order (topics deleted, topics created,
 topic assignments changed, partitions created and changed, configs, client quotas and SCRAM
-credentials, ACLs, the producer id block). The
+credentials, ACLs, the producer id block, delegation tokens). The
 driver uses it two ways, as Kafka does: a *sync* (ZooKeeper read and compared with the image: on
 taking over and after any failed write) and *deltas* (the view last written compared with the
 image's now, after each commit).
@@ -44,16 +44,28 @@ What is written:
   notification the brokers' ``AclAuthorizer`` watches (``/kafka-acl-changes/acl_changes_N`` holding
   ``Topic:<name>``, ``/kafka-acl-extended-changes/acl_changes_N`` its JSON);
 * the producer id block: ``/latest_producer_id_block`` = ``{"version":1,"broker":-1,
-  "block_start":"N","block_end":"N+999"}`` with ``N`` KRaft's next producer id (``writeProducerId``).
+  "block_start":"N","block_end":"N+999"}`` with ``N`` KRaft's next producer id (``writeProducerId``);
+* delegation tokens (``ZkDelegationTokenMigrationClient``): ``/delegation_token/tokens/<token id>``
+  set or created as ``{"version":3,"owner":..,"tokenRequester":..,"renewers":[..],
+  "issueTimestamp":..,"maxTimestamp":..,"expiryTimestamp":..,"tokenId":..}`` (principals
+  sanitized, ``DelegationTokenManagerZk.toJsonCompatibleMap``; the HMAC is not stored, each broker
+  derives it from the token id and ``delegation.token.secret.key``), deleted when KRaft has the
+  token no more; each with the ``/delegation_token/token_changes/token_change_N`` notification
+  (the token id) the ZooKeeper-mode brokers' ``DelegationTokenManagerZk`` watches to update its
+  cache (Kafka's migration client leaves it out, so its ZooKeeper-mode brokers see the change only
+  on a restart).
 
 Every ``multi`` begins with a check of ``/controller_epoch`` at the zkVersion this controller
 claimed (a ZooKeeper-mode controller that took over fails it) and sets ``/migration``
 conditionally on its zkVersion (a second KRaft writer fails it) to the offset and epoch of the last
 KRaft record whose changes are all in ZooKeeper once the ``multi`` applies.
 
-Not written yet: delegation tokens (the copy refuses a ZooKeeper that holds some, and the
-controller takes no token write). A round computes the image's view whole, so the driver runs one
-only when a record of :data:`VIEWED_RECORDS` was applied since the last.
+kraftkit's controller serves no delegation token request (CreateDelegationToken, Renew, Expire)
+and does not expire tokens itself, so in a migration the tokens change only by the copy: the
+token writes are those of a sync (a token ZooKeeper lost is written back, one ZooKeeper holds and
+KRaft does not is deleted) and of any DelegationTokenRecord or RemoveDelegationTokenRecord
+committed otherwise. A round computes the image's view whole, so the driver runs one only when a
+record of :data:`VIEWED_RECORDS` was applied since the last.
 """
 
 from __future__ import annotations
@@ -177,6 +189,9 @@ def _entity(entity: Any) -> Entity:
     return tuple(sorted(((t, n) for t, n in entity), key=lambda e: _ENTITY_ORDER.get(e[0], 9)))
 
 
+#: a delegation token: (owner, requester, renewers, issue, max and expiry timestamps), the
+#: principals as ``KafkaPrincipal.toString`` writes them
+Token = tuple[str, str, tuple[str, ...], int, int, int]
 #: a partition's assignment: (replicas, adding replicas, removing replicas)
 Assignment = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 #: a partition's state: (leader, leader epoch, ISR, leader recovery state)
@@ -210,6 +225,8 @@ class ZkView:
     entity_paths: dict[Entity, str] = field(default_factory=dict)
     #: ACLs by resource (resource type, pattern type, name) -> {(principal, host, operation, permission)}
     acls: dict[tuple[int, int, str], frozenset[tuple[str, str, int, int]]] = field(default_factory=dict)
+    #: delegation tokens by token id
+    tokens: dict[str, Token] = field(default_factory=dict)
 
     def comparable(self) -> dict[str, Any]:
         """The view as plain data, for an equality check of two views."""
@@ -222,6 +239,7 @@ class ZkView:
             "next_producer_id": self.next_producer_id,
             "entities": dict(self.entities),
             "acls": dict(self.acls),
+            "tokens": dict(sorted(self.tokens.items())),
         }
 
 
@@ -263,6 +281,15 @@ def image_view(image: Any) -> ZkView:
         key = (a["ResourceType"], a["PatternType"], a["ResourceName"])
         acls.setdefault(key, set()).add((a["Principal"], a["Host"], a["Operation"], a["PermissionType"]))
     view.acls = {k: frozenset(v) for k, v in acls.items()}
+    for tid, tok in image.delegation_tokens.items():
+        view.tokens[tid] = (
+            tok["Owner"],
+            tok["Requester"],
+            tuple(tok["Renewers"]),
+            tok["IssueTimestamp"],
+            tok["MaxTimestamp"],
+            tok["ExpirationTimestamp"],
+        )
     return view
 
 
@@ -303,6 +330,15 @@ def cluster_view(cluster: ZkCluster) -> ZkView:
         key = (a.resource_type, a.pattern_type, a.resource_name)
         acls.setdefault(key, set()).add((a.principal, a.host, a.operation, a.permission_type))
     view.acls = {k: frozenset(v) for k, v in acls.items()}
+    for dt in cluster.delegation_tokens:
+        view.tokens[dt.token_id] = (
+            dt.owner,
+            dt.requester,
+            tuple(dt.renewers),
+            dt.issue_timestamp,
+            dt.max_timestamp,
+            dt.expiry_timestamp,
+        )
     return view
 
 
@@ -634,6 +670,53 @@ def _write_acls(key: tuple[int, int, str], acls: frozenset[tuple[str, str, int, 
     return Change(f"write the ACLs of {path}", build)
 
 
+TOKENS = "/delegation_token/tokens"
+TOKEN_CHANGES = "/delegation_token/token_changes"
+
+
+def token_json(token_id: str, t: Token) -> bytes:
+    """``DelegationTokenInfoZNode.encode`` (``DelegationTokenManagerZk.toJsonCompatibleMap``)."""
+    owner, requester, renewers, issue, max_ts, expiry = t
+    return _js(
+        {
+            "version": 3,
+            "owner": sanitize(owner),
+            "tokenRequester": sanitize(requester),
+            "renewers": [sanitize(r) for r in renewers],
+            "issueTimestamp": issue,
+            "maxTimestamp": max_ts,
+            "expiryTimestamp": expiry,
+            "tokenId": token_id,
+        }
+    )
+
+
+def _token_path(token_id: str) -> str:
+    if not token_id or "/" in token_id or token_id in (".", "..") or "\x00" in token_id:
+        raise ZkError(f"delegation token {token_id!r}: not a znode name, not written to ZooKeeper")
+    return f"{TOKENS}/{token_id}"
+
+
+def _token_change(token_id: str) -> Op:
+    """``KafkaZkClient.createTokenChangeNotification``."""
+    return Create(f"{TOKEN_CHANGES}/token_change_", token_id.encode("utf-8"), sequential=True)
+
+
+def _write_token(token_id: str, t: Token | None) -> Change:
+    """A token written (``ZkDelegationTokenMigrationClient.writeDelegationToken``: set, or created
+    when missing) or, ``t`` None, deleted (``deleteDelegationToken``; already gone: nothing to do)."""
+
+    def build(zk: ZkClient) -> list[Op]:
+        path = _token_path(token_id)
+        ensure_path(zk, TOKEN_CHANGES)
+        if t is None:
+            return [Delete(path, -1), _token_change(token_id)] if zk.get(path) is not None else []
+        ensure_path(zk, TOKENS)
+        return [_put(zk, path, token_json(token_id, t)), _token_change(token_id)]
+
+    return Change(f"{'delete' if t is None else 'write'} the delegation token {token_id}", build)
+
+
 def changes(old: ZkView, new: ZkView, controller_epoch: int, *, max_znodes: int = 1_000_000) -> list[Change]:
     """The ZooKeeper writes that take ZooKeeper from ``old`` to ``new``, in Kafka's order.
     ``controller_epoch`` is what the partition state znodes written carry (the KRaft
@@ -683,6 +766,10 @@ def changes(old: ZkView, new: ZkView, controller_epoch: int, *, max_znodes: int 
                 lambda zk: [_put(zk, "/latest_producer_id_block", producer_id_json(nxt))],
             )
         )
+    for token_id in sorted(set(old.tokens) | set(new.tokens)):
+        want_token = new.tokens.get(token_id)
+        if old.tokens.get(token_id) != want_token:
+            out.append(_write_token(token_id, want_token))
     return out
 
 
