@@ -67,6 +67,11 @@ class ZkLimits:
     max_znodes: int = 5_000_000
 
 
+#: znodes read at a time by :meth:`_Reader.get_many` (pipelined when the source can): a bound on
+#: the requests in flight and on what is held before it is parsed
+READ_WINDOW = 1000
+
+
 class ZkSource(Protocol):
     """What the reader needs of ZooKeeper: a znode's data and version, a znode's children."""
 
@@ -245,6 +250,23 @@ class _Reader:
             raise ZkInputError(f"{path}: {len(got[0])} bytes, more than {self.limits.max_znode_bytes} (the bound)")
         return got
 
+    def get_many(self, paths: list[str]) -> Iterator[tuple[str, tuple[bytes, int] | None]]:
+        """``(path, get(path))`` for each of ``paths``, in order: read ``READ_WINDOW`` at a time,
+        pipelined when the source can (``get_many``: one round trip's wait for the window instead
+        of one per znode), one by one otherwise. Bounded as :meth:`get`."""
+        many = getattr(self.source, "get_many", None)
+        for i in range(0, len(paths), READ_WINDOW):
+            window = paths[i : i + READ_WINDOW]
+            for path in window:
+                self._count(path)
+            got = many(window) if many is not None else [self.source.get(path) for path in window]
+            for path, one in zip(window, got, strict=True):
+                if one is not None and len(one[0]) > self.limits.max_znode_bytes:
+                    raise ZkInputError(
+                        f"{path}: {len(one[0])} bytes, more than {self.limits.max_znode_bytes} (the bound)"
+                    )
+                yield path, one
+
     def json(self, path: str) -> tuple[Any, int] | None:
         got = self.get(path)
         if got is None:
@@ -276,7 +298,9 @@ def read_cluster(source: ZkSource, limits: ZkLimits | None = None) -> ZkCluster:
         path = f"/brokers/topics/{name}"
         if not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
             raise ZkInputError(f"{path}: not a legal Kafka topic name")
-        topic = _topic(r, name)
+    for path, got in r.get_many([f"/brokers/topics/{name}" for name in names]):
+        name = path.rsplit("/", 1)[1]
+        topic = _topic(path, name, got)
         if topic is None:
             continue  # deleted while we listed (the cluster should be stopped)
         partitions += len(topic.partitions)
@@ -285,15 +309,20 @@ def read_cluster(source: ZkSource, limits: ZkLimits | None = None) -> ZkCluster:
         for p, part in sorted(topic.partitions.items()):
             if part.adding or part.removing:
                 reassigning.append(f"{name}-{p}")
-            part.state = _state(r, name, p)
         topics[name] = topic
+    states = [(t, p) for t in topics.values() for p in sorted(t.partitions)]
+    for (t, p), (path, got) in zip(states, r.get_many([_state_path(t.name, p) for t, p in states]), strict=True):
+        t.partitions[p].state = _state(path, got)
     orphans = []
+    configs = []
     for name in r.children("/config/topics"):
         path = f"/config/topics/{name}"
         if name not in topics:
             orphans.append(path)
-            continue
-        topics[name].configs = _entity_configs(r, path)
+        else:
+            configs.append(path)
+    for path, got in r.get_many(configs):
+        topics[path.rsplit("/", 1)[1]].configs = _configs_of(path, got)
     if r.get("/admin/reassign_partitions") is not None:
         reassigning.insert(0, "/admin/reassign_partitions")
     cluster = ZkCluster(
@@ -329,12 +358,11 @@ def _cluster_id(r: _Reader) -> str:
         raise ZkInputError(f"{path}: {e}") from None
 
 
-def _topic(r: _Reader, name: str) -> ZkTopic | None:
-    path = f"/brokers/topics/{name}"
-    got = r.json(path)
+def _topic(path: str, name: str, got: tuple[bytes, int] | None) -> ZkTopic | None:
+    """``/brokers/topics/<name>`` as read (None: no such znode)."""
     if got is None:
         return None
-    js = _obj(path, got[0])
+    js = _obj(path, _json(path, got[0]))
     tid: uuid.UUID | None = None
     if "topic_id" in js:
         raw = js["topic_id"]
@@ -372,12 +400,15 @@ def _topic_id(path: str, raw: Any) -> uuid.UUID:
     return u
 
 
-def _state(r: _Reader, topic: str, p: int) -> PartitionState | None:
-    path = f"/brokers/topics/{topic}/partitions/{p}/state"
-    got = r.json(path)
+def _state_path(topic: str, p: int) -> str:
+    return f"/brokers/topics/{topic}/partitions/{p}/state"
+
+
+def _state(path: str, got: tuple[bytes, int] | None) -> PartitionState | None:
+    """A partition's ``.../state`` znode as read (None: no such znode)."""
     if got is None:
         return None
-    js = _obj(path, got[0])
+    js = _obj(path, _json(path, got[0]))
     for key in ("leader", "leader_epoch", "isr"):
         if key not in js:
             raise ZkInputError(f"{path}: no {key!r} in it")
@@ -394,7 +425,10 @@ def _state(r: _Reader, topic: str, p: int) -> PartitionState | None:
 def _entity_configs(r: _Reader, path: str) -> dict[str, str]:
     """A config znode's configs; an empty znode has none (Kafka creates a user's znode empty when
     only its client ids have quotas, and ``ConfigEntityZNode.decode`` reads empty data as none)."""
-    got = r.get(path)
+    return _configs_of(path, r.get(path))
+
+
+def _configs_of(path: str, got: tuple[bytes, int] | None) -> dict[str, str]:
     if got is None or not got[0]:
         return {}
     return _configs(path, _json(path, got[0]))
@@ -724,6 +758,22 @@ class KazooSource:
         except NoNodeError:
             return None
         return (data or b""), stat.version
+
+    def get_many(self, paths: list[str]) -> list[tuple[bytes, int] | None]:
+        """:meth:`get` of each of ``paths``, pipelined: every request sent before the first
+        answer is awaited (ZooKeeper answers a session's requests in order)."""
+        from kazoo.exceptions import NoNodeError
+
+        pending = [self.client.get_async(path) for path in paths]
+        out: list[tuple[bytes, int] | None] = []
+        for one in pending:
+            try:
+                data, stat = one.get()
+            except NoNodeError:
+                out.append(None)
+                continue
+            out.append(((data or b""), stat.version))
+        return out
 
     def children(self, path: str) -> list[str] | None:
         from kazoo.exceptions import NoNodeError
