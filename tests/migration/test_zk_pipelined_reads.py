@@ -4,7 +4,8 @@ kraftkit) answer exactly what kazoo's one-by-one ``get`` answers, the oracle: da
 empty znodes, missing ones, under a chroot, and znodes large enough that their answers fill the
 socket's buffers while the requests are still being written. A server that has not seen the
 kazoo session's last zxid refuses the reading session (ZooKeeper's rule), and the reads then go
-through kazoo with the same answers; so do they when the reading session is cut."""
+through kazoo with the same answers; so do they when the reading session is cut. A session left
+idle for a third of its timeout is replaced before it is used."""
 
 from __future__ import annotations
 
@@ -64,6 +65,11 @@ def test_pipelined_reads_answer_what_kazoo_answers(zookeeper):
         assert len(got[4 + 300][0]) == len(big) + 1
         # again on the same session
         assert source.get_many(paths[::-1]) == want[::-1]
+        # a session idle for a third of its timeout is replaced before it could expire mid-read
+        idle = source._reads
+        idle.last_used -= idle.timeout
+        assert source.get_many(paths[:20]) == want[:20]
+        assert source._reads is not None and source._reads is not idle
         # a cut session: these reads go through kazoo, the next through a new session
         assert source._reads is not None
         source._reads.sock.close()

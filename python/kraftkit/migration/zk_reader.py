@@ -26,6 +26,7 @@ import re
 import socket
 import struct
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -769,6 +770,10 @@ class KazooSource:
         answer is awaited (ZooKeeper answers a session's requests in order). Through a reading
         session of this module's own (:class:`PipelinedReads`: kazoo hands each request to its
         I/O thread one at a time, ~0.4 ms a znode on a busy machine), else through kazoo."""
+        if self._reads is not None and time.monotonic() - self._reads.last_used > self._reads.timeout / 3:
+            # (idle for long: ZooKeeper may expire it before these reads end; a new one instead)
+            self._reads.close()
+            self._reads = None
         if self._reads is None and not self._reads_failed:
             self._reads = PipelinedReads.open(self.connect, self.client.last_zxid)
             self._reads_failed = self._reads is None  # (no server takes it: kazoo reads from then on)
@@ -832,9 +837,12 @@ class PipelinedReads:
     Jute encoding as ZooKeeper's ``ConnectRequest``, ``RequestHeader``, ``GetDataRequest``,
     ``ReplyHeader``, ``GetDataResponse`` and ``Stat`` define it."""
 
-    def __init__(self, sock: socket.socket, chroot: str) -> None:
+    def __init__(self, sock: socket.socket, chroot: str, timeout: float) -> None:
         self.sock = sock
         self.chroot = chroot
+        #: the session timeout asked for (s)
+        self.timeout = timeout
+        self.last_used = time.monotonic()
         self.xid = 0
         self.buf = bytearray()
 
@@ -852,7 +860,7 @@ class PipelinedReads:
                 sock = socket.create_connection((host, port), timeout=timeout)
             except OSError:
                 continue
-            reads = cls(sock, (chroot or "").rstrip("/"))
+            reads = cls(sock, (chroot or "").rstrip("/"), timeout)
             try:
                 passwd = bytes(16)
                 body = struct.pack(">iqiqi", 0, last_zxid, int(timeout * 1000), 0, len(passwd)) + passwd + b"\x00"
@@ -881,6 +889,7 @@ class PipelinedReads:
             self.buf += chunk
 
     def get_many(self, paths: list[str]) -> list[tuple[bytes, int] | None]:
+        self.last_used = time.monotonic()
         first = self.xid + 1
         out_frames = []
         for path in paths:
