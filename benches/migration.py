@@ -601,8 +601,11 @@ def measure_side(
 
 # ---------------------------------------------------------------------------------- the suite
 def run_all(a, log=print) -> tuple[list[Row], dict]:
+    import logging
+
     from tests.harness import jars
 
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # its reconnect chatter while ZooKeeper starts
     jars.ensure_kafka(ZK_VERSION)
     results: dict = {}
     prev = os.sched_getaffinity(0)
@@ -738,9 +741,6 @@ def parse(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     a = parse(argv)
-    import logging
-
-    logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # its reconnect chatter while ZooKeeper starts
     say = lambda m="": print(m, file=sys.stderr, flush=True)  # noqa: E731
     t0 = time.perf_counter()
     rows, extra = run_all(a, say)
