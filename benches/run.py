@@ -28,6 +28,7 @@ import brokers  # noqa: E402
 import controller  # noqa: E402
 import datasets  # noqa: E402
 import metadata  # noqa: E402
+import migration  # noqa: E402
 import suites  # noqa: E402
 from benchlib import Row, fmt_rate  # noqa: E402
 
@@ -42,14 +43,16 @@ def parse_args(argv=None):
     p.add_argument("--codecs", default=None, help="compressed variants of 'topic' (default lz4,zstd; quick lz4; any of lz4,zstd,gzip,snappy; 'none' for no variant)")
     p.add_argument("--datasets", default=None, help="comma list overriding the dataset selection (meta,topic,topic-1k,topic-lz4,...)")
     p.add_argument("--suites", default="crc,decode,dump",
-                   help="comma list of crc, decode, dump, metadata, controller, brokers (the last three are opt-in: "
-                   "~20, ~4 and ~6 min on 2 cores)")
+                   help="comma list of crc, decode, dump, metadata, controller, brokers, migration (the last four are "
+                   "opt-in: ~20, ~4, ~6 and ~5 min on 2 cores)")
     p.add_argument("--metadata-records", type=int, default=None, help="records in the metadata log (default 5 M, quick 500k)")
     p.add_argument("--snapshot-topics", type=int, default=None,
                    help="topics (x 50 partitions) of the snapshot image (default 20000 = 1 M partitions, quick 2000)")
     p.add_argument("--max-seconds", type=float, default=15.0,
                    help="metadata suite: stop repeating a row once its timed runs took this long (>= 1 timed run)")
     p.add_argument("--brokers", type=int, default=1000, help="controller suite: simulated brokers (default 1000)")
+    p.add_argument("--zk-partitions", type=int, default=10_000,
+                   help="migration suite: partitions in ZooKeeper (default 10,000)")
     p.add_argument("--dump-datasets", default=None, help="datasets for the dump-log suite (default meta,topic,topic-lz4)")
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--repeat", type=int, default=None, help="timed runs per in-process measurement (best is reported; default 3, quick 2)")
@@ -301,6 +304,13 @@ def main(argv=None) -> int:
         rows += brows
         extra.update(bextra)
 
+    if "migration" in a.suites:
+        say("8. ZooKeeper-to-KRaft migration: kraftkit's controller vs Kafka 3.9.2's")
+        zrows, zextra = migration.run_all(migration.parse([*(["--no-kafka"] if a.no_kafka else []),
+                                                           "--partitions", str(a.zk_partitions)]), log=say)
+        rows += zrows
+        extra.update(zextra)
+
     benchlib.finalize(rows)
     elapsed = time.perf_counter() - t_start
     env["loadavg_end"] = os.getloadavg()
@@ -318,6 +328,8 @@ def main(argv=None) -> int:
         print(controller.describe(extra))
     if "brokers" in extra:
         print(brokers.describe(extra))
+    if "migration" in extra:
+        print(migration.describe(extra))
     print()
     print(text)
     mtext = metadata.print_table(rows)
@@ -329,7 +341,11 @@ def main(argv=None) -> int:
     btext = brokers.print_table(rows)
     if btext:
         print(btext)
-    tg = targets(rows, extra.get("page_cache_large_folios")) + metadata.targets(rows) + controller.targets(rows) + brokers.targets(rows)
+    ztext = migration.print_table(rows)
+    if ztext:
+        print(ztext)
+    tg = (targets(rows, extra.get("page_cache_large_folios")) + metadata.targets(rows) + controller.targets(rows)
+          + brokers.targets(rows) + migration.targets(rows))
     if tg:
         print(f"== targets (load average {env['loadavg_start'][0]:.2f} at start, {env['loadavg_end'][0]:.2f} at end) ==")
         for t in tg:

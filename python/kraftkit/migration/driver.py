@@ -82,7 +82,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -109,7 +109,7 @@ from kraftkit.migration.zk_client import (
     parse_controller,
     parse_controller_epoch,
 )
-from kraftkit.migration.zk_reader import ZkError, ZkInputError, ZkLimits, ZkSource, read_cluster
+from kraftkit.migration.zk_reader import READ_WINDOW, ZkError, ZkInputError, ZkLimits, ZkSource, read_cluster
 from kraftkit.protocol.messages import Errors
 from kraftkit.raft.driver import NotLeaderError
 
@@ -433,7 +433,8 @@ class MigrationDriver:
         return out
 
     def _zk_brokers(self, zk: ZkClient) -> tuple[set[int], set[int], list[str]]:
-        return zk_brokers(zk, self.limits)
+        # (the wait reads the assignments only, as Kafka's: the partition states are not waited on)
+        return zk_brokers(zk, self.limits, states=False)
 
     # ------------------------------------------------------------------ BECOME_CONTROLLER
     async def _claim(self, zk: ZkClient, epoch: int) -> None:
@@ -775,10 +776,23 @@ class MigrationDriver:
         )
 
 
-def zk_brokers(zk: ZkSource, lim: ZkLimits) -> tuple[set[int], set[int], list[str]]:
+def zk_brokers(zk: ZkSource, lim: ZkLimits, *, states: bool = True) -> tuple[set[int], set[int], list[str]]:
     """The broker ids of ``/brokers/ids`` and of the topics' replica assignments, and the
     partitions without a leader or with a replica out of the ISR (``topic-p (leader L, ISR [..] of
-    replicas [..])``), as ZooKeeper holds them (bounded by ``lim``)."""
+    replicas [..])``), as ZooKeeper holds them (bounded by ``lim``; ``states=False``: the
+    partition states are not read and the last is empty). The topics' and the states' znodes
+    are read pipelined, :data:`~kraftkit.migration.zk_reader.READ_WINDOW` at a time."""
+    many = getattr(zk, "get_many", None)
+
+    def read(paths: list[str]) -> Iterator[tuple[str, tuple[bytes, int] | None]]:
+        for i in range(0, len(paths), READ_WINDOW):
+            window = paths[i : i + READ_WINDOW]
+            got = many(window) if many is not None else [zk.get(path) for path in window]
+            for path, one in zip(window, got, strict=True):
+                if one is not None and len(one[0]) > lim.max_znode_bytes:
+                    raise ZkInputError(f"{path}: {len(one[0])} bytes, more than {lim.max_znode_bytes} (the bound)")
+                yield path, one
+
     ids = zk.children("/brokers/ids") or []
     if len(ids) > lim.max_children:
         raise ZkInputError(f"/brokers/ids: {len(ids)} children, more than {lim.max_children} (the bound)")
@@ -791,25 +805,25 @@ def zk_brokers(zk: ZkSource, lim: ZkLimits) -> tuple[set[int], set[int], list[st
     if len(topics) > lim.max_topics:
         raise ZkInputError(f"/brokers/topics: {len(topics)} topics, more than {lim.max_topics} (the bound)")
     in_topics: set[int] = set()
-    out_of_sync: list[str] = []
+    assignments: list[tuple[str, int, list[int]]] = []
     partitions = 0
-    for t in sorted(topics):
-        path = f"/brokers/topics/{t}"
-        got = zk.get(path)
+    for path, got in read([f"/brokers/topics/{t}" for t in sorted(topics)]):
         if got is None:
             continue
-        if len(got[0]) > lim.max_znode_bytes:
-            raise ZkInputError(f"{path}: {len(got[0])} bytes, more than {lim.max_znode_bytes} (the bound)")
         assignment = _assignment(path, got[0])
         partitions += len(assignment)
         if partitions > lim.max_partitions:
             raise ZkInputError(f"{path}: more than {lim.max_partitions} partitions in all (the bound)")
         for p, replicas in sorted(assignment.items()):
             in_topics.update(replicas)
-            state_path = f"{path}/partitions/{p}/state"
-            state = zk.get(state_path)
+            assignments.append((path, p, replicas))
+    out_of_sync: list[str] = []
+    if states:
+        state_paths = [f"{path}/partitions/{p}/state" for path, p, _r in assignments]
+        for (path, p, replicas), (state_path, state) in zip(assignments, read(state_paths), strict=True):
             leader, isr = _leader_and_isr(state_path, state[0] if state else None, lim.max_znode_bytes)
             if leader < 0 or set(isr) != set(replicas):
+                t = path.rsplit("/", 1)[1]
                 out_of_sync.append(f"{t}-{p} (leader {leader}, ISR {sorted(isr)} of replicas {replicas})")
     return in_zk, in_topics, out_of_sync
 
