@@ -452,6 +452,53 @@ def test_records_zookeeper_does_not_keep_cost_no_comparison_with_the_image(tmp_p
     asyncio.run(main())
 
 
+def test_heartbeats_keep_sessions_alive_while_a_write_holds_the_queue(tmp_path):
+    """A write that holds the controller's queue longer than the brokers' session timeout (the
+    copy of a big ZooKeeper) fences no broker that kept heartbeating: a heartbeat counts as contact
+    when it arrives, before it waits its turn (Kafka's BrokerHeartbeatTracker), also behind the
+    fencing queued when the session seemed to expire."""
+    zk = zk_cluster(CLUSTER_ID)
+
+    async def main():
+        node = start_migrating_controller(tmp_path, zk, session_timeout_ms=1000)
+        c = node.controller
+        async with running([node]):
+            await migrated_with_unfenced_brokers(node)
+            await caught_up(node)
+            epochs = {bid: c.image.brokers[bid]["BrokerEpoch"] for bid in (1, 2, 3)}
+            ids = c.image.topic_ids
+
+            def leaders_of(bids):
+                return {(name, p): (part["Leader"], part["LeaderEpoch"], tuple(part["Isr"]))
+                        for name, tid in ids.items() for p, part in c.image.topics[tid].partitions.items()
+                        if part["Leader"] in bids}
+
+            led = leaders_of({1, 2})
+            assert led  # (brokers 1 and 2 lead partitions: a fencing would move them)
+            loop = asyncio.get_running_loop()
+            released = loop.create_future()
+            long_write = c.submit("a long write", lambda: ([drv._encode("NoOpRecord", {})], None), 30_000,
+                                  hold=lambda _end: released)
+            beats = []
+            await asyncio.sleep(1.5)  # past the session timeout: the fencing of 1, 2 and 3 is queued
+            for _ in range(5):  # then heartbeats of 1 and 2 every 0.3 s, queued behind it
+                for bid in (1, 2):
+                    beats.append(asyncio.ensure_future(call(node, ApiKey.BROKER_HEARTBEAT,
+                                                            heartbeat(bid, epochs[bid], c.image.provenance.offset))))
+                await asyncio.sleep(0.3)
+            assert not long_write.done()
+            released.set_result(None)
+            await long_write
+            await asyncio.gather(*beats)
+            await caught_up(node)
+            assert not c.image.brokers[1]["Fenced"] and not c.image.brokers[2]["Fenced"]
+            assert leaders_of({1, 2}) == led  # never fenced: not a leadership moved, not an ISR shrunk
+            # broker 3, silent all along, is fenced
+            await wait_for(lambda: c.image.brokers[3]["Fenced"], what="broker 3 fenced")
+
+    asyncio.run(main())
+
+
 def test_writes_not_dual_written_yet_are_refused_saying_what(tmp_path):
     zk = zk_cluster(CLUSTER_ID)
 

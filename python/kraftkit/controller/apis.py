@@ -165,6 +165,9 @@ class ControllerApis:
                 "ShouldShutDown": r.should_shut_down,
             }
 
+        bid, epoch = body.get("BrokerId"), body.get("BrokerEpoch")
+        if c.active and isinstance(bid, int) and isinstance(epoch, int):
+            c.cluster.contacted(bid, epoch)
         return self._answer(
             lambda: f"BrokerHeartbeat of broker {body.get('BrokerId')}",
             lambda: c.cluster.heartbeat(c.image, body, c.partition_changes(), c.node.replica().log.end_offset),

@@ -262,6 +262,15 @@ class ClusterControlManager:
             s.controlled_shutdown_offset = -1
             s.last_contact = None
 
+    def contacted(self, bid: int, epoch: int) -> None:
+        """A heartbeat of ``bid`` at ``epoch`` arrived: its live session's contact time is now, before
+        the heartbeat waits its turn behind other writes (Kafka's ``BrokerHeartbeatTracker``, updated
+        as a heartbeat is received), so a write that holds the queue long (the ZooKeeper migration's
+        copy) does not expire the sessions of brokers that kept heartbeating."""
+        s = (self.sessions or {}).get(bid)
+        if s is not None and s.epoch == epoch and s.last_contact is not None:
+            s.last_contact = self.now()
+
     def _register_session(
         self, bid: int, epoch: int, fenced: bool, old: BrokerSession | None, contact: float | None
     ) -> None:

@@ -30,6 +30,7 @@ import struct
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
