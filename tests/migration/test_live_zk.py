@@ -23,20 +23,25 @@ import json
 import re
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
 from kraftkit.features.storage.format import format_storage
-from kraftkit.metadata.image import load_image, uuid_text
+from kraftkit.metadata.image import load_image
 from kraftkit.migration import zk_reader
 from kraftkit.protocol import KafkaConnection
 from kraftkit.protocol.messages import ApiKey
 from tests._procs import KraftkitProcess
-from tests.cli.test_json_schema import check_output
 from tests.harness import jars, tools
 from tests.harness.node import free_port
-from tests.migration.test_offline_zk import ZkBroker, ZooKeeper, acl_list, describe, kafka_acls, kafka_configs, kraftkit
+from tests.migration.live import (  # (other tests import them here)
+    MigratingZkBroker,
+    kraft_view,
+    status,
+    wait_log,
+    zk_view,
+)
+from tests.migration.test_offline_zk import ZooKeeper, acl_list, describe, kafka_acls, kafka_configs, kraftkit
 
 pytestmark = [pytest.mark.kafka, pytest.mark.zookeeper, pytest.mark.timeout(900)]
 
@@ -48,79 +53,6 @@ TOPICS = {
 }
 #: the topic created through the kraftkit controller once it dual-writes
 NEW_TOPIC = "fresh"
-
-
-class MigratingZkBroker(ZkBroker):
-    """A Kafka 3.9.2 ZooKeeper-mode broker, with the migration's configs once ``migrate_to`` is set."""
-
-    migrate_to: str | None = None  # the quorum's controller.quorum.voters
-
-    def properties(self) -> dict[str, object]:
-        props = super().properties()
-        if self.migrate_to is not None:
-            props.update({
-                "zookeeper.metadata.migration.enable": "true",
-                "controller.quorum.voters": self.migrate_to,
-                "controller.listener.names": "CONTROLLER",
-                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            })
-        return props
-
-
-def wait_log(proc: KraftkitProcess, text: str, timeout: float) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        log = proc.log_path.read_text(errors="replace")
-        if text in log:
-            return log
-        if proc.proc.poll() is not None:
-            break
-        time.sleep(0.5)
-    pytest.fail(f"the controller's log never said {text!r}:\n{proc.log_tail(80)}")
-
-
-def status(zk: str, controller: str, *more: object) -> dict:
-    """``kraftkit migrate status --json``, checked against docs/json-schema.json."""
-    got = kraftkit("migrate", "status", "--zookeeper", zk, "--bootstrap-controller", controller, "--json", *more)
-    assert got.returncode == 0, got.stderr
-    assert check_output("migrate status", got.stdout) == []
-    return json.loads(got.stdout)
-
-
-def zk_view(cluster: zk_reader.ZkCluster) -> dict:
-    """What ZooKeeper holds, normalized for the comparison with the KRaft image."""
-    return {
-        "topics": {
-            name: (uuid_text(t.topic_id), {p: (part.replicas, part.state.leader, part.state.leader_epoch, part.state.isr,
-                                         part.state.partition_epoch)
-                                     for p, part in t.partitions.items() if part.state is not None})
-            for name, t in cluster.topics.items()
-        },
-        "topic_configs": {name: t.configs for name, t in cluster.topics.items() if t.configs},
-        "quotas": {q.entity: q.values for q in cluster.client_quotas},
-        "scram": {(c.user, c.mechanism): (c.salt, c.stored_key, c.server_key, c.iterations) for c in cluster.scram},
-        "acls": sorted((a.resource_type, a.resource_name, a.pattern_type, a.principal, a.host, a.operation,
-                        a.permission_type) for a in cluster.acls),
-        "next_producer_id": cluster.producer_id_block.next_producer_id if cluster.producer_id_block else None,
-    }
-
-
-def kraft_view(image) -> dict:
-    names = {tid: name for name, tid in image.topic_ids.items()}
-    return {
-        "topics": {
-            names[tid]: (uuid_text(tid), {p: (part["Replicas"], part["Leader"], part["LeaderEpoch"], part["Isr"],
-                                        part["PartitionEpoch"]) for p, part in t.partitions.items()})
-            for tid, t in image.topics.items()
-        },
-        "topic_configs": {name: cfg for (rtype, name), cfg in image.configs.items() if rtype == 2 and cfg},
-        "quotas": dict(image.client_quotas),
-        "scram": {(user, mech): (s["Salt"], s["StoredKey"], s["ServerKey"], s["Iterations"])
-                  for (mech, user), s in image.scram.items()},
-        "acls": sorted((a["ResourceType"], a["ResourceName"], a["PatternType"], a["Principal"], a["Host"],
-                        a["Operation"], a["PermissionType"]) for a in image.acls.values()),
-        "next_producer_id": image.next_producer_id,
-    }
 
 
 def test_a_live_migration_takes_a_zookeeper_cluster_over_into_a_kraftkit_controller(kafka_jars, tmp_path):
@@ -222,7 +154,7 @@ def test_a_live_migration_takes_a_zookeeper_cluster_over_into_a_kraftkit_control
         assert f"/controller: KRaft controller {CONTROLLER_ID}" in text.stdout
 
         # the ZooKeeper-mode brokers still serve their data
-        for name, t in TOPICS.items():
+        for name in TOPICS:
             got = tools.consume(jars.KAFKA_3, boot, name)
             assert sorted((r["key"], r["value"]) for r in got) == \
                 sorted((f"{name}-k{i}".encode(), f"{name}-v{i}".encode()) for i in range(40))

@@ -23,8 +23,7 @@ from tests.cli.test_json_schema import check_output
 from tests.harness import jars, tools
 from tests.harness.jars import HarnessError
 from tests.harness.node import free_port
-from tests.migration.test_live_zk import MigratingZkBroker, wait_log
-from tests.migration.test_live_zk_propagation import wait_broker_log
+from tests.migration.live import MigratingZkBroker, wait_broker_log, wait_log
 from tests.migration.test_offline_zk import ZooKeeper, kraftkit
 
 pytestmark = [pytest.mark.kafka, pytest.mark.zookeeper, pytest.mark.timeout(900)]

@@ -35,7 +35,7 @@ from kraftkit.protocol.messages import ApiKey
 from tests._procs import KraftkitProcess
 from tests.harness import jars, tools
 from tests.harness.node import free_port
-from tests.migration.test_live_zk import MigratingZkBroker, wait_log
+from tests.migration.live import MigratingZkBroker, console_produce, wait_broker_log, wait_log, wait_zk_state
 from tests.migration.test_offline_zk import ZooKeeper, describe
 
 pytestmark = [pytest.mark.kafka, pytest.mark.zookeeper, pytest.mark.timeout(900)]
@@ -52,41 +52,6 @@ def full_taken(log: str, broker: int, api: str) -> list[tuple[int, int]]:
     pattern = rf"broker {broker} took the full {api} \((\d+) partitions\) from controller {CONTROLLER_ID}, " \
               r"ZooKeeper controller epoch (\d+)"
     return [(int(a), int(b)) for a, b in re.findall(pattern, log)]
-
-
-def wait_broker_log(broker: MigratingZkBroker, pattern: str, timeout: float) -> str:
-    """The broker's log since its last start, once ``pattern`` is in it."""
-    deadline = time.monotonic() + timeout
-    text = ""
-    while time.monotonic() < deadline:
-        text = broker.server_log.read_bytes()[broker._log_offset:].decode(errors="replace")
-        if re.search(pattern, text):
-            return text
-        time.sleep(0.5)
-    pytest.fail(f"broker {broker.node_id}'s log never matched {pattern!r}:\n{broker.log_tail()}")
-
-
-def console_produce(bootstrap: str, topic: str, lines: list[str]) -> None:
-    """``key:value`` lines produced by Kafka 3.9.2's console producer, acks=all."""
-    cls = tools.find_class(jars.KAFKA_3, "org.apache.kafka.tools.ConsoleProducer", "kafka.tools.ConsoleProducer")
-    tools.run_tool(jars.KAFKA_3, cls, ["--bootstrap-server", bootstrap, "--topic", topic,
-                                       "--producer-property", "acks=all", "--property", "parse.key=true",
-                                       "--property", "key.separator=:"],
-                   stdin="".join(f"{line}\n" for line in lines), timeout=120)
-
-
-def wait_zk_state(client, topic: str, partition: int, ok, timeout: float) -> dict:
-    """The partition's state znode in ZooKeeper (what the controller dual-wrote), once ``ok`` holds."""
-    deadline = time.monotonic() + timeout
-    state: dict = {}
-    while time.monotonic() < deadline:
-        got = client.exists(f"/brokers/topics/{topic}/partitions/{partition}/state")
-        if got is not None:
-            state = json.loads(client.get(f"/brokers/topics/{topic}/partitions/{partition}/state")[0])
-            if ok(state):
-                return state
-        time.sleep(0.5)
-    pytest.fail(f"{topic}-{partition}'s state in ZooKeeper never got as expected: {state}")
 
 
 def metadata(broker: MigratingZkBroker) -> dict:
