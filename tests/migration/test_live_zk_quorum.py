@@ -6,10 +6,14 @@ topics with configs (replication factors 3 and 2) by kafka-topics, a client quot
 kafka-configs, an ACL by kafka-acls. Kafka's VerifiableProducer (idempotent, acks=all) and
 VerifiableConsumer (a consumer group, every record it consumes printed) run from before the brokers
 are rolled with the migration's configs until the migration is in dual write. Three ``kraftkit
-controller run --config`` voters with the migration enabled: one takes over (``/controller`` names
-it, the copy is in MIGRATION); topics created and deleted through the ZooKeeper-mode brokers (Kafka's
+controller run --config`` voters with the migration enabled, the copy in batches of one record (a
+topic of 200 partitions makes it long): the active voter starts the copy and is killed with kill -9
+in the middle of it (its own log holds the half copy, a metadata transaction begun and not ended, and
+the image of that log shows PRE_MIGRATION and no topic); another voter aborts it before it is active
+and copies again, whole (``/controller`` names it, the log is in MIGRATION); the killed voter comes
+back as a follower. Then topics created and deleted through the ZooKeeper-mode brokers (Kafka's
 ``kafka-topics --bootstrap-server``, forwarded by the brokers to the KRaft controller) show up in
-ZooKeeper; the active voter killed with kill -9, another takes over (it claims ZooKeeper again:
+ZooKeeper; the active voter killed with kill -9 again (in dual write), another takes over (it claims ZooKeeper again:
 ``/controller_epoch`` one above, ``/controller`` names it), syncs, sends the brokers the full metadata
 and keeps dual writing: topics created and deleted then show up in ZooKeeper too. At the end every
 record the producer saw acknowledged was consumed, by the running consumer and by a consume from the
