@@ -23,8 +23,7 @@ from tests.cli.test_json_schema import check_output
 from tests.harness import jars, tools
 from tests.harness.jars import HarnessError
 from tests.harness.node import free_port
-from tests.migration.test_live_zk import MigratingZkBroker, wait_log
-from tests.migration.test_live_zk_propagation import wait_broker_log
+from tests.migration.live import MigratingZkBroker, wait_broker_log, wait_log
 from tests.migration.test_offline_zk import ZooKeeper, kraftkit
 
 pytestmark = [pytest.mark.kafka, pytest.mark.zookeeper, pytest.mark.timeout(900)]
@@ -44,18 +43,24 @@ class Broker(MigratingZkBroker):
         props = super().properties()
         if not self.kraft:
             return props
-        for k in ("broker.id", "zookeeper.connect", "inter.broker.protocol.version",
-                  "zookeeper.metadata.migration.enable"):
+        for k in (
+            "broker.id",
+            "zookeeper.connect",
+            "inter.broker.protocol.version",
+            "zookeeper.metadata.migration.enable",
+        ):
             props.pop(k, None)
-        props.update({
-            "process.roles": "broker",
-            "node.id": self.node_id,
-            "controller.quorum.voters": self.migrate_to,
-            "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            # (Kafka's docs: AclAuthorizer is ZooKeeper's; a KRaft broker takes StandardAuthorizer)
-            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        })
+        props.update(
+            {
+                "process.roles": "broker",
+                "node.id": self.node_id,
+                "controller.quorum.voters": self.migrate_to,
+                "controller.listener.names": "CONTROLLER",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                # (Kafka's docs: AclAuthorizer is ZooKeeper's; a KRaft broker takes StandardAuthorizer)
+                "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            }
+        )
         return props
 
     def is_ready(self) -> bool:
@@ -83,12 +88,22 @@ def test_brokers_restarted_in_kraft_mode_keep_serving_and_the_controller_finaliz
             n.wait_ready()
         boot = ",".join(n.bootstrap for n in brokers.values())
         for name, parts in TOPICS.items():
-            tools.topic_command(jars.KAFKA_3, boot, ["--create", "--topic", name, "--partitions", str(parts),
-                                                     "--replication-factor", "2"])
-        jobs = [{"topic": name, "props": {"acks": "all"},
-                 "records": [{"key": f"k{i}".encode(), "value": f"{name}-{i}".encode(), "partition": i % parts}
-                             for i in range(20)]}
-                for name, parts in TOPICS.items()]
+            tools.topic_command(
+                jars.KAFKA_3,
+                boot,
+                ["--create", "--topic", name, "--partitions", str(parts), "--replication-factor", "2"],
+            )
+        jobs = [
+            {
+                "topic": name,
+                "props": {"acks": "all"},
+                "records": [
+                    {"key": f"k{i}".encode(), "value": f"{name}-{i}".encode(), "partition": i % parts}
+                    for i in range(20)
+                ],
+            }
+            for name, parts in TOPICS.items()
+        ]
         assert len(tools.produce(jars.KAFKA_3, boot, jobs)) == 20 * len(TOPICS)
         expected = {name: sorted(f"{name}-{i}".encode() for i in range(20)) for name in TOPICS}
 
@@ -100,17 +115,25 @@ def test_brokers_restarted_in_kraft_mode_keep_serving_and_the_controller_finaliz
 
         port = free_port()
         meta = tmp_path / "controller"
-        format_storage([meta], cluster_id=cluster_id, node_id=CONTROLLER_ID, release_version="3.9",
-                       no_initial_controllers=True)
+        format_storage(
+            [meta], cluster_id=cluster_id, node_id=CONTROLLER_ID, release_version="3.9", no_initial_controllers=True
+        )
         voters = f"{CONTROLLER_ID}@127.0.0.1:{port}"
-        base = ["process.roles=controller", f"node.id={CONTROLLER_ID}", f"controller.quorum.voters={voters}",
-                f"listeners=CONTROLLER://127.0.0.1:{port}", "controller.listener.names=CONTROLLER",
-                f"metadata.log.dir={meta}"]
+        base = [
+            "process.roles=controller",
+            f"node.id={CONTROLLER_ID}",
+            f"controller.quorum.voters={voters}",
+            f"listeners=CONTROLLER://127.0.0.1:{port}",
+            "controller.listener.names=CONTROLLER",
+            f"metadata.log.dir={meta}",
+        ]
         config = tmp_path / "controller.properties"
-        config.write_text("\n".join([*base, "zookeeper.metadata.migration.enable=true",
-                                     f"zookeeper.connect={zk.connect}", ""]))
-        controller = KraftkitProcess(["controller", "run"], ["--config", str(config)], tmp_path / "controller.log",
-                                     timeout=120)
+        config.write_text(
+            "\n".join([*base, "zookeeper.metadata.migration.enable=true", f"zookeeper.connect={zk.connect}", ""])
+        )
+        controller = KraftkitProcess(
+            ["controller", "run"], ["--config", str(config)], tmp_path / "controller.log", timeout=120
+        )
         for n in brokers.values():
             n.stop()
             n.migrate_to = voters
@@ -119,7 +142,9 @@ def test_brokers_restarted_in_kraft_mode_keep_serving_and_the_controller_finaliz
         # each broker hears its partitions from controller 3000 (its own log says so): in the full
         # LeaderAndIsr if it was unfenced at the takeover, else in the one sent once it is
         for n in brokers.values():
-            wait_broker_log(n, rf"Handling LeaderAndIsr request correlationId \d+ from controller {CONTROLLER_ID} ", 120)
+            wait_broker_log(
+                n, rf"Handling LeaderAndIsr request correlationId \d+ from controller {CONTROLLER_ID} ", 120
+            )
 
         # broker 1 in KRaft mode, broker 2 still in ZooKeeper mode: every record is served
         brokers[1].stop()
@@ -134,8 +159,9 @@ def test_brokers_restarted_in_kraft_mode_keep_serving_and_the_controller_finaliz
         brokers[2].start()
         for name in TOPICS:
             assert consumed(boot, name) == expected[name], name
-        tools.topic_command(jars.KAFKA_3, boot, ["--create", "--topic", "during", "--partitions", "1",
-                                                 "--replication-factor", "2"])
+        tools.topic_command(
+            jars.KAFKA_3, boot, ["--create", "--topic", "during", "--partitions", "1", "--replication-factor", "2"]
+        )
         deadline = time.monotonic() + 60
         while client.exists("/brokers/topics/during") is None and time.monotonic() < deadline:
             time.sleep(0.5)
@@ -144,11 +170,13 @@ def test_brokers_restarted_in_kraft_mode_keep_serving_and_the_controller_finaliz
         # the controller restarted with the migration disabled finalizes
         assert controller.stop() == 0
         config.write_text("\n".join([*base, ""]))
-        controller = KraftkitProcess(["controller", "run"], ["--config", str(config)],
-                                     tmp_path / "controller-2.log", timeout=120)
+        controller = KraftkitProcess(
+            ["controller", "run"], ["--config", str(config)], tmp_path / "controller-2.log", timeout=120
+        )
         wait_log(controller, "completing the ZK migration", 120)
-        tools.topic_command(jars.KAFKA_3, boot, ["--create", "--topic", "after", "--partitions", "1",
-                                                 "--replication-factor", "2"])
+        tools.topic_command(
+            jars.KAFKA_3, boot, ["--create", "--topic", "after", "--partitions", "1", "--replication-factor", "2"]
+        )
         for name in TOPICS:
             assert consumed(boot, name) == expected[name], name
         for n in brokers.values():

@@ -35,7 +35,7 @@ from kraftkit.protocol.messages import ApiKey
 from tests._procs import KraftkitProcess
 from tests.harness import jars, tools
 from tests.harness.node import free_port
-from tests.migration.test_live_zk import MigratingZkBroker, wait_log
+from tests.migration.live import MigratingZkBroker, console_produce, wait_broker_log, wait_log, wait_zk_state
 from tests.migration.test_offline_zk import ZooKeeper, describe
 
 pytestmark = [pytest.mark.kafka, pytest.mark.zookeeper, pytest.mark.timeout(900)]
@@ -49,51 +49,21 @@ HYBRID = "hybrid"  # created through the kraftkit controller after the takeover
 def full_taken(log: str, broker: int, api: str) -> list[tuple[int, int]]:
     """(partitions, ZooKeeper controller epoch) of every full ``api`` the controller's log says
     ``broker`` took."""
-    pattern = rf"broker {broker} took the full {api} \((\d+) partitions\) from controller {CONTROLLER_ID}, " \
-              r"ZooKeeper controller epoch (\d+)"
+    pattern = (
+        rf"broker {broker} took the full {api} \((\d+) partitions\) from controller {CONTROLLER_ID}, "
+        r"ZooKeeper controller epoch (\d+)"
+    )
     return [(int(a), int(b)) for a, b in re.findall(pattern, log)]
-
-
-def wait_broker_log(broker: MigratingZkBroker, pattern: str, timeout: float) -> str:
-    """The broker's log since its last start, once ``pattern`` is in it."""
-    deadline = time.monotonic() + timeout
-    text = ""
-    while time.monotonic() < deadline:
-        text = broker.server_log.read_bytes()[broker._log_offset:].decode(errors="replace")
-        if re.search(pattern, text):
-            return text
-        time.sleep(0.5)
-    pytest.fail(f"broker {broker.node_id}'s log never matched {pattern!r}:\n{broker.log_tail()}")
-
-
-def console_produce(bootstrap: str, topic: str, lines: list[str]) -> None:
-    """``key:value`` lines produced by Kafka 3.9.2's console producer, acks=all."""
-    cls = tools.find_class(jars.KAFKA_3, "org.apache.kafka.tools.ConsoleProducer", "kafka.tools.ConsoleProducer")
-    tools.run_tool(jars.KAFKA_3, cls, ["--bootstrap-server", bootstrap, "--topic", topic,
-                                       "--producer-property", "acks=all", "--property", "parse.key=true",
-                                       "--property", "key.separator=:"],
-                   stdin="".join(f"{line}\n" for line in lines), timeout=120)
-
-
-def wait_zk_state(client, topic: str, partition: int, ok, timeout: float) -> dict:
-    """The partition's state znode in ZooKeeper (what the controller dual-wrote), once ``ok`` holds."""
-    deadline = time.monotonic() + timeout
-    state: dict = {}
-    while time.monotonic() < deadline:
-        got = client.exists(f"/brokers/topics/{topic}/partitions/{partition}/state")
-        if got is not None:
-            state = json.loads(client.get(f"/brokers/topics/{topic}/partitions/{partition}/state")[0])
-            if ok(state):
-                return state
-        time.sleep(0.5)
-    pytest.fail(f"{topic}-{partition}'s state in ZooKeeper never got as expected: {state}")
 
 
 def metadata(broker: MigratingZkBroker) -> dict:
     host, port = broker.bootstrap.rsplit(":", 1)
     with KafkaConnection(host, int(port)) as c:
-        return c.request(ApiKey.METADATA, 12, {"Topics": None, "AllowAutoTopicCreation": False,
-                                               "IncludeTopicAuthorizedOperations": False})
+        return c.request(
+            ApiKey.METADATA,
+            12,
+            {"Topics": None, "AllowAutoTopicCreation": False, "IncludeTopicAuthorizedOperations": False},
+        )
 
 
 def test_zookeeper_brokers_take_the_kraftkit_controllers_full_metadata(kafka_jars, tmp_path):
@@ -109,17 +79,37 @@ def test_zookeeper_brokers_take_the_kraftkit_controllers_full_metadata(kafka_jar
             n.wait_ready()
         boot = ",".join(n.bootstrap for n in brokers.values())
         for name, parts in TOPICS.items():
-            tools.topic_command(jars.KAFKA_3, boot, ["--create", "--topic", name, "--partitions", str(parts),
-                                                     "--replication-factor", "2" if name == "orders" else "1"])
-        jobs = [{"topic": name, "props": {"acks": "all"},
-                 "records": [{"key": f"k{i}".encode(), "value": f"{name}-{i}".encode(), "partition": i % parts}
-                             for i in range(30)]}
-                for name, parts in TOPICS.items()]
+            tools.topic_command(
+                jars.KAFKA_3,
+                boot,
+                [
+                    "--create",
+                    "--topic",
+                    name,
+                    "--partitions",
+                    str(parts),
+                    "--replication-factor",
+                    "2" if name == "orders" else "1",
+                ],
+            )
+        jobs = [
+            {
+                "topic": name,
+                "props": {"acks": "all"},
+                "records": [
+                    {"key": f"k{i}".encode(), "value": f"{name}-{i}".encode(), "partition": i % parts}
+                    for i in range(30)
+                ],
+            }
+            for name, parts in TOPICS.items()
+        ]
         assert len(tools.produce(jars.KAFKA_3, boot, jobs)) == 30 * len(TOPICS)
         before = describe(jars.KAFKA_3, boot)
         held = {b: sum(b in r for t in before.values() for r in t["replicas"].values()) for b in BROKERS}
-        assert held == {1: 3 + sum(1 in before["audit"]["replicas"][p] for p in (0, 1)),
-                        2: 3 + sum(2 in before["audit"]["replicas"][p] for p in (0, 1))}
+        assert held == {
+            1: 3 + sum(1 in before["audit"]["replicas"][p] for p in (0, 1)),
+            2: 3 + sum(2 in before["audit"]["replicas"][p] for p in (0, 1)),
+        }
 
         from kazoo.client import KazooClient
 
@@ -129,17 +119,29 @@ def test_zookeeper_brokers_take_the_kraftkit_controllers_full_metadata(kafka_jar
 
         port = free_port()
         meta = tmp_path / "controller"
-        format_storage([meta], cluster_id=cluster_id, node_id=CONTROLLER_ID, release_version="3.9",
-                       no_initial_controllers=True)
+        format_storage(
+            [meta], cluster_id=cluster_id, node_id=CONTROLLER_ID, release_version="3.9", no_initial_controllers=True
+        )
         voters = f"{CONTROLLER_ID}@127.0.0.1:{port}"
         config = tmp_path / "controller.properties"
-        config.write_text("\n".join([
-            "process.roles=controller", f"node.id={CONTROLLER_ID}", f"controller.quorum.voters={voters}",
-            f"listeners=CONTROLLER://127.0.0.1:{port}", "controller.listener.names=CONTROLLER",
-            f"metadata.log.dir={meta}", "zookeeper.metadata.migration.enable=true",
-            f"zookeeper.connect={zk.connect}", ""]))
-        controller = KraftkitProcess(["controller", "run"], ["--config", str(config)], tmp_path / "controller.log",
-                                     timeout=120)
+        config.write_text(
+            "\n".join(
+                [
+                    "process.roles=controller",
+                    f"node.id={CONTROLLER_ID}",
+                    f"controller.quorum.voters={voters}",
+                    f"listeners=CONTROLLER://127.0.0.1:{port}",
+                    "controller.listener.names=CONTROLLER",
+                    f"metadata.log.dir={meta}",
+                    "zookeeper.metadata.migration.enable=true",
+                    f"zookeeper.connect={zk.connect}",
+                    "",
+                ]
+            )
+        )
+        controller = KraftkitProcess(
+            ["controller", "run"], ["--config", str(config)], tmp_path / "controller.log", timeout=120
+        )
         for n in brokers.values():
             n.stop()
             n.migrate_to = voters
@@ -150,8 +152,12 @@ def test_zookeeper_brokers_take_the_kraftkit_controllers_full_metadata(kafka_jar
         # still fenced then (the takeover waits for registrations only, as Kafka's) the LeaderAndIsr
         # of its partitions once unfenced
         for b, n in brokers.items():
-            wait_broker_log(n, rf"Handling LeaderAndIsr request correlationId \d+ from controller {CONTROLLER_ID} "
-                               rf"for {held[b]} partitions", 120)
+            wait_broker_log(
+                n,
+                rf"Handling LeaderAndIsr request correlationId \d+ from controller {CONTROLLER_ID} "
+                rf"for {held[b]} partitions",
+                120,
+            )
         # (broker 1, restarted first, has long been unfenced at the takeover)
         log = wait_log(controller, "broker 1 took the full UpdateMetadata", 60)
         zk_epoch = int(client.get("/controller_epoch")[0])
@@ -164,8 +170,11 @@ def test_zookeeper_brokers_take_the_kraftkit_controllers_full_metadata(kafka_jar
             assert full_taken(log, b, "UpdateMetadata") == [(total, zk_epoch)]
             # (a FULL LeaderAndIsr that missed a partition the broker holds would show it as a stray)
             text = brokers[b].server_log.read_text(errors="replace")
-            assert re.search(rf"While handling full LeaderAndIsr request from KRaft controller {CONTROLLER_ID} "
-                             r"with correlation id \d+, found 0 stray partition\(s\)", text), brokers[b].log_tail()
+            assert re.search(
+                rf"While handling full LeaderAndIsr request from KRaft controller {CONTROLLER_ID} "
+                r"with correlation id \d+, found 0 stray partition\(s\)",
+                text,
+            ), brokers[b].log_tail()
         assert "answered" not in log  # (no error answered)
 
         # nothing was dropped: every record is still there
@@ -175,8 +184,9 @@ def test_zookeeper_brokers_take_the_kraftkit_controllers_full_metadata(kafka_jar
 
         # a failover: the controller restarted claims ZooKeeper again and sends the full metadata again
         assert controller.stop() == 0
-        controller = KraftkitProcess(["controller", "run"], ["--config", str(config)], tmp_path / "controller-2.log",
-                                     timeout=120)
+        controller = KraftkitProcess(
+            ["controller", "run"], ["--config", str(config)], tmp_path / "controller-2.log", timeout=120
+        )
         for b in BROKERS:
             log = wait_log(controller, f"broker {b} took the full UpdateMetadata", 180)
         zk_epoch2 = int(client.get("/controller_epoch")[0])
@@ -191,8 +201,12 @@ def test_zookeeper_brokers_take_the_kraftkit_controllers_full_metadata(kafka_jar
         # UpdateMetadata of every partition and the LeaderAndIsr of its own)
         brokers[2].stop()
         brokers[2].start()
-        text = wait_broker_log(brokers[2], rf"Handling LeaderAndIsr request correlationId \d+ from controller "
-                                           rf"{CONTROLLER_ID} for {held[2]} partitions", 120)
+        text = wait_broker_log(
+            brokers[2],
+            rf"Handling LeaderAndIsr request correlationId \d+ from controller "
+            rf"{CONTROLLER_ID} for {held[2]} partitions",
+            120,
+        )
         assert f"full LeaderAndIsr request from KRaft controller {CONTROLLER_ID}" not in text  # (INCREMENTAL)
         for name in TOPICS:  # (audit's partitions on broker 2 have no other replica)
             got = tools.consume(jars.KAFKA_3, boot, name)
@@ -202,9 +216,17 @@ def test_zookeeper_brokers_take_the_kraftkit_controllers_full_metadata(kafka_jar
         # ZooKeeper-mode brokers (the controller's LeaderAndIsr), and what Kafka's console producer
         # wrote (acks=all) is consumed back
         with KafkaConnection("127.0.0.1", port, timeout=30) as conn:
-            created = conn.request(ApiKey.CREATE_TOPICS, conn.version_for(ApiKey.CREATE_TOPICS), {
-                "Topics": [{"Name": HYBRID, "NumPartitions": 2, "ReplicationFactor": 2, "Assignments": [],
-                            "Configs": []}], "timeoutMs": 30000, "validateOnly": False})
+            created = conn.request(
+                ApiKey.CREATE_TOPICS,
+                conn.version_for(ApiKey.CREATE_TOPICS),
+                {
+                    "Topics": [
+                        {"Name": HYBRID, "NumPartitions": 2, "ReplicationFactor": 2, "Assignments": [], "Configs": []}
+                    ],
+                    "timeoutMs": 30000,
+                    "validateOnly": False,
+                },
+            )
         assert created["Topics"][0]["ErrorCode"] == 0, created
         lines = [f"k{i}:{HYBRID}-{i}" for i in range(20)]
         console_produce(boot, HYBRID, lines)
