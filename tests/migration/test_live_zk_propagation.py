@@ -259,6 +259,12 @@ def test_zookeeper_brokers_take_the_kraftkit_controllers_full_metadata(kafka_jar
         brokers[2].stop()  # (its partitions move to broker 1, in sync: a controlled shutdown)
         for p in (0, 1):
             wait_zk_state(client, HYBRID, p, lambda s: s["leader"] == 1, 60)
+        # as Kafka's: the leaderships moved when the shutdown began, which was granted once broker 1
+        # had read past those records (the broker stopped only then: its stop() waited for it)
+        log = controller.log_path.read_text(errors="replace")
+        began = log.rfind("Unfenced broker 2 has requested and been granted a controlled shutdown.")
+        granted = log.rfind("The request from broker 2 to shut down has been granted since the lowest active offset")
+        assert 0 <= began < granted, controller.log_tail(40)
         assert sorted(r["value"] for r in tools.consume(jars.KAFKA_3, brokers[1].bootstrap, HYBRID)) == values
         brokers[2].start()
         for p in (0, 1):
