@@ -26,11 +26,11 @@ import pytest
 from kraftkit.features.storage.format import format_storage
 from kraftkit.metadata.image import uuid_text
 from kraftkit.migration import zk_reader
-from tests._procs import KraftkitProcess
+from tests._procs import KraftkitProcess, terminate
 from tests.cli.test_json_schema import check_output
 from tests.harness import jars, tools
 from tests.harness.node import free_port, tool_log4j_files
-from tests.migration.test_offline_zk import ZkBroker, ZooKeeper, kraftkit
+from tests.migration.test_offline_zk import ZkBroker, ZooKeeper, kafka_acls, kafka_configs, kraftkit
 
 __all__ = [
     "COMPLETED",
@@ -428,10 +428,32 @@ class LiveCluster:
         out = tools.topic_command(jars.KAFKA_3, self.boot, args)
         assert f"Created topic {name}." in out, out
 
-    def zk_json(self, path: str):
-        """The JSON a znode holds."""
-        assert self.client is not None
-        return json.loads(self.client.get(path)[0])
+    def produce(self, records: dict[str, list[dict]]) -> None:
+        """``records`` (``key``, ``value``, ``partition`` of each, by topic) produced by Kafka 3.9.2's
+        producer, acks=all: every one acknowledged."""
+        jobs = [{"topic": topic, "props": {"acks": "all"}, "records": rs} for topic, rs in records.items()]
+        assert len(tools.produce(jars.KAFKA_3, self.boot, jobs)) == sum(len(rs) for rs in records.values())
+
+    def add_quota_scram_acl(self) -> None:
+        """By Kafka 3.9.2's kafka-configs, a client quota (client-id ``app``: producer_byte_rate=1048576)
+        and a SCRAM-SHA-256 user ``alice`` (8192 iterations); by kafka-acls, an ACL letting User:alice
+        Read topic ``orders``."""
+        quota = ["producer_byte_rate=1048576", "--entity-type", "clients", "--entity-name", "app"]
+        kafka_configs(jars.KAFKA_3, self.boot, "--alter", "--add-config", *quota)
+        scram = ["SCRAM-SHA-256=[iterations=8192,password=pw]", "--entity-type", "users", "--entity-name", "alice"]
+        kafka_configs(jars.KAFKA_3, self.boot, "--alter", "--add-config", *scram)
+        acl = ["--allow-principal", "User:alice", "--operation", "Read", "--topic", "orders"]
+        kafka_acls(jars.KAFKA_3, self.boot, "--add", *acl)
+
+    def migrate(self) -> MigrationQuorum:
+        """A kraftkit controller (:meth:`quorum` of one voter) started, the brokers rolled with the
+        migration's configs, once its log says the copy completed."""
+        q = self.quorum()
+        q.start()
+        self.roll(migrate_to=q.voters)
+        (controller,) = q.procs.values()
+        wait_log(controller, COMPLETED, 180)
+        return q
 
 
 class Verifiable:
@@ -528,13 +550,7 @@ class Verifiable:
         return {(e["partition"], e["offset"], e["value"]) for e in self.events("record_data")}
 
     def stop(self, timeout: float = 60.0) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=30)
+        terminate(self.proc, timeout)
         self._out.close()
         self._err.close()
         return self.proc.returncode
