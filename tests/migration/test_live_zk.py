@@ -40,7 +40,7 @@ from tests.migration.live import (  # (some of them other tests import here)
     wait_log,
     zk_view,
 )
-from tests.migration.test_offline_zk import acl_list, describe, kafka_acls, kafka_configs, kraftkit
+from tests.migration.test_offline_zk import acl_list, describe, kafka_configs, kraftkit
 
 __all__ = ["MigratingZkBroker", "kraft_view", "status", "wait_log", "zk_view"]  # (re-exported)
 
@@ -61,43 +61,16 @@ def test_a_live_migration_takes_a_zookeeper_cluster_over_into_a_kraftkit_control
         zk, boot, client = live.zk, live.boot, live.client
         for name, t in TOPICS.items():
             live.create_topic(name, t["partitions"], t["rf"], t["configs"])
-        jobs = [
+        live.produce(
             {
-                "topic": name,
-                "props": {"acks": "all"},
-                "records": [
+                name: [
                     {"key": f"{name}-k{i}".encode(), "value": f"{name}-v{i}".encode(), "partition": i % t["partitions"]}
                     for i in range(40)
-                ],
+                ]
+                for name, t in TOPICS.items()
             }
-            for name, t in TOPICS.items()
-        ]
-        assert len(tools.produce(jars.KAFKA_3, boot, jobs)) == 40 * len(TOPICS)
-        kafka_configs(
-            jars.KAFKA_3,
-            boot,
-            "--alter",
-            "--add-config",
-            "producer_byte_rate=1048576",
-            "--entity-type",
-            "clients",
-            "--entity-name",
-            "app",
         )
-        kafka_configs(
-            jars.KAFKA_3,
-            boot,
-            "--alter",
-            "--add-config",
-            "SCRAM-SHA-256=[iterations=8192,password=pw]",
-            "--entity-type",
-            "users",
-            "--entity-name",
-            "alice",
-        )
-        kafka_acls(
-            jars.KAFKA_3, boot, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", "orders"
-        )
+        live.add_quota_scram_acl()
         acls_before = acl_list(jars.KAFKA_3, boot)
         before = describe(jars.KAFKA_3, boot)
 

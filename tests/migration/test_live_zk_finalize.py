@@ -20,7 +20,7 @@ from kraftkit.metadata.image import load_image
 from tests.cli.test_json_schema import check_output
 from tests.harness import jars, tools
 from tests.harness.jars import HarnessError
-from tests.migration.live import COMPLETED, LiveCluster, MigratingZkBroker, roll, wait_broker_log, wait_log
+from tests.migration.live import LiveCluster, MigratingZkBroker, roll, wait_broker_log, wait_log
 from tests.migration.test_offline_zk import kraftkit
 
 pytestmark = [pytest.mark.kafka, pytest.mark.zookeeper, pytest.mark.timeout(900)]
@@ -77,26 +77,19 @@ def test_brokers_restarted_in_kraft_mode_keep_serving_and_the_controller_finaliz
         zk, brokers, boot, client = live.zk, live.brokers, live.boot, live.client
         for name, parts in TOPICS.items():
             live.create_topic(name, parts, 2)
-        jobs = [
+        live.produce(
             {
-                "topic": name,
-                "props": {"acks": "all"},
-                "records": [
+                name: [
                     {"key": f"k{i}".encode(), "value": f"{name}-{i}".encode(), "partition": i % parts}
                     for i in range(20)
-                ],
+                ]
+                for name, parts in TOPICS.items()
             }
-            for name, parts in TOPICS.items()
-        ]
-        assert len(tools.produce(jars.KAFKA_3, boot, jobs)) == 20 * len(TOPICS)
+        )
         expected = {name: sorted(f"{name}-{i}".encode() for i in range(20)) for name in TOPICS}
 
-        quorum = live.quorum()
-        meta = quorum.dirs[CONTROLLER_ID]
-        quorum.start()
-        controller = quorum.procs[CONTROLLER_ID]
-        live.roll(migrate_to=quorum.voters)
-        wait_log(controller, COMPLETED, 180)
+        quorum = live.migrate()
+        meta, controller = quorum.dirs[CONTROLLER_ID], quorum.procs[CONTROLLER_ID]
         # each broker hears its partitions from controller 3000 (its own log says so): in the full
         # LeaderAndIsr if it was unfenced at the takeover, else in the one sent once it is
         for n in brokers.values():

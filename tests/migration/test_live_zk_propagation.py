@@ -33,7 +33,6 @@ from kraftkit.protocol.client import KafkaConnection
 from kraftkit.protocol.messages import ApiKey
 from tests.harness import jars, tools
 from tests.migration.live import (
-    COMPLETED,
     LiveCluster,
     MigratingZkBroker,
     console_produce,
@@ -77,18 +76,15 @@ def test_zookeeper_brokers_take_the_kraftkit_controllers_full_metadata(kafka_jar
         brokers, boot, client = live.brokers, live.boot, live.client
         for name, parts in TOPICS.items():
             live.create_topic(name, parts, 2 if name == "orders" else 1)
-        jobs = [
+        live.produce(
             {
-                "topic": name,
-                "props": {"acks": "all"},
-                "records": [
+                name: [
                     {"key": f"k{i}".encode(), "value": f"{name}-{i}".encode(), "partition": i % parts}
                     for i in range(30)
-                ],
+                ]
+                for name, parts in TOPICS.items()
             }
-            for name, parts in TOPICS.items()
-        ]
-        assert len(tools.produce(jars.KAFKA_3, boot, jobs)) == 30 * len(TOPICS)
+        )
         before = describe(jars.KAFKA_3, boot)
         held = {b: sum(b in r for t in before.values() for r in t["replicas"].values()) for b in BROKERS}
         assert held == {
@@ -96,12 +92,8 @@ def test_zookeeper_brokers_take_the_kraftkit_controllers_full_metadata(kafka_jar
             2: 3 + sum(2 in before["audit"]["replicas"][p] for p in (0, 1)),
         }
 
-        quorum = live.quorum()
-        meta = quorum.dirs[CONTROLLER_ID]
-        quorum.start()
-        controller = quorum.procs[CONTROLLER_ID]
-        live.roll(migrate_to=quorum.voters)
-        wait_log(controller, COMPLETED, 180)
+        quorum = live.migrate()
+        meta, controller = quorum.dirs[CONTROLLER_ID], quorum.procs[CONTROLLER_ID]
         # each broker hears its partitions from controller 3000 (its own log says so): the full
         # LeaderAndIsr if it was live (registered, unfenced) at the takeover; a broker registered but
         # still fenced then (the takeover waits for registrations only, as Kafka's) the LeaderAndIsr

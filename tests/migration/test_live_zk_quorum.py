@@ -47,7 +47,7 @@ from tests.migration.live import (
     wait_until,
     zk_view,
 )
-from tests.migration.test_offline_zk import acl_list, kafka_acls, kafka_configs
+from tests.migration.test_offline_zk import acl_list
 
 pytestmark = [pytest.mark.kafka, pytest.mark.zookeeper, pytest.mark.timeout(1500)]
 
@@ -110,31 +110,7 @@ def test_a_zookeeper_cluster_migrates_live_to_a_three_voter_quorum_that_survives
 
         for name, t in TOPICS.items():
             live.create_topic(name, t["partitions"], t["rf"], t["configs"])
-        kafka_configs(
-            jars.KAFKA_3,
-            boot,
-            "--alter",
-            "--add-config",
-            "producer_byte_rate=1048576",
-            "--entity-type",
-            "clients",
-            "--entity-name",
-            "app",
-        )
-        kafka_configs(
-            jars.KAFKA_3,
-            boot,
-            "--alter",
-            "--add-config",
-            "SCRAM-SHA-256=[iterations=8192,password=pw]",
-            "--entity-type",
-            "users",
-            "--entity-name",
-            "alice",
-        )
-        kafka_acls(
-            jars.KAFKA_3, boot, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", "orders"
-        )
+        live.add_quota_scram_acl()
         acls_before = acl_list(jars.KAFKA_3, boot)
 
         # the three voters wait for the brokers

@@ -22,8 +22,8 @@ import pytest
 
 from kraftkit.cli.migrate import _rollback_refused_by
 from tests.cli.test_json_schema import check_output
-from tests.harness import jars, tools
-from tests.migration.live import COMPLETED, LiveCluster, roll, wait_log, wait_until
+from tests.harness import jars
+from tests.migration.live import LiveCluster, roll, wait_until
 from tests.migration.test_live_zk_finalize import Broker, consumed
 from tests.migration.test_offline_zk import describe, kraftkit
 
@@ -40,18 +40,13 @@ def test_a_migration_rolled_back_before_finalizing_keeps_every_record_and_topic(
 
         def produce(topic: str, tag: str, n: int) -> list[bytes]:
             values = [f"{topic}-{tag}-{i}".encode() for i in range(n)]
-            jobs = [{"topic": topic, "props": {"acks": "all"}, "records": [{"key": b"k", "value": v} for v in values]}]
-            assert len(tools.produce(jars.KAFKA_3, boot, jobs)) == n
+            live.produce({topic: [{"key": b"k", "value": v} for v in values]})
             return values
 
         expected = {"orders": produce("orders", "zk", 20)}
 
-        quorum = live.quorum()
-        meta = quorum.dirs[CONTROLLER_ID]
-        quorum.start()
-        controller = quorum.procs[CONTROLLER_ID]
-        live.roll(migrate_to=quorum.voters)
-        wait_log(controller, COMPLETED, 180)
+        quorum = live.migrate()
+        meta, controller = quorum.dirs[CONTROLLER_ID], quorum.procs[CONTROLLER_ID]
 
         # during the migration: a topic created through the brokers (forwarded to the kraftkit
         # controller, dual-written) and records produced to both topics
