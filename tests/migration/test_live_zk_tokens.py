@@ -10,7 +10,6 @@ the migrating ZooKeeper-mode broker still lists the token and authenticates a cl
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -19,8 +18,7 @@ from kraftkit.metadata.image import load_image
 from tests.harness import jars
 
 from .live import COMPLETED, LiveCluster, MigratingZkBroker, read_zk, roll, wait_log
-from .test_offline_zk import kafka_configs
-from .test_offline_zk_tokens import PASSWORD, USER, TokenZkBroker, client_config, delegation_tokens, token_login
+from .test_offline_zk_tokens import TokenZkBroker, alices_token, client_config, delegation_tokens, token_login
 
 pytestmark = [pytest.mark.kafka, pytest.mark.zookeeper, pytest.mark.timeout(900)]
 
@@ -35,26 +33,7 @@ class MigratingTokenZkBroker(MigratingZkBroker, TokenZkBroker):
 def test_a_live_migration_carries_a_delegation_token_into_the_kraft_image(kafka_jars, tmp_path):
     with LiveCluster(tmp_path, (BROKER,), broker_cls=MigratingTokenZkBroker) as live:
         zk, broker, client = live.zk, live.brokers[BROKER], live.client
-        kafka_configs(
-            jars.KAFKA_3,
-            broker.bootstrap,
-            "--alter",
-            "--add-config",
-            f"SCRAM-SHA-256=[iterations=8192,password={PASSWORD}]",
-            "--entity-type",
-            "users",
-            "--entity-name",
-            USER,
-        )
-        sasl = f"127.0.0.1:{broker.sasl_port}"
-        alice = client_config(tmp_path / "alice.properties", USER, PASSWORD)
-        deadline = time.monotonic() + 60
-        while not token_login(jars.KAFKA_3, sasl, alice):
-            assert time.monotonic() < deadline, "alice's SCRAM credential never worked"
-            time.sleep(1)
-        created = delegation_tokens(
-            jars.KAFKA_3, sasl, alice, "--create", "--max-life-time-period", "-1", "--renewer-principal", "User:bob"
-        )
+        sasl, alice, created = alices_token(broker, tmp_path)
         assert len(created) == 1, created
         token_id, hmac = created[0][0], created[0][1]
 
