@@ -1,5 +1,5 @@
 """The end of the live ZooKeeper migration against real parts: a real ZooKeeper and two Kafka 3.9.2
-ZooKeeper-mode brokers (the fixtures of test_live_zk.py), taken over by a kraftkit controller. Then,
+ZooKeeper-mode brokers (live.py's LiveCluster), taken over by a kraftkit controller. Then,
 as Kafka 3.9's "Migrating brokers to KRaft" says, each broker is restarted in KRaft mode (same id as
 ``node.id``, ``process.roles=broker``, the quorum's configs, no ZooKeeper configs) on its old log
 directory: with one broker in KRaft mode and the other still in ZooKeeper mode every record

@@ -1,5 +1,5 @@
 """The controller-to-broker RPCs of the live ZooKeeper migration against real parts: a real
-ZooKeeper and two Kafka 3.9.2 ZooKeeper-mode brokers (the fixtures of test_live_zk.py), taken over
+ZooKeeper and two Kafka 3.9.2 ZooKeeper-mode brokers (live.py's LiveCluster), taken over
 by a kraftkit controller. After the takeover the brokers live then (unfenced) take the controller's
 full UpdateMetadata and LeaderAndIsr (Type FULL, isKRaftController, controller 3000, the ZooKeeper
 controller epoch it claimed), one still fenced then (the takeover waits for registrations only, as
