@@ -19,10 +19,14 @@ class KraftkitProcess:
     def __init__(self, command: list[str], args: list[str], log_path: Path, *, timeout: float = 60.0) -> None:
         self.command = " ".join(command)
         self.log_path = log_path
-        self._err = open(log_path, "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "kraftkit.cli.main", *command, *args],
-                                     stdout=subprocess.PIPE, stderr=self._err, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
+        self._err = open(log_path, "wb")  # noqa: SIM115 (open as long as the process runs: closed by stop)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kraftkit.cli.main", *command, *args],
+            stdout=subprocess.PIPE,
+            stderr=self._err,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             self.info = self._listening(timeout)
         except BaseException:
@@ -35,20 +39,16 @@ class KraftkitProcess:
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
         line = self.proc.stdout.readline() if ready else b""
         if not line:
-            pytest.fail(f"kraftkit {self.command} did not start within {timeout:.0f}s (exit {self.proc.poll()}):\n"
-                        f"{self.log_tail()}")
+            pytest.fail(
+                f"kraftkit {self.command} did not start within {timeout:.0f}s (exit {self.proc.poll()}):\n"
+                f"{self.log_tail()}"
+            )
         info = json.loads(line)
         assert info["event"] == "listening", info
         return info
 
     def stop(self, timeout: float = 30.0) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=30)
+        terminate(self.proc, timeout)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
         self._err.close()
@@ -71,6 +71,19 @@ def readme_block(section: str) -> str:
     m = re.compile(r"```sh\n(.*?)\n```", re.S).search(text, start)
     assert m is not None, f"no sh block after {section!r} in README.md"
     return m.group(1)
+
+
+def terminate(proc: subprocess.Popen, timeout: float) -> int:
+    """SIGTERM to ``proc`` if it runs, up to ``timeout`` s for it to exit, then SIGKILL to its process
+    group; its exit status."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    return proc.returncode
 
 
 def stop_group(proc: subprocess.Popen) -> None:

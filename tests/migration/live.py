@@ -1,7 +1,9 @@
 """The parts of the live ZooKeeper-to-KRaft migration tests (``test_live_zk*.py``), in one place: a
 Kafka 3.9.2 ZooKeeper-mode broker that can be rolled with the migration's configs
 (:class:`MigratingZkBroker`), a kraftkit controller quorum of N voters run with the migration
-enabled (:class:`MigrationQuorum`), Kafka's VerifiableProducer and VerifiableConsumer running in the
+enabled (:class:`MigrationQuorum`; one voter for the single-controller tests), a real ZooKeeper
+with N such brokers started, their topics made by kafka-topics, a ZooKeeper client on it and its
+cluster id, all cleaned up on exit (:class:`LiveCluster`), Kafka's VerifiableProducer and VerifiableConsumer running in the
 background (:class:`Verifiable`), waits on logs and on ZooKeeper, ``kraftkit migrate status``, and
 the normalized views of ZooKeeper and of a KRaft image that the tests compare (:func:`zk_view`,
 :func:`kraft_view`). The ZooKeeper server and the plain ZooKeeper-mode broker are
@@ -17,19 +19,22 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Self
 
 import pytest
 
 from kraftkit.features.storage.format import format_storage
 from kraftkit.metadata.image import uuid_text
 from kraftkit.migration import zk_reader
-from tests._procs import KraftkitProcess
+from tests._procs import KraftkitProcess, terminate
 from tests.cli.test_json_schema import check_output
 from tests.harness import jars, tools
 from tests.harness.node import free_port, tool_log4j_files
-from tests.migration.test_offline_zk import ZkBroker, ZooKeeper, kraftkit
+from tests.migration.test_offline_zk import ZkBroker, ZooKeeper, kafka_acls, kafka_configs, kraftkit
 
 __all__ = [
+    "COMPLETED",
+    "LiveCluster",
     "MigratingZkBroker",
     "MigrationQuorum",
     "Verifiable",
@@ -37,6 +42,7 @@ __all__ = [
     "console_produce",
     "kraft_view",
     "read_zk",
+    "roll",
     "status",
     "wait_broker_log",
     "wait_log",
@@ -46,8 +52,13 @@ __all__ = [
 ]
 
 
+#: what a controller's log says once the migration's copy is done
+COMPLETED = "Completed migration of metadata from ZooKeeper to KRaft"
+
+
 class MigratingZkBroker(ZkBroker):
-    """A Kafka 3.9.2 ZooKeeper-mode broker, with the migration's configs once ``migrate_to`` is set."""
+    """A Kafka 3.9.2 ZooKeeper-mode broker, with the migration's configs once ``migrate_to`` is set
+    (the CONTROLLER listener added to the broker's own listener.security.protocol.map)."""
 
     migrate_to: str | None = None  # the quorum's controller.quorum.voters
 
@@ -59,10 +70,18 @@ class MigratingZkBroker(ZkBroker):
                     "zookeeper.metadata.migration.enable": "true",
                     "controller.quorum.voters": self.migrate_to,
                     "controller.listener.names": "CONTROLLER",
-                    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                    "listener.security.protocol.map": f"{props['listener.security.protocol.map']},CONTROLLER:PLAINTEXT",
                 }
             )
         return props
+
+
+def roll(broker: ZkBroker, **changes: object) -> None:
+    """``broker`` stopped, its attributes ``changes`` set (``migrate_to=...``, ``kraft=True``), started again."""
+    broker.stop()
+    for k, v in changes.items():
+        setattr(broker, k, v)
+    broker.start()
 
 
 def wait_until(
@@ -247,9 +266,10 @@ class MigrationQuorum:
         self.dirs = {i: root / f"controller-{i}" for i in self.ports}
         self.procs: dict[int, KraftkitProcess] = {}
         self.runs: dict[int, int] = {}
+        self.props: dict[int, dict[str, object]] = {}
         for i, d in self.dirs.items():
             format_storage([d], cluster_id=cluster_id, node_id=i, release_version="3.9", no_initial_controllers=True)
-            props = {
+            self.props[i] = {
                 "process.roles": "controller",
                 "node.id": i,
                 "controller.quorum.voters": self.voters,
@@ -260,10 +280,21 @@ class MigrationQuorum:
                 "zookeeper.connect": zk_connect,
                 **(extra or {}),
             }
-            self.config(i).write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+            self.write_config(i)
 
     def config(self, i: int) -> Path:
         return self.root / f"controller-{i}.properties"
+
+    def write_config(self, i: int) -> None:
+        self.config(i).write_text("".join(f"{k}={v}\n" for k, v in self.props[i].items()))
+
+    def disable_migration(self) -> None:
+        """Every voter's properties file rewritten without the migration's configs (ZooKeeper's
+        ``zookeeper.metadata.migration.enable`` and ``zookeeper.connect``), for its next start."""
+        for i, props in self.props.items():
+            props.pop("zookeeper.metadata.migration.enable", None)
+            props.pop("zookeeper.connect", None)
+            self.write_config(i)
 
     def start(self, *nodes: int) -> None:
         """Starts ``nodes`` (every voter when none is given), each until it listens."""
@@ -295,6 +326,10 @@ class MigrationQuorum:
     def log(self, i: int) -> str:
         return self.procs[i].log_path.read_text(errors="replace")
 
+    def wait_log(self, i: int, text: str, timeout: float) -> str:
+        """Voter ``i``'s current log once it says ``text`` (:func:`wait_log`)."""
+        return wait_log(self.procs[i], text, timeout)
+
     def wait_any_log(self, text: str, timeout: float) -> int:
         """The running voter whose current log says ``text`` first (polled)."""
         return wait_until(
@@ -309,6 +344,116 @@ class MigrationQuorum:
 
     def tails(self, lines: int = 30) -> str:
         return "\n".join(p.log_tail(lines) for p in self.procs.values())
+
+
+class LiveCluster:
+    """A real ZooKeeper (``zk``) and ZooKeeper-mode brokers of ``broker_cls`` with ids ``broker_ids``
+    (``brokers``), all started and waited for on entry (``boot``: their bootstrap string), with a
+    kazoo client on ZooKeeper (``client``) and the cluster id the brokers wrote to ``/cluster/id``
+    (``cluster_id``); the kraftkit controllers of :meth:`quorum` with them. On exit: the client closed,
+    the controllers stopped, the brokers stopped (killed with ``kill_brokers``: no controller left to
+    grant a controlled shutdown), ZooKeeper stopped; first, the Kafka clients added to ``clients``."""
+
+    def __init__(
+        self,
+        root: Path,
+        broker_ids: tuple[int, ...],
+        *,
+        broker_cls: type[ZkBroker] = MigratingZkBroker,
+        kill_brokers: bool = False,
+    ) -> None:
+        self.root = root
+        self.zk = ZooKeeper(root / "zk")
+        self.brokers = {b: broker_cls(root / f"broker-{b}", b, self.zk.connect) for b in broker_ids}
+        self.kill_brokers = kill_brokers
+        self.boot = ""
+        self.client = None
+        self.cluster_id = ""
+        self.quorums: list[MigrationQuorum] = []
+        self.clients: list[Verifiable] = []  # (stopped first on exit)
+
+    def __enter__(self) -> Self:
+        try:
+            self.zk.start()
+            for n in self.brokers.values():
+                n.launch()
+            for n in self.brokers.values():
+                n.wait_ready()
+            self.boot = ",".join(n.bootstrap for n in self.brokers.values())
+            from kazoo.client import KazooClient
+
+            self.client = KazooClient(hosts=self.zk.connect, timeout=10)
+            self.client.start(timeout=10)
+            self.cluster_id = json.loads(self.client.get("/cluster/id")[0])["id"]
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for c in self.clients:
+            c.stop()
+        if self.client is not None:
+            self.client.stop()
+            self.client.close()
+            self.client = None
+        for q in self.quorums:
+            q.stop()
+        for n in self.brokers.values():
+            if self.kill_brokers:
+                n.kill()
+            else:
+                n.stop()
+        self.zk.stop()
+
+    def quorum(self, *, voters: int = 1, first: int = 3000, extra: dict[str, object] | None = None) -> MigrationQuorum:
+        """A :class:`MigrationQuorum` on this ZooKeeper and cluster id (formatted, not started), stopped on exit."""
+        q = MigrationQuorum(self.root, self.zk.connect, self.cluster_id, voters=voters, first=first, extra=extra)
+        self.quorums.append(q)
+        return q
+
+    def roll(self, **changes: object) -> None:
+        """Every broker rolled (:func:`roll`) with ``changes``, one after the other."""
+        for n in self.brokers.values():
+            roll(n, **changes)
+
+    def create_topic(self, name: str, partitions: int, rf: int, configs: dict[str, str] | None = None) -> None:
+        """Topic ``name`` created by Kafka 3.9.2's kafka-topics through the brokers."""
+        args = ["--create", "--topic", name, "--partitions", str(partitions), "--replication-factor", str(rf)]
+        for k, v in (configs or {}).items():
+            args += ["--config", f"{k}={v}"]
+        out = tools.topic_command(jars.KAFKA_3, self.boot, args)
+        assert f"Created topic {name}." in out, out
+
+    def produce(self, records: dict[str, list[dict]]) -> None:
+        """``records`` (``key``, ``value``, ``partition`` of each, by topic) produced by Kafka 3.9.2's
+        producer, acks=all: every one acknowledged."""
+        jobs = [{"topic": topic, "props": {"acks": "all"}, "records": rs} for topic, rs in records.items()]
+        assert len(tools.produce(jars.KAFKA_3, self.boot, jobs)) == sum(len(rs) for rs in records.values())
+
+    def add_quota_scram_acl(self) -> None:
+        """By Kafka 3.9.2's kafka-configs, a client quota (client-id ``app``: producer_byte_rate=1048576)
+        and a SCRAM-SHA-256 user ``alice`` (8192 iterations); by kafka-acls, an ACL letting User:alice
+        Read topic ``orders``."""
+        quota = ["producer_byte_rate=1048576", "--entity-type", "clients", "--entity-name", "app"]
+        kafka_configs(jars.KAFKA_3, self.boot, "--alter", "--add-config", *quota)
+        scram = ["SCRAM-SHA-256=[iterations=8192,password=pw]", "--entity-type", "users", "--entity-name", "alice"]
+        kafka_configs(jars.KAFKA_3, self.boot, "--alter", "--add-config", *scram)
+        acl = ["--allow-principal", "User:alice", "--operation", "Read", "--topic", "orders"]
+        kafka_acls(jars.KAFKA_3, self.boot, "--add", *acl)
+
+    def migrate(self) -> MigrationQuorum:
+        """A kraftkit controller (:meth:`quorum` of one voter) started, the brokers rolled with the
+        migration's configs, once its log says the copy completed."""
+        q = self.quorum()
+        q.start()
+        self.roll(migrate_to=q.voters)
+        (controller,) = q.procs.values()
+        wait_log(controller, COMPLETED, 180)
+        return q
 
 
 class Verifiable:
@@ -405,13 +550,7 @@ class Verifiable:
         return {(e["partition"], e["offset"], e["value"]) for e in self.events("record_data")}
 
     def stop(self, timeout: float = 60.0) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=30)
+        terminate(self.proc, timeout)
         self._out.close()
         self._err.close()
         return self.proc.returncode

@@ -26,22 +26,23 @@ import uuid
 
 import pytest
 
-from kraftkit.features.storage.format import format_storage
 from kraftkit.metadata.image import load_image
-from kraftkit.migration import zk_reader
 from kraftkit.protocol import KafkaConnection
 from kraftkit.protocol.messages import ApiKey
-from tests._procs import KraftkitProcess
 from tests.harness import jars, tools
-from tests.harness.node import free_port
-from tests.migration.live import (  # (other tests import them here)
+from tests.migration.live import (  # (some of them other tests import here)
+    COMPLETED,
+    LiveCluster,
     MigratingZkBroker,
     kraft_view,
+    read_zk,
     status,
     wait_log,
     zk_view,
 )
-from tests.migration.test_offline_zk import ZooKeeper, acl_list, describe, kafka_acls, kafka_configs, kraftkit
+from tests.migration.test_offline_zk import acl_list, describe, kafka_configs, kraftkit
+
+__all__ = ["MigratingZkBroker", "kraft_view", "status", "wait_log", "zk_view"]  # (re-exported)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.zookeeper, pytest.mark.timeout(900)]
 
@@ -56,96 +57,30 @@ NEW_TOPIC = "fresh"
 
 
 def test_a_live_migration_takes_a_zookeeper_cluster_over_into_a_kraftkit_controller(kafka_jars, tmp_path):
-    zk = ZooKeeper(tmp_path / "zk")
-    brokers = {b: MigratingZkBroker(tmp_path / f"broker-{b}", b, zk.connect) for b in BROKERS}
-    controller: KraftkitProcess | None = None
-    client = None
-    try:
-        zk.start()
-        for n in brokers.values():
-            n.launch()
-        for n in brokers.values():
-            n.wait_ready()
-        boot = ",".join(n.bootstrap for n in brokers.values())
+    with LiveCluster(tmp_path, BROKERS) as live:
+        zk, boot, client = live.zk, live.boot, live.client
         for name, t in TOPICS.items():
-            args = ["--create", "--topic", name, "--partitions", t["partitions"], "--replication-factor", t["rf"]]
-            for k, v in t["configs"].items():
-                args += ["--config", f"{k}={v}"]
-            tools.topic_command(jars.KAFKA_3, boot, [str(a) for a in args])
-        jobs = [
+            live.create_topic(name, t["partitions"], t["rf"], t["configs"])
+        live.produce(
             {
-                "topic": name,
-                "props": {"acks": "all"},
-                "records": [
+                name: [
                     {"key": f"{name}-k{i}".encode(), "value": f"{name}-v{i}".encode(), "partition": i % t["partitions"]}
                     for i in range(40)
-                ],
+                ]
+                for name, t in TOPICS.items()
             }
-            for name, t in TOPICS.items()
-        ]
-        assert len(tools.produce(jars.KAFKA_3, boot, jobs)) == 40 * len(TOPICS)
-        kafka_configs(
-            jars.KAFKA_3,
-            boot,
-            "--alter",
-            "--add-config",
-            "producer_byte_rate=1048576",
-            "--entity-type",
-            "clients",
-            "--entity-name",
-            "app",
         )
-        kafka_configs(
-            jars.KAFKA_3,
-            boot,
-            "--alter",
-            "--add-config",
-            "SCRAM-SHA-256=[iterations=8192,password=pw]",
-            "--entity-type",
-            "users",
-            "--entity-name",
-            "alice",
-        )
-        kafka_acls(
-            jars.KAFKA_3, boot, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", "orders"
-        )
+        live.add_quota_scram_acl()
         acls_before = acl_list(jars.KAFKA_3, boot)
         before = describe(jars.KAFKA_3, boot)
 
-        from kazoo.client import KazooClient
-
-        client = KazooClient(hosts=zk.connect, timeout=10)
-        client.start(timeout=10)
-        cluster_id = json.loads(client.get("/cluster/id")[0])["id"]
         zk_epoch_before = int(client.get("/controller_epoch")[0])
 
         # the kraftkit controller, formatted at the brokers' IBP, with the migration enabled
-        port = free_port()
-        meta = tmp_path / "controller"
-        format_storage(
-            [meta], cluster_id=cluster_id, node_id=CONTROLLER_ID, release_version="3.9", no_initial_controllers=True
-        )
-        voters = f"{CONTROLLER_ID}@127.0.0.1:{port}"
-        config = tmp_path / "controller.properties"
-        config.write_text(
-            "\n".join(
-                [
-                    "process.roles=controller",
-                    f"node.id={CONTROLLER_ID}",
-                    f"controller.quorum.voters={voters}",
-                    f"listeners=CONTROLLER://127.0.0.1:{port}",
-                    "controller.listener.names=CONTROLLER",
-                    f"metadata.log.dir={meta}",
-                    "zookeeper.metadata.migration.enable=true",
-                    f"zookeeper.connect={zk.connect}",
-                    "zookeeper.metadata.migration.min.batch.size=3",
-                    "",
-                ]
-            )
-        )
-        controller = KraftkitProcess(
-            ["controller", "run"], ["--config", str(config)], tmp_path / "controller.log", timeout=120
-        )
+        quorum = live.quorum(extra={"zookeeper.metadata.migration.min.batch.size": 3})
+        meta = quorum.dirs[CONTROLLER_ID]
+        quorum.start()
+        controller = quorum.procs[CONTROLLER_ID]
         log = wait_log(controller, "waiting for broker 1 (registered in ZooKeeper): not registered with KRaft yet", 60)
         assert "broker 2 (registered in ZooKeeper): not registered with KRaft yet" in log
         waiting = status(zk.connect, controller.address)
@@ -154,11 +89,8 @@ def test_a_live_migration_takes_a_zookeeper_cluster_over_into_a_kraftkit_control
         assert waiting["migration"]["kraftMetadataOffset"] == -1 and waiting["zkBrokers"] == list(BROKERS)
 
         # the brokers restarted with the migration enabled register and the controller takes over
-        for n in brokers.values():
-            n.stop()
-            n.migrate_to = voters
-            n.start()
-        log = wait_log(controller, "Completed migration of metadata from ZooKeeper to KRaft", 180)
+        live.roll(migrate_to=quorum.voters)
+        log = wait_log(controller, COMPLETED, 180)
         ctl = json.loads(client.get("/controller")[0])
         assert ctl["brokerid"] == CONTROLLER_ID and ctl["kraftControllerEpoch"] >= 1
         # (the restarts elected ZooKeeper controllers: the claim took the epoch after the last one)
@@ -353,13 +285,8 @@ def test_a_live_migration_takes_a_zookeeper_cluster_over_into_a_kraftkit_control
         assert text.returncode == 0 and "ZooKeeperBlockingKRaftMillis=" in text.stdout, text
 
         # what ZooKeeper holds now, against the controller's KRaft image
-        source = zk_reader.KazooSource(zk.connect)
-        try:
-            cluster = zk_reader.read_cluster(source)
-        finally:
-            source.close()
-        assert controller.stop() == 0
-        controller = None
+        cluster = read_zk(zk.connect)
+        assert quorum.stop() == {CONTROLLER_ID: 0}
         shown = kraftkit("metadata", "image", meta, "--path", "/features", "--json", "-q")
         assert shown.returncode == 0, shown.stderr
         assert json.loads(shown.stdout)["zkMigrationState"] == "MIGRATION"
@@ -386,12 +313,3 @@ def test_a_live_migration_takes_a_zookeeper_cluster_over_into_a_kraftkit_control
         assert len(kview["acls"]) == len(acls_before) + 1 == 2
         assert {n for n in image.brokers} == set(BROKERS)
         assert all(b["IsMigratingZkBroker"] for b in image.brokers.values())
-    finally:
-        if client is not None:
-            client.stop()
-            client.close()
-        if controller is not None:
-            controller.stop()
-        for n in brokers.values():
-            n.stop()
-        zk.stop()

@@ -1,5 +1,5 @@
 """The end of the live ZooKeeper migration against real parts: a real ZooKeeper and two Kafka 3.9.2
-ZooKeeper-mode brokers (the fixtures of test_live_zk.py), taken over by a kraftkit controller. Then,
+ZooKeeper-mode brokers (live.py's LiveCluster), taken over by a kraftkit controller. Then,
 as Kafka 3.9's "Migrating brokers to KRaft" says, each broker is restarted in KRaft mode (same id as
 ``node.id``, ``process.roles=broker``, the quorum's configs, no ZooKeeper configs) on its old log
 directory: with one broker in KRaft mode and the other still in ZooKeeper mode every record
@@ -16,15 +16,12 @@ import time
 
 import pytest
 
-from kraftkit.features.storage.format import format_storage
 from kraftkit.metadata.image import load_image
-from tests._procs import KraftkitProcess
 from tests.cli.test_json_schema import check_output
 from tests.harness import jars, tools
 from tests.harness.jars import HarnessError
-from tests.harness.node import free_port
-from tests.migration.live import MigratingZkBroker, wait_broker_log, wait_log
-from tests.migration.test_offline_zk import ZooKeeper, kraftkit
+from tests.migration.live import LiveCluster, MigratingZkBroker, roll, wait_broker_log, wait_log
+from tests.migration.test_offline_zk import kraftkit
 
 pytestmark = [pytest.mark.kafka, pytest.mark.zookeeper, pytest.mark.timeout(900)]
 
@@ -76,69 +73,23 @@ def consumed(boot: str, name: str) -> list[bytes]:
 
 
 def test_brokers_restarted_in_kraft_mode_keep_serving_and_the_controller_finalizes(kafka_jars, tmp_path):
-    zk = ZooKeeper(tmp_path / "zk")
-    brokers = {b: Broker(tmp_path / f"broker-{b}", b, zk.connect) for b in BROKERS}
-    controller: KraftkitProcess | None = None
-    client = None
-    try:
-        zk.start()
-        for n in brokers.values():
-            n.launch()
-        for n in brokers.values():
-            n.wait_ready()
-        boot = ",".join(n.bootstrap for n in brokers.values())
+    with LiveCluster(tmp_path, BROKERS, broker_cls=Broker) as live:
+        zk, brokers, boot, client = live.zk, live.brokers, live.boot, live.client
         for name, parts in TOPICS.items():
-            tools.topic_command(
-                jars.KAFKA_3,
-                boot,
-                ["--create", "--topic", name, "--partitions", str(parts), "--replication-factor", "2"],
-            )
-        jobs = [
+            live.create_topic(name, parts, 2)
+        live.produce(
             {
-                "topic": name,
-                "props": {"acks": "all"},
-                "records": [
+                name: [
                     {"key": f"k{i}".encode(), "value": f"{name}-{i}".encode(), "partition": i % parts}
                     for i in range(20)
-                ],
+                ]
+                for name, parts in TOPICS.items()
             }
-            for name, parts in TOPICS.items()
-        ]
-        assert len(tools.produce(jars.KAFKA_3, boot, jobs)) == 20 * len(TOPICS)
+        )
         expected = {name: sorted(f"{name}-{i}".encode() for i in range(20)) for name in TOPICS}
 
-        from kazoo.client import KazooClient
-
-        client = KazooClient(hosts=zk.connect, timeout=10)
-        client.start(timeout=10)
-        cluster_id = json.loads(client.get("/cluster/id")[0])["id"]
-
-        port = free_port()
-        meta = tmp_path / "controller"
-        format_storage(
-            [meta], cluster_id=cluster_id, node_id=CONTROLLER_ID, release_version="3.9", no_initial_controllers=True
-        )
-        voters = f"{CONTROLLER_ID}@127.0.0.1:{port}"
-        base = [
-            "process.roles=controller",
-            f"node.id={CONTROLLER_ID}",
-            f"controller.quorum.voters={voters}",
-            f"listeners=CONTROLLER://127.0.0.1:{port}",
-            "controller.listener.names=CONTROLLER",
-            f"metadata.log.dir={meta}",
-        ]
-        config = tmp_path / "controller.properties"
-        config.write_text(
-            "\n".join([*base, "zookeeper.metadata.migration.enable=true", f"zookeeper.connect={zk.connect}", ""])
-        )
-        controller = KraftkitProcess(
-            ["controller", "run"], ["--config", str(config)], tmp_path / "controller.log", timeout=120
-        )
-        for n in brokers.values():
-            n.stop()
-            n.migrate_to = voters
-            n.start()
-        wait_log(controller, "Completed migration of metadata from ZooKeeper to KRaft", 180)
+        quorum = live.migrate()
+        meta, controller = quorum.dirs[CONTROLLER_ID], quorum.procs[CONTROLLER_ID]
         # each broker hears its partitions from controller 3000 (its own log says so): in the full
         # LeaderAndIsr if it was unfenced at the takeover, else in the one sent once it is
         for n in brokers.values():
@@ -147,42 +98,32 @@ def test_brokers_restarted_in_kraft_mode_keep_serving_and_the_controller_finaliz
             )
 
         # broker 1 in KRaft mode, broker 2 still in ZooKeeper mode: every record is served
-        brokers[1].stop()
-        brokers[1].kraft = True
-        brokers[1].start()
+        roll(brokers[1], kraft=True)
         for name in TOPICS:
             assert consumed(boot, name) == expected[name], name
 
         # broker 2 too; dual writes go on: a topic created now is in ZooKeeper
-        brokers[2].stop()
-        brokers[2].kraft = True
-        brokers[2].start()
+        roll(brokers[2], kraft=True)
         for name in TOPICS:
             assert consumed(boot, name) == expected[name], name
-        tools.topic_command(
-            jars.KAFKA_3, boot, ["--create", "--topic", "during", "--partitions", "1", "--replication-factor", "2"]
-        )
+        live.create_topic("during", 1, 2)
         deadline = time.monotonic() + 60
         while client.exists("/brokers/topics/during") is None and time.monotonic() < deadline:
             time.sleep(0.5)
         assert client.exists("/brokers/topics/during") is not None
 
         # the controller restarted with the migration disabled finalizes
-        assert controller.stop() == 0
-        config.write_text("\n".join([*base, ""]))
-        controller = KraftkitProcess(
-            ["controller", "run"], ["--config", str(config)], tmp_path / "controller-2.log", timeout=120
-        )
+        assert quorum.stop() == {CONTROLLER_ID: 0}
+        quorum.disable_migration()
+        quorum.start()
+        controller = quorum.procs[CONTROLLER_ID]
         wait_log(controller, "completing the ZK migration", 120)
-        tools.topic_command(
-            jars.KAFKA_3, boot, ["--create", "--topic", "after", "--partitions", "1", "--replication-factor", "2"]
-        )
+        live.create_topic("after", 1, 2)
         for name in TOPICS:
             assert consumed(boot, name) == expected[name], name
         for n in brokers.values():
             n.stop()
-        assert controller.stop() == 0
-        controller = None
+        assert quorum.stop() == {CONTROLLER_ID: 0}
         image = load_image(meta)
         assert image.zk_migration_state == 3  # POST_MIGRATION (Kafka's ZkMigrationState id)
         assert "after" in image.topic_ids and "during" in image.topic_ids
@@ -199,12 +140,3 @@ def test_brokers_restarted_in_kraft_mode_keep_serving_and_the_controller_finaliz
         # ZooKeeper is no longer written
         assert client.exists("/brokers/topics/after") is None
         assert client.exists("/brokers/topics/during") is not None
-    finally:
-        if client is not None:
-            client.stop()
-            client.close()
-        if controller is not None:
-            controller.stop()
-        for n in brokers.values():
-            n.stop()
-        zk.stop()

@@ -1,5 +1,5 @@
 """The controller-to-broker RPCs of the live ZooKeeper migration against real parts: a real
-ZooKeeper and two Kafka 3.9.2 ZooKeeper-mode brokers (the fixtures of test_live_zk.py), taken over
+ZooKeeper and two Kafka 3.9.2 ZooKeeper-mode brokers (live.py's LiveCluster), taken over
 by a kraftkit controller. After the takeover the brokers live then (unfenced) take the controller's
 full UpdateMetadata and LeaderAndIsr (Type FULL, isKRaftController, controller 3000, the ZooKeeper
 controller epoch it claimed), one still fenced then (the takeover waits for registrations only, as
@@ -28,15 +28,20 @@ import time
 
 import pytest
 
-from kraftkit.features.storage.format import format_storage
 from kraftkit.metadata.image import load_image
 from kraftkit.protocol.client import KafkaConnection
 from kraftkit.protocol.messages import ApiKey
-from tests._procs import KraftkitProcess
 from tests.harness import jars, tools
-from tests.harness.node import free_port
-from tests.migration.live import MigratingZkBroker, console_produce, wait_broker_log, wait_log, wait_zk_state
-from tests.migration.test_offline_zk import ZooKeeper, describe
+from tests.migration.live import (
+    LiveCluster,
+    MigratingZkBroker,
+    console_produce,
+    roll,
+    wait_broker_log,
+    wait_log,
+    wait_zk_state,
+)
+from tests.migration.test_offline_zk import describe
 
 pytestmark = [pytest.mark.kafka, pytest.mark.zookeeper, pytest.mark.timeout(900)]
 
@@ -67,43 +72,19 @@ def metadata(broker: MigratingZkBroker) -> dict:
 
 
 def test_zookeeper_brokers_take_the_kraftkit_controllers_full_metadata(kafka_jars, tmp_path):
-    zk = ZooKeeper(tmp_path / "zk")
-    brokers = {b: MigratingZkBroker(tmp_path / f"broker-{b}", b, zk.connect) for b in BROKERS}
-    controller: KraftkitProcess | None = None
-    client = None
-    try:
-        zk.start()
-        for n in brokers.values():
-            n.launch()
-        for n in brokers.values():
-            n.wait_ready()
-        boot = ",".join(n.bootstrap for n in brokers.values())
+    with LiveCluster(tmp_path, BROKERS) as live:
+        brokers, boot, client = live.brokers, live.boot, live.client
         for name, parts in TOPICS.items():
-            tools.topic_command(
-                jars.KAFKA_3,
-                boot,
-                [
-                    "--create",
-                    "--topic",
-                    name,
-                    "--partitions",
-                    str(parts),
-                    "--replication-factor",
-                    "2" if name == "orders" else "1",
-                ],
-            )
-        jobs = [
+            live.create_topic(name, parts, 2 if name == "orders" else 1)
+        live.produce(
             {
-                "topic": name,
-                "props": {"acks": "all"},
-                "records": [
+                name: [
                     {"key": f"k{i}".encode(), "value": f"{name}-{i}".encode(), "partition": i % parts}
                     for i in range(30)
-                ],
+                ]
+                for name, parts in TOPICS.items()
             }
-            for name, parts in TOPICS.items()
-        ]
-        assert len(tools.produce(jars.KAFKA_3, boot, jobs)) == 30 * len(TOPICS)
+        )
         before = describe(jars.KAFKA_3, boot)
         held = {b: sum(b in r for t in before.values() for r in t["replicas"].values()) for b in BROKERS}
         assert held == {
@@ -111,42 +92,8 @@ def test_zookeeper_brokers_take_the_kraftkit_controllers_full_metadata(kafka_jar
             2: 3 + sum(2 in before["audit"]["replicas"][p] for p in (0, 1)),
         }
 
-        from kazoo.client import KazooClient
-
-        client = KazooClient(hosts=zk.connect, timeout=10)
-        client.start(timeout=10)
-        cluster_id = json.loads(client.get("/cluster/id")[0])["id"]
-
-        port = free_port()
-        meta = tmp_path / "controller"
-        format_storage(
-            [meta], cluster_id=cluster_id, node_id=CONTROLLER_ID, release_version="3.9", no_initial_controllers=True
-        )
-        voters = f"{CONTROLLER_ID}@127.0.0.1:{port}"
-        config = tmp_path / "controller.properties"
-        config.write_text(
-            "\n".join(
-                [
-                    "process.roles=controller",
-                    f"node.id={CONTROLLER_ID}",
-                    f"controller.quorum.voters={voters}",
-                    f"listeners=CONTROLLER://127.0.0.1:{port}",
-                    "controller.listener.names=CONTROLLER",
-                    f"metadata.log.dir={meta}",
-                    "zookeeper.metadata.migration.enable=true",
-                    f"zookeeper.connect={zk.connect}",
-                    "",
-                ]
-            )
-        )
-        controller = KraftkitProcess(
-            ["controller", "run"], ["--config", str(config)], tmp_path / "controller.log", timeout=120
-        )
-        for n in brokers.values():
-            n.stop()
-            n.migrate_to = voters
-            n.start()
-        wait_log(controller, "Completed migration of metadata from ZooKeeper to KRaft", 180)
+        quorum = live.migrate()
+        meta, controller = quorum.dirs[CONTROLLER_ID], quorum.procs[CONTROLLER_ID]
         # each broker hears its partitions from controller 3000 (its own log says so): the full
         # LeaderAndIsr if it was live (registered, unfenced) at the takeover; a broker registered but
         # still fenced then (the takeover waits for registrations only, as Kafka's) the LeaderAndIsr
@@ -183,10 +130,9 @@ def test_zookeeper_brokers_take_the_kraftkit_controllers_full_metadata(kafka_jar
             assert sorted(r["value"] for r in got) == sorted(f"{name}-{i}".encode() for i in range(30))
 
         # a failover: the controller restarted claims ZooKeeper again and sends the full metadata again
-        assert controller.stop() == 0
-        controller = KraftkitProcess(
-            ["controller", "run"], ["--config", str(config)], tmp_path / "controller-2.log", timeout=120
-        )
+        assert quorum.stop() == {CONTROLLER_ID: 0}
+        quorum.start()
+        controller = quorum.procs[CONTROLLER_ID]
         for b in BROKERS:
             log = wait_log(controller, f"broker {b} took the full UpdateMetadata", 180)
         zk_epoch2 = int(client.get("/controller_epoch")[0])
@@ -199,8 +145,7 @@ def test_zookeeper_brokers_take_the_kraftkit_controllers_full_metadata(kafka_jar
         # a ZooKeeper-mode broker restarted: no ZooKeeper controller tells it its partitions any more,
         # this controller does (incrementally: the broker's new registration, once unfenced, gets the
         # UpdateMetadata of every partition and the LeaderAndIsr of its own)
-        brokers[2].stop()
-        brokers[2].start()
+        roll(brokers[2])
         text = wait_broker_log(
             brokers[2],
             rf"Handling LeaderAndIsr request correlationId \d+ from controller "
@@ -215,7 +160,7 @@ def test_zookeeper_brokers_take_the_kraftkit_controllers_full_metadata(kafka_jar
         # the hybrid phase: a topic created through the kraftkit controller is hosted by the
         # ZooKeeper-mode brokers (the controller's LeaderAndIsr), and what Kafka's console producer
         # wrote (acks=all) is consumed back
-        with KafkaConnection("127.0.0.1", port, timeout=30) as conn:
+        with KafkaConnection("127.0.0.1", quorum.ports[CONTROLLER_ID], timeout=30) as conn:
             created = conn.request(
                 ApiKey.CREATE_TOPICS,
                 conn.version_for(ApiKey.CREATE_TOPICS),
@@ -276,8 +221,7 @@ def test_zookeeper_brokers_take_the_kraftkit_controllers_full_metadata(kafka_jar
         image = load_image(meta)
         for n in brokers.values():  # (first: a ZooKeeper-mode broker's controlled shutdown asks the controller)
             n.stop()
-        assert controller.stop() == 0
-        controller = None
+        assert quorum.stop() == {CONTROLLER_ID: 0}
         leaders = {(t.name, p): part["Leader"] for t in image.topics.values() for p, part in t.partitions.items()}
         assert {k[0] for k in leaders} >= set(TOPICS)
         addresses = {b: {(e["Host"], e["Port"]) for e in reg["EndPoints"]} for b, reg in image.brokers.items()}
@@ -287,12 +231,3 @@ def test_zookeeper_brokers_take_the_kraftkit_controllers_full_metadata(kafka_jar
                 assert (x["Host"], x["Port"]) in addresses[x["NodeId"]]
             got = {(t["Name"], p["PartitionIndex"]): p["LeaderId"] for t in answer["Topics"] for p in t["Partitions"]}
             assert got == leaders, b
-    finally:
-        if client is not None:
-            client.stop()
-            client.close()
-        if controller is not None:
-            controller.stop()
-        for n in brokers.values():
-            n.stop()
-        zk.stop()

@@ -37,7 +37,8 @@ from kraftkit.metadata.image import load_image
 from kraftkit.metadata.records import record_type
 from tests.harness import jars, tools
 from tests.migration.live import (
-    MigratingZkBroker,
+    COMPLETED,
+    LiveCluster,
     MigrationQuorum,
     Verifiable,
     kraft_view,
@@ -46,7 +47,7 @@ from tests.migration.live import (
     wait_until,
     zk_view,
 )
-from tests.migration.test_offline_zk import ZooKeeper, acl_list, kafka_acls, kafka_configs
+from tests.migration.test_offline_zk import acl_list
 
 pytestmark = [pytest.mark.kafka, pytest.mark.zookeeper, pytest.mark.timeout(1500)]
 
@@ -61,14 +62,6 @@ TOPICS = {
 STREAM = "stream"  # what the verifiable producer writes and the verifiable consumer reads
 #: how much the copying voter's metadata log grows (some dozens of one-record batches) before its kill -9
 COPY_KILL_BYTES = 6000
-
-
-def create_topic(boot: str, name: str, partitions: int, rf: int, *configs: str) -> None:
-    args = ["--create", "--topic", name, "--partitions", str(partitions), "--replication-factor", str(rf)]
-    for c in configs:
-        args += ["--config", c]
-    out = tools.topic_command(jars.KAFKA_3, boot, args)
-    assert f"Created topic {name}." in out, out
 
 
 def metadata_log_bytes(d: Path) -> int:
@@ -107,61 +100,21 @@ def kill_in_the_copy(quorum: MigrationQuorum, out: dict, timeout: float) -> None
 
 
 def test_a_zookeeper_cluster_migrates_live_to_a_three_voter_quorum_that_survives_a_kill(kafka_jars, tmp_path):
-    zk = ZooKeeper(tmp_path / "zk")
-    brokers = {b: MigratingZkBroker(tmp_path / f"broker-{b}", b, zk.connect) for b in BROKERS}
-    quorum: MigrationQuorum | None = None
-    clients: list[Verifiable] = []
-    client = None
+    # (no controller is left at the end to grant a controlled shutdown: the brokers are killed)
+    with LiveCluster(tmp_path, BROKERS, kill_brokers=True) as live:
+        zk, boot, client, clients = live.zk, live.boot, live.client, live.clients
+        quorum: MigrationQuorum | None = None
 
-    def tails() -> str:
-        return "\n".join([*(quorum.tails() if quorum else []), *(c.tail() for c in clients)])
+        def tails() -> str:
+            return "\n".join([*(quorum.tails() if quorum else []), *(c.tail() for c in clients)])
 
-    try:
-        zk.start()
-        for n in brokers.values():
-            n.launch()
-        for n in brokers.values():
-            n.wait_ready()
-        boot = ",".join(n.bootstrap for n in brokers.values())
         for name, t in TOPICS.items():
-            create_topic(boot, name, t["partitions"], t["rf"], *(f"{k}={v}" for k, v in t["configs"].items()))
-        kafka_configs(
-            jars.KAFKA_3,
-            boot,
-            "--alter",
-            "--add-config",
-            "producer_byte_rate=1048576",
-            "--entity-type",
-            "clients",
-            "--entity-name",
-            "app",
-        )
-        kafka_configs(
-            jars.KAFKA_3,
-            boot,
-            "--alter",
-            "--add-config",
-            "SCRAM-SHA-256=[iterations=8192,password=pw]",
-            "--entity-type",
-            "users",
-            "--entity-name",
-            "alice",
-        )
-        kafka_acls(
-            jars.KAFKA_3, boot, "--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", "orders"
-        )
+            live.create_topic(name, t["partitions"], t["rf"], t["configs"])
+        live.add_quota_scram_acl()
         acls_before = acl_list(jars.KAFKA_3, boot)
 
-        from kazoo.client import KazooClient
-
-        client = KazooClient(hosts=zk.connect, timeout=10)
-        client.start(timeout=10)
-        cluster_id = json.loads(client.get("/cluster/id")[0])["id"]
-
         # the three voters wait for the brokers
-        quorum = MigrationQuorum(
-            tmp_path, zk.connect, cluster_id, voters=3, extra={"zookeeper.metadata.migration.min.batch.size": 1}
-        )
+        quorum = live.quorum(voters=3, extra={"zookeeper.metadata.migration.min.batch.size": 1})
         quorum.start()
         quorum.wait_any_log("waiting for broker 1 (registered in ZooKeeper): not registered with KRaft yet", 120)
 
@@ -178,10 +131,7 @@ def test_a_zookeeper_cluster_migrates_live_to_a_three_voter_quorum_that_survives
         in_copy: dict = {}
         killer = threading.Thread(target=kill_in_the_copy, args=(quorum, in_copy, 600), daemon=True)
         killer.start()
-        for n in brokers.values():
-            n.stop()
-            n.migrate_to = quorum.voters
-            n.start()
+        live.roll(migrate_to=quorum.voters)
         killer.join(600)
         assert "killed" in in_copy, (in_copy, tails())
         assert in_copy["code"] == -9
@@ -195,7 +145,7 @@ def test_a_zookeeper_cluster_migrates_live_to_a_three_voter_quorum_that_survives
         image = load_image(half)
         assert image.zk_migration_state == 2 and not image.topics and not image.topic_ids
         # another voter aborts the half copy before it is active, then copies again, whole
-        first = quorum.wait_any_log("Completed migration of metadata from ZooKeeper to KRaft", 300)
+        first = quorum.wait_any_log(COMPLETED, 300)
         aborted = quorum.log(first)
         assert "aborting the in-progress metadata transaction" in aborted, aborted[-3000:]
         quorum.start(in_copy["killed"])  # (back as a follower)
@@ -210,7 +160,7 @@ def test_a_zookeeper_cluster_migrates_live_to_a_three_voter_quorum_that_survives
         acked_at_takeover = len(producer.acked())
 
         # topics created and deleted through the ZooKeeper-mode brokers reach ZooKeeper (dual writes)
-        create_topic(boot, "made-1", 2, 3, "retention.ms=3600000")
+        live.create_topic("made-1", 2, 3, {"retention.ms": "3600000"})
         tools.topic_command(jars.KAFKA_3, boot, ["--delete", "--topic", "audit"])
         wait_until(
             "made-1 in ZooKeeper, audit gone",
@@ -252,7 +202,7 @@ def test_a_zookeeper_cluster_migrates_live_to_a_three_voter_quorum_that_survives
             )
 
         # topics created and deleted through the brokers after the kill reach ZooKeeper too
-        create_topic(boot, "made-2", 1, 2)
+        live.create_topic("made-2", 1, 2)
         tools.topic_command(jars.KAFKA_3, boot, ["--delete", "--topic", "made-1"])
         wait_until(
             "made-2 in ZooKeeper, made-1 gone",
@@ -311,14 +261,3 @@ def test_a_zookeeper_cluster_migrates_live_to_a_three_voter_quorum_that_survives
         assert zview["quotas"] == {(("client-id", "app"),): {"producer_byte_rate": 1048576.0}}
         assert sorted(zview["scram"]) == [("alice", 1)]
         assert len(zview["acls"]) == 1
-    finally:
-        for c in clients:
-            c.stop()
-        if client is not None:
-            client.stop()
-            client.close()
-        if quorum is not None:
-            quorum.stop()
-        for n in brokers.values():  # (no controller left to grant a controlled shutdown: killed)
-            n.kill()
-        zk.stop()

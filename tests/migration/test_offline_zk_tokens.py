@@ -104,6 +104,33 @@ def delegation_tokens(version: str, bootstrap: str, config: Path, *args: str) ->
     return [r for r in rows if len(r) == 8 and r[2].startswith("User:")]
 
 
+def alices_token(broker: TokenZkBroker, workdir: Path) -> tuple[str, Path, list[tuple[str, ...]]]:
+    """On ``broker``: the SCRAM user alice made with kafka-configs, then, once she authenticates, a
+    token created as her with kafka-delegation-tokens (renewer ``User:bob``, no max lifetime). The
+    SASL listener's address, alice's client config, the token rows the command printed."""
+    kafka_configs(
+        jars.KAFKA_3,
+        broker.bootstrap,
+        "--alter",
+        "--add-config",
+        f"SCRAM-SHA-256=[iterations=8192,password={PASSWORD}]",
+        "--entity-type",
+        "users",
+        "--entity-name",
+        USER,
+    )
+    sasl = f"127.0.0.1:{broker.sasl_port}"
+    alice = client_config(workdir / "alice.properties", USER, PASSWORD)
+    deadline = time.monotonic() + 60  # (the broker takes the new credential from ZooKeeper's notification)
+    while not token_login(jars.KAFKA_3, sasl, alice):
+        assert time.monotonic() < deadline, "alice's SCRAM credential never worked"
+        time.sleep(1)
+    created = delegation_tokens(
+        jars.KAFKA_3, sasl, alice, "--create", "--max-life-time-period", "-1", "--renewer-principal", "User:bob"
+    )
+    return sasl, alice, created
+
+
 def token_login(version: str, bootstrap: str, config: Path) -> bool:
     """A client authenticated with ``config`` lists the topics."""
     got = tools.run_tool(
@@ -129,26 +156,7 @@ def test_a_delegation_token_converted_offline_is_listed_and_authenticates_on_kaf
     try:
         zk.start()
         old.start()
-        kafka_configs(
-            jars.KAFKA_3,
-            old.bootstrap,
-            "--alter",
-            "--add-config",
-            f"SCRAM-SHA-256=[iterations=8192,password={PASSWORD}]",
-            "--entity-type",
-            "users",
-            "--entity-name",
-            USER,
-        )
-        sasl = f"127.0.0.1:{old.sasl_port}"
-        alice = client_config(tmp_path / "alice.properties", USER, PASSWORD)
-        deadline = time.monotonic() + 60  # (the broker takes the new credential from ZooKeeper's notification)
-        while not token_login(jars.KAFKA_3, sasl, alice):
-            assert time.monotonic() < deadline, "alice's SCRAM credential never worked"
-            time.sleep(1)
-        created = delegation_tokens(
-            jars.KAFKA_3, sasl, alice, "--create", "--max-life-time-period", "-1", "--renewer-principal", "User:bob"
-        )
+        sasl, alice, created = alices_token(old, tmp_path)
         assert len(created) == 1, created
         token_id, hmac = created[0][0], created[0][1]
         # (Kafka's DelegationTokenManager.createHmac: HmacSHA512 of the token id under the secret key;
