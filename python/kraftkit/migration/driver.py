@@ -33,8 +33,11 @@ through Kafka's states:
   ``/controller_epoch`` still has the zkVersion this controller gave it, then
   ``ZkMigrationStateRecord(MIGRATION)`` and the ``EndTransactionRecord``. While the copy runs no
   other controller write is validated (it holds the write queue), so nothing else lands inside
-  the transaction. A ZooKeeper error, another controller in ZooKeeper or anything else that stops
-  the copy appends an ``AbortTransactionRecord``; a copy cut short by a lost leadership is aborted
+  the transaction. Its progress is logged (``copy batch N of M committed``: the first batch, then at
+  most once a second, and the last). A ZooKeeper error (a connection lost, a session expired: the
+  reason names the ZooKeeper), another controller in ZooKeeper or anything else that stops
+  the copy appends an ``AbortTransactionRecord``, and the copy starts over (kazoo makes a new
+  session when the old one expired); a copy cut short by a lost leadership is aborted
   by the next active controller on activation; the metadata image applies a transaction only at its
   end, so it never shows a half copy. Then ``/migration`` records the controller and the offset and
   epoch of the last record copied (conditionally on its zkVersion).
@@ -680,9 +683,22 @@ class MigrationDriver:
                 counts[name] = counts.get(name, 0) + 1
             values = [encode_metadata_record(api, v, d) for api, v, d in recs]
             size = max(1, self.config.batch_size)
-            for i in range(0, len(values), size):
+            batches = -(-len(values) // size)
+            said = 0.0
+            for n, i in enumerate(range(0, len(values), size), 1):
                 await self._call(self._check_zk_epoch, zk)
-                await self._append(epoch, values[i : i + size])
+                end = await self._append(epoch, values[i : i + size])
+                if time.monotonic() - said >= 1.0 or n == batches:  # (the first batch, then at most once a second)
+                    said = time.monotonic()
+                    log.info(
+                        "node %d: ZK migration: copy batch %d of %d committed (%d of %d records, up to offset %d)",
+                        self.node_id,
+                        n,
+                        batches,
+                        min(i + size, len(values)),
+                        len(values),
+                        end - 1,
+                    )
             await self._call(self._check_zk_epoch, zk)
             end = await self._append(
                 epoch,
@@ -698,10 +714,15 @@ class MigrationDriver:
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            outcome["error"] = (
-                e if isinstance(e, (MigrationError, ZkError)) else MigrationError(f"{type(e).__name__}: {e}")
-            )
-            await self._abort(epoch, _text(e))
+            if isinstance(e, (MigrationError, ZkError)):
+                outcome["error"] = e
+            elif type(e).__module__.startswith("kazoo"):  # (a connection lost, a session expired, ...)
+                outcome["error"] = MigrationError(
+                    f"ZooKeeper {self.config.connect}: {type(e).__name__}" + (f": {e}" if str(e) else "")
+                )
+            else:
+                outcome["error"] = MigrationError(f"{type(e).__name__}: {e}")
+            await self._abort(epoch, _text(outcome["error"]))
 
     async def _append(self, epoch: int, values: list[bytes]) -> int:
         """Appends ``values`` as one batch and waits for its commit; the end offset."""
