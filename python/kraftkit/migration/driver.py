@@ -199,6 +199,8 @@ class MigrationDriver:
         self._behind_since: float | None = None
         self._metrics_refused = False
         self._closed = False
+        #: why the last dual write failed (None once a round wrote everything)
+        self.last_error: str | None = None
         #: the controller writes allowed in state MIGRATION: they are written to ZooKeeper
         self.dual_writes = zk_writer.DUAL_WRITES
 
@@ -490,11 +492,12 @@ class MigrationDriver:
         return zk_epoch + 1, versions[0]
 
     # ------------------------------------------------------------------ DUAL_WRITE
-    def metrics(self) -> dict[str, int]:
+    def metrics(self) -> dict[str, Any]:
         """``ZooKeeperBlockingKRaftMillis``: how long the oldest KRaft change not yet written to
         ZooKeeper has waited (0: ZooKeeper holds every committed change); the offset and epoch of
         the last KRaft record written (``/migration``'s), and of the last whose changes ZooKeeper
-        holds (records that change nothing there are not written)."""
+        holds (records that change nothing there are not written); why the last dual write failed
+        (``lastError``, None once a round wrote everything)."""
         since = [t for t in (self._round_since, self._behind_since) if t is not None]
         lag = int((time.monotonic() - min(since)) * 1000) if since and self.state == DUAL_WRITE else 0
         offset, epoch = self.writer.written if self.writer is not None else (-1, -1)
@@ -503,6 +506,7 @@ class MigrationDriver:
             "lastWrittenOffset": offset,
             "lastWrittenEpoch": epoch,
             "syncedOffset": self.synced[0],
+            "lastError": self.last_error,
         }
 
     async def _dual_write(self, zk: ZkClient, epoch: int) -> None:
@@ -587,18 +591,21 @@ class MigrationDriver:
                 written = target
                 self._round_since = None
                 self.synced = (prov.offset, prov.epoch)
+                self.last_error = None
             except zk_writer.ZkFenced as e:
                 raise MigrationError(str(e)) from None
             except (asyncio.CancelledError, _Lost):
                 raise
             except Exception as e:  # a ZooKeeper error: the next round reads ZooKeeper again
                 written = None
+                why = _text(e) if isinstance(e, KraftkitError) else type(e).__name__ + (f": {e}" if str(e) else "")
+                self.last_error = f"ZooKeeper {self.config.connect}: {why} (offset {prov.offset} not written)"
                 log.warning(
                     "node %d: ZK migration: a dual write to ZooKeeper %s failed (%s); syncing ZooKeeper with the "
                     "image again",
                     self.node_id,
                     self.config.connect,
-                    _text(e) if isinstance(e, KraftkitError) else type(e).__name__ + (f": {e}" if str(e) else ""),
+                    why,
                 )
                 await self._sleep(max(self.poll_s, 1.0))
                 continue
