@@ -23,7 +23,6 @@ import json
 import re
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -101,8 +100,18 @@ def zk_view(cluster: zk_reader.ZkCluster) -> dict:
         "scram": {(c.user, c.mechanism): (c.salt, c.stored_key, c.server_key, c.iterations) for c in cluster.scram},
         "acls": sorted((a.resource_type, a.resource_name, a.pattern_type, a.principal, a.host, a.operation,
                         a.permission_type) for a in cluster.acls),
-        "next_producer_id": cluster.producer_id_block.next_producer_id if cluster.producer_id_block else None,
+        "next_producer_id": _next_producer_id(cluster.producer_id_block),
     }
+
+
+def _next_producer_id(block: zk_reader.ProducerIdBlock | None) -> int | None:
+    """The first producer id not handed out, by ``/latest_producer_id_block``: after the block a
+    ZooKeeper controller gave a broker; the block's start when a KRaft controller wrote it (broker
+    -1: Kafka's ``ZkMigrationClient.writeProducerId`` writes ``ProducerIdsBlock(-1, nextProducerId,
+    1000)``)."""
+    if block is None:
+        return None
+    return block.block_start if block.broker == -1 else block.next_producer_id
 
 
 def kraft_view(image) -> dict:
@@ -222,7 +231,7 @@ def test_a_live_migration_takes_a_zookeeper_cluster_over_into_a_kraftkit_control
         assert f"/controller: KRaft controller {CONTROLLER_ID}" in text.stdout
 
         # the ZooKeeper-mode brokers still serve their data
-        for name, t in TOPICS.items():
+        for name in TOPICS:
             got = tools.consume(jars.KAFKA_3, boot, name)
             assert sorted((r["key"], r["value"]) for r in got) == \
                 sorted((f"{name}-k{i}".encode(), f"{name}-v{i}".encode()) for i in range(40))
