@@ -204,8 +204,18 @@ def zk_view(cluster: zk_reader.ZkCluster) -> dict:
             (a.resource_type, a.resource_name, a.pattern_type, a.principal, a.host, a.operation, a.permission_type)
             for a in cluster.acls
         ),
-        "next_producer_id": cluster.producer_id_block.next_producer_id if cluster.producer_id_block else None,
+        "next_producer_id": _next_producer_id(cluster.producer_id_block),
     }
+
+
+def _next_producer_id(block: zk_reader.ProducerIdBlock | None) -> int | None:
+    """The first producer id not handed out, by ``/latest_producer_id_block``: after the block a
+    ZooKeeper controller gave a broker; the block's start when a KRaft controller wrote it (broker
+    -1: Kafka's ``ZkMigrationClient.writeProducerId`` writes ``ProducerIdsBlock(-1, nextProducerId,
+    1000)``)."""
+    if block is None:
+        return None
+    return block.block_start if block.broker == -1 else block.next_producer_id
 
 
 def kraft_view(image) -> dict:

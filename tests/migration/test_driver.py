@@ -9,7 +9,8 @@ epoch, conditional on its zkVersion) and ``/controller`` (``kafka.zk.ControllerZ
 ``zookeeper.metadata.migration.min.batch.size`` and ends in MIGRATION, then writes ``/migration``
 (``MigrationZNode``). Faults: a ZooKeeper read failing after the transaction began, and another
 controller taking ``/controller_epoch`` between two batches, abort the transaction (the image
-never shows part of it) and the driver starts over. A controller restarted with a transaction
+never shows part of it) and the driver starts over; so does a ZooKeeper connection lost between
+two batches (the abort's reason names the ZooKeeper). A controller restarted with a transaction
 left open aborts it before it is active."""
 
 from __future__ import annotations
@@ -196,7 +197,7 @@ def test_another_controller_taking_zookeeper_between_two_batches_aborts_the_copy
         if what == "get" and path == "/controller_epoch":
             reads.append(path)
             if len(reads) == 3:  # (1: the claim, 2: before the first batch, 3: before the second)
-                data, version = zk.nodes[path]
+                _data, version = zk.nodes[path]
                 # a ZooKeeper-mode controller (broker 2) elected meanwhile, as KafkaController registers
                 zk.nodes[path] = (b"9", version + 1)
                 zk.nodes["/controller"] = (json.dumps({"version": 2, "brokerid": 2, "timestamp": "2",
@@ -317,3 +318,45 @@ def test_delegation_tokens_at_a_metadata_version_without_their_record_abort_the_
             assert sorted(node.controller.image.topic_ids) == ["alpha", "beta"]
 
     asyncio.run(main())
+
+
+def test_a_zookeeper_connection_lost_between_two_batches_aborts_the_copy_naming_zookeeper(tmp_path, caplog):
+    from kazoo.exceptions import ConnectionLoss
+
+    zk = zk_cluster(CLUSTER_ID)
+    reads = []
+
+    def connection_lost_once(what: str, path: str) -> bool:
+        if what == "get" and path == "/controller_epoch":
+            reads.append(path)
+            if len(reads) == 3:  # (1: the claim, 2: before the first batch, 3: before the second)
+                raise ConnectionLoss()  # (what kazoo raises for a call in flight when the connection drops)
+        return False
+
+    zk.fail_on(connection_lost_once)
+
+    async def main():
+        node = start_migrating_controller(tmp_path, zk)
+        d = node.controller.migration
+        async with running([node]):
+            await wait_for(lambda: node.controller.active, what="the active controller")
+            await register_all(node)
+            await wait_for(lambda: d.state == drv.DUAL_WRITE, what="the migration, started over")
+            recs = log_records(node)
+            at = [r[2] for r in recs].index("BeginTransactionRecord", 1)
+            tx = [r[2] for r in recs[at:at + 4]]
+            # the first batch committed, then the abort, saying which ZooKeeper and what
+            assert tx[0] == "BeginTransactionRecord" and tx[-1] == "AbortTransactionRecord", tx
+            assert recs[at + 3][3]["Reason"] == "ZooKeeper fake:2181: ConnectionLoss"
+            assert [r[2] for r in recs].count("BeginTransactionRecord") == 3  # (the bootstrap's, two copies)
+            assert sorted(node.controller.image.topic_ids) == ["alpha", "beta"]
+
+    with caplog.at_level(logging.INFO, logger="kraftkit.migration.driver"):
+        asyncio.run(main())
+    said = [r.getMessage() for r in caplog.records]
+    assert "node 1: ZK migration: aborting the copy: ZooKeeper fake:2181: ConnectionLoss" in said
+    batches = [m for m in said if "ZK migration: copy batch" in m]
+    # each copy says its first batch and its last (the batches in between at most once a second)
+    assert sum("copy batch 1 of" in m for m in batches) == 2
+    n = int(batches[-1].split(" of ")[1].split()[0])
+    assert f"node 1: ZK migration: copy batch {n} of {n} committed" in batches[-1]

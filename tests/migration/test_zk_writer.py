@@ -556,9 +556,10 @@ def test_failed_writes_are_followed_by_a_sync_that_writes_what_differs(tmp_path)
             await migrated_with_unfenced_brokers(node)
             await caught_up(node)
             fails = []
+            failing = [True]
 
             def lost(what: str, path: str) -> bool:
-                if what == "check" and len(fails) < 3:
+                if what == "check" and failing[0]:
                     fails.append(path)
                     return True
                 return False
@@ -566,8 +567,17 @@ def test_failed_writes_are_followed_by_a_sync_that_writes_what_differs(tmp_path)
             zk.fail_on(lost)
             got = await call(node, ApiKey.CREATE_TOPICS, create("eps", 1, 1, **{"cleanup.policy": "compact"}))
             assert got["Topics"][0]["ErrorCode"] == Errors.NONE
-            await wait_for(lambda: len(fails) == 3, what="the failed writes")
+            await wait_for(lambda: len(fails) >= 3, what="the failed writes")
+            # the metrics (and so migrate status) say why ZooKeeper is behind
+            d = node.controller.migration
+            offset = node.controller.image.provenance.offset
+            assert d.metrics()["lastError"] == (
+                f"ZooKeeper fake:2181: ConnectionLoss: check /controller_epoch: connection loss (offset {offset} not "
+                "written)")
+            assert d.metrics()["ZooKeeperBlockingKRaftMillis"] > 0
+            failing[0] = False
             await caught_up(node)
+            assert d.metrics()["lastError"] is None
             assert zk_normalized(zk) == kraft_normalized(node.controller.image)
             assert zk.json("/config/topics/eps") == {"version": 1, "config": {"cleanup.policy": "compact"}}
 
@@ -627,6 +637,11 @@ def test_migrate_status_refuses_a_metrics_file_it_cannot_read(tmp_path):
                                                      "ZooKeeperBlockingKRaftMillis": True, "lastWrittenOffset": 7,
                                                      "lastWrittenEpoch": 2}))
     assert "not an integer" in _dual_write_metrics(tmp_path)
+    # a file without lastError (a controller before it) reads as none
+    (tmp_path / METRICS_FILE).write_text(json.dumps({"nodeId": 1, "state": "DUAL_WRITE", "syncedOffset": 9,
+                                                     "ZooKeeperBlockingKRaftMillis": 0, "lastWrittenOffset": 7,
+                                                     "lastWrittenEpoch": 2}))
+    assert _dual_write_metrics(tmp_path)["lastError"] is None
 
 
 def test_a_restarted_controller_claims_zookeeper_again_and_syncs_what_it_missed(tmp_path):

@@ -320,6 +320,8 @@ def run_status(args: argparse.Namespace) -> int:
             f"{dual['zooKeeperBlockingKRaftMillis']}, last offset written to ZooKeeper {dual['lastWrittenOffset']} "
             f"(epoch {dual['lastWrittenEpoch']}), ZooKeeper holds the changes up to offset {dual['syncedOffset']}"
         )
+        if dual["lastError"] is not None:
+            print(f"dual writes: the last write failed: {dual['lastError']}")
     if out["zkMigrationReady"] is not None:
         print(f"controller {args.bootstrap_controller}: ZkMigrationReady={str(out['zkMigrationReady']).lower()}")
     if out["kraftZkMigrationState"] is not None:
@@ -524,6 +526,8 @@ def _dual_write_metrics(directory: Path) -> dict[str, Any] | str:
     if not all(isinstance(js[k], int) and not isinstance(js[k], bool) for k in keys if k != "state"):
         return f"{path}: not the dual writes' metrics JSON (a field is not an integer)"
     out = {k[0].lower() + k[1:]: js[k] for k in keys}
+    last_error = js.get("lastError")  # (absent from the files of controllers before it)
+    out["lastError"] = last_error[:2000] if isinstance(last_error, str) else None
     return out
 
 

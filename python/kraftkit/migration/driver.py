@@ -33,8 +33,11 @@ through Kafka's states:
   ``/controller_epoch`` still has the zkVersion this controller gave it, then
   ``ZkMigrationStateRecord(MIGRATION)`` and the ``EndTransactionRecord``. While the copy runs no
   other controller write is validated (it holds the write queue), so nothing else lands inside
-  the transaction. A ZooKeeper error, another controller in ZooKeeper or anything else that stops
-  the copy appends an ``AbortTransactionRecord``; a copy cut short by a lost leadership is aborted
+  the transaction. Its progress is logged (``copy batch N of M committed``: the first batch, then at
+  most once a second, and the last). A ZooKeeper error (a connection lost, a session expired: the
+  reason names the ZooKeeper), another controller in ZooKeeper or anything else that stops
+  the copy appends an ``AbortTransactionRecord``, and the copy starts over (kazoo makes a new
+  session when the old one expired); a copy cut short by a lost leadership is aborted
   by the next active controller on activation; the metadata image applies a transaction only at its
   end, so it never shows a half copy. Then ``/migration`` records the controller and the offset and
   epoch of the last record copied (conditionally on its zkVersion).
@@ -196,6 +199,8 @@ class MigrationDriver:
         self._behind_since: float | None = None
         self._metrics_refused = False
         self._closed = False
+        #: why the last dual write failed (None once a round wrote everything)
+        self.last_error: str | None = None
         #: the controller writes allowed in state MIGRATION: they are written to ZooKeeper
         self.dual_writes = zk_writer.DUAL_WRITES
 
@@ -488,11 +493,12 @@ class MigrationDriver:
         return zk_epoch + 1, versions[0]
 
     # ------------------------------------------------------------------ DUAL_WRITE
-    def metrics(self) -> dict[str, int]:
+    def metrics(self) -> dict[str, Any]:
         """``ZooKeeperBlockingKRaftMillis``: how long the oldest KRaft change not yet written to
         ZooKeeper has waited (0: ZooKeeper holds every committed change); the offset and epoch of
         the last KRaft record written (``/migration``'s), and of the last whose changes ZooKeeper
-        holds (records that change nothing there are not written)."""
+        holds (records that change nothing there are not written); why the last dual write failed
+        (``lastError``, None once a round wrote everything)."""
         since = [t for t in (self._round_since, self._behind_since) if t is not None]
         lag = int((time.monotonic() - min(since)) * 1000) if since and self.state == DUAL_WRITE else 0
         offset, epoch = self.writer.written if self.writer is not None else (-1, -1)
@@ -501,6 +507,7 @@ class MigrationDriver:
             "lastWrittenOffset": offset,
             "lastWrittenEpoch": epoch,
             "syncedOffset": self.synced[0],
+            "lastError": self.last_error,
         }
 
     async def _dual_write(self, zk: ZkClient, epoch: int) -> None:
@@ -596,18 +603,21 @@ class MigrationDriver:
                 viewed = (image, applied)
                 self._round_since = None
                 self.synced = (prov.offset, prov.epoch)
+                self.last_error = None
             except zk_writer.ZkFenced as e:
                 raise MigrationError(str(e)) from None
             except (asyncio.CancelledError, _Lost):
                 raise
             except Exception as e:  # a ZooKeeper error: the next round reads ZooKeeper again
                 written = None
+                why = _text(e) if isinstance(e, KraftkitError) else type(e).__name__ + (f": {e}" if str(e) else "")
+                self.last_error = f"ZooKeeper {self.config.connect}: {why} (offset {prov.offset} not written)"
                 log.warning(
                     "node %d: ZK migration: a dual write to ZooKeeper %s failed (%s); syncing ZooKeeper with the "
                     "image again",
                     self.node_id,
                     self.config.connect,
-                    _text(e) if isinstance(e, KraftkitError) else type(e).__name__ + (f": {e}" if str(e) else ""),
+                    why,
                 )
                 await self._sleep(max(self.poll_s, 1.0))
                 continue
@@ -692,9 +702,22 @@ class MigrationDriver:
                 counts[name] = counts.get(name, 0) + 1
             values = [encode_metadata_record(api, v, d) for api, v, d in recs]
             size = max(1, self.config.batch_size)
-            for i in range(0, len(values), size):
+            batches = -(-len(values) // size)
+            said = 0.0
+            for n, i in enumerate(range(0, len(values), size), 1):
                 await self._call(self._check_zk_epoch, zk)
-                await self._append(epoch, values[i : i + size])
+                end = await self._append(epoch, values[i : i + size])
+                if time.monotonic() - said >= 1.0 or n == batches:  # (the first batch, then at most once a second)
+                    said = time.monotonic()
+                    log.info(
+                        "node %d: ZK migration: copy batch %d of %d committed (%d of %d records, up to offset %d)",
+                        self.node_id,
+                        n,
+                        batches,
+                        min(i + size, len(values)),
+                        len(values),
+                        end - 1,
+                    )
             await self._call(self._check_zk_epoch, zk)
             end = await self._append(
                 epoch,
@@ -710,10 +733,15 @@ class MigrationDriver:
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            outcome["error"] = (
-                e if isinstance(e, (MigrationError, ZkError)) else MigrationError(f"{type(e).__name__}: {e}")
-            )
-            await self._abort(epoch, _text(e))
+            if isinstance(e, (MigrationError, ZkError)):
+                outcome["error"] = e
+            elif type(e).__module__.startswith("kazoo"):  # (a connection lost, a session expired, ...)
+                outcome["error"] = MigrationError(
+                    f"ZooKeeper {self.config.connect}: {type(e).__name__}" + (f": {e}" if str(e) else "")
+                )
+            else:
+                outcome["error"] = MigrationError(f"{type(e).__name__}: {e}")
+            await self._abort(epoch, _text(outcome["error"]))
 
     async def _append(self, epoch: int, values: list[bytes]) -> int:
         """Appends ``values`` as one batch and waits for its commit; the end offset."""

@@ -11,6 +11,7 @@ Calls block: the driver makes them in a worker thread.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -33,6 +34,8 @@ __all__ = [
     "controller_json",
     "parse_controller",
 ]
+
+log = logging.getLogger(__name__)
 
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
@@ -182,6 +185,27 @@ class KazooClient(KazooSource):
 
     def __init__(self, connect: str, timeout: float = 15.0, session_timeout: float | None = None) -> None:
         super().__init__(connect, timeout, read_only=False, session_timeout=session_timeout)
+        self.client.add_listener(self._state_changed)
+
+    def _state_changed(self, state: str) -> None:
+        """Says when the session is cut off or lost (kazoo then makes a new one: the driver's calls
+        in flight fail, and its next step runs on the new session)."""
+        if state == "SUSPENDED":
+            log.warning(
+                "ZooKeeper %s: connection lost; reconnecting (the session lives until it expires)", self.connect
+            )
+        elif state == "LOST":
+            log.warning("ZooKeeper %s: session expired (or closed); the next calls make a new session", self.connect)
+        elif state == "CONNECTED":
+            log.info(
+                "ZooKeeper %s: connected (session 0x%x)",
+                self.connect,
+                self.client.client_id[0] if self.client.client_id else 0,
+            )
+
+    def close(self) -> None:
+        self.client.remove_listener(self._state_changed)  # (a close is no loss to say)
+        super().close()
 
     def multi(self, ops: list[Op]) -> list[int]:
         from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
