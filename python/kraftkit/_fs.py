@@ -38,11 +38,15 @@ class InputFileError(OSError):
 LOCK_FILE = ".lock"
 
 
-class DirectoryLockedError(OSError):
-    """Another process holds the directory's :data:`LOCK_FILE` (a Kafka or kraftkit node runs on it)."""
+class DirectoryLockError(OSError):
+    """A directory's :data:`LOCK_FILE` cannot be taken: its text says which file and why."""
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class DirectoryLockedError(DirectoryLockError):
+    """Another process holds the directory's :data:`LOCK_FILE` (a Kafka or kraftkit node runs on it)."""
 
 
 class DirectoryLock:
@@ -55,11 +59,15 @@ class DirectoryLock:
         import fcntl
 
         path = os.path.join(os.fspath(directory), LOCK_FILE)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        except OSError as e:
+            why = "a symbolic link" if e.errno == errno.ELOOP else e.strerror
+            raise DirectoryLockError(f"{path}: cannot be opened to lock the directory: {why}") from None
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
-                raise InputFileError(path, not_regular_reason(st.st_mode))
+                raise DirectoryLockError(f"{path}: {not_regular_reason(st.st_mode)}")
             try:
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as e:

@@ -125,3 +125,48 @@ def test_append_and_describe_speak_kafkas_flag_and_an_unreachable_quorum_is_exit
         code, err = run_cli(["quorum", cmd, flag, f"127.0.0.1:{port}", "--timeout", "0.5"], capsys)
         assert code == 2, (cmd, err)
         assert err == f"kraftkit quorum {cmd}: 127.0.0.1:{port}: connection refused (is a node listening there?)\n"
+
+
+def test_a_second_node_on_a_running_nodes_directory_is_refused_naming_it(tmp_path):
+    # (a POSIX lock belongs to a process: the running node is another process, as in production)
+    port, port2 = free_ports(2)
+    log_dir = tmp_path / "log"
+    first = subprocess.Popen(
+        [sys.executable, "-m", "kraftkit.cli.main", "quorum", "run", "--node-id", "1",
+         f"--voters=1@127.0.0.1:{port}", "--log-dir", str(log_dir), "--cluster-id", CLUSTER_ID],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert '"listening"' in first.stdout.readline()
+        second = subprocess.run(
+            [sys.executable, "-m", "kraftkit.cli.main", "quorum", "run", "--node-id", "1",
+             f"--voters=1@127.0.0.1:{port2}", "--log-dir", str(log_dir), "--cluster-id", CLUSTER_ID],
+            capture_output=True, text=True, timeout=60)
+        assert second.returncode == 2, second
+        assert second.stderr == (f"kraftkit quorum run: {log_dir}: .lock is locked by another process: a Kafka or "
+                                 "kraftkit node runs on this directory\n")
+    finally:
+        first.terminate()
+        code = first.wait(timeout=30)
+        first.stdout.close()
+    assert code == 0
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo"])
+def test_a_lock_file_that_is_not_a_file_is_refused_naming_it(tmp_path, capsys, kind):
+    import os
+
+    log_dir = tmp_path / "log"
+    log_dir.mkdir()
+    lock = log_dir / ".lock"
+    if kind == "symlink":
+        lock.symlink_to(tmp_path / "elsewhere")
+        reason = "cannot be opened to lock the directory: a symbolic link"
+    else:
+        os.mkfifo(lock)
+        reason = "not a regular file (a FIFO)"
+    (port,) = free_ports(1)
+    code, err = run_cli(["quorum", "run", "--node-id", "1", f"--voters=1@127.0.0.1:{port}", "--log-dir",
+                         str(log_dir), "--cluster-id", CLUSTER_ID], capsys)
+    assert code == 2, err
+    assert err == f"kraftkit quorum run: {lock}: {reason}\n"
+    assert not (tmp_path / "elsewhere").exists()

@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kraftkit._fs import DirectoryLockedError
+from kraftkit._fs import DirectoryLockError
 from kraftkit.cli.argtypes import int_arg, seconds
 from kraftkit.cli.exits import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, fail
 from kraftkit.cli.jsonout import emit
@@ -396,7 +396,7 @@ async def serve(node: RaftNode, args: argparse.Namespace, command: str, **start_
     cfg = node.config
     try:
         await node.start()
-    except DirectoryLockedError as e:
+    except DirectoryLockError as e:
         return fail(command, str(e))
     except OSError as e:
         assert cfg.listen is not None  # NodeConfig sets it (the node's voter address by default)
