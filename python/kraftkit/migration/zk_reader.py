@@ -1006,7 +1006,10 @@ class PipelinedReads:
             raise ZkPipelineError(f"an answer cut short: {e}") from None
         finally:
             if not ok:  # (a writer blocked on a server that stopped reading is released)
-                self.sock.shutdown(socket.SHUT_RDWR)
+                try:
+                    self.sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # (already closed by the peer)
             writer.join()
         if failed:
             raise ZkPipelineError(f"writing the requests: {failed[0]}")
