@@ -250,7 +250,7 @@ class KafkaNode:
         java = jars.require_java()
         cmd = [java, "-Xmx256m", "-XX:TieredStopAtLevel=1", *tool_log4j_files(self.workdir / "logs"),
                "-cp", jars.classpath(self.version), "kafka.tools.StorageTool", "format",
-               "--cluster-id", self.cluster_id, "--config", str(self.config_path)]
+               f"--cluster-id={self.cluster_id}", "--config", str(self.config_path)]  # (an id may begin with "-")
         if self.dynamic_quorum:
             cmd.append("--standalone")
         if self.release_version:

@@ -157,3 +157,19 @@ def test_kafka_restarts_on_oracle_copy(kafka_oracle):
     assert len(want) < len(kafka_oracle.produced["txn"])  # some transactions were aborted
     assert [(r["offset"], r["key"], r["value"]) for r in got] == \
         [(r["offset"], r["key"], r["value"]) for r in want]
+
+
+def test_a_cluster_id_beginning_with_a_dash_is_formatted(kafka_jars, tmp_path):
+    # (ZooKeeper-mode Kafka draws such ids, 1 in 64: CoreUtils.generateUuidAsBase64; the harness
+    # formats with them, as for a cluster taken over from ZooKeeper)
+    from tests.harness.node import random_cluster_id
+
+    cid = "-" + random_cluster_id()[1:]
+    node = KafkaNode(tmp_path / "node", jars.KAFKA_3, cluster_id=cid)
+    for d in node.log_dirs:
+        d.mkdir(parents=True)
+    node._ensure_ports()
+    node._write_config()
+    node.format()
+    props = (node.metadata_dir / "meta.properties").read_text()
+    assert f"cluster.id={cid}\n" in props, props
