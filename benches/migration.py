@@ -415,11 +415,9 @@ class _Side:
         return self.proc is not None and self.proc.poll() is None
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace").splitlines()[-lines:]
-        except FileNotFoundError:
-            return "(no log)"
-        return f"--- tail of {self.log_path} ---\n" + "\n".join(text)
+        from tests._procs import log_tail
+
+        return log_tail(self.log_path, lines)
 
     def stop(self) -> None:
         if self.node is not None:

@@ -55,11 +55,16 @@ class KraftkitProcess:
         return self.proc.returncode
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace").splitlines()[-lines:]
-        except FileNotFoundError:
-            return "(no log)"
-        return f"--- tail of {self.log_path} ---\n" + "\n".join(text)
+        return log_tail(self.log_path, lines)
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    """The last ``lines`` lines of the log at ``path``, headed by its name (``(no log)``: none yet)."""
+    try:
+        text = path.read_text(errors="replace").splitlines()[-lines:]
+    except FileNotFoundError:
+        return "(no log)"
+    return f"--- tail of {path} ---\n" + "\n".join(text)
 
 
 def readme_block(section: str) -> str:

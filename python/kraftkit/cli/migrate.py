@@ -147,7 +147,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "is written. Exit 0, 1 a znode that is not Kafka's JSON, 2 bad arguments or ZooKeeper or the "
         "controller unreachable.",
     )
-    st.add_argument("--zookeeper", required=True, metavar="HOST:PORT[/CHROOT]", help="the cluster's ZooKeeper")
+    _zookeeper_options(st, "bound on connecting to ZooKeeper, to the controller and on each request (default 15)")
     st.add_argument(
         "--bootstrap-controller", metavar="HOST:PORT", help="a controller to ask for ZkMigrationReady (ApiVersions)"
     )
@@ -157,13 +157,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="the metadata.log.dir of the active controller (on this host): show its dual writes' metrics "
         "(ZooKeeperBlockingKRaftMillis, the last offset written to ZooKeeper) from its "
         "zk-migration-metrics.json",
-    )
-    st.add_argument(
-        "--zookeeper-timeout",
-        type=seconds,
-        default=15.0,
-        metavar="SECONDS",
-        help="bound on connecting to ZooKeeper, to the controller and on each request (default 15)",
     )
     st.add_argument("--json", action="store_true", help="one JSON document (fields: docs/json.md)")
     st.set_defaults(func=run_status)
@@ -185,7 +178,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "rolled back (or --dry-run, or nothing to roll back), 1 refused, 2 bad arguments, ZooKeeper "
         "unreachable or no Kafka cluster there.",
     )
-    rb.add_argument("--zookeeper", required=True, metavar="HOST:PORT[/CHROOT]", help="the cluster's ZooKeeper")
+    _zookeeper_options(rb, "bound on connecting to ZooKeeper and to each controller (default 15)")
     rb.add_argument(
         "--controller-dir",
         action="append",
@@ -201,16 +194,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="HOST:PORT",
         help="a KRaft controller of the migration (repeatable): refuse while it accepts connections",
     )
-    rb.add_argument(
-        "--zookeeper-timeout",
-        type=seconds,
-        default=15.0,
-        metavar="SECONDS",
-        help="bound on connecting to ZooKeeper and to each controller (default 15)",
-    )
     rb.add_argument("--dry-run", action="store_true", help="check and say what would be deleted; delete nothing")
     rb.add_argument("--json", action="store_true", help="one JSON document (fields: docs/json.md)")
     rb.set_defaults(func=run_rollback)
+
+
+def _zookeeper_options(p: argparse.ArgumentParser, timeout_help: str) -> None:
+    """``--zookeeper`` and ``--zookeeper-timeout``, as the live migration's commands take them."""
+    p.add_argument("--zookeeper", required=True, metavar="HOST:PORT[/CHROOT]", help="the cluster's ZooKeeper")
+    p.add_argument("--zookeeper-timeout", type=seconds, default=15.0, metavar="SECONDS", help=timeout_help)
 
 
 STATUS = "migrate status"
