@@ -135,10 +135,17 @@ impl<'a> RecordScanner<'a> {
 
     /// The next chunk of rows, None at the end.
     pub fn next_chunk(&mut self) -> Option<Columns> {
-        if self.done {
-            return None;
-        }
         let mut c = Columns::default();
+        self.fill_chunk(&mut c).then_some(c)
+    }
+
+    /// As [`next_chunk`](Self::next_chunk), into `c` (cleared first, its buffers' room reused):
+    /// false at the end.
+    pub fn fill_chunk(&mut self, c: &mut Columns) -> bool {
+        c.clear();
+        if self.done {
+            return false;
+        }
         while c.rows < self.opts.chunk_rows && c.bytes < self.opts.chunk_bytes {
             let area = &self.buf[..self.end];
             match batch::next_batch(area, self.pos, 0) {
@@ -154,7 +161,7 @@ impl<'a> RecordScanner<'a> {
                     if h.last_offset() < self.opts.min_offset || h.base_offset >= self.opts.max_offset {
                         continue;
                     }
-                    self.emit_batch(&mut c, &h, &self.buf[r], fpos);
+                    self.emit_batch(c, &h, &self.buf[r], fpos);
                 }
                 Err(e) => {
                     self.done = true;
@@ -162,16 +169,13 @@ impl<'a> RecordScanner<'a> {
                     // damage is reported unless it is known to lie past the offsets asked for
                     if e.offset.is_none_or(|o| o < self.opts.max_offset) {
                         let pos = e.position.unwrap_or(self.pos as u64);
-                        self.error_row(&mut c, e.offset, None, None, pos, &e);
+                        self.error_row(c, e.offset, None, None, pos, &e);
                     }
                     break;
                 }
             }
         }
-        if c.rows == 0 && self.done {
-            return None;
-        }
-        Some(c)
+        !(c.rows == 0 && self.done)
     }
 
     /// A row for a batch (or bytes) that could not be read: header fields when known.
@@ -512,5 +516,33 @@ mod tests {
         assert_eq!(c.offset.values, [1, 2]);
         assert!(c.record_type.is_empty());
         assert_eq!(batch_splits(&buf, 1), [0, second, third, third + n, buf.len()]);
+    }
+
+    /// A chunk filled into reused buffers holds what a fresh one does, whatever the chunk
+    /// before it held (nulls, longer strings, more rows).
+    #[test]
+    fn reused_chunks_equal_fresh_ones() {
+        let mut buf = Vec::new();
+        for b in 0..6 {
+            let n = 1 + (b % 3) as usize;
+            buf.extend(data_batch(b * 3, &vec![feature(b); n]));
+        }
+        let n = buf.len();
+        buf[n - 3] ^= 0x01;
+        buf.extend([0u8; 20]);
+        let opts = ScanOptions { chunk_rows: 2, ..ScanOptions::default() };
+        let fresh: Vec<Columns> = {
+            let mut s = RecordScanner::new(&buf, 0, buf.len(), opts);
+            std::iter::from_fn(|| s.next_chunk()).collect()
+        };
+        assert!(fresh.len() > 3);
+        let mut s = RecordScanner::new(&buf, 0, buf.len(), opts);
+        let mut c = Columns::default();
+        for want in &fresh {
+            assert!(s.fill_chunk(&mut c));
+            assert_eq!(format!("{c:?}"), format!("{want:?}"));
+        }
+        assert!(!s.fill_chunk(&mut c));
+        assert_eq!(c.rows, 0);
     }
 }

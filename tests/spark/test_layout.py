@@ -9,11 +9,14 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kraftkit._core import batch_splits
 from kraftkit.log import Segment
 from kraftkit.spark.datasource import ReadOptions, pack, plan_ranges
 from kraftkit.spark.layout import FleetError, discover, naming_lines, naming_table, read_bytes
+from kraftkit.spark.planning import _target
 from kraftkit.spark.runner import partition_dirs
 from kraftkit.spark.scan import FileRange, scan_source
 
@@ -46,6 +49,30 @@ def test_ranges_cut_at_batch_boundaries_cover_the_file_once(fleet):
     ranges = plan_ranges(discover(fleet.root), opts)
     assert sum(r.size for r in ranges) == sum(x.size for x in discover(fleet.root))
     assert [r for g in pack(ranges, 1 << 20) for r in g] == ranges
+
+
+@settings(max_examples=300, deadline=None)
+@given(sizes=st.lists(st.integers(0, 64 << 20), max_size=200), cores=st.integers(1, 16),
+       partition_bytes=st.sampled_from([1 << 20, 64 << 20, 256 << 20]))
+def test_partitions_keep_file_order_and_are_even(sizes, cores, partition_bytes):
+    """What every core gets: consecutive ranges in file order; as many partitions as the smallest
+    multiple of the cores whose share fits partitionBytes (when that share is over 1 MiB, the
+    least a partition is given, and every range is smaller than a share); no partition larger
+    than its share by more than one range."""
+    ranges = [FileRange(f"/f{i}", size=s) for i, s in enumerate(sizes)]
+    groups = pack(ranges, _target(sum(max(s, 64 << 10) for s in sizes),
+                                  ReadOptions(["/"], partition_bytes=partition_bytes, min_partitions=cores)))
+    assert [r for g in groups for r in g] == ranges
+    assert all(groups) or groups == [[]]
+    costs = [max(s, 64 << 10) for s in sizes]
+    total, biggest = sum(costs), max(costs, default=0)
+    n = cores
+    while -(-total // n) > partition_bytes:
+        n += cores
+    if total // n > 1 << 20 and biggest * n < total:
+        assert len(groups) == n
+    for g in groups:
+        assert sum(max(r.size, 64 << 10) for r in g) <= -(-total // len(groups)) + biggest
 
 
 def names(files) -> set[tuple[str, str, str]]:

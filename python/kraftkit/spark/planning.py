@@ -119,21 +119,19 @@ def plan_ranges(files: Sequence[layout.FleetFile], opts: ReadOptions) -> list[Fi
 
 
 def pack(ranges: Sequence[FileRange], target: int) -> list[list[FileRange]]:
-    """Consecutive ranges packed into groups of about ``target`` bytes (each range costs at
-    least 64 KiB, the price of opening a file)."""
-    groups: list[list[FileRange]] = []
-    cur: list[FileRange] = []
-    size = 0
-    for r in ranges:
-        cost = max(r.size, 64 << 10)
-        if cur and size + cost > target:
-            groups.append(cur)
-            cur, size = [], 0
-        cur.append(r)
-        size += cost
-    if cur:
-        groups.append(cur)
-    return groups
+    """Consecutive ranges packed into about ``total / target`` groups of even size (each range
+    costs at least 64 KiB, the price of opening a file): a range goes to the group its middle
+    byte falls in, so groups differ by at most about one range and a multiple of the cores asked
+    for (``_target``) keeps every core busy to the end."""
+    costs = [max(r.size, 64 << 10) for r in ranges]
+    total = sum(costs)
+    n = max(1, -(-total // max(1, target)))
+    groups: list[list[FileRange]] = [[] for _ in range(n)]
+    at = 0
+    for r, cost in zip(ranges, costs, strict=True):
+        groups[min(n - 1, (2 * at + cost) * n // (2 * total))].append(r)
+        at += cost
+    return [g for g in groups if g] or [[]]
 
 
 def plan_partitions(

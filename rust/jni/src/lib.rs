@@ -1,19 +1,19 @@
 //! JNI entry points of the core's record scan (`_core::arrow::RecordScanner`) for the JVM Spark
 //! reader (`python/kraftkit/spark/jvm/src/io/kraftkit/spark/KraftNative.java`). Glue only: the
 //! core walks the batches and builds the Arrow column buffers (validity bitmaps, offsets,
-//! values); this library hands them to Java by copying them into the buffers of Arrow vectors
-//! Java allocated at the sizes `next` reports. No policy here: which files and byte ranges to
+//! values); this library hands Java their addresses, which it reads in place until the next
+//! chunk (`NativeColumn`). No policy here: which files and byte ranges to
 //! read is planned in Python (`kraftkit.spark.datasource`), what to do with the rows in Java.
 //!
 //! A scan is a handle (a boxed [`Scan`] as a `long`): `open`/`openBytes`, then `next` until it
-//! returns 0, `fill` for each column of each chunk, and `close` once (Java guarantees it).
+//! returns 0, `columns` for each chunk, and `close` once (Java guarantees it).
 //! Errors are Java exceptions (`java.io.IOException` naming the file, `IllegalArgumentException`
 //! for a bad column), never a crash: a panic in the core is caught and thrown as
 //! `IllegalStateException`.
 
 use _core::arrow::{self, Bitmap, Bools, ColumnMask, Columns, Prim, RecordScanner, ScanOptions, Var};
 use _core::fsutil;
-use jni::objects::{JByteArray, JClass, JIntArray, JString};
+use jni::objects::{JByteArray, JClass, JLongArray, JString};
 use jni::sys::{jint, jlong};
 use jni::JNIEnv;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -33,30 +33,42 @@ impl Data {
     }
 }
 
-/// One scan of a byte range of one file, and the chunk `next` made last.
+/// One scan of a byte range of one file, and the chunk `next` made last (its buffers reused
+/// from chunk to chunk).
 pub struct Scan {
     data: Data,
     pos: usize,
     end: usize,
     opts: ScanOptions,
     done: bool,
-    chunk: Option<Columns>,
+    chunk: Columns,
+    has_chunk: bool,
 }
 
 impl Scan {
+    fn new(data: Data, start: jlong, end: jlong, opts: ScanOptions) -> Scan {
+        let (pos, end) = range(data.bytes().len(), start, end);
+        if let Data::Map(m) = &data {
+            // the range's pages mapped in one call rather than one fault each (Linux 5.14 or
+            // later; elsewhere the scan faults them in as it goes)
+            let _ = m.advise_range(memmap2::Advice::PopulateRead, pos, end - pos);
+        }
+        Scan { data, pos, end, opts, done: false, chunk: Columns::default(), has_chunk: false }
+    }
+
     fn next(&mut self) -> Option<&Columns> {
-        self.chunk = None;
+        self.has_chunk = false;
         while !self.done {
             let mut s = RecordScanner::new(self.data.bytes(), self.pos, self.end, self.opts);
-            let c = s.next_chunk();
+            let more = s.fill_chunk(&mut self.chunk);
             self.pos = s.position();
-            self.done = s.is_done() || c.is_none();
-            if let Some(c) = c.filter(|c| c.rows > 0) {
-                self.chunk = Some(c);
+            self.done = s.is_done() || !more;
+            if more && self.chunk.rows > 0 {
+                self.has_chunk = true;
                 break;
             }
         }
-        self.chunk.as_ref()
+        self.has_chunk.then_some(&self.chunk)
     }
 }
 
@@ -136,8 +148,7 @@ pub extern "system" fn Java_io_kraftkit_spark_KraftNative_open<'l>(
                 return 0;
             }
         };
-        let (pos, end) = range(data.bytes().len(), start, end);
-        into_handle(Scan { data, pos, end, opts, done: false, chunk: None })
+        into_handle(Scan::new(data, start, end, opts))
     })
 }
 
@@ -167,119 +178,76 @@ pub extern "system" fn Java_io_kraftkit_spark_KraftNative_openBytes<'l>(
             return 0; // an exception is pending
         };
         let data = Data::Vec(v);
-        let (pos, end) = range(data.bytes().len(), start, end);
-        into_handle(Scan { data, pos, end, opts, done: false, chunk: None })
+        into_handle(Scan::new(data, start, end, opts))
     })
 }
 
-fn var_len(v: &Var) -> usize {
-    v.data.len()
-}
-
-/// `next(handle, sizes)`: the next chunk's row count (0: the scan is done); `sizes[i]` is set to
-/// the data bytes of variable-width column i (the other entries to 0).
+/// `next(handle)`: the next chunk's row count (0: the scan is done).
 #[no_mangle]
-pub extern "system" fn Java_io_kraftkit_spark_KraftNative_next<'l>(mut env: JNIEnv<'l>, _cls: JClass<'l>, handle: jlong, sizes: JIntArray<'l>) -> jint {
-    guarded(&mut env, 0, |env| {
+pub extern "system" fn Java_io_kraftkit_spark_KraftNative_next<'l>(mut env: JNIEnv<'l>, _cls: JClass<'l>, handle: jlong) -> jint {
+    guarded(&mut env, 0, |_env| {
         // SAFETY: Java passes a live handle
         let scan = unsafe { scan_of(handle) };
-        let mut out = [0i32; arrow::COLUMNS.len()];
-        let rows = match scan.next() {
-            None => 0,
-            Some(c) => {
-                for (i, v) in [(arrow::CONTROL_TYPE, &c.control_type), (arrow::RECORD_TYPE, &c.record_type), (arrow::RECORD, &c.record), (arrow::VALUE, &c.value), (arrow::ERROR, &c.error)] {
-                    // a chunk ends at 64 MiB of strings (ScanOptions::chunk_bytes) plus one batch
-                    out[i] = i32::try_from(var_len(v)).unwrap_or(i32::MAX);
-                }
-                c.rows as jint
-            }
-        };
-        let _ = env.set_int_array_region(&sizes, 0, &out);
-        rows
+        scan.next().map_or(0, |c| c.rows as jint)
     })
 }
 
-/// Copies `src` to the `dst` address (nothing for a null address).
-///
-/// # Safety
-/// `dst` is null or writable for `src.len()` bytes.
-unsafe fn put(dst: jlong, src: &[u8]) {
-    if dst != 0 && !src.is_empty() {
-        std::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len());
-    }
+/// A column's buffers: the validity bitmap, the offsets (variable-width columns; else null),
+/// the values (or data), and how many rows are null.
+fn buffers<'a>(v: &'a Bitmap, offsets: Option<&'a [i32]>, values: *const u8) -> [jlong; 4] {
+    let at = |p: *const u8| p as usize as jlong;
+    [at(v.bytes.as_ptr()), offsets.map_or(0, |o| at(o.as_ptr().cast())), at(values), v.unset as jlong]
 }
 
-fn bytes_of<T: Copy>(v: &[T]) -> &[u8] {
-    // SAFETY: plain integers (i32/i64) seen as their bytes
-    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+fn prim<T: Copy>(p: &Prim<T>) -> [jlong; 4] {
+    buffers(&p.validity, None, p.values.as_ptr().cast())
 }
 
-fn bitmap(b: &Bitmap) -> &[u8] {
-    &b.bytes
+fn bools(b: &Bools) -> [jlong; 4] {
+    buffers(&b.validity, None, b.values.bytes.as_ptr())
 }
 
-fn prim<T: Copy>(p: &Prim<T>) -> (&[u8], &[u8], &[u8]) {
-    (bitmap(&p.validity), &[], bytes_of(&p.values))
+fn var(v: &Var) -> [jlong; 4] {
+    buffers(&v.validity, Some(&v.offsets), v.data.as_ptr())
 }
 
-fn bools(b: &Bools) -> (&[u8], &[u8], &[u8]) {
-    (bitmap(&b.validity), &[], bitmap(&b.values))
-}
-
-fn var(v: &Var) -> (&[u8], &[u8], &[u8]) {
-    (bitmap(&v.validity), bytes_of(&v.offsets), &v.data)
-}
-
-/// `fill(handle, column, validity, offsets, values)`: copies column `column` of the last chunk
-/// into Arrow buffers at these addresses: the validity bitmap (`(rows + 7) / 8` bytes), the
-/// offsets of a variable-width column (`(rows + 1) * 4` bytes; 0 for the others) and the
-/// values (`rows` x 8 or 4 bytes, a bitmap for booleans, `sizes[column]` bytes of data).
+/// `columns(handle, out)`: where the last chunk's columns are, read in place by Java
+/// (`NativeColumn`): for core column i, `out[4i..4i+4]` = the address of its validity bitmap
+/// (Arrow layout, LSB first), of its `rows + 1` i32 offsets (strings and bytes; else 0), of its
+/// values (i64 or i32 little-endian, a bitmap for booleans, the bytes of strings), and its null
+/// count; zeros for a column not asked for. The buffers stay put until the next `next` or
+/// `close`.
 #[no_mangle]
-pub extern "system" fn Java_io_kraftkit_spark_KraftNative_fill<'l>(
-    mut env: JNIEnv<'l>,
-    _cls: JClass<'l>,
-    handle: jlong,
-    column: jint,
-    validity: jlong,
-    offsets: jlong,
-    values: jlong,
-) {
+pub extern "system" fn Java_io_kraftkit_spark_KraftNative_columns<'l>(mut env: JNIEnv<'l>, _cls: JClass<'l>, handle: jlong, out: JLongArray<'l>) {
     guarded(&mut env, (), |env| {
         // SAFETY: Java passes a live handle
         let scan = unsafe { scan_of(handle) };
-        let Some(c) = scan.chunk.as_ref() else {
-            let _ = env.throw_new("java/lang/IllegalStateException", "fill without a chunk");
+        let Some(c) = scan.has_chunk.then_some(&scan.chunk) else {
+            let _ = env.throw_new("java/lang/IllegalStateException", "columns without a chunk");
             return;
         };
-        let parts = match column as usize {
-            arrow::BASE_OFFSET => prim(&c.base_offset),
-            arrow::OFFSET => prim(&c.offset),
-            arrow::EPOCH => prim(&c.epoch),
-            arrow::TIMESTAMP => prim(&c.timestamp),
-            arrow::CRC_VALID => bools(&c.crc_valid),
-            arrow::IS_CONTROL => bools(&c.is_control),
-            arrow::CONTROL_TYPE => var(&c.control_type),
-            arrow::RECORD_TYPE => var(&c.record_type),
-            arrow::RECORD_VERSION => prim(&c.record_version),
-            arrow::RECORD => var(&c.record),
-            arrow::VALUE => var(&c.value),
-            arrow::POSITION => prim(&c.position),
-            arrow::ERROR => var(&c.error),
-            _ => {
-                let _ = env.throw_new("java/lang/IllegalArgumentException", format!("no column {column}"));
-                return;
+        let mut addrs = [0 as jlong; 4 * arrow::COLUMNS.len()];
+        for (i, a) in addrs.chunks_exact_mut(4).enumerate() {
+            if !scan.opts.columns.has(i) {
+                continue;
             }
-        };
-        if !scan.opts.columns.has(column as usize) {
-            let _ = env.throw_new("java/lang/IllegalArgumentException", format!("column {} was not asked for", arrow::COLUMNS[column as usize]));
-            return;
+            a.copy_from_slice(&match i {
+                arrow::BASE_OFFSET => prim(&c.base_offset),
+                arrow::OFFSET => prim(&c.offset),
+                arrow::EPOCH => prim(&c.epoch),
+                arrow::TIMESTAMP => prim(&c.timestamp),
+                arrow::CRC_VALID => bools(&c.crc_valid),
+                arrow::IS_CONTROL => bools(&c.is_control),
+                arrow::CONTROL_TYPE => var(&c.control_type),
+                arrow::RECORD_TYPE => var(&c.record_type),
+                arrow::RECORD_VERSION => prim(&c.record_version),
+                arrow::RECORD => var(&c.record),
+                arrow::VALUE => var(&c.value),
+                arrow::POSITION => prim(&c.position),
+                _ => var(&c.error),
+            });
         }
-        // SAFETY: Java allocated the buffers at the sizes `next` reported for this chunk
-        unsafe {
-            put(validity, parts.0);
-            put(offsets, parts.1);
-            put(values, parts.2);
-        }
+        let _ = env.set_long_array_region(&out, 0, &addrs);
     })
 }
 

@@ -27,6 +27,11 @@ impl Bitmap {
     pub fn get(&self, i: usize) -> bool {
         self.bytes[i >> 3] & (1 << (i & 7)) != 0
     }
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.len = 0;
+        self.unset = 0;
+    }
 }
 
 /// A nullable fixed-width column.
@@ -37,6 +42,10 @@ pub struct Prim<T> {
 }
 
 impl<T: Copy + Default> Prim<T> {
+    fn clear(&mut self) {
+        self.values.clear();
+        self.validity.clear();
+    }
     #[inline(always)]
     pub(super) fn push(&mut self, v: Option<T>) {
         self.validity.push(v.is_some());
@@ -52,6 +61,10 @@ pub struct Bools {
 }
 
 impl Bools {
+    fn clear(&mut self) {
+        self.values.clear();
+        self.validity.clear();
+    }
     #[inline(always)]
     pub(super) fn push(&mut self, v: Option<bool>) {
         self.validity.push(v.is_some());
@@ -91,6 +104,12 @@ impl Var {
     pub fn len(&self) -> usize {
         self.validity.len
     }
+    fn clear(&mut self) {
+        self.offsets.clear();
+        self.offsets.push(0);
+        self.data.clear();
+        self.validity.clear();
+    }
     pub fn is_empty(&self) -> bool {
         self.validity.len == 0
     }
@@ -115,4 +134,22 @@ pub struct Columns {
     pub error: Var,
     /// Bytes of record data in this chunk (a budget, so a chunk's offsets stay far from i32).
     pub(super) bytes: usize,
+}
+
+impl Columns {
+    /// No rows, the buffers' room kept for the next chunk.
+    pub fn clear(&mut self) {
+        self.rows = 0;
+        self.bytes = 0;
+        for p in [&mut self.base_offset, &mut self.offset, &mut self.timestamp, &mut self.position] {
+            p.clear();
+        }
+        self.epoch.clear();
+        self.record_version.clear();
+        self.crc_valid.clear();
+        self.is_control.clear();
+        for v in [&mut self.control_type, &mut self.record_type, &mut self.record, &mut self.value, &mut self.error] {
+            v.clear();
+        }
+    }
 }

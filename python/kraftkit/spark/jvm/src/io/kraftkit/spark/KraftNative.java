@@ -8,7 +8,7 @@ import java.nio.file.StandardCopyOption;
 
 /**
  * The JNI entry points of kraftkit's Rust core (the {@code kraftkit-jni} library, {@code
- * rust/jni}): a record scan of a byte range of one file that fills Arrow buffers. The library is
+ * rust/jni}): a record scan of a byte range of one file into Arrow-layout column buffers. The library is
  * a resource of this jar ({@code /io/kraftkit/spark/native/<os>-<arch>/}), copied to a temporary
  * file and loaded once per JVM; the system property {@code kraftkit.jni.library} names another
  * copy instead.
@@ -70,11 +70,15 @@ final class KraftNative {
   /** As {@link #open}, over the bytes of a file read by Java. */
   static native long openBytes(byte[] bytes, long start, long end, int mask, long minOffset, long maxOffset, int chunkRows);
 
-  /** The next chunk's rows (0: done); sizes[i]: data bytes of variable-width column i. */
-  static native int next(long handle, int[] sizes);
+  /** The next chunk's rows (0: done). */
+  static native int next(long handle);
 
-  /** Copies column {@code column} of the last chunk to these buffer addresses. */
-  static native void fill(long handle, int column, long validity, long offsets, long values);
+  /**
+   * Where the last chunk's columns are: for core column i, {@code out[4i..4i+4]} = the addresses
+   * of its validity bitmap, offsets (strings and bytes; else 0) and values, and its null count
+   * (see {@link NativeColumn}); valid until the next {@link #next} or {@link #close}.
+   */
+  static native void columns(long handle, long[] out);
 
   static native void close(long handle);
 }

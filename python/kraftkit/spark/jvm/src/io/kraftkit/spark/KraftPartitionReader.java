@@ -3,15 +3,6 @@ package io.kraftkit.spark;
 import java.io.IOException;
 import java.io.InputStream;
 import java.net.URI;
-import org.apache.arrow.memory.BufferAllocator;
-import org.apache.arrow.vector.BaseFixedWidthVector;
-import org.apache.arrow.vector.BaseVariableWidthVector;
-import org.apache.arrow.vector.BigIntVector;
-import org.apache.arrow.vector.BitVector;
-import org.apache.arrow.vector.FieldVector;
-import org.apache.arrow.vector.IntVector;
-import org.apache.arrow.vector.VarBinaryVector;
-import org.apache.arrow.vector.VarCharVector;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FileSystem;
@@ -19,16 +10,14 @@ import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.execution.vectorized.ConstantColumnVector;
 import org.apache.spark.sql.types.DataTypes;
-import org.apache.spark.sql.util.ArrowUtils;
-import org.apache.spark.sql.vectorized.ArrowColumnVector;
 import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
- * Reads a partition's byte ranges with the Rust core (JNI): each chunk of rows comes as Arrow
- * buffers copied into this reader's vectors (reused from chunk to chunk), the location columns
- * as constants. A batch is valid until the next call of {@link #next}.
+ * Reads a partition's byte ranges with the Rust core (JNI): each chunk of rows is read where the
+ * core wrote it ({@link NativeColumn}), the location columns are constants. A batch is valid
+ * until the next call of {@link #next}.
  */
 final class KraftPartitionReader implements PartitionReader<ColumnarBatch> {
   private final KraftPartition partition;
@@ -38,12 +27,10 @@ final class KraftPartitionReader implements PartitionReader<ColumnarBatch> {
   /** Offsets pushed by filters (every range's own bounds narrowed to them). */
   private final long lo;
   private final long hi;
-  private final BufferAllocator allocator;
-  /** Per output column: its Arrow vector (core columns) or null (location columns). */
-  private final FieldVector[] vectors;
-  private final ColumnVector[] arrowColumns;
+  /** Per output column: its native column (core columns) or null (location columns). */
+  private final NativeColumn[] natives;
   private final int[] core;
-  private final int[] sizes = new int[KraftNative.CORE_COLUMNS.length];
+  private final long[] addrs = new long[4 * KraftNative.CORE_COLUMNS.length];
   private int range = -1;
   private long handle;
   private ColumnarBatch batch;
@@ -55,9 +42,7 @@ final class KraftPartitionReader implements PartitionReader<ColumnarBatch> {
     this.partition = partition;
     this.columns = columns;
     this.chunkRows = chunkRows;
-    this.allocator = ArrowUtils.rootAllocator().newChildAllocator("kraft", 0, Long.MAX_VALUE);
-    this.vectors = new FieldVector[columns.length];
-    this.arrowColumns = new ColumnVector[columns.length];
+    this.natives = new NativeColumn[columns.length];
     this.core = new int[columns.length];
     int m = 0;
     for (int i = 0; i < columns.length; i++) {
@@ -67,25 +52,9 @@ final class KraftPartitionReader implements PartitionReader<ColumnarBatch> {
         continue;
       }
       m |= 1 << c;
-      vectors[i] = vector(columns[i]);
-      arrowColumns[i] = new ArrowColumnVector(vectors[i]);
+      natives[i] = NativeColumn.of(Columns.TYPES[Columns.index(columns[i])]);
     }
     this.mask = m;
-  }
-
-  private FieldVector vector(String name) {
-    switch (Columns.TYPES[Columns.index(name)].typeName()) {
-      case "long":
-        return new BigIntVector(name, allocator);
-      case "integer":
-        return new IntVector(name, allocator);
-      case "boolean":
-        return new BitVector(name, allocator);
-      case "binary":
-        return new VarBinaryVector(name, allocator);
-      default:
-        return new VarCharVector(name, allocator);
-    }
   }
 
   private boolean openNext() throws IOException {
@@ -125,7 +94,7 @@ final class KraftPartitionReader implements PartitionReader<ColumnarBatch> {
       return false;
     }
     while (true) {
-      int rows = KraftNative.next(handle, sizes);
+      int rows = KraftNative.next(handle);
       if (rows > 0) {
         fill(rows);
         return true;
@@ -138,26 +107,17 @@ final class KraftPartitionReader implements PartitionReader<ColumnarBatch> {
 
   private void fill(int rows) {
     KraftPartition.Range r = partition.ranges.get(range);
+    KraftNative.columns(handle, addrs);
     ColumnVector[] out = new ColumnVector[columns.length];
     for (int i = 0; i < columns.length; i++) {
-      FieldVector v = vectors[i];
-      if (v == null) {
+      NativeColumn n = natives[i];
+      if (n == null) {
         out[i] = constant(rows, columns[i], r);
         continue;
       }
-      v.clear();
-      if (v instanceof BaseVariableWidthVector) {
-        BaseVariableWidthVector w = (BaseVariableWidthVector) v;
-        w.allocateNew(Math.max(1, sizes[core[i]]), rows);
-        KraftNative.fill(handle, core[i], w.getValidityBufferAddress(), w.getOffsetBufferAddress(), w.getDataBufferAddress());
-        w.setLastSet(rows - 1);
-      } else {
-        BaseFixedWidthVector f = (BaseFixedWidthVector) v;
-        f.allocateNew(rows);
-        KraftNative.fill(handle, core[i], f.getValidityBufferAddress(), 0, f.getDataBufferAddress());
-      }
-      v.setValueCount(rows);
-      out[i] = arrowColumns[i];
+      int at = 4 * core[i];
+      n.reset(addrs[at], addrs[at + 1], addrs[at + 2], (int) addrs[at + 3], rows);
+      out[i] = n;
     }
     batch = new ColumnarBatch(out, rows);
   }
@@ -197,11 +157,5 @@ final class KraftPartitionReader implements PartitionReader<ColumnarBatch> {
   @Override
   public void close() {
     closeScan();
-    for (FieldVector v : vectors) {
-      if (v != null) {
-        v.close();
-      }
-    }
-    allocator.close();
   }
 }
