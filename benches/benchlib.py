@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
@@ -211,6 +212,21 @@ def print_targets(rows: list[Row], targets: list[dict], t0: float, json_path: st
     if json_path:
         Path(json_path).write_text(json.dumps({"results": [r.to_json() for r in rows], "targets": targets, **extra},
                                               indent=1, default=str))
+
+
+def suite_main(a, suite) -> int:
+    """A suite module run alone (``benches/<suite>.py``): its ``run_all(a, log)``, then what the main
+    runner prints of it (``describe``, ``print_table``) and its targets (``targets``), progress on
+    stderr; ``a.json`` names a file for every row, target and extra as JSON."""
+    say = lambda m="": print(m, file=sys.stderr, flush=True)  # noqa: E731
+    t0 = time.perf_counter()
+    rows, extra = suite.run_all(a, say)
+    finalize(rows)
+    print(suite.describe(extra))
+    print()
+    print(suite.print_table(rows))
+    print_targets(rows, suite.targets(rows), t0, a.json, extra)
+    return 0
 
 
 def large_folio_share(paths: list[str]) -> float | None:

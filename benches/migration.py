@@ -738,16 +738,7 @@ def parse(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None) -> int:
-    a = parse(argv)
-    say = lambda m="": print(m, file=sys.stderr, flush=True)  # noqa: E731
-    t0 = time.perf_counter()
-    rows, extra = run_all(a, say)
-    benchlib.finalize(rows)
-    print(describe(extra))
-    print()
-    print(print_table(rows))
-    benchlib.print_targets(rows, targets(rows), t0, a.json, extra)
-    return 0
+    return benchlib.suite_main(parse(argv), sys.modules[__name__])
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import controller  # noqa: E402
 import datasets  # noqa: E402
 import metadata  # noqa: E402
 import migration  # noqa: E402
+import spark_scan  # noqa: E402
 import suites  # noqa: E402
 from benchlib import Row, fmt_rate  # noqa: E402
 
@@ -43,8 +44,8 @@ def parse_args(argv=None):
     p.add_argument("--codecs", default=None, help="compressed variants of 'topic' (default lz4,zstd; quick lz4; any of lz4,zstd,gzip,snappy; 'none' for no variant)")
     p.add_argument("--datasets", default=None, help="comma list overriding the dataset selection (meta,topic,topic-1k,topic-lz4,...)")
     p.add_argument("--suites", default="crc,decode,dump",
-                   help="comma list of crc, decode, dump, metadata, controller, brokers, migration (the last four are "
-                   "opt-in: ~20, ~4, ~6 and ~5 min on 2 cores)")
+                   help="comma list of crc, decode, dump, metadata, controller, brokers, migration, spark (the last five "
+                   "are opt-in: ~20, ~4, ~6, ~5 and ~6 min on 2 cores)")
     p.add_argument("--metadata-records", type=int, default=None, help="records in the metadata log (default 5 M, quick 500k)")
     p.add_argument("--snapshot-topics", type=int, default=None,
                    help="topics (x 50 partitions) of the snapshot image (default 20000 = 1 M partitions, quick 2000)")
@@ -311,6 +312,13 @@ def main(argv=None) -> int:
         rows += zrows
         extra.update(zextra)
 
+    if "spark" in a.suites:
+        say("9. Spark fleet scan: format(\"kraft\") on local[1] and local[2] vs its peers")
+        srows, sextra = spark_scan.run_all(spark_scan.parse([*(["--quick"] if a.quick else []), "--data-dir", a.data_dir,
+                                                              "--repeat", str(a.repeat)]), log=say)
+        rows += srows
+        extra.update(sextra)
+
     benchlib.finalize(rows)
     elapsed = time.perf_counter() - t_start
     env["loadavg_end"] = os.getloadavg()
@@ -330,6 +338,8 @@ def main(argv=None) -> int:
         print(brokers.describe(extra))
     if "migration" in extra:
         print(migration.describe(extra))
+    if "spark" in extra:
+        print(spark_scan.describe(extra))
     print()
     print(text)
     mtext = metadata.print_table(rows)
@@ -344,8 +354,11 @@ def main(argv=None) -> int:
     ztext = migration.print_table(rows)
     if ztext:
         print(ztext)
+    stext = spark_scan.print_table(rows)
+    if stext:
+        print(stext)
     tg = (targets(rows, extra.get("page_cache_large_folios")) + metadata.targets(rows) + controller.targets(rows)
-          + brokers.targets(rows) + migration.targets(rows))
+          + brokers.targets(rows) + migration.targets(rows) + spark_scan.targets(rows))
     if tg:
         print(f"== targets (load average {env['loadavg_start'][0]:.2f} at start, {env['loadavg_end'][0]:.2f} at end) ==")
         for t in tg:
