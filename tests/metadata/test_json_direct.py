@@ -302,3 +302,31 @@ def test_cli_without_a_file_descriptor_prints_the_same(tmp_path: Path, monkeypat
         assert text.getvalue().encode() == piped
         old = old_dump_lines(p, "--json" in args)[0]
         assert [x for x in piped.decode().split("\n")[:-1] if x in old] == old
+
+
+def test_a_log_of_many_steps_iterates_as_it_writes(tmp_path: Path):
+    """A log several times the input an iteration step renders (512 KiB), with a damaged batch
+    near its end: the bytes objects given out, joined, are what ``write_chunk`` writes into a file
+    and the old per-batch loop's lines, and both stop at the same error."""
+    recs = [mr.encode_metadata_record(3, 1, {"PartitionId": i, "TopicId": uuid.UUID(int=i), "Replicas": [1, 2, 3],
+                                             "Isr": [1, 2], "Leader": 1 + i % 3}) for i in range(50)]
+    log = bytearray()
+    for b in range(600):
+        log += encode_batch([(b, None, r, ()) for r in recs], base_offset=b * len(recs))
+    assert len(log) > 4 * (512 << 10)
+    log[-100] ^= 0x20  # the last batch's CRC no longer matches
+    p = tmp_path / "00000000000000000000.log"
+    p.write_bytes(bytes(log))
+    for as_json in (False, True):
+        lines, records, err = new_dump_lines(p, as_json)
+        old = old_dump_lines(p, as_json)
+        assert (lines, records) == (old[0], old[1]) and records == 599 * len(recs)
+        same_error(err, old[2])
+        out = tmp_path / "written"
+        with out.open("wb") as f:
+            it = metadata_dump(str(p), json=as_json)
+            with pytest.raises(KraftkitError) as raised:
+                while it.write_chunk(f.fileno()):
+                    pass
+        same_error(raised.value, err)
+        assert out.read_bytes().decode().split("\n")[:-1] == lines

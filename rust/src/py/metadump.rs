@@ -19,6 +19,29 @@ impl AsRef<[u8]> for Shared {
     }
 }
 
+/// Input per bytes object given out by iteration (~1.5 MB of text for metadata records).
+const BYTES_CHUNK: usize = 512 << 10;
+
+/// One bytes object holding `parts` one after the other, its buffer written once (not zeroed
+/// first, as `PyBytes::new_with` does).
+fn bytes_of_parts<'py>(py: Python<'py>, parts: &[Vec<u8>]) -> PyResult<Bound<'py, PyBytes>> {
+    let len: usize = parts.iter().map(Vec::len).sum();
+    let size = pyo3::ffi::Py_ssize_t::try_from(len).map_err(|_| pyo3::exceptions::PyOverflowError::new_err("chunk too large"))?;
+    // SAFETY: PyBytes_FromStringAndSize(NULL, n) makes a bytes object with room for n bytes (and
+    // the NUL after them) that is ours to fill before anyone else sees it; it is filled whole
+    // below, then owned by the Bound.
+    unsafe {
+        let ptr = pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), size);
+        let obj = Bound::from_owned_ptr_or_err(py, ptr)?;
+        let mut at = pyo3::ffi::PyBytes_AsString(ptr).cast::<u8>();
+        for p in parts {
+            std::ptr::copy_nonoverlapping(p.as_ptr(), at, p.len());
+            at = at.add(p.len());
+        }
+        Ok(obj.downcast_into_unchecked())
+    }
+}
+
 /// Chunks of `metadata dump` output for one file (bytes, UTF-8), then the dump's problem raised.
 #[pyclass(module = "kraftkit._core")]
 pub struct MetadataDump {
@@ -41,19 +64,12 @@ impl MetadataDump {
                 };
             }
             let (inner, parts) = (&mut self.inner, &mut self.parts);
-            py.allow_threads(|| inner.next_chunk(CHUNK, parts));
+            // a smaller step than write_chunk's: the text is copied once more, into the bytes
+            // object, while it is still in the cache
+            py.allow_threads(|| inner.next_chunk(BYTES_CHUNK, parts));
             let len: usize = self.parts.iter().map(Vec::len).sum();
             if len > 0 {
-                let parts = &self.parts;
-                return PyBytes::new_with(py, len, |buf| {
-                    let mut at = 0;
-                    for p in parts.iter() {
-                        buf[at..at + p.len()].copy_from_slice(p);
-                        at += p.len();
-                    }
-                    Ok(())
-                })
-                .map(Some);
+                return bytes_of_parts(py, &self.parts).map(Some);
             }
         }
     }

@@ -38,9 +38,7 @@ abstract class NativeColumn extends ColumnVector {
       return new Ints();
     } else if (type.equals(DataTypes.BooleanType)) {
       return new Booleans();
-    } else if (type.equals(DataTypes.StringType)) {
-      return new Strings(type);
-    } else if (type.equals(DataTypes.BinaryType)) {
+    } else if (type.equals(DataTypes.StringType) || type.equals(DataTypes.BinaryType)) {
       return new Strings(type);
     }
     throw new IllegalArgumentException("kraft: no native column of type " + type.simpleString());
