@@ -65,10 +65,11 @@ def parse_args(argv=None):
     p.add_argument("--data-dir", default=str(REPO / ".cache" / "bench"), help="where generated logs are cached (git-ignored)")
     p.add_argument("--regen", action="store_true", help="regenerate the datasets even if cached")
     p.add_argument("--no-pin", action="store_true", help="do not pin this process to one core")
-    p.add_argument("--page-cache", choices=("as-is", "readahead", "small"), default="as-is",
-                   help="before the CRC rows of a dataset, leave its files' page cache as it is (default), or drop and "
-                   "read them back with readahead (large folios, as after a restart) or 4 KiB at a time (4 KiB folios, "
-                   "as written in small appends); the share in large folios is printed either way (needs root)")
+    p.add_argument("--page-cache", choices=("both", "as-is", "readahead", "small"), default="both",
+                   help="before the CRC rows of a dataset, drop its files' pages and read them back 4 KiB at a time "
+                   "(small: 4 KiB folios, as written in small appends) or with readahead (readahead: large folios, as "
+                   "after a restart), or leave them as they are (as-is); both (default): the CRC rows twice, small then "
+                   "readahead, each labelled DATASET/STATE; the share in large folios is printed either way (needs root)")
     p.add_argument("--json", metavar="PATH", help="also write every measurement as JSON")
     a = p.parse_args(argv)
     q = a.quick
@@ -243,18 +244,23 @@ def main(argv=None) -> int:
     if "crc" in a.suites:
         say("2. CRC verification")
         extra["page_cache_large_folios"] = folios = {}
+        states = ("small", "readahead") if a.page_cache == "both" else (a.page_cache,)
         for name in a.datasets:
-            if a.page_cache != "as-is":
-                benchlib.set_page_cache(dsets[name].segments, a.page_cache)
-            folios[name] = benchlib.large_folio_share(dsets[name].segments)
-            share = "unknown (needs root)" if folios[name] is None else f"{folios[name]:.0%}"
-            say(f"  {name} (page cache {a.page_cache}: {share} in large folios)")
-            crc_rows = suites.run_crc(dsets[name], peers, warmup=a.warmup, repeat=a.repeat + 2, log=say)
-            if len(benchlib.ALL_CPUS) > 1 and not a.no_pin:
-                r = suites.run_crc_all_cores(dsets[name], warmup=a.warmup, repeat=a.repeat + 2, log=say)
-                at = next(i for i, x in enumerate(crc_rows) if x.impl.startswith("kraftkit verify_segments")) + 1
-                crc_rows.insert(at, r)
-            rows += crc_rows
+            for state in states:
+                label = name if len(states) == 1 else f"{name}/{state}"
+                if state != "as-is":
+                    benchlib.set_page_cache(dsets[name].segments, state)
+                folios[label] = benchlib.large_folio_share(dsets[name].segments)
+                share = "unknown (needs root)" if folios[label] is None else f"{folios[label]:.0%}"
+                say(f"  {name} (page cache {state}: {share} in large folios)")
+                crc_rows = suites.run_crc(dsets[name], peers, warmup=a.warmup, repeat=a.repeat + 2, log=say)
+                if len(benchlib.ALL_CPUS) > 1 and not a.no_pin:
+                    r = suites.run_crc_all_cores(dsets[name], warmup=a.warmup, repeat=a.repeat + 2, log=say)
+                    at = next(i for i, x in enumerate(crc_rows) if x.impl.startswith("kraftkit verify_segments")) + 1
+                    crc_rows.insert(at, r)
+                for r in crc_rows:
+                    r.dataset = label
+                rows += crc_rows
     if "decode" in a.suites:
         say("3. decode into Python objects")
         for name in a.datasets:
