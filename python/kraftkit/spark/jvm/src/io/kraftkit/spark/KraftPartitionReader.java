@@ -1,7 +1,6 @@
 package io.kraftkit.spark;
 
 import java.io.IOException;
-import java.io.InputStream;
 import java.net.URI;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
